@@ -266,7 +266,11 @@ mod tests {
 
     impl Default for Inner {
         fn default() -> Self {
-            Self { port: 6969, names: vec!["a".into(), "b".into()], deeper: Deeper::default() }
+            Self {
+                port: 6969,
+                names: vec!["a".into(), "b".into()],
+                deeper: Deeper::default(),
+            }
         }
     }
 
@@ -288,7 +292,11 @@ mod tests {
         let parsed: Outer = toml::from_str(&text).unwrap();
         assert_eq!(parsed, value);
 
-        let changed = Outer { volume: Volume::Quiet, ratio: 2.25, ..Outer::default() };
+        let changed = Outer {
+            volume: Volume::Quiet,
+            ratio: 2.25,
+            ..Outer::default()
+        };
         let parsed: Outer = toml::from_str(&to_commented_toml(&changed).unwrap()).unwrap();
         assert_eq!(parsed, changed);
     }

@@ -89,7 +89,10 @@ fn expand(input: &DeriveInput) -> syn::Result<TokenStream2> {
             }
         }
         Data::Union(_) => {
-            return Err(syn::Error::new_spanned(name, "TomlConfig cannot be derived for unions"));
+            return Err(syn::Error::new_spanned(
+                name,
+                "TomlConfig cannot be derived for unions",
+            ));
         }
     };
 
@@ -114,7 +117,12 @@ fn doc_comment(attrs: &[Attribute]) -> String {
             && let Lit::Str(text) = &expr.lit
         {
             let line = text.value();
-            lines.push(line.strip_prefix(' ').unwrap_or(&line).trim_end().to_string());
+            lines.push(
+                line.strip_prefix(' ')
+                    .unwrap_or(&line)
+                    .trim_end()
+                    .to_string(),
+            );
         }
     }
     lines.join("\n").trim().to_string()

@@ -1,0 +1,31 @@
+//! Torrent and peer storage shared by the shoal trackers. No I/O, no threads, no clock
+//! reads: every operation takes the current [`ServerTime`] and a random number
+//! generator as arguments, so the behaviour is a pure function of its inputs and the
+//! tests are deterministic.
+//!
+//! # Layout
+//!
+//! * [`time`]: seconds since start ([`ServerTime`]) and the [`Clock`] daemons read it from.
+//! * [`peer`]: compact peer addresses in their BEP 23 wire form and the peer record.
+//! * [`peer_list`]: the peers of one torrent and one address family, seeders first,
+//!   with a hash index once a swarm grows large.
+//! * [`torrents`]: the map from info hash to torrent: announce, scrape, cleaning.
+//!
+//! A tracker runs one [`TorrentMap`] per swarm worker; which info hashes a worker owns
+//! is the daemon's business, not this crate's.
+
+pub mod peer;
+pub mod peer_list;
+mod selection;
+pub mod time;
+pub mod torrents;
+
+pub use peer::{Peer, PeerAddr, V4Addr, V6Addr};
+pub use peer_list::PeerList;
+pub use time::{Clock, ServerTime};
+pub use torrents::{
+    Announce, AnnounceEvent, CleanReport, PeerLimits, ScrapeStats, SwarmCounts, Torrent, TorrentMap,
+};
+
+/// A 20-byte SHA-1 info hash, the key of a torrent.
+pub type InfoHash = [u8; 20];

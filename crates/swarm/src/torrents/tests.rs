@@ -1,0 +1,407 @@
+use std::collections::{BTreeMap, HashSet};
+use std::net::Ipv4Addr;
+
+use proptest::prelude::*;
+use rand::SeedableRng;
+use rand::rngs::SmallRng;
+
+use super::*;
+
+const HASH: InfoHash = [7; 20];
+const TIMEOUT: u32 = 100;
+
+fn v4(last: u8, port: u16) -> V4Addr {
+    V4Addr::new(Ipv4Addr::new(10, 0, 0, last), port)
+}
+
+fn announce(addr: V4Addr, seeder: bool, event: AnnounceEvent) -> Announce<V4Addr, ()> {
+    Announce {
+        addr,
+        extra: (),
+        event,
+        seeder,
+        peers_wanted: 50,
+    }
+}
+
+struct Harness {
+    map: TorrentMap<()>,
+    rng: SmallRng,
+    now: ServerTime,
+}
+
+impl Harness {
+    fn new() -> Self {
+        Self {
+            map: TorrentMap::new(TIMEOUT),
+            rng: SmallRng::seed_from_u64(1),
+            now: ServerTime(0),
+        }
+    }
+
+    fn announce<A: PeerAddr>(&mut self, request: Announce<A, ()>) -> (SwarmCounts, Vec<A>) {
+        let mut peers = Vec::new();
+        let counts = self
+            .map
+            .announce(&HASH, &request, self.now, &mut self.rng, |peer| {
+                peers.push(peer.addr)
+            });
+        (counts, peers)
+    }
+}
+
+#[test]
+fn second_peer_is_sent_the_first_and_never_itself() {
+    let mut h = Harness::new();
+    let (counts, peers) = h.announce(announce(v4(1, 1000), false, AnnounceEvent::Started));
+    assert_eq!(
+        counts,
+        SwarmCounts {
+            seeders: 0,
+            leechers: 1
+        }
+    );
+    assert!(peers.is_empty(), "a lone peer gets nobody, not itself");
+
+    let (counts, peers) = h.announce(announce(v4(2, 1000), true, AnnounceEvent::Started));
+    assert_eq!(
+        counts,
+        SwarmCounts {
+            seeders: 1,
+            leechers: 1
+        }
+    );
+    assert_eq!(peers, vec![v4(1, 1000)]);
+
+    let (_, peers) = h.announce(announce(v4(1, 1000), false, AnnounceEvent::None));
+    assert_eq!(peers, vec![v4(2, 1000)]);
+}
+
+#[test]
+fn peers_are_keyed_by_ip_and_port() {
+    let mut h = Harness::new();
+    h.announce(announce(v4(1, 1000), false, AnnounceEvent::Started));
+    h.announce(announce(v4(1, 1000), false, AnnounceEvent::None));
+    assert_eq!(h.map.peer_count(), 1, "re-announce updates, not duplicates");
+    let (counts, peers) = h.announce(announce(v4(1, 1001), false, AnnounceEvent::None));
+    assert_eq!(counts.leechers, 2, "same IP, other port is another peer");
+    assert_eq!(peers, vec![v4(1, 1000)]);
+}
+
+#[test]
+fn leecher_becoming_seeder_moves_between_counts() {
+    let mut h = Harness::new();
+    h.announce(announce(v4(1, 1), false, AnnounceEvent::Started));
+    let (counts, _) = h.announce(announce(v4(1, 1), true, AnnounceEvent::None));
+    assert_eq!(
+        counts,
+        SwarmCounts {
+            seeders: 1,
+            leechers: 0
+        }
+    );
+    let (counts, _) = h.announce(announce(v4(1, 1), false, AnnounceEvent::None));
+    assert_eq!(
+        counts,
+        SwarmCounts {
+            seeders: 0,
+            leechers: 1
+        }
+    );
+}
+
+#[test]
+fn stopped_removes_the_peer_and_sends_nothing() {
+    let mut h = Harness::new();
+    h.announce(announce(v4(1, 1), false, AnnounceEvent::Started));
+    h.announce(announce(v4(2, 1), false, AnnounceEvent::Started));
+    let (counts, peers) = h.announce(announce(v4(2, 1), false, AnnounceEvent::Stopped));
+    assert_eq!(
+        counts,
+        SwarmCounts {
+            seeders: 0,
+            leechers: 1
+        }
+    );
+    assert!(peers.is_empty());
+    assert_eq!(h.map.peer_count(), 1);
+}
+
+#[test]
+fn stopped_for_an_unknown_torrent_creates_nothing() {
+    let mut h = Harness::new();
+    let (counts, _) = h.announce(announce(v4(1, 1), false, AnnounceEvent::Stopped));
+    assert_eq!(counts, SwarmCounts::default());
+    assert_eq!(h.map.torrent_count(), 0);
+}
+
+#[test]
+fn completed_counts_one_download_per_finishing_peer() {
+    let mut h = Harness::new();
+    h.announce(announce(v4(1, 1), false, AnnounceEvent::Started));
+    h.announce(announce(v4(1, 1), true, AnnounceEvent::Completed));
+    // A retransmitted completed from a peer already seeding is not a new download.
+    h.announce(announce(v4(1, 1), true, AnnounceEvent::Completed));
+    // A peer first seen with completed (e.g. after a tracker restart) counts.
+    h.announce(announce(v4(2, 1), true, AnnounceEvent::Completed));
+    assert_eq!(
+        h.map.scrape(&HASH),
+        ScrapeStats {
+            seeders: 2,
+            leechers: 0,
+            downloads: 2
+        }
+    );
+}
+
+#[test]
+fn downloads_survive_the_last_peer_stopping_until_cleaning() {
+    let mut h = Harness::new();
+    h.announce(announce(v4(1, 1), true, AnnounceEvent::Completed));
+    h.announce(announce(v4(1, 1), true, AnnounceEvent::Stopped));
+    assert_eq!(h.map.scrape(&HASH).downloads, 1);
+    h.map.clean(h.now, |_| true);
+    assert_eq!(h.map.scrape(&HASH), ScrapeStats::default());
+}
+
+#[test]
+fn seeders_get_leechers_only_when_there_are_leechers() {
+    let mut h = Harness::new();
+    for i in 1..=5 {
+        h.announce(announce(v4(i, 1), true, AnnounceEvent::Started));
+    }
+    // Only seeders in the swarm: a seeder is sent the other seeders.
+    let (_, peers) = h.announce(announce(v4(1, 1), true, AnnounceEvent::None));
+    assert_eq!(peers.len(), 4);
+
+    for i in 10..=12 {
+        h.announce(announce(v4(i, 1), false, AnnounceEvent::Started));
+    }
+    for _ in 0..20 {
+        let (_, peers) = h.announce(announce(v4(1, 1), true, AnnounceEvent::None));
+        let got: HashSet<_> = peers.into_iter().collect();
+        assert_eq!(got, HashSet::from([v4(10, 1), v4(11, 1), v4(12, 1)]));
+    }
+    // Leechers are sent seeders and leechers.
+    let (_, peers) = h.announce(announce(v4(10, 1), false, AnnounceEvent::None));
+    assert_eq!(peers.len(), 7);
+}
+
+#[test]
+fn replies_are_capped_at_peers_wanted_and_vary() {
+    let mut h = Harness::new();
+    for i in 0..200u16 {
+        h.announce(announce(
+            v4((i % 250) as u8, 2000 + i),
+            false,
+            AnnounceEvent::Started,
+        ));
+    }
+    let mut seen = HashSet::new();
+    for _ in 0..30 {
+        let mut request = announce(v4(0, 2000), false, AnnounceEvent::None);
+        request.peers_wanted = 10;
+        let (_, peers) = h.announce(request);
+        assert_eq!(peers.len(), 10);
+        assert!(!peers.contains(&v4(0, 2000)));
+        let distinct: HashSet<_> = peers.iter().collect();
+        assert_eq!(distinct.len(), 10);
+        seen.extend(peers);
+    }
+    assert!(
+        seen.len() > 150,
+        "30 random replies of 10 should cover most of 199 peers"
+    );
+}
+
+#[test]
+fn ipv4_and_ipv6_peers_are_kept_apart_but_counted_together() {
+    let mut h = Harness::new();
+    let a6 = V6Addr::new("2001:db8::1".parse().unwrap(), 1);
+    let b6 = V6Addr::new("2001:db8::2".parse().unwrap(), 1);
+    h.announce(announce(v4(1, 1), false, AnnounceEvent::Started));
+    let six = |addr| Announce {
+        addr,
+        extra: (),
+        event: AnnounceEvent::None,
+        seeder: true,
+        peers_wanted: 50,
+    };
+    let (counts, peers) = h.announce(six(a6));
+    assert!(
+        peers.is_empty(),
+        "no IPv6 peers yet; IPv4 ones are not sent"
+    );
+    assert_eq!(
+        counts,
+        SwarmCounts {
+            seeders: 1,
+            leechers: 1
+        }
+    );
+    let (_, peers) = h.announce(six(b6));
+    assert_eq!(peers, vec![a6]);
+    let (_, peers) = h.announce(announce(v4(2, 1), false, AnnounceEvent::None));
+    assert_eq!(peers, vec![v4(1, 1)]);
+    assert_eq!(
+        h.map.scrape(&HASH),
+        ScrapeStats {
+            seeders: 2,
+            leechers: 2,
+            downloads: 0
+        }
+    );
+}
+
+#[test]
+fn expired_peers_are_not_sent_and_are_cleaned_with_their_torrent() {
+    let mut h = Harness::new();
+    h.announce(announce(v4(1, 1), false, AnnounceEvent::Started));
+    h.now = ServerTime(60);
+    h.announce(announce(v4(2, 1), false, AnnounceEvent::Started));
+    h.now = ServerTime(TIMEOUT + 1);
+    let (_, peers) = h.announce(announce(v4(3, 1), false, AnnounceEvent::Started));
+    assert_eq!(peers, vec![v4(2, 1)], "peer 1 expired at {TIMEOUT}");
+
+    let report = h.map.clean(h.now, |_| true);
+    assert_eq!(
+        report,
+        CleanReport {
+            peers_removed: 1,
+            torrents_removed: 0
+        }
+    );
+    assert_eq!(h.map.scrape(&HASH).leechers, 2);
+
+    h.now = ServerTime(1000);
+    let report = h.map.clean(h.now, |_| true);
+    assert_eq!(
+        report,
+        CleanReport {
+            peers_removed: 2,
+            torrents_removed: 1
+        }
+    );
+    assert_eq!(h.map.torrent_count(), 0);
+    assert_eq!(h.map.peer_count(), 0);
+}
+
+#[test]
+fn cleaning_drops_torrents_the_caller_no_longer_allows() {
+    let mut h = Harness::new();
+    h.announce(announce(v4(1, 1), false, AnnounceEvent::Started));
+    let other = [9; 20];
+    h.map.announce(
+        &other,
+        &announce(v4(1, 1), false, AnnounceEvent::Started),
+        h.now,
+        &mut h.rng,
+        |_| {},
+    );
+    let report = h.map.clean(h.now, |hash| *hash != other);
+    assert_eq!(
+        report,
+        CleanReport {
+            peers_removed: 1,
+            torrents_removed: 1
+        }
+    );
+    assert_eq!(h.map.torrent_count(), 1);
+    assert_eq!(h.map.peer_count(), 1);
+}
+
+#[test]
+fn peer_limits_resolve_client_requests() {
+    let limits = PeerLimits {
+        default: 30,
+        max: 50,
+    };
+    assert_eq!(limits.resolve(-1), 30);
+    assert_eq!(limits.resolve(0), 30);
+    assert_eq!(limits.resolve(10), 10);
+    assert_eq!(limits.resolve(500), 50);
+    assert_eq!(
+        PeerLimits {
+            default: 80,
+            max: 50
+        }
+        .resolve(-1),
+        50
+    );
+}
+
+#[derive(Clone, Debug)]
+enum Op {
+    Announce { peer: u16, seeder: bool, event: u8 },
+    Tick(u8),
+    Clean,
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        8 => (0..120u16, any::<bool>(), 0..4u8)
+            .prop_map(|(peer, seeder, event)| Op::Announce { peer, seeder, event }),
+        1 => (0..60u8).prop_map(Op::Tick),
+        1 => Just(Op::Clean),
+    ]
+}
+
+proptest! {
+    /// The map agrees with a simple model (address → (seeder, expires)) after any
+    /// sequence of announces, time steps and cleanings, across the index threshold.
+    #[test]
+    fn matches_a_simple_model(ops in proptest::collection::vec(op(), 1..400)) {
+        let mut h = Harness::new();
+        let mut model: BTreeMap<V4Addr, (bool, ServerTime)> = BTreeMap::new();
+        let mut downloads = 0u32;
+        for op in ops {
+            match op {
+                Op::Announce { peer, seeder, event } => {
+                    let addr = v4((peer % 7) as u8, peer);
+                    let event = [AnnounceEvent::None, AnnounceEvent::Started,
+                                 AnnounceEvent::Completed, AnnounceEvent::Stopped][event as usize];
+                    let (counts, peers) = h.announce(announce(addr, seeder, event));
+                    if event == AnnounceEvent::Stopped {
+                        model.remove(&addr);
+                        prop_assert!(peers.is_empty());
+                    } else {
+                        let before = model.insert(addr, (seeder, h.now.plus(TIMEOUT)));
+                        if event == AnnounceEvent::Completed && !before.is_some_and(|(s, _)| s) {
+                            downloads += 1;
+                        }
+                        prop_assert!(!peers.contains(&addr));
+                        let live_leechers = model.iter()
+                            .filter(|(a, (s, e))| **a != addr && !*s && *e > h.now).count();
+                        for peer in &peers {
+                            let (peer_seeder, expires) = model[peer];
+                            prop_assert!(expires > h.now);
+                            if seeder && live_leechers > 0 {
+                                prop_assert!(!peer_seeder);
+                            }
+                        }
+                    }
+                    let seeders = model.values().filter(|(s, _)| *s).count() as u32;
+                    let leechers = model.len() as u32 - seeders;
+                    if model.is_empty() && event == AnnounceEvent::Stopped {
+                        prop_assert_eq!(counts.seeders + counts.leechers, 0);
+                    } else {
+                        prop_assert_eq!(counts, SwarmCounts { seeders, leechers });
+                    }
+                }
+                Op::Tick(seconds) => h.now = h.now.plus(u32::from(seconds)),
+                Op::Clean => {
+                    h.map.clean(h.now, |_| true);
+                    model.retain(|_, (_, expires)| *expires > h.now);
+                    if model.is_empty() {
+                        downloads = 0;
+                    }
+                }
+            }
+            prop_assert_eq!(h.map.peer_count(), model.len());
+            if let Some(torrent) = h.map.get(&HASH) {
+                torrent.v4().assert_consistent(&h.map.peer_hasher);
+                prop_assert_eq!(torrent.scrape_stats().downloads, downloads);
+            }
+        }
+    }
+}
