@@ -1,0 +1,329 @@
+//! Access lists: which info hashes a tracker serves.
+//!
+//! The list is a file of 40-character hex info hashes, one per line; blank lines and
+//! `#` comments are ignored. In `allow` mode only listed torrents are served, in `deny`
+//! mode listed torrents are refused.
+//!
+//! Workers read the current list through an [`ArcSwap`]: a reload builds the new list
+//! on the reloading thread and swaps the pointer in one atomic store, so workers never
+//! wait and always see either the whole old list or the whole new one. A reload that
+//! fails (unreadable file, bad line) keeps the old list.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use arc_swap::ArcSwap;
+use hashbrown::HashSet;
+use serde::{Deserialize, Serialize};
+use shoal_toml_config::TomlConfig;
+use thiserror::Error;
+
+use crate::config::Problems;
+
+/// How the access list is applied.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, TomlConfig)]
+#[serde(rename_all = "lowercase")]
+pub enum AccessListMode {
+    /// Serve every torrent; the file is not read.
+    #[default]
+    Off,
+    /// Serve only the torrents listed in the file.
+    Allow,
+    /// Serve every torrent except those listed in the file.
+    Deny,
+}
+
+/// Access list settings.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, TomlConfig)]
+#[serde(default, deny_unknown_fields)]
+pub struct AccessListConfig {
+    /// Whether and how to filter torrents by info hash.
+    pub mode: AccessListMode,
+    /// File of info hashes: 40 hex characters per line, blank lines and `#` comments
+    /// allowed. Read at start and again on SIGUSR1. After a chroot (see
+    /// [privileges]) the path is resolved inside the chroot.
+    pub path: PathBuf,
+}
+
+impl AccessListConfig {
+    /// Records configuration problems.
+    pub fn validate(&self, problems: &mut Problems) {
+        problems.check(
+            self.mode == AccessListMode::Off || !self.path.as_os_str().is_empty(),
+            "path",
+            "must name a file when mode is \"allow\" or \"deny\"",
+        );
+    }
+}
+
+/// A set of info hashes.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct AccessList {
+    hashes: HashSet<[u8; 20]>,
+}
+
+/// A line of an access list file that is not an info hash.
+#[derive(Clone, Debug, PartialEq, Eq, Error)]
+#[error("line {line}: {problem}")]
+pub struct AccessListLineError {
+    /// 1-based line number.
+    pub line: usize,
+    /// What is wrong with it.
+    pub problem: String,
+}
+
+impl AccessList {
+    /// Parses the file format described in the module docs.
+    pub fn parse(text: &str) -> Result<Self, AccessListLineError> {
+        let mut hashes = HashSet::new();
+        for (number, line) in text.lines().enumerate() {
+            let content = line.split('#').next().unwrap_or("").trim();
+            if content.is_empty() {
+                continue;
+            }
+            let hash = parse_hex_hash(content).map_err(|problem| AccessListLineError {
+                line: number + 1,
+                problem,
+            })?;
+            hashes.insert(hash);
+        }
+        Ok(Self { hashes })
+    }
+
+    /// Reads and parses a file.
+    pub fn load(path: &Path) -> anyhow::Result<Self> {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read access list {}", path.display()))?;
+        Self::parse(&text).with_context(|| format!("in access list {}", path.display()))
+    }
+
+    /// Whether `info_hash` is listed.
+    pub fn contains(&self, info_hash: &[u8; 20]) -> bool {
+        self.hashes.contains(info_hash)
+    }
+
+    /// Number of distinct hashes.
+    pub fn len(&self) -> usize {
+        self.hashes.len()
+    }
+
+    /// Whether the list is empty.
+    pub fn is_empty(&self) -> bool {
+        self.hashes.is_empty()
+    }
+}
+
+fn parse_hex_hash(text: &str) -> Result<[u8; 20], String> {
+    if text.len() != 40 {
+        return Err(format!(
+            "expected 40 hexadecimal characters, found {} characters: {text:?}",
+            text.chars().count()
+        ));
+    }
+    let mut hash = [0u8; 20];
+    for (byte, pair) in hash.iter_mut().zip(text.as_bytes().chunks_exact(2)) {
+        let digit = |c: u8| (c as char).to_digit(16);
+        let (Some(high), Some(low)) = (digit(pair[0]), digit(pair[1])) else {
+            return Err(format!("not hexadecimal: {text:?}"));
+        };
+        *byte = (high * 16 + low) as u8;
+    }
+    Ok(hash)
+}
+
+/// The access list as workers see it: a mode and the current list, reloadable.
+#[derive(Debug)]
+pub struct AccessControl {
+    mode: AccessListMode,
+    path: PathBuf,
+    list: ArcSwap<AccessList>,
+}
+
+impl AccessControl {
+    /// Loads the list named by `config` (nothing is read when the mode is off).
+    pub fn from_config(config: &AccessListConfig) -> anyhow::Result<Self> {
+        let list = match config.mode {
+            AccessListMode::Off => AccessList::default(),
+            AccessListMode::Allow | AccessListMode::Deny => AccessList::load(&config.path)?,
+        };
+        Ok(Self {
+            mode: config.mode,
+            path: config.path.clone(),
+            list: ArcSwap::from_pointee(list),
+        })
+    }
+
+    /// An access control with a given list (for tests and embedding).
+    pub fn with_list(mode: AccessListMode, list: AccessList) -> Self {
+        Self {
+            mode,
+            path: PathBuf::new(),
+            list: ArcSwap::from_pointee(list),
+        }
+    }
+
+    /// The mode.
+    pub fn mode(&self) -> AccessListMode {
+        self.mode
+    }
+
+    /// Whether `info_hash` may be served now.
+    pub fn allows(&self, info_hash: &[u8; 20]) -> bool {
+        match self.mode {
+            AccessListMode::Off => true,
+            AccessListMode::Allow => self.list.load().contains(info_hash),
+            AccessListMode::Deny => !self.list.load().contains(info_hash),
+        }
+    }
+
+    /// A consistent view for checking many hashes (one atomic load for all of them).
+    pub fn snapshot(&self) -> AccessSnapshot {
+        AccessSnapshot {
+            mode: self.mode,
+            list: self.list.load_full(),
+        }
+    }
+
+    /// Re-reads the file; on failure the old list stays. Returns the new list's size.
+    pub fn reload(&self) -> anyhow::Result<usize> {
+        if self.mode == AccessListMode::Off {
+            return Ok(0);
+        }
+        let list = AccessList::load(&self.path)?;
+        let len = list.len();
+        self.list.store(Arc::new(list));
+        Ok(len)
+    }
+
+    /// Replaces the list directly (embedding and tests).
+    pub fn replace(&self, list: AccessList) {
+        self.list.store(Arc::new(list));
+    }
+
+    /// Reloads and logs the outcome; for signal handlers.
+    pub fn reload_and_log(&self, tracker: &str) {
+        if self.mode == AccessListMode::Off {
+            return;
+        }
+        match self.reload() {
+            Ok(len) => log::info!(
+                "{tracker}: access list reloaded from {}: {len} info hashes",
+                self.path.display()
+            ),
+            Err(err) => {
+                log::error!("{tracker}: access list not reloaded, keeping the old one: {err:#}")
+            }
+        }
+    }
+}
+
+/// One point-in-time view of an [`AccessControl`].
+#[derive(Clone, Debug)]
+pub struct AccessSnapshot {
+    mode: AccessListMode,
+    list: Arc<AccessList>,
+}
+
+impl AccessSnapshot {
+    /// Whether `info_hash` may be served.
+    pub fn allows(&self, info_hash: &[u8; 20]) -> bool {
+        match self.mode {
+            AccessListMode::Off => true,
+            AccessListMode::Allow => self.list.contains(info_hash),
+            AccessListMode::Deny => !self.list.contains(info_hash),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const A: &str = "0123456789abcdef0123456789abcdef01234567";
+    const B: &str = "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA";
+
+    fn hash(hex: &str) -> [u8; 20] {
+        parse_hex_hash(hex).unwrap()
+    }
+
+    #[test]
+    fn parses_hashes_comments_and_blank_lines() {
+        let text = format!("# torrents we host\n\n{A}\n  {B}  # trailing comment\n\n");
+        let list = AccessList::parse(&text).unwrap();
+        assert_eq!(list.len(), 2);
+        assert!(list.contains(&hash(A)));
+        assert!(list.contains(&[0xaa; 20]), "upper-case hex is accepted");
+        assert_eq!(hash(A)[..3], [0x01, 0x23, 0x45]);
+    }
+
+    #[test]
+    fn bad_lines_are_reported_with_their_number() {
+        let text = format!("{A}\n# fine\nnot-a-hash\n");
+        let err = AccessList::parse(&text).unwrap_err();
+        assert_eq!(err.line, 3);
+        assert!(
+            err.to_string()
+                .starts_with("line 3: expected 40 hexadecimal characters"),
+            "{err}"
+        );
+
+        let err = AccessList::parse(&"g".repeat(40)).unwrap_err();
+        assert_eq!(err.line, 1);
+        assert!(err.problem.contains("not hexadecimal"), "{err}");
+    }
+
+    #[test]
+    fn modes_allow_and_deny() {
+        let list = AccessList::parse(A).unwrap();
+        let allow = AccessControl::with_list(AccessListMode::Allow, list.clone());
+        let deny = AccessControl::with_list(AccessListMode::Deny, list.clone());
+        let off = AccessControl::with_list(AccessListMode::Off, list);
+        assert!(allow.allows(&hash(A)) && !allow.allows(&hash(B)));
+        assert!(!deny.allows(&hash(A)) && deny.allows(&hash(B)));
+        assert!(off.allows(&hash(A)) && off.allows(&hash(B)));
+        assert!(allow.snapshot().allows(&hash(A)) && !allow.snapshot().allows(&hash(B)));
+    }
+
+    #[test]
+    fn failed_reload_keeps_the_old_list() {
+        let dir = std::env::temp_dir().join(format!("shoal-access-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("list");
+        std::fs::write(&path, A).unwrap();
+        let config = AccessListConfig {
+            mode: AccessListMode::Allow,
+            path: path.clone(),
+        };
+        let control = AccessControl::from_config(&config).unwrap();
+        assert!(control.allows(&hash(A)));
+
+        std::fs::write(&path, format!("{B}\nbroken\n")).unwrap();
+        let err = control.reload().unwrap_err();
+        assert!(format!("{err:#}").contains("line 2"), "{err:#}");
+        assert!(control.allows(&hash(A)) && !control.allows(&hash(B)));
+
+        std::fs::write(&path, B).unwrap();
+        assert_eq!(control.reload().unwrap(), 1);
+        assert!(!control.allows(&hash(A)) && control.allows(&hash(B)));
+
+        std::fs::remove_file(&path).unwrap();
+        assert!(control.reload().is_err());
+        assert!(control.allows(&hash(B)));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn allow_mode_needs_a_path() {
+        let mut problems = Problems::default();
+        AccessListConfig {
+            mode: AccessListMode::Allow,
+            path: PathBuf::new(),
+        }
+        .validate(&mut problems);
+        assert!(
+            problems.to_string().contains("path: must name a file"),
+            "{problems}"
+        );
+    }
+}

@@ -1,0 +1,115 @@
+//! Loading and checking configuration files.
+//!
+//! A config type derives serde's traits with `#[serde(default, deny_unknown_fields)]`
+//! and [`TomlConfig`], so a file only needs the keys it changes, a misspelt key is an
+//! error rather than a silently ignored line, and `-p` can print every key with its
+//! documentation. [`TrackerConfig::validate`] then checks what types cannot (ranges,
+//! combinations) and reports every problem at once, each with its key.
+
+use std::fmt;
+use std::path::Path;
+
+use anyhow::Context as _;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use shoal_toml_config::TomlConfig;
+
+use crate::logging::LogLevel;
+
+/// A tracker's configuration file.
+pub trait TrackerConfig: TomlConfig + Default + Serialize + DeserializeOwned {
+    /// Records every value that is out of range or inconsistent with another.
+    fn validate(&self, problems: &mut Problems);
+
+    /// The configured log level.
+    fn log_level(&self) -> LogLevel;
+
+    /// Runs [`validate`](Self::validate) and turns any problems into one error.
+    fn check(&self) -> anyhow::Result<()> {
+        let mut problems = Problems::default();
+        self.validate(&mut problems);
+        problems.into_result()
+    }
+}
+
+/// Bad values found by validation, each with the dotted key it belongs to.
+#[derive(Debug, Default)]
+pub struct Problems {
+    found: Vec<(String, String)>,
+}
+
+impl Problems {
+    /// Records a problem with `key` unless `ok`.
+    pub fn check(&mut self, ok: bool, key: &str, problem: impl fmt::Display) {
+        if !ok {
+            self.add(key, problem);
+        }
+    }
+
+    /// Records a problem with `key`.
+    pub fn add(&mut self, key: &str, problem: impl fmt::Display) {
+        self.found.push((key.to_string(), problem.to_string()));
+    }
+
+    /// Records the problems of a nested section under `prefix`.
+    pub fn section(&mut self, prefix: &str, validate: impl FnOnce(&mut Problems)) {
+        let mut nested = Problems::default();
+        validate(&mut nested);
+        self.found.extend(
+            nested
+                .found
+                .into_iter()
+                .map(|(key, problem)| (format!("{prefix}.{key}"), problem)),
+        );
+    }
+
+    /// Whether nothing was found.
+    pub fn is_empty(&self) -> bool {
+        self.found.is_empty()
+    }
+
+    /// `Ok` when nothing was found, otherwise an error listing every problem.
+    pub fn into_result(self) -> anyhow::Result<()> {
+        if self.found.is_empty() {
+            Ok(())
+        } else {
+            Err(anyhow::anyhow!("{self}"))
+        }
+    }
+}
+
+impl fmt::Display for Problems {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let plural = if self.found.len() == 1 { "" } else { "s" };
+        write!(f, "{} invalid value{plural}:", self.found.len())?;
+        for (key, problem) in &self.found {
+            write!(f, "\n  {key}: {problem}")?;
+        }
+        Ok(())
+    }
+}
+
+/// Reads, parses and validates a config file.
+pub fn load<C: TrackerConfig>(path: &Path) -> anyhow::Result<C> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read config file {}", path.display()))?;
+    parse(&text).with_context(|| format!("in config file {}", path.display()))
+}
+
+/// Parses and validates config text.
+pub fn parse<C: TrackerConfig>(text: &str) -> anyhow::Result<C> {
+    let config: C =
+        toml::from_str(text).map_err(|err| anyhow::anyhow!("{}", err.to_string().trim_end()))?;
+    config.check()?;
+    Ok(config)
+}
+
+/// The config as commented TOML.
+pub fn to_toml<C: TrackerConfig>(config: &C) -> String {
+    shoal_toml_config::to_commented_toml(config).expect("config types serialize to TOML")
+}
+
+/// Number of CPUs this process may run on (at least 1).
+pub fn available_cpus() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}

@@ -1,0 +1,33 @@
+//! What every shoal tracker binary shares.
+//!
+//! # Layout
+//!
+//! * [`cli`]: the command line (`-c`, `-p`, `-P`, `--version`, `--help`) and the
+//!   start-up sequence every binary runs: parse, load and validate the config, set up
+//!   logging, run, report errors with their whole cause chain, exit non-zero on failure.
+//! * [`config`]: the [`TrackerConfig`](config::TrackerConfig) trait, loading TOML with
+//!   errors that name the file and key, and validation that reports every bad value.
+//! * [`access_list`]: allow/deny lists of info hashes, swapped atomically on reload so
+//!   workers never wait for it.
+//! * [`supervisor`]: named worker threads; if one panics or returns, the process exits.
+//! * [`signals`]: SIGTERM/SIGINT request shutdown, SIGUSR1 reloads.
+//! * [`privileges`]: chroot and setgid/setuid once sockets are bound.
+//! * [`cpu`]: pinning worker threads to cores.
+//! * [`logging`]: a small stderr logger with timestamps and thread names.
+
+pub mod access_list;
+pub mod cli;
+pub mod config;
+pub mod cpu;
+pub mod logging;
+pub mod privileges;
+pub mod signals;
+pub mod supervisor;
+
+pub use access_list::{AccessControl, AccessListConfig, AccessListMode};
+pub use cli::{AppInfo, run_cli};
+pub use config::{Problems, TrackerConfig};
+pub use cpu::CpuPinningConfig;
+pub use logging::LogLevel;
+pub use privileges::PrivilegeConfig;
+pub use supervisor::{Shutdown, Supervisor};
