@@ -14,12 +14,14 @@
 //! * [`privileges`]: chroot and setgid/setuid once sockets are bound.
 //! * [`cpu`]: pinning worker threads to cores.
 //! * [`logging`]: a small stderr logger with timestamps and thread names.
+//! * [`metrics`]: per-worker counters flushed into padded atomics.
 
 pub mod access_list;
 pub mod cli;
 pub mod config;
 pub mod cpu;
 pub mod logging;
+pub mod metrics;
 pub mod privileges;
 pub mod signals;
 pub mod supervisor;

@@ -1,0 +1,385 @@
+//! `shoal_udp` configuration: every key, its unit and its default, documented once here.
+//! `shoal_udp -p` prints these doc comments as the comments of a TOML file.
+
+use std::net::SocketAddr;
+
+use serde::{Deserialize, Serialize};
+use shoal_common::config::{Problems, available_cpus};
+use shoal_common::{AccessListConfig, CpuPinningConfig, LogLevel, PrivilegeConfig, TrackerConfig};
+use shoal_toml_config::TomlConfig;
+use shoal_udp_protocol::response::{ANNOUNCE_RESPONSE_HEADER_LEN, V6_PEER_LEN};
+
+/// Largest UDP payload over IPv4.
+const MAX_UDP_PAYLOAD: usize = 65_507;
+
+/// The largest scrape accepted, in info hashes; bounded by the receive buffer.
+pub const MAX_SCRAPE_TORRENTS_LIMIT: usize = 255;
+
+/// shoal_udp: a BEP 15 UDP BitTorrent tracker.
+///
+/// Every key is optional; a key left out keeps the default shown here.
+/// Durations are in seconds, sizes in bytes.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, TomlConfig)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// How much to log to stderr.
+    pub log_level: LogLevel,
+    /// Socket workers: threads that own the sockets, parse requests, answer connect
+    /// requests and send every reply. 0 means one per available CPU.
+    pub socket_workers: usize,
+    /// Swarm workers: threads that own the torrents, each a shard chosen by info hash.
+    /// One handles several hundred thousand announces per second.
+    pub swarm_workers: usize,
+    /// Addresses and sockets.
+    pub network: NetworkConfig,
+    /// What the tracker tells clients.
+    pub protocol: ProtocolConfig,
+    /// When peers and torrents are forgotten.
+    pub cleaning: CleaningConfig,
+    /// Queue sizes. When a queue is full, work is dropped and counted, never waited for.
+    pub limits: LimitsConfig,
+    /// Periodic statistics in the log.
+    pub statistics: StatisticsConfig,
+    /// Which torrents are served.
+    pub access_list: AccessListConfig,
+    /// Giving up root after binding.
+    pub privileges: PrivilegeConfig,
+    /// Pinning workers to CPU cores.
+    pub cpu_pinning: CpuPinningConfig,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            log_level: LogLevel::Info,
+            socket_workers: 1,
+            swarm_workers: 1,
+            network: NetworkConfig::default(),
+            protocol: ProtocolConfig::default(),
+            cleaning: CleaningConfig::default(),
+            limits: LimitsConfig::default(),
+            statistics: StatisticsConfig::default(),
+            access_list: AccessListConfig::default(),
+            privileges: PrivilegeConfig::default(),
+            cpu_pinning: CpuPinningConfig::default(),
+        }
+    }
+}
+
+/// Addresses and sockets.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, TomlConfig)]
+#[serde(default, deny_unknown_fields)]
+pub struct NetworkConfig {
+    /// Listen on IPv4.
+    pub use_ipv4: bool,
+    /// IPv4 address and port to listen on. Port 0 picks a free port.
+    pub address_ipv4: SocketAddr,
+    /// Listen on IPv6 (an IPv6-only socket; IPv4 clients use the IPv4 socket).
+    pub use_ipv6: bool,
+    /// IPv6 address and port to listen on.
+    pub address_ipv6: SocketAddr,
+    /// Kernel receive buffer per socket, in bytes; 0 keeps the system default. A large
+    /// buffer absorbs bursts. Linux caps it at net.core.rmem_max unless the tracker
+    /// starts as root; the size obtained is logged.
+    pub socket_recv_buffer_size: usize,
+}
+
+impl Default for NetworkConfig {
+    fn default() -> Self {
+        Self {
+            use_ipv4: true,
+            address_ipv4: "0.0.0.0:6969".parse().expect("valid address"),
+            use_ipv6: true,
+            address_ipv6: "[::]:6969".parse().expect("valid address"),
+            socket_recv_buffer_size: 8 * 1024 * 1024,
+        }
+    }
+}
+
+/// What the tracker tells clients.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, TomlConfig)]
+#[serde(default, deny_unknown_fields)]
+pub struct ProtocolConfig {
+    /// Seconds clients are asked to wait between announces.
+    pub announce_interval: u32,
+    /// Most peers sent in one announce reply. 50 IPv6 peers make a 920-byte reply,
+    /// which fits in one unfragmented packet.
+    pub max_peers: usize,
+    /// Peers sent when a client asks for the default (num_want -1 or 0).
+    pub default_peers: usize,
+    /// Most info hashes accepted in one scrape (at most 255); larger scrapes get an
+    /// error reply. 74 is the most that fits a 1500-byte packet.
+    pub max_scrape_torrents: usize,
+    /// Seconds a connection id stays valid after it is issued. BEP 15 clients reuse an
+    /// id for up to a minute; 120 leaves room for slow clients.
+    pub connection_id_lifetime: u32,
+}
+
+impl Default for ProtocolConfig {
+    fn default() -> Self {
+        Self {
+            announce_interval: 1800,
+            max_peers: 50,
+            default_peers: 50,
+            max_scrape_torrents: 74,
+            connection_id_lifetime: 120,
+        }
+    }
+}
+
+/// When peers and torrents are forgotten.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, TomlConfig)]
+#[serde(default, deny_unknown_fields)]
+pub struct CleaningConfig {
+    /// Seconds after its last announce that a peer is dropped. Must exceed
+    /// protocol.announce_interval, with room for late clients.
+    pub peer_timeout: u32,
+    /// Seconds between cleaning passes over the torrents.
+    pub interval: u32,
+}
+
+impl Default for CleaningConfig {
+    fn default() -> Self {
+        Self {
+            peer_timeout: 3600,
+            interval: 60,
+        }
+    }
+}
+
+/// Queue sizes.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, TomlConfig)]
+#[serde(default, deny_unknown_fields)]
+pub struct LimitsConfig {
+    /// Batches of requests (up to 64 each) waiting for each swarm worker. When full,
+    /// socket workers drop new requests (counted as shed) instead of waiting.
+    pub swarm_queue_len: usize,
+    /// Scrapes spanning several swarm workers that each socket worker tracks while
+    /// their parts come back; further ones are dropped (counted as shed).
+    pub max_pending_scrapes: usize,
+    /// Replies each socket worker holds while the kernel's send buffer is full; further
+    /// ones are dropped (counted).
+    pub send_queue_len: usize,
+}
+
+impl Default for LimitsConfig {
+    fn default() -> Self {
+        Self {
+            swarm_queue_len: 256,
+            max_pending_scrapes: 4096,
+            send_queue_len: 4096,
+        }
+    }
+}
+
+/// Periodic statistics.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, TomlConfig)]
+#[serde(default, deny_unknown_fields)]
+pub struct StatisticsConfig {
+    /// Seconds between statistics lines in the log (requests per second by kind,
+    /// dropped requests, torrents, peers); 0 turns them off.
+    pub interval: u32,
+}
+
+impl Default for StatisticsConfig {
+    fn default() -> Self {
+        Self { interval: 60 }
+    }
+}
+
+impl Config {
+    /// Number of socket workers to start (0 in the file means one per CPU).
+    pub fn socket_worker_count(&self) -> usize {
+        if self.socket_workers == 0 {
+            available_cpus()
+        } else {
+            self.socket_workers
+        }
+    }
+}
+
+impl TrackerConfig for Config {
+    fn validate(&self, problems: &mut Problems) {
+        problems.check(
+            self.socket_workers <= 1024,
+            "socket_workers",
+            "must be at most 1024",
+        );
+        problems.check(
+            (1..=1024).contains(&self.swarm_workers),
+            "swarm_workers",
+            "must be between 1 and 1024",
+        );
+
+        let network = &self.network;
+        problems.section("network", |p| {
+            p.check(
+                network.use_ipv4 || network.use_ipv6,
+                "use_ipv4",
+                "use_ipv4 and use_ipv6 cannot both be false",
+            );
+            p.check(
+                network.address_ipv4.is_ipv4(),
+                "address_ipv4",
+                "must be an IPv4 address",
+            );
+            p.check(
+                network.address_ipv6.is_ipv6(),
+                "address_ipv6",
+                "must be an IPv6 address",
+            );
+        });
+
+        let protocol = &self.protocol;
+        let most_peers = (MAX_UDP_PAYLOAD - ANNOUNCE_RESPONSE_HEADER_LEN) / V6_PEER_LEN;
+        problems.section("protocol", |p| {
+            p.check(
+                protocol.announce_interval >= 1,
+                "announce_interval",
+                "must be at least 1 second",
+            );
+            p.check(
+                (1..=most_peers).contains(&protocol.max_peers),
+                "max_peers",
+                format!("must be between 1 and {most_peers} (a reply must fit in one datagram)"),
+            );
+            p.check(
+                protocol.default_peers <= protocol.max_peers,
+                "default_peers",
+                format!("must not exceed max_peers ({})", protocol.max_peers),
+            );
+            p.check(
+                (1..=MAX_SCRAPE_TORRENTS_LIMIT).contains(&protocol.max_scrape_torrents),
+                "max_scrape_torrents",
+                format!("must be between 1 and {MAX_SCRAPE_TORRENTS_LIMIT}"),
+            );
+            p.check(
+                protocol.connection_id_lifetime >= 1,
+                "connection_id_lifetime",
+                "must be at least 1 second",
+            );
+        });
+
+        let cleaning = &self.cleaning;
+        problems.section("cleaning", |p| {
+            p.check(
+                cleaning.peer_timeout > protocol.announce_interval,
+                "peer_timeout",
+                format!(
+                    "must exceed protocol.announce_interval ({}), or peers expire before they re-announce",
+                    protocol.announce_interval
+                ),
+            );
+            p.check(cleaning.interval >= 1, "interval", "must be at least 1 second");
+        });
+
+        let limits = &self.limits;
+        problems.section("limits", |p| {
+            p.check(
+                limits.swarm_queue_len >= 1,
+                "swarm_queue_len",
+                "must be at least 1",
+            );
+            p.check(
+                limits.max_pending_scrapes >= 1,
+                "max_pending_scrapes",
+                "must be at least 1",
+            );
+            p.check(
+                limits.send_queue_len >= 1,
+                "send_queue_len",
+                "must be at least 1",
+            );
+        });
+
+        problems.section("access_list", |p| self.access_list.validate(p));
+        problems.section("privileges", |p| self.privileges.validate(p));
+        problems.section("cpu_pinning", |p| self.cpu_pinning.validate(p));
+    }
+
+    fn log_level(&self) -> LogLevel {
+        self.log_level
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use shoal_common::config::{parse, to_toml};
+
+    use super::*;
+
+    #[test]
+    fn default_config_round_trips_through_its_commented_toml() {
+        let text = to_toml(&Config::default());
+        let parsed: Config = parse(&text).unwrap();
+        assert_eq!(parsed, Config::default());
+        assert!(text.contains(
+            "# Seconds clients are asked to wait between announces.\nannounce_interval = 1800"
+        ));
+        assert!(
+            text.contains("[access_list]") && text.contains("\"allow\": Serve only the torrents")
+        );
+    }
+
+    #[test]
+    fn changed_values_round_trip() {
+        let mut config = Config {
+            socket_workers: 3,
+            ..Config::default()
+        };
+        config.network.address_ipv4 = "127.0.0.1:0".parse().unwrap();
+        config.protocol.max_peers = 80;
+        config.access_list.mode = shoal_common::AccessListMode::Deny;
+        config.access_list.path = "/etc/shoal/deny".into();
+        let parsed: Config = parse(&to_toml(&config)).unwrap();
+        assert_eq!(parsed, config);
+    }
+
+    #[test]
+    fn a_file_needs_only_the_keys_it_changes() {
+        let config: Config =
+            parse("socket_workers = 2\n[protocol]\nmax_peers = 10\ndefault_peers = 5\n").unwrap();
+        assert_eq!(config.socket_workers, 2);
+        assert_eq!(config.protocol.max_peers, 10);
+        assert_eq!(config.cleaning, CleaningConfig::default());
+    }
+
+    #[test]
+    fn misspelt_keys_are_rejected_with_their_name() {
+        let err = parse::<Config>("[protocol]\nannounce_intervall = 10\n").unwrap_err();
+        let text = format!("{err:#}");
+        assert!(
+            text.contains("unknown field `announce_intervall`"),
+            "{text}"
+        );
+        assert!(text.contains("line 2"), "{text}");
+    }
+
+    #[test]
+    fn bad_values_are_all_reported_with_their_keys() {
+        let err = parse::<Config>(
+            "swarm_workers = 0\n[protocol]\nmax_peers = 0\nannounce_interval = 5000\n[network]\naddress_ipv4 = \"[::1]:1\"\n",
+        )
+        .unwrap_err();
+        let text = err.to_string();
+        for expected in [
+            "swarm_workers: must be between 1 and 1024",
+            "network.address_ipv4: must be an IPv4 address",
+            "protocol.max_peers: must be between 1 and",
+            "protocol.default_peers: must not exceed max_peers (0)",
+            "cleaning.peer_timeout: must exceed protocol.announce_interval (5000)",
+        ] {
+            assert!(text.contains(expected), "missing {expected:?} in:\n{text}");
+        }
+    }
+
+    #[test]
+    fn type_errors_name_the_key() {
+        let err = parse::<Config>("[network]\nuse_ipv4 = \"yes\"\n").unwrap_err();
+        let text = format!("{err:#}");
+        assert!(
+            text.contains("use_ipv4") && text.contains("invalid type"),
+            "{text}"
+        );
+    }
+}

@@ -1,0 +1,116 @@
+//! Stateless connection ids.
+//!
+//! BEP 15 makes clients fetch a connection id before announcing so that a tracker only
+//! sends large replies to addresses that proved they can receive. Storing issued ids
+//! would cost memory per client; instead an id carries its own proof:
+//!
+//! ```text
+//! | issue time (u32, seconds since start) | MAC(secret, time ‖ client IP) truncated to 32 bits |
+//! ```
+//!
+//! The MAC is SipHash-1-3 keyed with 128 random bits made at start, so nobody without
+//! the key can make an id valid for an address they do not receive packets at (a forger
+//! has a 2⁻³² chance per packet). Checking is a hash and a comparison. Restarting the
+//! tracker invalidates every id; clients then reconnect, as the BEP expects.
+
+use std::hash::Hasher as _;
+use std::net::IpAddr;
+
+use shoal_swarm::ServerTime;
+use shoal_udp_protocol::ConnectionId;
+use siphasher::sip::SipHasher13;
+
+/// Issues and checks connection ids.
+#[derive(Clone, Debug)]
+pub struct ConnectionIds {
+    keys: (u64, u64),
+    lifetime: u32,
+}
+
+impl ConnectionIds {
+    /// Ids valid for `lifetime` seconds, under a fresh random key.
+    pub fn new(lifetime: u32) -> Self {
+        Self::with_keys(rand::random(), lifetime)
+    }
+
+    /// Ids under a given key (tests).
+    pub fn with_keys(keys: (u64, u64), lifetime: u32) -> Self {
+        Self { keys, lifetime }
+    }
+
+    /// A new id for `ip`.
+    pub fn issue(&self, ip: IpAddr, now: ServerTime) -> ConnectionId {
+        ConnectionId(u64::from(now.0) << 32 | u64::from(self.mac(ip, now.0)))
+    }
+
+    /// Whether `id` was issued to `ip` by this tracker within the lifetime.
+    pub fn is_valid(&self, id: ConnectionId, ip: IpAddr, now: ServerTime) -> bool {
+        let issued = (id.0 >> 32) as u32;
+        let fresh = now
+            .seconds_since(ServerTime(issued))
+            .is_some_and(|age| age <= self.lifetime);
+        fresh && id.0 as u32 == self.mac(ip, issued)
+    }
+
+    fn mac(&self, ip: IpAddr, issued: u32) -> u32 {
+        let mut hasher = SipHasher13::new_with_keys(self.keys.0, self.keys.1);
+        hasher.write(&issued.to_be_bytes());
+        match ip.to_canonical() {
+            IpAddr::V4(ip) => hasher.write(&ip.octets()),
+            IpAddr::V6(ip) => hasher.write(&ip.octets()),
+        }
+        hasher.finish() as u32
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ip(text: &str) -> IpAddr {
+        text.parse().unwrap()
+    }
+
+    #[test]
+    fn an_id_is_valid_for_its_address_within_the_lifetime() {
+        let ids = ConnectionIds::with_keys((1, 2), 120);
+        let id = ids.issue(ip("192.0.2.1"), ServerTime(1000));
+        assert!(ids.is_valid(id, ip("192.0.2.1"), ServerTime(1000)));
+        assert!(ids.is_valid(id, ip("192.0.2.1"), ServerTime(1120)));
+        assert!(
+            !ids.is_valid(id, ip("192.0.2.1"), ServerTime(1121)),
+            "expired"
+        );
+        assert!(
+            !ids.is_valid(id, ip("192.0.2.2"), ServerTime(1000)),
+            "other address"
+        );
+        assert!(
+            !ids.is_valid(id, ip("192.0.2.1"), ServerTime(999)),
+            "issued in the future"
+        );
+    }
+
+    #[test]
+    fn ids_from_another_key_or_forged_times_are_rejected() {
+        let ids = ConnectionIds::with_keys((1, 2), 120);
+        let other = ConnectionIds::with_keys((3, 4), 120);
+        let id = other.issue(ip("::1"), ServerTime(5));
+        assert!(!ids.is_valid(id, ip("::1"), ServerTime(5)));
+
+        let genuine = ids.issue(ip("::1"), ServerTime(5));
+        let retimed = ConnectionId(genuine.0 + (1 << 32));
+        assert!(
+            !ids.is_valid(retimed, ip("::1"), ServerTime(6)),
+            "time is covered by the MAC"
+        );
+        assert!(!ids.is_valid(ConnectionId(0), ip("::1"), ServerTime(0)));
+    }
+
+    #[test]
+    fn mapped_ipv4_addresses_are_the_same_client() {
+        let ids = ConnectionIds::with_keys((1, 2), 120);
+        let id = ids.issue(ip("192.0.2.1"), ServerTime(7));
+        assert!(ids.is_valid(id, ip("::ffff:192.0.2.1"), ServerTime(7)));
+    }
+}

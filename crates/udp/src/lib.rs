@@ -1,0 +1,65 @@
+//! shoal_udp: a BEP 15 UDP BitTorrent tracker.
+//!
+//! # Layout
+//!
+//! ```text
+//!             socket workers                              swarm workers
+//!  datagram ─► socket::SocketWorker ─► socket::dispatch ──Job──► swarm_worker
+//!              (recv, send)            parse, check id,          TorrentMap (shard)
+//!                                      access list, route        encodes replies
+//!  reply   ◄── send ◄──────────────────────────────────────Job── into the job
+//! ```
+//!
+//! * [`config`]: every setting, documented once (printed by `-p`).
+//! * [`connection_id`]: stateless, keyed-MAC connection ids.
+//! * [`socket`]: socket workers — sockets, the event loop, per-datagram dispatch, and
+//!   scrapes merged from several swarm workers.
+//! * [`swarm_worker`]: swarm workers — each owns the torrents whose info hashes map to
+//!   it; torrent logic itself lives in `shoal_swarm`.
+//! * [`messages`]: the [`Job`](messages::Job) that carries a batch of requests to a
+//!   swarm worker and the replies back, reusing its buffers.
+//! * [`stats`]: counters and the periodic statistics line.
+//! * [`tracker`]: binding, wiring and starting everything; [`run`] adds signals and
+//!   privilege dropping for the binary.
+
+pub mod config;
+pub mod connection_id;
+pub mod messages;
+pub mod socket;
+pub mod stats;
+pub mod swarm_worker;
+pub mod tracker;
+
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use shoal_common::AppInfo;
+use shoal_common::signals::spawn_signal_thread;
+
+pub use config::Config;
+pub use tracker::{RunningTracker, start, start_with_clock};
+
+/// How `shoal_udp` introduces itself.
+pub const APP: AppInfo = AppInfo {
+    name: "shoal_udp",
+    version: env!("CARGO_PKG_VERSION"),
+    about: "BEP 15 UDP BitTorrent tracker",
+};
+
+/// Runs the tracker until SIGTERM/SIGINT or a worker failure: binds, logs where it
+/// listens, installs signal handlers (SIGUSR1 reloads the access list), drops
+/// privileges if configured, then waits.
+pub fn run(config: Config) -> anyhow::Result<()> {
+    let privileges = config.privileges.clone();
+    let tracker = start(config)?;
+    for addr in tracker.local_addrs() {
+        log::info!("listening on udp://{addr}");
+    }
+    let access = Arc::clone(tracker.access_control());
+    spawn_signal_thread(
+        tracker.shutdown_handle().clone(),
+        vec![Box::new(move || access.reload_and_log("udp"))],
+    )?;
+    shoal_common::privileges::drop_privileges(&privileges).context("cannot drop privileges")?;
+    tracker.wait()
+}

@@ -1,0 +1,357 @@
+//! What a socket worker does with each datagram, apart from the socket itself.
+//!
+//! Connect requests are answered here. Announces and scrapes are checked (connection
+//! id, access list, size) and appended to the open [`Job`] of the swarm worker that owns
+//! the info hash; [`Dispatcher::flush_jobs`] sends the jobs. A scrape spanning several
+//! swarm workers is split and registered in [`PendingScrapes`] to be merged.
+//!
+//! Nothing here blocks: when a swarm worker's queue is full the job is dropped and its
+//! requests counted as shed. Clients retry; a tracker that stalled its socket workers
+//! instead would drop everything, connects included.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use crossbeam_channel::{Sender, TrySendError};
+use shoal_common::AccessControl;
+use shoal_swarm::{AnnounceEvent, PeerLimits, ServerTime};
+use shoal_udp_protocol::response::{write_connect, write_error};
+use shoal_udp_protocol::{AnnounceRequest, Request, ScrapeRequest, TransactionId};
+
+use crate::config::Config;
+use crate::connection_id::ConnectionIds;
+use crate::messages::{
+    AnnounceWork, Job, MAX_JOB_REQUESTS, PeerAddress, Replies, ReplyKind, RequestKind, ScrapeHash,
+    SwarmRequest, swarm_worker_for,
+};
+use crate::socket::scrapes::PendingScrapes;
+use crate::stats::SocketCounters;
+
+/// Jobs kept for reuse beyond those in flight.
+const POOL_SIZE: usize = 64;
+
+/// Error reply text for a refused info hash.
+pub const NOT_ALLOWED: &str = "info hash not allowed";
+
+/// A swarm worker has gone away; the tracker is shutting down or failing.
+#[derive(Debug)]
+pub struct SwarmWorkerGone;
+
+/// Per-datagram logic of one socket worker.
+#[derive(Debug)]
+pub struct Dispatcher {
+    socket_worker: usize,
+    ids: ConnectionIds,
+    access: Arc<AccessControl>,
+    peer_limits: PeerLimits,
+    max_scrape_torrents: usize,
+    swarms: Vec<Sender<Job>>,
+    open_jobs: Vec<Option<Job>>,
+    pool: Vec<Job>,
+    /// Scrapes waiting for parts.
+    pub scrapes: PendingScrapes,
+    /// What happened, flushed into shared statistics by the socket worker.
+    pub counters: SocketCounters,
+    /// Scratch: swarm workers touched by the scrape being split, with job offsets.
+    touched: Vec<(usize, u32)>,
+}
+
+impl Dispatcher {
+    /// A dispatcher for socket worker `socket_worker` sending to `swarms`.
+    pub fn new(
+        socket_worker: usize,
+        config: &Config,
+        ids: ConnectionIds,
+        access: Arc<AccessControl>,
+        swarms: Vec<Sender<Job>>,
+    ) -> Self {
+        Self {
+            socket_worker,
+            ids,
+            access,
+            peer_limits: PeerLimits {
+                default: config.protocol.default_peers,
+                max: config.protocol.max_peers,
+            },
+            max_scrape_torrents: config.protocol.max_scrape_torrents,
+            open_jobs: swarms.iter().map(|_| None).collect(),
+            swarms,
+            pool: Vec::new(),
+            scrapes: PendingScrapes::new(config.limits.max_pending_scrapes),
+            counters: SocketCounters::default(),
+            touched: Vec::new(),
+        }
+    }
+
+    /// Handles one datagram from `client`; replies made here go into `out`.
+    pub fn handle_packet(
+        &mut self,
+        packet: &[u8],
+        client: SocketAddr,
+        now: ServerTime,
+        out: &mut Replies,
+    ) {
+        self.counters.received += 1;
+        match Request::parse(packet) {
+            Ok(Request::Connect(request)) => {
+                self.counters.connect_requests += 1;
+                write_connect(
+                    &mut out.bytes,
+                    request.transaction_id,
+                    self.ids.issue(client.ip(), now),
+                );
+                out.finish_packet(client, ReplyKind::Connect);
+            }
+            Ok(Request::Announce(request)) => {
+                self.counters.announce_requests += 1;
+                if self.connected(request.connection_id, client, now) {
+                    self.announce(&request, client, out);
+                }
+            }
+            Ok(Request::Scrape(request)) => {
+                self.counters.scrape_requests += 1;
+                if self.connected(request.connection_id, client, now) {
+                    self.scrape(&request, client, now, out);
+                }
+            }
+            Err(err) => {
+                self.counters.invalid_requests += 1;
+                // Only a client that proved its address gets an error reply; anything
+                // else could be a forged source address we would be bouncing packets at.
+                if let Some((connection_id, transaction_id)) = err.reply_to
+                    && self.connected(connection_id, client, now)
+                {
+                    error_reply(out, client, transaction_id, &err.kind.to_string());
+                }
+            }
+        }
+    }
+
+    fn connected(
+        &mut self,
+        id: shoal_udp_protocol::ConnectionId,
+        client: SocketAddr,
+        now: ServerTime,
+    ) -> bool {
+        let valid = self.ids.is_valid(id, client.ip(), now);
+        if !valid {
+            self.counters.bad_connection_ids += 1;
+        }
+        valid
+    }
+
+    fn announce(&mut self, request: &AnnounceRequest<'_>, client: SocketAddr, out: &mut Replies) {
+        let info_hash = request.info_hash.0;
+        if !self.access.allows(&info_hash) {
+            self.counters.access_denied += 1;
+            error_reply(out, client, request.transaction_id, NOT_ALLOWED);
+            return;
+        }
+        let work = AnnounceWork {
+            info_hash,
+            peer: PeerAddress::new(client, request.port),
+            event: swarm_event(request.event),
+            seeder: request.left == 0,
+            peers_wanted: self.peer_limits.resolve(i64::from(request.peers_wanted)) as u16,
+        };
+        let worker = swarm_worker_for(&info_hash, self.swarms.len());
+        self.push(
+            worker,
+            SwarmRequest {
+                client,
+                transaction_id: request.transaction_id,
+                kind: RequestKind::Announce(work),
+            },
+        );
+    }
+
+    fn scrape(
+        &mut self,
+        request: &ScrapeRequest<'_>,
+        client: SocketAddr,
+        now: ServerTime,
+        out: &mut Replies,
+    ) {
+        let hashes = request.info_hashes;
+        if hashes.len() > self.max_scrape_torrents {
+            let message = format!(
+                "too many info hashes in scrape (at most {})",
+                self.max_scrape_torrents
+            );
+            error_reply(out, client, request.transaction_id, &message);
+            return;
+        }
+        if self.access.mode() != shoal_common::AccessListMode::Off {
+            let access = self.access.snapshot();
+            if !hashes.iter().all(|hash| access.allows(hash)) {
+                self.counters.access_denied += 1;
+                error_reply(out, client, request.transaction_id, NOT_ALLOWED);
+                return;
+            }
+        }
+
+        let workers = self.swarms.len();
+        self.touched.clear();
+        for hash in hashes.iter() {
+            let worker = swarm_worker_for(hash, workers);
+            if !self.touched.iter().any(|&(w, _)| w == worker) {
+                self.touched.push((worker, 0));
+            }
+        }
+
+        if let [(worker, _)] = self.touched[..] {
+            // The common case: one swarm worker answers the whole scrape.
+            let job = self.open_job(worker);
+            let start = job.scrape_hashes.len() as u32;
+            for (position, hash) in hashes.iter().enumerate() {
+                job.scrape_hashes.push(ScrapeHash {
+                    position: position as u8,
+                    info_hash: *hash,
+                });
+            }
+            let hashes = start..job.scrape_hashes.len() as u32;
+            let kind = RequestKind::Scrape { hashes };
+            self.push(
+                worker,
+                SwarmRequest {
+                    client,
+                    transaction_id: request.transaction_id,
+                    kind,
+                },
+            );
+            return;
+        }
+
+        let parts = self.touched.len() as u32;
+        let Some(slot) =
+            self.scrapes
+                .start(client, request.transaction_id, hashes.len(), parts, now)
+        else {
+            self.counters.shed += 1;
+            return;
+        };
+        // Hashes go into each touched worker's open job contiguously, so each part is
+        // one range of that job's hash list.
+        for i in 0..self.touched.len() {
+            let worker = self.touched[i].0;
+            self.touched[i].1 = self.open_job(worker).scrape_hashes.len() as u32;
+        }
+        for (position, hash) in hashes.iter().enumerate() {
+            let worker = swarm_worker_for(hash, workers);
+            let job = self.open_jobs[worker].as_mut().expect("opened above");
+            job.scrape_hashes.push(ScrapeHash {
+                position: position as u8,
+                info_hash: *hash,
+            });
+        }
+        for i in 0..self.touched.len() {
+            let (worker, start) = self.touched[i];
+            let end = self.open_jobs[worker]
+                .as_ref()
+                .expect("opened above")
+                .scrape_hashes
+                .len() as u32;
+            let kind = RequestKind::ScrapePart {
+                slot,
+                hashes: start..end,
+            };
+            self.push(
+                worker,
+                SwarmRequest {
+                    client,
+                    transaction_id: request.transaction_id,
+                    kind,
+                },
+            );
+        }
+    }
+
+    fn open_job(&mut self, worker: usize) -> &mut Job {
+        let (pool, socket_worker) = (&mut self.pool, self.socket_worker);
+        self.open_jobs[worker]
+            .get_or_insert_with(|| pool.pop().unwrap_or_else(|| Job::new(socket_worker)))
+    }
+
+    fn push(&mut self, worker: usize, request: SwarmRequest) {
+        let job = self.open_job(worker);
+        job.requests.push(request);
+        if job.requests.len() >= MAX_JOB_REQUESTS {
+            // A full job goes now; errors surface at the next flush.
+            let _ = self.send(worker);
+        }
+    }
+
+    /// Sends every open job to its swarm worker.
+    pub fn flush_jobs(&mut self) -> Result<(), SwarmWorkerGone> {
+        for worker in 0..self.open_jobs.len() {
+            self.send(worker)?;
+        }
+        Ok(())
+    }
+
+    fn send(&mut self, worker: usize) -> Result<(), SwarmWorkerGone> {
+        let Some(job) = self.open_jobs[worker].take() else {
+            return Ok(());
+        };
+        if job.requests.is_empty() {
+            self.open_jobs[worker] = Some(job);
+            return Ok(());
+        }
+        match self.swarms[worker].try_send(job) {
+            Ok(()) => Ok(()),
+            Err(TrySendError::Full(job)) => {
+                self.counters.shed += job.requests.len() as u64;
+                for request in &job.requests {
+                    if let RequestKind::ScrapePart { slot, .. } = &request.kind {
+                        let slot = *slot;
+                        self.scrapes.cancel(slot);
+                    }
+                }
+                self.recycle(job);
+                Ok(())
+            }
+            Err(TrySendError::Disconnected(_)) => Err(SwarmWorkerGone),
+        }
+    }
+
+    /// Takes a job back from a swarm worker: merges its scrape parts into `out` and
+    /// keeps the job for reuse. The caller has sent the job's own reply packets.
+    pub fn finish_job(&mut self, mut job: Job, out: &mut Replies) {
+        let replies = &job.replies;
+        for part in &replies.scrape_parts {
+            let stats = &replies.scrape_stats[part.stats.start as usize..part.stats.end as usize];
+            self.scrapes.add_part(part.slot, stats, out);
+        }
+        job.clear();
+        self.recycle(job);
+    }
+
+    fn recycle(&mut self, mut job: Job) {
+        if self.pool.len() < POOL_SIZE {
+            job.clear();
+            self.pool.push(job);
+        }
+    }
+}
+
+fn error_reply(
+    out: &mut Replies,
+    client: SocketAddr,
+    transaction_id: TransactionId,
+    message: &str,
+) {
+    write_error(&mut out.bytes, transaction_id, message);
+    out.finish_packet(client, ReplyKind::Error);
+}
+
+fn swarm_event(event: shoal_udp_protocol::AnnounceEvent) -> AnnounceEvent {
+    match event {
+        shoal_udp_protocol::AnnounceEvent::None => AnnounceEvent::None,
+        shoal_udp_protocol::AnnounceEvent::Started => AnnounceEvent::Started,
+        shoal_udp_protocol::AnnounceEvent::Completed => AnnounceEvent::Completed,
+        shoal_udp_protocol::AnnounceEvent::Stopped => AnnounceEvent::Stopped,
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,362 @@
+//! The dispatcher with real channels and real shards, no sockets.
+
+use crossbeam_channel::Receiver;
+use rand::SeedableRng;
+use rand::rngs::SmallRng;
+use shoal_common::AccessListMode;
+use shoal_common::access_list::AccessList;
+use shoal_swarm::TorrentMap;
+use shoal_udp_protocol::*;
+
+use super::*;
+use crate::swarm_worker::Shard;
+
+struct Rig {
+    dispatcher: Dispatcher,
+    queues: Vec<Receiver<Job>>,
+    shards: Vec<Shard>,
+    now: ServerTime,
+}
+
+fn rig_with(swarm_workers: usize, queue_len: usize, access: AccessControl, config: Config) -> Rig {
+    let (senders, queues): (Vec<_>, Vec<_>) = (0..swarm_workers)
+        .map(|_| crossbeam_channel::bounded(queue_len))
+        .unzip();
+    let ids = ConnectionIds::with_keys((7, 8), config.protocol.connection_id_lifetime);
+    let dispatcher = Dispatcher::new(0, &config, ids, Arc::new(access), senders);
+    let shards = (0..swarm_workers)
+        .map(|i| Shard {
+            torrents: TorrentMap::new(config.cleaning.peer_timeout),
+            rng: SmallRng::seed_from_u64(i as u64),
+            interval: config.protocol.announce_interval,
+        })
+        .collect();
+    Rig {
+        dispatcher,
+        queues,
+        shards,
+        now: ServerTime(10),
+    }
+}
+
+fn rig(swarm_workers: usize) -> Rig {
+    rig_with(
+        swarm_workers,
+        16,
+        AccessControl::with_list(AccessListMode::Off, AccessList::default()),
+        Config::default(),
+    )
+}
+
+fn client(n: u8) -> SocketAddr {
+    SocketAddr::from(([10, 0, 0, n], 40000))
+}
+
+impl Rig {
+    /// Handles one packet, runs every queued job through its shard, and returns the
+    /// replies in the order the socket worker would send them.
+    fn exchange(&mut self, packet: &[u8], from: SocketAddr) -> Vec<(SocketAddr, Response)> {
+        let mut out = Replies::default();
+        self.dispatcher
+            .handle_packet(packet, from, self.now, &mut out);
+        self.dispatcher.flush_jobs().unwrap();
+        for (queue, shard) in self.queues.iter().zip(&mut self.shards) {
+            while let Ok(mut job) = queue.try_recv() {
+                shard.handle(&mut job, self.now);
+                for (bytes, packet) in job.replies.iter_packets() {
+                    out.bytes.extend_from_slice(bytes);
+                    out.finish_packet(packet.client, packet.kind);
+                }
+                self.dispatcher.finish_job(job, &mut out);
+            }
+        }
+        out.iter_packets()
+            .map(|(bytes, packet)| {
+                let family = if packet.client.is_ipv4() {
+                    PeerFamily::V4
+                } else {
+                    PeerFamily::V6
+                };
+                (packet.client, Response::parse(bytes, family).unwrap())
+            })
+            .collect()
+    }
+
+    fn connect(&mut self, from: SocketAddr) -> ConnectionId {
+        let mut packet = Vec::new();
+        Request::Connect(ConnectRequest {
+            transaction_id: TransactionId(1),
+        })
+        .write(&mut packet);
+        match &self.exchange(&packet, from)[..] {
+            [(to, Response::Connect(reply))] if *to == from => reply.connection_id,
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+}
+
+fn announce_packet(
+    connection_id: ConnectionId,
+    info_hash: [u8; 20],
+    port: u16,
+    left: u64,
+) -> Vec<u8> {
+    let request = AnnounceRequest {
+        connection_id,
+        transaction_id: TransactionId(port.into()),
+        info_hash: InfoHash(info_hash),
+        peer_id: PeerId([1; 20]),
+        downloaded: 0,
+        left,
+        uploaded: 0,
+        event: shoal_udp_protocol::AnnounceEvent::Started,
+        ip_address: 0,
+        key: 0,
+        peers_wanted: -1,
+        port,
+        options: AnnounceOptions(&[]),
+    };
+    let mut packet = Vec::new();
+    Request::Announce(request).write(&mut packet);
+    packet
+}
+
+fn scrape_packet(connection_id: ConnectionId, hashes: &[[u8; 20]]) -> Vec<u8> {
+    let flat = hashes.concat();
+    let mut packet = Vec::new();
+    Request::Scrape(ScrapeRequest {
+        connection_id,
+        transaction_id: TransactionId(77),
+        info_hashes: InfoHashes::new(&flat),
+    })
+    .write(&mut packet);
+    packet
+}
+
+#[test]
+fn announces_reach_the_swarm_and_peers_find_each_other() {
+    let mut rig = rig(2);
+    let a = rig.connect(client(1));
+    let b = rig.connect(client(2));
+    let replies = rig.exchange(&announce_packet(a, [5; 20], 1001, 10), client(1));
+    let [(_, Response::Announce(first))] = &replies[..] else {
+        panic!("{replies:?}")
+    };
+    assert_eq!(
+        (first.leechers, first.seeders, first.peers.len()),
+        (1, 0, 0)
+    );
+    assert_eq!(first.interval, 1800);
+
+    let replies = rig.exchange(&announce_packet(b, [5; 20], 1002, 0), client(2));
+    let [(to, Response::Announce(second))] = &replies[..] else {
+        panic!("{replies:?}")
+    };
+    assert_eq!(*to, client(2));
+    assert_eq!((second.leechers, second.seeders), (1, 1));
+    assert_eq!(
+        second.peers,
+        vec![SocketAddr::from(([10, 0, 0, 1], 1001))],
+        "port from the request, IP from the packet"
+    );
+}
+
+#[test]
+fn bad_connection_ids_get_no_reply() {
+    let mut rig = rig(1);
+    let genuine = rig.connect(client(1));
+    assert!(
+        rig.exchange(
+            &announce_packet(ConnectionId(12345), [5; 20], 1, 1),
+            client(1)
+        )
+        .is_empty()
+    );
+    assert!(
+        rig.exchange(&announce_packet(genuine, [5; 20], 1, 1), client(2))
+            .is_empty(),
+        "id of another address"
+    );
+    rig.now = rig.now.plus(121);
+    assert!(
+        rig.exchange(&announce_packet(genuine, [5; 20], 1, 1), client(1))
+            .is_empty(),
+        "expired"
+    );
+    assert!(
+        rig.exchange(&scrape_packet(ConnectionId(1), &[[5; 20]]), client(1))
+            .is_empty()
+    );
+    assert_eq!(rig.dispatcher.counters.bad_connection_ids, 4);
+}
+
+#[test]
+fn malformed_requests_are_answered_only_for_connected_clients() {
+    let mut rig = rig(1);
+    let id = rig.connect(client(1));
+    let mut truncated = announce_packet(id, [5; 20], 1, 1);
+    truncated.truncate(60);
+    let replies = rig.exchange(&truncated, client(1));
+    let [(_, Response::Error(error))] = &replies[..] else {
+        panic!("{replies:?}")
+    };
+    assert_eq!(error.message, "announce request too short");
+
+    assert!(
+        rig.exchange(&truncated, client(9)).is_empty(),
+        "no error to an unproven address"
+    );
+    assert!(rig.exchange(b"garbage", client(1)).is_empty());
+    assert_eq!(rig.dispatcher.counters.invalid_requests, 3);
+}
+
+#[test]
+fn the_access_list_refuses_announces_and_scrapes() {
+    let list = AccessList::parse(&"05".repeat(20)).unwrap();
+    let mut rig = rig_with(
+        2,
+        16,
+        AccessControl::with_list(AccessListMode::Allow, list),
+        Config::default(),
+    );
+    let id = rig.connect(client(1));
+    let replies = rig.exchange(&announce_packet(id, [6; 20], 1, 1), client(1));
+    let [(_, Response::Error(error))] = &replies[..] else {
+        panic!("{replies:?}")
+    };
+    assert_eq!(error.message, NOT_ALLOWED);
+    let replies = rig.exchange(&scrape_packet(id, &[[5; 20], [6; 20]]), client(1));
+    assert!(
+        matches!(&replies[..], [(_, Response::Error(e))] if e.message == NOT_ALLOWED),
+        "{replies:?}"
+    );
+
+    let replies = rig.exchange(&announce_packet(id, [5; 20], 1, 1), client(1));
+    assert!(
+        matches!(&replies[..], [(_, Response::Announce(_))]),
+        "{replies:?}"
+    );
+    assert_eq!(rig.dispatcher.counters.access_denied, 2);
+}
+
+#[test]
+fn scrapes_over_several_swarm_workers_are_merged_in_order() {
+    let mut rig = rig(3);
+    let id = rig.connect(client(1));
+    let hashes: Vec<[u8; 20]> = (0..30u8).map(|i| [i.wrapping_mul(37); 20]).collect();
+    // One leecher on every other torrent, a seeder on every third.
+    for (i, hash) in hashes.iter().enumerate() {
+        if i % 2 == 0 {
+            rig.exchange(&announce_packet(id, *hash, 1000 + i as u16, 5), client(1));
+        }
+        if i % 3 == 0 {
+            rig.exchange(&announce_packet(id, *hash, 2000 + i as u16, 0), client(1));
+        }
+    }
+    let replies = rig.exchange(&scrape_packet(id, &hashes), client(1));
+    let [(_, Response::Scrape(scrape))] = &replies[..] else {
+        panic!("{replies:?}")
+    };
+    assert_eq!(scrape.transaction_id, TransactionId(77));
+    assert_eq!(scrape.torrents.len(), 30);
+    for (i, stats) in scrape.torrents.iter().enumerate() {
+        assert_eq!(stats.leechers, u32::from(i % 2 == 0), "torrent {i}");
+        assert_eq!(stats.seeders, u32::from(i % 3 == 0), "torrent {i}");
+    }
+    assert_eq!(rig.dispatcher.scrapes.len(), 0);
+}
+
+#[test]
+fn oversized_scrapes_get_an_error() {
+    let mut rig = rig(1);
+    let id = rig.connect(client(1));
+    let hashes = vec![[1u8; 20]; 75];
+    let replies = rig.exchange(&scrape_packet(id, &hashes), client(1));
+    let [(_, Response::Error(error))] = &replies[..] else {
+        panic!("{replies:?}")
+    };
+    assert_eq!(error.message, "too many info hashes in scrape (at most 74)");
+}
+
+#[test]
+fn a_full_swarm_queue_sheds_requests_without_waiting() {
+    let mut rig = rig_with(
+        1,
+        1,
+        AccessControl::with_list(AccessListMode::Off, AccessList::default()),
+        Config::default(),
+    );
+    let mut out = Replies::default();
+    let ids = ConnectionIds::with_keys((7, 8), 120);
+    let id = ids.issue(client(1).ip(), rig.now);
+    for port in 1..=5u16 {
+        // Nobody drains the queue: the first job fits, the next four are shed.
+        rig.dispatcher.handle_packet(
+            &announce_packet(id, [5; 20], port, 1),
+            client(1),
+            rig.now,
+            &mut out,
+        );
+        rig.dispatcher.flush_jobs().unwrap();
+    }
+    assert_eq!(rig.dispatcher.counters.shed, 4);
+    assert_eq!(rig.queues[0].len(), 1);
+    assert!(out.packets.is_empty());
+
+    // Connects are still answered while the swarm worker is stuck.
+    let mut connect = Vec::new();
+    Request::Connect(ConnectRequest {
+        transaction_id: TransactionId(3),
+    })
+    .write(&mut connect);
+    rig.dispatcher
+        .handle_packet(&connect, client(1), rig.now, &mut out);
+    assert_eq!(out.packets.len(), 1);
+}
+
+#[test]
+fn a_shed_scrape_part_frees_its_pending_slot() {
+    let mut rig = rig_with(
+        2,
+        1,
+        AccessControl::with_list(AccessListMode::Off, AccessList::default()),
+        Config::default(),
+    );
+    let id = ConnectionIds::with_keys((7, 8), 120).issue(client(1).ip(), rig.now);
+    let hashes: Vec<[u8; 20]> = (0..16u8).map(|i| [i; 20]).collect();
+    let mut out = Replies::default();
+    rig.dispatcher
+        .handle_packet(&scrape_packet(id, &hashes), client(1), rig.now, &mut out);
+    rig.dispatcher.flush_jobs().unwrap();
+    assert_eq!(rig.dispatcher.scrapes.len(), 1);
+    rig.dispatcher
+        .handle_packet(&scrape_packet(id, &hashes), client(1), rig.now, &mut out);
+    rig.dispatcher.flush_jobs().unwrap();
+    assert_eq!(
+        rig.dispatcher.counters.shed, 2,
+        "both parts of the second scrape"
+    );
+    assert_eq!(
+        rig.dispatcher.scrapes.len(),
+        1,
+        "the second scrape's slot was freed"
+    );
+}
+
+#[test]
+fn ipv6_clients_get_ipv6_peers() {
+    let mut rig = rig(1);
+    let a: SocketAddr = "[2001:db8::1]:5000".parse().unwrap();
+    let b: SocketAddr = "[2001:db8::2]:5000".parse().unwrap();
+    let id_a = rig.connect(a);
+    let id_b = rig.connect(b);
+    rig.exchange(&announce_packet(id_a, [5; 20], 6881, 1), a);
+    let replies = rig.exchange(&announce_packet(id_b, [5; 20], 6882, 1), b);
+    let [(_, Response::Announce(reply))] = &replies[..] else {
+        panic!("{replies:?}")
+    };
+    assert_eq!(
+        reply.peers,
+        vec!["[2001:db8::1]:6881".parse::<SocketAddr>().unwrap()]
+    );
+}
