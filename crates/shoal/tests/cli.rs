@@ -1,0 +1,94 @@
+//! The combined binary.
+
+use std::io::{BufRead, BufReader};
+use std::net::UdpSocket;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const BINARY: &str = env!("CARGO_BIN_EXE_shoal");
+
+#[test]
+fn help_version_and_unknown_commands() {
+    let help = Command::new(BINARY).arg("--help").output().unwrap();
+    assert!(help.status.success());
+    assert!(String::from_utf8_lossy(&help.stdout).contains("shoal udp [OPTIONS]"));
+    let version = Command::new(BINARY).arg("--version").output().unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&version.stdout).trim(),
+        format!("shoal {}", env!("CARGO_PKG_VERSION"))
+    );
+    let unknown = Command::new(BINARY).arg("tcp").output().unwrap();
+    assert_eq!(unknown.status.code(), Some(2));
+}
+
+#[test]
+fn udp_subcommand_takes_the_udp_options() {
+    let printed = Command::new(BINARY).args(["udp", "-p"]).output().unwrap();
+    assert!(printed.status.success());
+    let text = String::from_utf8_lossy(&printed.stdout);
+    assert!(text.contains("announce_interval = 1800"), "{text}");
+    let help = Command::new(BINARY)
+        .args(["udp", "--help"])
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&help.stdout).starts_with("shoal udp "));
+}
+
+/// `shoal` with no arguments serves on the default public addresses; talk to it over
+/// 127.0.0.1. Skipped when something else holds the port or the host has no IPv6.
+#[test]
+fn no_arguments_runs_with_built_in_defaults() {
+    let mut child = Command::new(BINARY)
+        .stderr(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut listening = Vec::new();
+    let mut failure = None;
+    for line in stderr.lines().map_while(Result::ok) {
+        if let Some(addr) = line.split("listening on ").nth(1) {
+            listening.push(addr.to_string());
+        }
+        if line.contains("cannot bind") {
+            failure = Some(line);
+            break;
+        }
+        if listening.len() == 2 {
+            break;
+        }
+    }
+    if let Some(failure) = failure {
+        let _ = child.wait();
+        eprintln!("skipped: the default address is not available here: {failure}");
+        return;
+    }
+    assert_eq!(listening, vec!["udp://0.0.0.0:6969", "udp://[::]:6969"]);
+
+    let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
+    socket
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let mut connect = Vec::new();
+    connect.extend_from_slice(&0x0417_2710_1980u64.to_be_bytes());
+    connect.extend_from_slice(&0u32.to_be_bytes());
+    connect.extend_from_slice(&77u32.to_be_bytes());
+    socket.send_to(&connect, "127.0.0.1:6969").unwrap();
+    let mut reply = [0u8; 64];
+    let (len, _) = socket.recv_from(&mut reply).unwrap();
+    assert_eq!(len, 16);
+    assert_eq!(&reply[4..8], &77u32.to_be_bytes());
+
+    // SAFETY: kill takes plain integers; the pid is our own child's.
+    let result = unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
+    assert_eq!(result, 0);
+    let deadline = Instant::now() + Duration::from_secs(3);
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            assert!(status.success(), "{status:?}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "shoal did not stop on SIGTERM");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
