@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# The one test command. Installs what the tests need when it is missing, then runs,
+# in order: formatting, clippy, unit and integration tests, and the end-to-end tests
+# under scripts/e2e/. CI (.ci/run) runs exactly this.
+#
+#   ./scripts/test.sh          everything
+#   SKIP_E2E=1 ./scripts/test.sh   everything but scripts/e2e/
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+step() { printf '\n==> %s\n' "$*"; }
+
+ensure_rust() {
+    if ! command -v cargo >/dev/null 2>&1 && [ -x "$HOME/.cargo/bin/cargo" ]; then
+        export PATH="$HOME/.cargo/bin:$PATH"
+    fi
+    if ! command -v cargo >/dev/null 2>&1; then
+        echo "cargo is not installed: install Rust with rustup (https://rustup.rs)" >&2
+        exit 1
+    fi
+    if ! cargo fmt --version >/dev/null 2>&1; then
+        step "installing rustfmt"
+        rustup component add rustfmt
+    fi
+    if ! cargo clippy --version >/dev/null 2>&1; then
+        step "installing clippy"
+        rustup component add clippy
+    fi
+}
+
+ensure_rust
+export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-always}"
+
+step "cargo fmt --check"
+cargo fmt --all -- --check
+
+step "cargo clippy (all targets, warnings are errors)"
+cargo clippy --locked --workspace --all-targets -- -D warnings
+
+step "unit and integration tests"
+cargo test --locked --workspace
+
+if [ -z "${SKIP_E2E:-}" ]; then
+    shopt -s nullglob
+    for script in scripts/e2e/*.sh; do
+        step "end-to-end: $script"
+        "$script"
+    done
+fi
+
+step "all tests passed"
