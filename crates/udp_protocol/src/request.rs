@@ -227,7 +227,7 @@ impl<'a> Request<'a> {
                     return Err(ParseErrorKind::ScrapeWithoutHashes
                         .replyable(connection_id, transaction_id));
                 }
-                if body.len() % 20 != 0 {
+                if !body.len().is_multiple_of(20) {
                     return Err(
                         ParseErrorKind::ScrapePartialHash.replyable(connection_id, transaction_id)
                     );

@@ -195,7 +195,7 @@ impl Response {
                     PeerFamily::V4 => V4_PEER_LEN,
                     PeerFamily::V6 => V6_PEER_LEN,
                 };
-                if peer_bytes.len() % peer_len != 0 {
+                if !peer_bytes.len().is_multiple_of(peer_len) {
                     return Err(ResponseParseError::BadLength);
                 }
                 let peers = peer_bytes
@@ -211,7 +211,7 @@ impl Response {
                 }))
             }
             action::SCRAPE => {
-                if body.len() % SCRAPE_ENTRY_LEN != 0 {
+                if !body.len().is_multiple_of(SCRAPE_ENTRY_LEN) {
                     return Err(ResponseParseError::BadLength);
                 }
                 let torrents = body

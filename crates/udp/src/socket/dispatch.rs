@@ -199,38 +199,26 @@ impl Dispatcher {
             }
         }
 
-        if let [(worker, _)] = self.touched[..] {
-            // The common case: one swarm worker answers the whole scrape.
-            let job = self.open_job(worker);
-            let start = job.scrape_hashes.len() as u32;
-            for (position, hash) in hashes.iter().enumerate() {
-                job.scrape_hashes.push(ScrapeHash {
-                    position: position as u8,
-                    info_hash: *hash,
-                });
-            }
-            let hashes = start..job.scrape_hashes.len() as u32;
-            let kind = RequestKind::Scrape { hashes };
-            self.push(
-                worker,
-                SwarmRequest {
+        // One swarm worker (always, when there is only one) writes the whole reply;
+        // otherwise each writes counts for its share and the parts are merged here.
+        let slot = match self.touched.len() {
+            1 => None,
+            parts => {
+                let started = self.scrapes.start(
                     client,
-                    transaction_id: request.transaction_id,
-                    kind,
-                },
-            );
-            return;
-        }
-
-        let parts = self.touched.len() as u32;
-        let Some(slot) =
-            self.scrapes
-                .start(client, request.transaction_id, hashes.len(), parts, now)
-        else {
-            self.counters.shed += 1;
-            return;
+                    request.transaction_id,
+                    hashes.len(),
+                    parts as u32,
+                    now,
+                );
+                let Some(slot) = started else {
+                    self.counters.shed += 1;
+                    return;
+                };
+                Some(slot)
+            }
         };
-        // Hashes go into each touched worker's open job contiguously, so each part is
+        // Hashes go into each touched worker's open job contiguously, so each share is
         // one range of that job's hash list.
         for i in 0..self.touched.len() {
             let worker = self.touched[i].0;
@@ -251,9 +239,10 @@ impl Dispatcher {
                 .expect("opened above")
                 .scrape_hashes
                 .len() as u32;
-            let kind = RequestKind::ScrapePart {
-                slot,
-                hashes: start..end,
+            let hashes = start..end;
+            let kind = match slot {
+                None => RequestKind::Scrape { hashes },
+                Some(slot) => RequestKind::ScrapePart { slot, hashes },
             };
             self.push(
                 worker,

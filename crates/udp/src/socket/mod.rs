@@ -279,19 +279,19 @@ impl SocketWorker {
             .flush_jobs()
             .map_err(|_| anyhow::anyhow!("a swarm worker is gone"))?;
         while let Ok(job) = self.returned_jobs.try_recv() {
-            for (bytes, packet) in job.replies.iter_packets() {
-                send(
-                    &mut self.endpoints,
-                    &mut self.dispatcher.counters,
-                    self.send_queue_len,
-                    packet.client,
-                    bytes,
-                    packet.kind,
-                );
-            }
+            self.send_all(&job.replies);
             self.dispatcher.finish_job(job, &mut self.local);
         }
-        for (bytes, packet) in self.local.iter_packets() {
+        let local = std::mem::take(&mut self.local);
+        self.send_all(&local);
+        self.local = local;
+        self.local.clear();
+        Ok(())
+    }
+
+    /// Sends every packet of `replies`.
+    fn send_all(&mut self, replies: &Replies) {
+        for (bytes, packet) in replies.iter_packets() {
             send(
                 &mut self.endpoints,
                 &mut self.dispatcher.counters,
@@ -301,8 +301,6 @@ impl SocketWorker {
                 packet.kind,
             );
         }
-        self.local.clear();
-        Ok(())
     }
 
     /// Retries replies queued while a send buffer was full.
