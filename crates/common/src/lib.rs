@@ -15,6 +15,7 @@
 //! * [`cpu`]: pinning worker threads to cores.
 //! * [`logging`]: a small stderr logger with timestamps and thread names.
 //! * [`metrics`]: per-worker counters flushed into padded atomics.
+//! * [`udp_batch`]: many datagrams per system call (`recvmmsg`/`sendmmsg`).
 
 pub mod access_list;
 pub mod cli;
@@ -25,6 +26,7 @@ pub mod metrics;
 pub mod privileges;
 pub mod signals;
 pub mod supervisor;
+pub mod udp_batch;
 
 pub use access_list::{AccessControl, AccessListConfig, AccessListMode};
 pub use cli::{AppInfo, run_cli};

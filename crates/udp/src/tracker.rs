@@ -13,7 +13,9 @@ use crate::config::Config;
 use crate::connection_id::ConnectionIds;
 use crate::messages::Job;
 use crate::socket::dispatch::Dispatcher;
-use crate::socket::{ReplyRoute, SocketWorker, SocketWorkerParts, WorkerSockets, bind_socket};
+use crate::socket::{
+    ReplyRoute, SocketWorker, SocketWorkerParts, WorkerSockets, bind_socket, recv_slot_len,
+};
 use crate::stats::{Stats, StatsSnapshot, summary};
 use crate::swarm_worker::SwarmWorker;
 
@@ -138,6 +140,7 @@ pub fn start_with_clock(config: Config, clock: Arc<Clock>) -> anyhow::Result<Run
             shutdown: shutdown.clone(),
             stats: stats.clone(),
             send_queue_len: config.limits.send_queue_len,
+            recv_slot_len: recv_slot_len(config.protocol.max_scrape_torrents),
         })?;
         routes.push(ReplyRoute {
             jobs: reply_sender,

@@ -5,11 +5,12 @@
 //! loop:
 //!
 //! 1. wait in `epoll` (skipped while there is known work);
-//! 2. read up to [`MAX_READS_PER_ROUND`] datagrams per socket, handing them to the
-//!    [`Dispatcher`]; every [`MAX_JOB_REQUESTS`] datagrams, send the jobs built so far
-//!    and the replies that came back, so swarm workers start early and replies do not
-//!    wait behind a long burst;
-//! 3. send the jobs, the replies swarm workers returned, and merged scrapes.
+//! 2. read up to [`MAX_READS_PER_ROUND`] datagrams per socket, [`RECV_BATCH`] per
+//!    `recvmmsg`, handing them to the [`Dispatcher`]; after each batch, send the jobs
+//!    built so far and every reply that is ready, so swarm workers start early and
+//!    replies do not wait behind a long burst;
+//! 3. send the jobs, the replies swarm workers returned, and merged scrapes, with one
+//!    `sendmmsg` per family and batch.
 //!
 //! Sockets are edge-triggered: a socket is read until it would block, or remembered as
 //! still readable if the round's budget ran out. Swarm workers wake a sleeping socket
@@ -18,11 +19,10 @@
 
 mod bind;
 pub mod dispatch;
+mod outbound;
 pub mod scrapes;
 
-use std::collections::VecDeque;
 use std::io::ErrorKind;
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -32,18 +32,26 @@ use crossbeam_channel::{Receiver, Sender};
 use mio::net::UdpSocket;
 use mio::{Events, Interest, Poll, Token, Waker};
 use shoal_common::Shutdown;
+use shoal_common::udp_batch::RecvBatch;
 use shoal_swarm::Clock;
 
 pub use self::bind::bind_socket;
 use self::dispatch::Dispatcher;
-use crate::messages::{Job, MAX_JOB_REQUESTS, Replies, ReplyKind};
-use crate::stats::SocketCounters;
+use self::outbound::{Endpoint, Endpoints, Outbound};
+use crate::messages::{Job, Replies};
 
 /// Datagrams read from one socket per round before the loop looks at everything else.
 pub const MAX_READS_PER_ROUND: usize = 1024;
-/// Largest datagram read in full; longer ones are truncated (and then fail to parse or
-/// lose trailing options). A 255-hash scrape is 5116 bytes.
-const RECV_BUFFER_LEN: usize = 8192;
+/// Datagrams per `recvmmsg`.
+pub const RECV_BATCH: usize = 64;
+/// Receive slots are at least this long; any valid announce fits.
+const MIN_RECV_SLOT: usize = 2048;
+
+/// The receive slot size for a config: room for a scrape one hash over the limit, so
+/// that it still gets a "too many info hashes" reply; longer datagrams are dropped.
+pub fn recv_slot_len(max_scrape_torrents: usize) -> usize {
+    (shoal_udp_protocol::HEADER_LEN + 20 * (max_scrape_torrents + 1)).max(MIN_RECV_SLOT)
+}
 
 const V4: Token = Token(0);
 const V6: Token = Token(1);
@@ -83,22 +91,10 @@ pub struct WorkerSockets {
     pub v6: Option<std::net::UdpSocket>,
 }
 
-/// One family's socket with its readiness and queued replies.
-struct Endpoint {
-    socket: UdpSocket,
-    token: Token,
-    /// Not yet read to `WouldBlock` since its last readiness event.
-    readable: bool,
-    /// Replies waiting for room in the kernel's send buffer.
-    queue: VecDeque<(SocketAddr, Vec<u8>, ReplyKind)>,
-    /// Whether epoll reports writability (wanted only while `queue` is non-empty).
-    watching_writable: bool,
-}
-
 /// A socket worker, ready to run on its own thread.
 pub struct SocketWorker {
     poll: Poll,
-    endpoints: [Option<Endpoint>; 2],
+    endpoints: Endpoints,
     wake: Arc<WakeSignal>,
     returned_jobs: Receiver<Job>,
     dispatcher: Dispatcher,
@@ -106,8 +102,8 @@ pub struct SocketWorker {
     shutdown: Shutdown,
     shared_counters: Arc<crate::stats::Stats>,
     index: usize,
-    send_queue_len: usize,
-    recv_buffer: Vec<u8>,
+    recv: RecvBatch,
+    outbound: Outbound,
     /// Replies made on this thread: connects, errors, merged scrapes.
     local: Replies,
 }
@@ -139,6 +135,8 @@ pub struct SocketWorkerParts {
     pub stats: Arc<crate::stats::Stats>,
     /// Limit on queued replies per socket.
     pub send_queue_len: usize,
+    /// Receive slot size (see [`recv_slot_len`]).
+    pub recv_slot_len: usize,
 }
 
 impl SocketWorker {
@@ -157,13 +155,7 @@ impl SocketWorker {
                 poll.registry()
                     .register(&mut socket, token, Interest::READABLE)
                     .context("cannot register socket with epoll")?;
-                endpoints[slot] = Some(Endpoint {
-                    socket,
-                    token,
-                    readable: true,
-                    queue: VecDeque::new(),
-                    watching_writable: false,
-                });
+                endpoints[slot] = Some(Endpoint::new(socket, token));
             }
         }
         let shutdown_wake = wake.clone();
@@ -180,8 +172,8 @@ impl SocketWorker {
             shutdown: parts.shutdown,
             shared_counters: parts.stats,
             index: parts.index,
-            send_queue_len: parts.send_queue_len,
-            recv_buffer: vec![0; RECV_BUFFER_LEN],
+            recv: RecvBatch::new(RECV_BATCH, parts.recv_slot_len),
+            outbound: Outbound::new(parts.send_queue_len),
             local: Replies::default(),
         };
         Ok((worker, wake))
@@ -245,16 +237,25 @@ impl SocketWorker {
     /// Reads from the socket in `slot` until it would block or the budget runs out.
     fn read(&mut self, slot: usize) -> anyhow::Result<()> {
         let now = self.clock.now();
-        for count in 1..=MAX_READS_PER_ROUND {
+        let mut read = 0;
+        while read < MAX_READS_PER_ROUND {
             let endpoint = self.endpoints[slot].as_mut().expect("slot in use");
-            match endpoint.socket.recv_from(&mut self.recv_buffer) {
-                Ok((len, client)) => {
-                    self.dispatcher.handle_packet(
-                        &self.recv_buffer[..len],
-                        client,
-                        now,
-                        &mut self.local,
-                    );
+            match self.recv.recv(&endpoint.socket) {
+                Ok(count) => {
+                    read += count;
+                    for datagram in self.recv.iter() {
+                        let Some(client) = datagram.source else {
+                            continue;
+                        };
+                        if datagram.truncated {
+                            self.dispatcher.counters.received += 1;
+                            self.dispatcher.counters.invalid_requests += 1;
+                            continue;
+                        }
+                        self.dispatcher
+                            .handle_packet(datagram.bytes, client, now, &mut self.local);
+                    }
+                    self.hand_off()?;
                 }
                 Err(err) if err.kind() == ErrorKind::WouldBlock => {
                     endpoint.readable = false;
@@ -262,12 +263,11 @@ impl SocketWorker {
                 }
                 Err(err) if err.kind() == ErrorKind::Interrupted => {}
                 Err(err) => {
-                    // E.g. ECONNREFUSED left by an ICMP error for an earlier reply.
-                    log::debug!("recv_from failed: {err}");
+                    // E.g. ECONNREFUSED left by an ICMP error for an earlier reply;
+                    // reading again returns the next datagram.
+                    log::debug!("recvmmsg failed: {err}");
+                    read += 1;
                 }
-            }
-            if count % MAX_JOB_REQUESTS == 0 {
-                self.hand_off()?;
             }
         }
         Ok(())
@@ -279,103 +279,28 @@ impl SocketWorker {
             .flush_jobs()
             .map_err(|_| anyhow::anyhow!("a swarm worker is gone"))?;
         while let Ok(job) = self.returned_jobs.try_recv() {
-            self.send_all(&job.replies);
+            self.outbound.send(
+                &mut self.endpoints,
+                &job.replies,
+                &mut self.dispatcher.counters,
+            );
             self.dispatcher.finish_job(job, &mut self.local);
         }
-        let local = std::mem::take(&mut self.local);
-        self.send_all(&local);
-        self.local = local;
+        self.outbound.send(
+            &mut self.endpoints,
+            &self.local,
+            &mut self.dispatcher.counters,
+        );
         self.local.clear();
         Ok(())
     }
 
-    /// Sends every packet of `replies`.
-    fn send_all(&mut self, replies: &Replies) {
-        for (bytes, packet) in replies.iter_packets() {
-            send(
-                &mut self.endpoints,
-                &mut self.dispatcher.counters,
-                self.send_queue_len,
-                packet.client,
-                bytes,
-                packet.kind,
-            );
-        }
-    }
-
     /// Retries replies queued while a send buffer was full.
     fn retry_queued(&mut self) {
-        for endpoint in self.endpoints.iter_mut().flatten() {
-            while let Some((client, bytes, kind)) = endpoint.queue.front() {
-                match endpoint.socket.send_to(bytes, *client) {
-                    Ok(_) => count_reply(&mut self.dispatcher.counters, *kind),
-                    Err(err) if err.kind() == ErrorKind::WouldBlock => break,
-                    Err(_) => self.dispatcher.counters.send_failures += 1,
-                }
-                endpoint.queue.pop_front();
-            }
-            // Ask epoll for writability exactly while replies wait for it.
-            let want_writable = !endpoint.queue.is_empty();
-            if want_writable != endpoint.watching_writable {
-                let interest = if want_writable {
-                    Interest::READABLE | Interest::WRITABLE
-                } else {
-                    Interest::READABLE
-                };
-                if self
-                    .poll
-                    .registry()
-                    .reregister(&mut endpoint.socket, endpoint.token, interest)
-                    .is_ok()
-                {
-                    endpoint.watching_writable = want_writable;
-                }
-            }
-        }
-    }
-}
-
-/// Sends one reply over the socket of the client's family, queueing it if the kernel's
-/// buffer is full.
-fn send(
-    endpoints: &mut [Option<Endpoint>; 2],
-    counters: &mut SocketCounters,
-    queue_len: usize,
-    client: SocketAddr,
-    bytes: &[u8],
-    kind: ReplyKind,
-) {
-    let slot = usize::from(client.is_ipv6());
-    let Some(endpoint) = endpoints[slot].as_mut() else {
-        counters.send_failures += 1;
-        return;
-    };
-    if endpoint.queue.is_empty() {
-        match endpoint.socket.send_to(bytes, client) {
-            Ok(_) => {
-                count_reply(counters, kind);
-                return;
-            }
-            Err(err) if err.kind() == ErrorKind::WouldBlock => {}
-            Err(err) => {
-                log::debug!("send_to {client} failed: {err}");
-                counters.send_failures += 1;
-                return;
-            }
-        }
-    }
-    if endpoint.queue.len() < queue_len {
-        endpoint.queue.push_back((client, bytes.to_vec(), kind));
-    } else {
-        counters.send_failures += 1;
-    }
-}
-
-fn count_reply(counters: &mut SocketCounters, kind: ReplyKind) {
-    match kind {
-        ReplyKind::Connect => counters.connect_replies += 1,
-        ReplyKind::Announce => counters.announce_replies += 1,
-        ReplyKind::Scrape => counters.scrape_replies += 1,
-        ReplyKind::Error => counters.error_replies += 1,
+        self.outbound.retry_queued(
+            &mut self.endpoints,
+            self.poll.registry(),
+            &mut self.dispatcher.counters,
+        );
     }
 }

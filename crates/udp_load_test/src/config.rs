@@ -1,0 +1,271 @@
+//! `shoal_udp_load_test` configuration (`shoal_udp_load_test -p` prints it commented).
+
+use std::net::{IpAddr, SocketAddr};
+
+use serde::{Deserialize, Serialize};
+use shoal_common::config::Problems;
+use shoal_common::{CpuPinningConfig, LogLevel, TrackerConfig};
+use shoal_toml_config::TomlConfig;
+
+/// shoal_udp_load_test: sends BEP 15 requests to a UDP tracker as fast as it answers
+/// and reports what came back.
+///
+/// Each socket keeps `network.requests_in_flight` requests outstanding and sends a new
+/// one for every reply, so the load follows what the tracker can serve.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, TomlConfig)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// How much to log to stderr.
+    pub log_level: LogLevel,
+    /// The tracker to load.
+    pub server_address: SocketAddr,
+    /// Worker threads sending requests.
+    pub workers: usize,
+    /// Seconds to run; 0 runs until Ctrl-C.
+    pub duration: u32,
+    /// Seconds at the end of the run the summary covers (the start is warm-up);
+    /// 0 covers the whole run.
+    pub summarize_last: u32,
+    /// Seconds between progress lines.
+    pub report_interval: u32,
+    /// Format of the final summary (`--json` on the command line picks "json").
+    pub summary_format: SummaryFormat,
+    /// Sockets and addresses.
+    pub network: NetworkConfig,
+    /// What to send.
+    pub requests: RequestConfig,
+    /// Pinning workers to CPU cores.
+    pub cpu_pinning: CpuPinningConfig,
+}
+
+/// Format of the final summary.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, TomlConfig)]
+#[serde(rename_all = "lowercase")]
+pub enum SummaryFormat {
+    /// Lines for people.
+    #[default]
+    Text,
+    /// One JSON object on stdout, for scripts.
+    Json,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            log_level: LogLevel::Info,
+            server_address: "127.0.0.1:6969".parse().expect("valid address"),
+            workers: 1,
+            duration: 30,
+            summarize_last: 20,
+            report_interval: 5,
+            summary_format: SummaryFormat::Text,
+            network: NetworkConfig::default(),
+            requests: RequestConfig::default(),
+            cpu_pinning: CpuPinningConfig::default(),
+        }
+    }
+}
+
+/// Sockets and addresses.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, TomlConfig)]
+#[serde(default, deny_unknown_fields)]
+pub struct NetworkConfig {
+    /// Sockets per worker. Each has its own source port and connection id.
+    pub sockets_per_worker: usize,
+    /// Local addresses to send from, spread over the sockets. Several loopback
+    /// addresses (127.0.0.1, 127.0.0.2, ...) make a tracker's SO_REUSEPORT sockets
+    /// share the load the way many clients would. Empty: let the system choose.
+    pub source_ips: Vec<IpAddr>,
+    /// Requests each socket keeps outstanding.
+    pub requests_in_flight: usize,
+    /// Milliseconds without any reply after which a socket's outstanding requests
+    /// count as lost and it sends a fresh window.
+    pub response_timeout_ms: u64,
+    /// Kernel receive buffer per socket, in bytes; 0 keeps the system default.
+    pub recv_buffer_size: usize,
+}
+
+impl Default for NetworkConfig {
+    fn default() -> Self {
+        Self {
+            sockets_per_worker: 4,
+            source_ips: Vec::new(),
+            requests_in_flight: 256,
+            response_timeout_ms: 500,
+            recv_buffer_size: 8 * 1024 * 1024,
+        }
+    }
+}
+
+/// What to send.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, TomlConfig)]
+#[serde(default, deny_unknown_fields)]
+pub struct RequestConfig {
+    /// Distinct torrents (random info hashes, the same in every run).
+    pub torrents: usize,
+    /// Distinct simulated peers. Each has a fixed torrent (drawn by popularity), port
+    /// and seeder status; an announce is sent for a peer chosen at random.
+    pub peers: usize,
+    /// Popularity skew: torrent i is chosen with weight 1/(i+1)^shape. 0 makes every
+    /// torrent equally popular; 1 follows Zipf's law, as public trackers see; larger
+    /// values concentrate the load on fewer torrents.
+    pub popularity_shape: f64,
+    /// `num_want` in announces.
+    pub peers_wanted: i32,
+    /// Probability that a simulated peer is a seeder.
+    pub seeder_probability: f64,
+    /// Relative weight of connect requests among generated requests.
+    pub weight_connect: u32,
+    /// Relative weight of announce requests.
+    pub weight_announce: u32,
+    /// Relative weight of scrape requests.
+    pub weight_scrape: u32,
+    /// A scrape asks about 1 to this many torrents.
+    pub scrape_max_torrents: usize,
+    /// Which simulated peer each announce is for.
+    pub peer_order: PeerOrder,
+}
+
+/// Which simulated peer each announce is for.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, TomlConfig)]
+#[serde(rename_all = "lowercase")]
+pub enum PeerOrder {
+    /// A peer drawn at random: the steady state of a busy tracker.
+    #[default]
+    Random,
+    /// Every peer in turn, each worker taking its share: after `peers` announces the
+    /// tracker has seen every peer once (for measuring memory per peer).
+    Sequential,
+}
+
+impl Default for RequestConfig {
+    fn default() -> Self {
+        Self {
+            torrents: 1_000_000,
+            peers: 2_000_000,
+            popularity_shape: 1.0,
+            peers_wanted: 30,
+            seeder_probability: 0.75,
+            weight_connect: 1,
+            weight_announce: 100,
+            weight_scrape: 1,
+            scrape_max_torrents: 10,
+            peer_order: PeerOrder::Random,
+        }
+    }
+}
+
+impl TrackerConfig for Config {
+    fn validate(&self, problems: &mut Problems) {
+        problems.check(
+            (1..=256).contains(&self.workers),
+            "workers",
+            "must be between 1 and 256",
+        );
+        problems.check(
+            self.duration == 0 || self.summarize_last <= self.duration,
+            "summarize_last",
+            "must not exceed duration",
+        );
+        problems.check(
+            self.report_interval >= 1,
+            "report_interval",
+            "must be at least 1 second",
+        );
+        let network = &self.network;
+        let server_v6 = self.server_address.is_ipv6();
+        problems.section("network", |p| {
+            p.check(
+                (1..=1024).contains(&network.sockets_per_worker),
+                "sockets_per_worker",
+                "must be between 1 and 1024",
+            );
+            p.check(
+                network
+                    .source_ips
+                    .iter()
+                    .all(|ip| ip.is_ipv6() == server_v6),
+                "source_ips",
+                "must all be of the server address's family",
+            );
+            p.check(
+                (1..=65_536).contains(&network.requests_in_flight),
+                "requests_in_flight",
+                "must be between 1 and 65536",
+            );
+            p.check(
+                network.response_timeout_ms >= 1,
+                "response_timeout_ms",
+                "must be at least 1",
+            );
+        });
+        let requests = &self.requests;
+        problems.section("requests", |p| {
+            p.check(requests.torrents >= 1, "torrents", "must be at least 1");
+            p.check(requests.peers >= 1, "peers", "must be at least 1");
+            p.check(
+                requests.popularity_shape.is_finite() && requests.popularity_shape >= 0.0,
+                "popularity_shape",
+                "must be 0 or more",
+            );
+            p.check(
+                (0.0..=1.0).contains(&requests.seeder_probability),
+                "seeder_probability",
+                "must be between 0 and 1",
+            );
+            p.check(
+                requests.weight_connect + requests.weight_announce + requests.weight_scrape > 0,
+                "weight_announce",
+                "at least one of the weights must be above 0",
+            );
+            p.check(
+                (1..=shoal_udp_protocol::MAX_SCRAPE_HASHES_PER_PACKET)
+                    .contains(&requests.scrape_max_torrents),
+                "scrape_max_torrents",
+                format!(
+                    "must be between 1 and {}",
+                    shoal_udp_protocol::MAX_SCRAPE_HASHES_PER_PACKET
+                ),
+            );
+        });
+        problems.section("cpu_pinning", |p| self.cpu_pinning.validate(p));
+    }
+
+    fn log_level(&self) -> LogLevel {
+        self.log_level
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use shoal_common::config::{parse, to_toml};
+
+    use super::*;
+
+    #[test]
+    fn default_config_round_trips() {
+        assert_eq!(
+            parse::<Config>(&to_toml(&Config::default())).unwrap(),
+            Config::default()
+        );
+    }
+
+    #[test]
+    fn bad_values_are_reported_with_their_keys() {
+        let err = parse::<Config>(
+            "duration = 10\nsummarize_last = 20\n[requests]\nweight_connect = 0\nweight_announce = 0\nweight_scrape = 0\n\
+             [network]\nsource_ips = [\"::1\"]\n",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("summarize_last: must not exceed duration"),
+            "{err}"
+        );
+        assert!(
+            err.contains("requests.weight_announce: at least one"),
+            "{err}"
+        );
+        assert!(err.contains("network.source_ips: must all be"), "{err}");
+    }
+}

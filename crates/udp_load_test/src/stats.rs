@@ -1,0 +1,196 @@
+//! What the load tester counts, and the summary it prints.
+
+use std::fmt::Write as _;
+
+shoal_common::counters! {
+    /// Counted by each worker.
+    pub struct Counters, SharedCounters, Totals {
+        /// Connect requests sent.
+        connect_sent,
+        /// Announce requests sent.
+        announce_sent,
+        /// Scrape requests sent.
+        scrape_sent,
+        /// Connect replies received.
+        connect_replies,
+        /// Announce replies received.
+        announce_replies,
+        /// Scrape replies received.
+        scrape_replies,
+        /// Error replies received.
+        error_replies,
+        /// Replies that were not valid BEP 15 responses.
+        invalid_replies,
+        /// Peers in all announce replies.
+        peers_received,
+        /// Windows given up on after the response timeout.
+        timeouts,
+    }
+}
+
+impl Totals {
+    /// Requests sent.
+    pub fn requests(&self) -> u64 {
+        self.connect_sent + self.announce_sent + self.scrape_sent
+    }
+
+    /// Replies received.
+    pub fn replies(&self) -> u64 {
+        self.connect_replies + self.announce_replies + self.scrape_replies + self.error_replies
+    }
+}
+
+/// Rates over a stretch of the run.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Summary {
+    /// Seconds covered.
+    pub seconds: f64,
+    /// Requests sent per second.
+    pub requests_per_second: f64,
+    /// Replies received per second.
+    pub replies_per_second: f64,
+    /// Connect replies per second.
+    pub connect_per_second: f64,
+    /// Announce replies per second.
+    pub announce_per_second: f64,
+    /// Scrape replies per second.
+    pub scrape_per_second: f64,
+    /// Error replies per second.
+    pub errors_per_second: f64,
+    /// Average peers per announce reply.
+    pub peers_per_announce: f64,
+    /// Share of requests that got no reply (0 to 1).
+    pub unanswered: f64,
+}
+
+impl Summary {
+    /// Rates from the difference of two totals `seconds` apart.
+    pub fn between(earlier: &Totals, later: &Totals, seconds: f64) -> Self {
+        let d = later.since(earlier);
+        let per_second = |count: u64| count as f64 / seconds.max(1e-9);
+        let requests = d.requests();
+        Self {
+            seconds,
+            requests_per_second: per_second(requests),
+            replies_per_second: per_second(d.replies()),
+            connect_per_second: per_second(d.connect_replies),
+            announce_per_second: per_second(d.announce_replies),
+            scrape_per_second: per_second(d.scrape_replies),
+            errors_per_second: per_second(d.error_replies),
+            peers_per_announce: if d.announce_replies == 0 {
+                0.0
+            } else {
+                d.peers_received as f64 / d.announce_replies as f64
+            },
+            unanswered: if requests == 0 {
+                0.0
+            } else {
+                (1.0 - d.replies() as f64 / requests as f64).max(0.0)
+            },
+        }
+    }
+
+    /// One progress line.
+    pub fn line(&self) -> String {
+        format!(
+            "requests {:.0}/s, replies {:.0}/s (connect {:.0}, announce {:.0}, scrape {:.0}, error {:.0}), \
+             {:.1} peers/announce, {:.2}% unanswered",
+            self.requests_per_second,
+            self.replies_per_second,
+            self.connect_per_second,
+            self.announce_per_second,
+            self.scrape_per_second,
+            self.errors_per_second,
+            self.peers_per_announce,
+            self.unanswered * 100.0
+        )
+    }
+
+    /// The final report for people.
+    pub fn text(&self) -> String {
+        let mut out = String::new();
+        let _ = writeln!(out, "summary over the last {:.0} s:", self.seconds);
+        let _ = writeln!(
+            out,
+            "  requests sent:      {:>12.0}/s",
+            self.requests_per_second
+        );
+        let _ = writeln!(
+            out,
+            "  replies received:   {:>12.0}/s",
+            self.replies_per_second
+        );
+        let _ = writeln!(
+            out,
+            "    connect:          {:>12.0}/s",
+            self.connect_per_second
+        );
+        let _ = writeln!(
+            out,
+            "    announce:         {:>12.0}/s",
+            self.announce_per_second
+        );
+        let _ = writeln!(
+            out,
+            "    scrape:           {:>12.0}/s",
+            self.scrape_per_second
+        );
+        let _ = writeln!(
+            out,
+            "    error:            {:>12.0}/s",
+            self.errors_per_second
+        );
+        let _ = writeln!(
+            out,
+            "  peers per announce: {:>12.1}",
+            self.peers_per_announce
+        );
+        let _ = writeln!(
+            out,
+            "  unanswered:         {:>11.2} %",
+            self.unanswered * 100.0
+        );
+        out
+    }
+
+    /// The final report as one JSON object.
+    pub fn json(&self) -> String {
+        format!(
+            "{{\"seconds\":{:.3},\"requests_per_second\":{:.1},\"replies_per_second\":{:.1},\
+             \"connect_per_second\":{:.1},\"announce_per_second\":{:.1},\"scrape_per_second\":{:.1},\
+             \"errors_per_second\":{:.1},\"peers_per_announce\":{:.3},\"unanswered\":{:.6}}}",
+            self.seconds,
+            self.requests_per_second,
+            self.replies_per_second,
+            self.connect_per_second,
+            self.announce_per_second,
+            self.scrape_per_second,
+            self.errors_per_second,
+            self.peers_per_announce,
+            self.unanswered
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rates_and_shares() {
+        let earlier = Totals::default();
+        let later = Totals {
+            announce_sent: 1000,
+            announce_replies: 900,
+            error_replies: 50,
+            peers_received: 2700,
+            ..Totals::default()
+        };
+        let summary = Summary::between(&earlier, &later, 2.0);
+        assert_eq!(summary.requests_per_second, 500.0);
+        assert_eq!(summary.replies_per_second, 475.0);
+        assert_eq!(summary.peers_per_announce, 3.0);
+        assert!((summary.unanswered - 0.05).abs() < 1e-9);
+        assert!(summary.json().contains("\"replies_per_second\":475.0"));
+    }
+}

@@ -1,0 +1,336 @@
+//! A load worker: some sockets, each with a window of requests in flight.
+//!
+//! Each socket is connected to the tracker, so `sendmmsg`/`recvmmsg` need no addresses
+//! and the kernel drops datagrams from anyone else. A socket starts with a connect
+//! request; once it has a connection id it sends a full window and then one new request
+//! per reply. If a socket hears nothing for the response timeout, its window is written
+//! off (counted) and sent again. Connection ids are renewed every minute, as BEP 15
+//! clients do.
+
+use std::io::ErrorKind;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use mio::net::UdpSocket;
+use mio::{Events, Interest, Poll, Token};
+use shoal_common::Shutdown;
+use shoal_common::udp_batch::{RecvBatch, SendBatch};
+use shoal_udp_protocol::{ConnectionId, TransactionId, action};
+use socket2::{Domain, Protocol, Socket, Type};
+
+use crate::config::Config;
+use crate::requests::{Kind, Population, RequestWriter};
+use crate::stats::{Counters, SharedCounters};
+
+/// Connection ids are renewed after this long (BEP 15: clients use one for a minute).
+const CONNECTION_ID_AGE: Duration = Duration::from_secs(60);
+/// Requests written per `sendmmsg`.
+const SEND_CHUNK: usize = 64;
+
+struct LoadSocket {
+    socket: UdpSocket,
+    connection_id: Option<(ConnectionId, Instant)>,
+    connect_sent_at: Option<Instant>,
+    in_flight: usize,
+    last_reply: Instant,
+    next_transaction: u32,
+}
+
+/// One worker thread's state.
+pub struct Worker {
+    poll: Poll,
+    sockets: Vec<LoadSocket>,
+    population: Arc<Population>,
+    writer: RequestWriter,
+    counters: Counters,
+    shared: Arc<SharedCounters>,
+    shutdown: Shutdown,
+    window: usize,
+    timeout: Duration,
+    ipv6: bool,
+    recv: RecvBatch,
+    send: SendBatch,
+    out: Vec<u8>,
+    ends: Vec<usize>,
+}
+
+impl std::fmt::Debug for Worker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Worker")
+            .field("sockets", &self.sockets.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Worker {
+    /// Creates the worker's sockets, connected to the server.
+    pub fn new(
+        index: usize,
+        config: &Config,
+        population: Arc<Population>,
+        shared: Arc<SharedCounters>,
+        shutdown: Shutdown,
+    ) -> anyhow::Result<Self> {
+        let poll = Poll::new().context("cannot create epoll instance")?;
+        let network = &config.network;
+        let server = config.server_address;
+        let mut sockets = Vec::new();
+        for i in 0..network.sockets_per_worker {
+            let source = if network.source_ips.is_empty() {
+                if server.is_ipv4() {
+                    IpAddr::V4(Ipv4Addr::UNSPECIFIED)
+                } else {
+                    IpAddr::V6(Ipv6Addr::UNSPECIFIED)
+                }
+            } else {
+                network.source_ips
+                    [(index * network.sockets_per_worker + i) % network.source_ips.len()]
+            };
+            let mut socket = UdpSocket::from_std(connected_socket(
+                SocketAddr::new(source, 0),
+                server,
+                network.recv_buffer_size,
+            )?);
+            poll.registry()
+                .register(&mut socket, Token(i), Interest::READABLE)
+                .context("cannot register socket")?;
+            sockets.push(LoadSocket {
+                socket,
+                connection_id: None,
+                connect_sent_at: None,
+                in_flight: 0,
+                last_reply: Instant::now(),
+                next_transaction: (index as u32) << 24 | (i as u32) << 16,
+            });
+        }
+        Ok(Self {
+            poll,
+            sockets,
+            writer: RequestWriter::new(&population, index, config.workers),
+            population,
+            counters: Counters::default(),
+            shared,
+            shutdown,
+            window: network.requests_in_flight,
+            timeout: Duration::from_millis(network.response_timeout_ms),
+            ipv6: server.is_ipv6(),
+            recv: RecvBatch::new(256, 2048),
+            send: SendBatch::new(),
+            out: Vec::with_capacity(SEND_CHUNK * 1500),
+            ends: Vec::with_capacity(SEND_CHUNK),
+        })
+    }
+
+    /// Runs until shutdown.
+    pub fn run(mut self) -> anyhow::Result<()> {
+        let mut events = Events::with_capacity(64);
+        while !self.shutdown.is_requested() {
+            self.maintain(Instant::now());
+            match self.poll.poll(&mut events, Some(Duration::from_millis(5))) {
+                Ok(()) => {}
+                Err(err) if err.kind() == ErrorKind::Interrupted => {}
+                Err(err) => return Err(err).context("epoll failed"),
+            }
+            for event in &events {
+                self.drain(event.token().0);
+            }
+            self.counters.flush_into(&self.shared);
+        }
+        Ok(())
+    }
+
+    /// Connects sockets that need an id and refills windows that went quiet.
+    fn maintain(&mut self, now: Instant) {
+        for index in 0..self.sockets.len() {
+            let socket = &mut self.sockets[index];
+            let stale_id = socket
+                .connection_id
+                .is_none_or(|(_, at)| now - at > CONNECTION_ID_AGE);
+            let connect_pending = socket
+                .connect_sent_at
+                .is_some_and(|at| now - at < self.timeout);
+            if stale_id && !connect_pending {
+                socket.connect_sent_at = Some(now);
+                self.send_connect(index);
+            }
+            let socket = &mut self.sockets[index];
+            if socket.connection_id.is_some() && now - socket.last_reply > self.timeout {
+                if socket.in_flight > 0 {
+                    self.counters.timeouts += 1;
+                }
+                socket.in_flight = 0;
+                socket.last_reply = now;
+            }
+            let missing = self.window.saturating_sub(self.sockets[index].in_flight);
+            if missing > 0 && self.sockets[index].connection_id.is_some() {
+                self.send_requests(index, missing);
+            }
+        }
+    }
+
+    /// Reads every queued reply of socket `index`, sending a new request for each.
+    fn drain(&mut self, index: usize) {
+        loop {
+            match self.recv.recv(&self.sockets[index].socket) {
+                Ok(count) => {
+                    let now = Instant::now();
+                    for datagram in self.recv.iter() {
+                        count_reply(
+                            &mut self.counters,
+                            &mut self.sockets[index],
+                            self.ipv6,
+                            datagram.bytes,
+                            now,
+                        );
+                    }
+                    let socket = &mut self.sockets[index];
+                    socket.in_flight = socket.in_flight.saturating_sub(count);
+                    socket.last_reply = now;
+                    if socket.connection_id.is_some() {
+                        self.send_requests(index, count);
+                    }
+                }
+                Err(err) if err.kind() == ErrorKind::WouldBlock => return,
+                Err(err) if err.kind() == ErrorKind::Interrupted => {}
+                Err(err) => {
+                    // ECONNREFUSED: nothing listens there (yet); keep trying.
+                    log::debug!("receive failed: {err}");
+                    return;
+                }
+            }
+        }
+    }
+
+    fn send_connect(&mut self, index: usize) {
+        self.out.clear();
+        self.ends.clear();
+        let transaction_id = self.transaction(index);
+        RequestWriter::connect(&mut self.out, transaction_id);
+        self.ends.push(self.out.len());
+        if self.flush(index) == 1 {
+            self.counters.connect_sent += 1;
+        }
+    }
+
+    /// Writes and sends `count` requests on socket `index`.
+    fn send_requests(&mut self, index: usize, count: usize) {
+        let Some((connection_id, _)) = self.sockets[index].connection_id else {
+            return;
+        };
+        let mut left = count;
+        while left > 0 {
+            self.out.clear();
+            self.ends.clear();
+            let mut kinds = [0u64; 3];
+            for _ in 0..left.min(SEND_CHUNK) {
+                let transaction_id = self.transaction(index);
+                let kind = self.writer.write(
+                    &self.population,
+                    connection_id,
+                    transaction_id,
+                    &mut self.out,
+                );
+                kinds[kind as usize] += 1;
+                self.ends.push(self.out.len());
+            }
+            let written = self.ends.len();
+            let sent = self.flush(index);
+            // Count what went out; with a partial send, attribute the shortfall to the
+            // commonest kind (announce), which is what nearly every request is.
+            self.counters.connect_sent += kinds[Kind::Connect as usize];
+            self.counters.scrape_sent += kinds[Kind::Scrape as usize];
+            self.counters.announce_sent += kinds[Kind::Announce as usize] - (written - sent) as u64;
+            if sent < written {
+                return;
+            }
+            left -= written;
+        }
+    }
+
+    /// Sends the packets in `out`; returns how many went.
+    fn flush(&mut self, index: usize) -> usize {
+        let (out, ends) = (&self.out, &self.ends);
+        let packets = ends.iter().scan(0, |start, &end| {
+            let packet = &out[*start..end];
+            *start = end;
+            Some((None, packet))
+        });
+        let sent = match self.send.send(&self.sockets[index].socket, packets) {
+            Ok(sent) => sent,
+            Err(err) => {
+                if err.kind() != ErrorKind::WouldBlock {
+                    log::debug!("send failed: {err}");
+                }
+                0
+            }
+        };
+        self.sockets[index].in_flight += sent;
+        sent
+    }
+
+    fn transaction(&mut self, index: usize) -> TransactionId {
+        let socket = &mut self.sockets[index];
+        socket.next_transaction = socket.next_transaction.wrapping_add(1);
+        TransactionId(socket.next_transaction)
+    }
+}
+
+/// Counts one reply; a connect reply gives the socket its connection id.
+fn count_reply(
+    counters: &mut Counters,
+    socket: &mut LoadSocket,
+    ipv6: bool,
+    bytes: &[u8],
+    now: Instant,
+) {
+    if bytes.len() < 8 {
+        counters.invalid_replies += 1;
+        return;
+    }
+    let peer_len = if ipv6 { 18 } else { 6 };
+    match u32::from_be_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]) {
+        action::CONNECT if bytes.len() >= 16 => {
+            counters.connect_replies += 1;
+            let id = u64::from_be_bytes(bytes[8..16].try_into().expect("8 bytes"));
+            socket.connection_id = Some((ConnectionId(id), now));
+            socket.connect_sent_at = None;
+        }
+        action::ANNOUNCE if bytes.len() >= 20 => {
+            counters.announce_replies += 1;
+            counters.peers_received += ((bytes.len() - 20) / peer_len) as u64;
+        }
+        action::SCRAPE => counters.scrape_replies += 1,
+        action::ERROR => {
+            counters.error_replies += 1;
+            if counters.error_replies == 1 {
+                log::warn!("error reply: {}", String::from_utf8_lossy(&bytes[8..]));
+            }
+        }
+        _ => counters.invalid_replies += 1,
+    }
+}
+
+fn connected_socket(
+    local: SocketAddr,
+    server: SocketAddr,
+    recv_buffer: usize,
+) -> anyhow::Result<std::net::UdpSocket> {
+    let socket = Socket::new(
+        Domain::for_address(server),
+        Type::DGRAM,
+        Some(Protocol::UDP),
+    )?;
+    socket.set_nonblocking(true)?;
+    if recv_buffer > 0 {
+        let _ = socket.set_recv_buffer_size(recv_buffer);
+    }
+    socket
+        .bind(&local.into())
+        .with_context(|| format!("cannot bind {local}"))?;
+    socket
+        .connect(&server.into())
+        .with_context(|| format!("cannot connect to {server}"))?;
+    Ok(socket.into())
+}
