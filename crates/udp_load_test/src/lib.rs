@@ -38,8 +38,24 @@ pub const APP: AppInfo = AppInfo {
     about: "load tester for BEP 15 UDP BitTorrent trackers",
 };
 
-/// Runs a load test as configured; prints progress to stderr and the summary to stdout.
+/// Runs a load test as configured: Ctrl-C ends it early; progress goes to the log,
+/// the summary to stdout.
+#[allow(clippy::print_stdout)] // the summary is the output
 pub fn run(config: Config) -> anyhow::Result<()> {
+    let shutdown = Shutdown::new();
+    spawn_signal_thread(shutdown.clone(), Vec::new())?;
+    let format = config.summary_format;
+    let summary = run_until(config, shutdown)?;
+    match format {
+        SummaryFormat::Text => print!("{}", summary.text()),
+        SummaryFormat::Json => println!("{}", summary.json()),
+    }
+    Ok(())
+}
+
+/// Runs a load test until its duration ends or `shutdown` is requested, and returns
+/// the summary of its last `summarize_last` seconds.
+pub fn run_until(config: Config, shutdown: Shutdown) -> anyhow::Result<Summary> {
     let started = Instant::now();
     let population = Arc::new(Population::new(&config.requests));
     log::info!(
@@ -52,8 +68,6 @@ pub fn run(config: Config) -> anyhow::Result<()> {
         config.network.sockets_per_worker
     );
 
-    let shutdown = Shutdown::new();
-    spawn_signal_thread(shutdown.clone(), Vec::new())?;
     let mut supervisor = Supervisor::new(shutdown.clone());
     // One allocation per worker keeps workers' counters on separate cache lines.
     let counters: Arc<Vec<Arc<SharedCounters>>> = Arc::new(
@@ -76,18 +90,21 @@ pub fn run(config: Config) -> anyhow::Result<()> {
         })?;
     }
     let reporter_shutdown = shutdown.clone();
+    let (summary_sender, summary) = std::sync::mpsc::channel();
     supervisor.spawn("report", move || {
-        report(&config, &counters, &reporter_shutdown);
+        let _ = summary_sender.send(report(&config, &counters, &reporter_shutdown));
         reporter_shutdown.request();
         Ok(())
     })?;
-    supervisor.wait()
+    supervisor.wait()?;
+    summary
+        .recv()
+        .map_err(|_| anyhow::anyhow!("the run ended without a summary"))
 }
 
-/// Samples the counters every second, prints progress, and prints the summary when the
-/// run ends (duration reached or Ctrl-C).
-#[allow(clippy::print_stdout)] // the summary is the output
-fn report(config: &Config, counters: &[Arc<SharedCounters>], shutdown: &Shutdown) {
+/// Samples the counters every second, logs progress, and returns the summary when the
+/// run ends (duration reached or shutdown requested).
+fn report(config: &Config, counters: &[Arc<SharedCounters>], shutdown: &Shutdown) -> Summary {
     let total = || {
         let mut totals = Totals::default();
         for shared in counters {
@@ -126,9 +143,5 @@ fn report(config: &Config, counters: &[Arc<SharedCounters>], shutdown: &Shutdown
     };
     let (t0, earlier) = samples[last - window];
     let (t1, later) = samples[last];
-    let summary = Summary::between(&earlier, &later, t1 - t0);
-    match config.summary_format {
-        SummaryFormat::Text => print!("{}", summary.text()),
-        SummaryFormat::Json => println!("{}", summary.json()),
-    }
+    Summary::between(&earlier, &later, t1 - t0)
 }

@@ -1,0 +1,71 @@
+//! The load tester against a real shoal_udp tracker started in-process: every request
+//! kind is answered, nothing is lost, peers come back.
+
+use shoal_common::Shutdown;
+use shoal_udp_load_test::config::{Config, PeerOrder};
+
+fn tracker(ipv6: bool) -> Option<shoal_udp::RunningTracker> {
+    let mut config = shoal_udp::Config::default();
+    config.network.use_ipv4 = !ipv6;
+    config.network.address_ipv4 = "127.0.0.1:0".parse().unwrap();
+    config.network.use_ipv6 = ipv6;
+    config.network.address_ipv6 = "[::1]:0".parse().unwrap();
+    config.network.socket_recv_buffer_size = 0;
+    config.statistics.interval = 0;
+    config.swarm_workers = 2;
+    shoal_udp::start(config).ok()
+}
+
+fn load(server: std::net::SocketAddr) -> Config {
+    let mut config = Config {
+        server_address: server,
+        duration: 2,
+        summarize_last: 1,
+        ..Config::default()
+    };
+    config.network.sockets_per_worker = 2;
+    config.network.requests_in_flight = 16;
+    config.requests.torrents = 50;
+    config.requests.peers = 500;
+    config.requests.weight_connect = 10;
+    config.requests.weight_scrape = 10;
+    config
+}
+
+#[test]
+fn every_kind_of_request_is_answered() {
+    let tracker = tracker(false).expect("tracker starts");
+    let summary =
+        shoal_udp_load_test::run_until(load(tracker.ipv4_addr().unwrap()), Shutdown::new())
+            .unwrap();
+    assert!(summary.announce_per_second > 100.0, "{summary:?}");
+    assert!(
+        summary.connect_per_second > 10.0 && summary.scrape_per_second > 10.0,
+        "{summary:?}"
+    );
+    assert_eq!(summary.errors_per_second, 0.0, "{summary:?}");
+    assert!(
+        summary.peers_per_announce > 5.0,
+        "500 peers over 50 torrents: {summary:?}"
+    );
+    assert!(summary.unanswered < 0.01, "{summary:?}");
+    let stats = tracker.stats();
+    assert_eq!(stats.requests.bad_connection_ids, 0);
+    assert_eq!(stats.requests.invalid_requests, 0);
+}
+
+#[test]
+fn sequential_peers_over_ipv6() {
+    let Some(tracker) = tracker(true) else {
+        eprintln!("skipped: ::1 is not available on this host");
+        return;
+    };
+    let mut config = load(tracker.ipv6_addr().unwrap());
+    config.requests.peer_order = PeerOrder::Sequential;
+    config.requests.weight_connect = 0;
+    config.requests.weight_scrape = 0;
+    let summary = shoal_udp_load_test::run_until(config, Shutdown::new()).unwrap();
+    assert!(summary.announce_per_second > 100.0, "{summary:?}");
+    assert!(summary.peers_per_announce > 5.0, "{summary:?}");
+    assert_eq!(summary.errors_per_second, 0.0);
+}

@@ -1,0 +1,424 @@
+#!/usr/bin/env python3
+"""Runs UDP trackers side by side under the same load and prints a markdown table.
+
+For each load tester (shoal_udp_load_test, aquatic_udp_load_test) and each round, the
+trackers run one after another (shoal, aquatic, floor; the order rotates every round),
+each pinned to the same CPUs with the same worker count, the load tester pinned to the
+other CPUs with the same request mix. For every run it records:
+
+- replies/s, as reported by the load tester over the last `--summarize` seconds;
+- tracker CPU time (utime + stime from /proc) over that same window, per reply;
+- load tester CPU time over that window, per request sent;
+- the tracker's peak RSS (VmHWM).
+
+The table shows medians over the rounds and the ratio shoal/aquatic. "Own cost" is
+CPU per reply minus the floor responder's: what the tracker adds to the kernel's
+per-packet work. A memory run then announces 1M distinct peers over 100k torrents
+to each tracker and reports the RSS growth per peer.
+
+Only loopback addresses are used; every process is started here and ended by PID.
+"""
+
+import argparse
+import json
+import os
+import re
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+def cpu_list(text):
+    """'0-3,8' -> [0, 1, 2, 3, 8]"""
+    cpus = []
+    for part in text.split(","):
+        if "-" in part:
+            a, b = part.split("-")
+            cpus.extend(range(int(a), int(b) + 1))
+        else:
+            cpus.append(int(part))
+    return cpus
+
+
+def cpu_seconds(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
+def status_kib(pid, key):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith(key + ":"):
+                return int(line.split()[1])
+    return 0
+
+
+def port_free(port):
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        s.bind(("127.0.0.1", port))
+        return True
+    except OSError:
+        return False
+    finally:
+        s.close()
+
+
+def wait_for_port(port, timeout=10.0):
+    """Waits until something answers a BEP 15 connect on 127.0.0.1:port."""
+    deadline = time.time() + timeout
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.settimeout(0.2)
+    packet = (0x41727101980).to_bytes(8, "big") + (0).to_bytes(4, "big") + (7).to_bytes(4, "big")
+    try:
+        while time.time() < deadline:
+            s.sendto(packet, ("127.0.0.1", port))
+            try:
+                data, _ = s.recvfrom(64)
+                if len(data) >= 16:
+                    return
+            except socket.timeout:
+                pass
+        raise RuntimeError(f"nothing answers on 127.0.0.1:{port}")
+    finally:
+        s.close()
+
+
+class Sampler(threading.Thread):
+    """Samples CPU seconds of some processes every 100 ms until stopped."""
+
+    def __init__(self, pids):
+        super().__init__(daemon=True)
+        self.pids = pids
+        self.samples = []  # (time, {pid: cpu})
+        self.done = threading.Event()
+
+    def run(self):
+        while not self.done.is_set():
+            try:
+                self.samples.append((time.time(), {p: cpu_seconds(p) for p in self.pids}))
+            except (FileNotFoundError, ProcessLookupError):
+                pass
+            time.sleep(0.1)
+
+    def cpu_between(self, pid, t0, t1):
+        """CPU seconds of pid between t0 and t1, interpolated from samples."""
+
+        def at(t):
+            before = [(ts, v[pid]) for ts, v in self.samples if ts <= t and pid in v]
+            after = [(ts, v[pid]) for ts, v in self.samples if ts >= t and pid in v]
+            if not before:
+                return after[0][1]
+            if not after:
+                return before[-1][1]
+            (ta, va), (tb, vb) = before[-1], after[0]
+            return va if tb == ta else va + (vb - va) * (t - ta) / (tb - ta)
+
+        return at(t1) - at(t0)
+
+
+def start(cmd, cpus, log):
+    return subprocess.Popen(["taskset", "-c", cpus] + cmd, stdout=log, stderr=subprocess.STDOUT)
+
+
+def stop(proc):
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+class Bench:
+    def __init__(self, args):
+        self.a = args
+        self.tmp = tempfile.mkdtemp(prefix="shoal-bench-")
+        self.tracker_cpus = ",".join(map(str, cpu_list(args.tracker_cpus)))
+        self.load_cpus = ",".join(map(str, cpu_list(args.load_cpus)))
+        self.workers = args.workers or len(cpu_list(args.tracker_cpus))
+        self.load_workers = args.load_workers or len(cpu_list(args.load_cpus))
+
+    def path(self, name):
+        return os.path.join(self.tmp, name)
+
+    def write(self, name, text):
+        with open(self.path(name), "w") as f:
+            f.write(text)
+        return self.path(name)
+
+    # --- trackers -------------------------------------------------------------
+
+    def tracker_cmd(self, tracker):
+        a, port = self.a, self.a.port
+        if tracker == "shoal":
+            swarm = a.swarm_workers or max(1, self.workers // 4)
+            config = self.write("shoal.toml", f"""
+socket_workers = {self.workers}
+swarm_workers = {swarm}
+log_level = "warn"
+[network]
+address_ipv4 = "127.0.0.1:{port}"
+use_ipv6 = false
+[protocol]
+max_peers = 30
+default_peers = 30
+[statistics]
+interval = 0
+""")
+            return [os.path.join(a.shoal_dir, "shoal_udp"), "-c", config]
+        if tracker == "aquatic":
+            text = subprocess.run([os.path.join(a.aquatic_dir, "aquatic_udp"), "-p"],
+                                  capture_output=True, text=True, check=True).stdout
+            text = re.sub(r'^socket_workers = .*$', f"socket_workers = {self.workers}", text, flags=re.M)
+            text = re.sub(r'^address = .*$', f'address = "127.0.0.1:{port}"', text, flags=re.M)
+            return [os.path.join(a.aquatic_dir, "aquatic_udp"), "-c", self.write("aquatic.toml", text)]
+        if tracker == "floor":
+            return [os.path.join(a.shoal_dir, "shoal_udp_floor"), f"127.0.0.1:{port}"]
+        raise ValueError(tracker)
+
+    # --- load testers -----------------------------------------------------------
+
+    def load_cmd(self, load, duration, summarize, memory=False):
+        a, port = self.a, self.a.port
+        if load == "shoal":
+            ips = ", ".join(f'"127.0.0.{i + 1}"' for i in range(max(1, self.load_workers * 4 if self.workers > 1 else 1)))
+            if memory:
+                requests = """
+torrents = 100000
+peers = 1000000
+popularity_shape = 0.0
+weight_connect = 0
+weight_announce = 1
+weight_scrape = 0
+peers_wanted = 30
+peer_order = "sequential"
+"""
+            else:
+                # aquatic_udp_load_test's defaults, so both load testers send the same mix.
+                requests = """
+torrents = 1000000
+peers = 2000000
+peers_wanted = 30
+seeder_probability = 0.75
+weight_connect = 50
+weight_announce = 50
+weight_scrape = 1
+scrape_max_torrents = 10
+"""
+            config = self.write(f"load-{'mem' if memory else 'run'}.toml", f"""
+server_address = "127.0.0.1:{port}"
+workers = {self.load_workers}
+duration = {duration}
+summarize_last = {summarize}
+report_interval = 5
+log_level = "warn"
+[network]
+sockets_per_worker = 4
+source_ips = [{ips}]
+[requests]
+{requests}
+""")
+            return [os.path.join(a.shoal_dir, "shoal_udp_load_test"), "-c", config, "--json"]
+        if load == "aquatic":
+            text = subprocess.run([os.path.join(a.aquatic_dir, "aquatic_udp_load_test"), "-p"],
+                                  capture_output=True, text=True, check=True).stdout
+            for key, value in [("server_address", f'"127.0.0.1:{port}"'), ("workers", self.load_workers),
+                               ("duration", duration), ("summarize_last", summarize),
+                               ("extra_statistics", "false")]:
+                text = re.sub(rf'^{key} = .*$', f"{key} = {value}", text, flags=re.M)
+            return [os.path.join(a.aquatic_dir, "aquatic_udp_load_test"), "-c", self.write("aquatic-load.toml", text)]
+        raise ValueError(load)
+
+    @staticmethod
+    def parse_load_output(load, text):
+        if load == "shoal":
+            line = [l for l in text.splitlines() if l.startswith("{")][-1]
+            data = json.loads(line)
+            return data["replies_per_second"], data["requests_per_second"], data["unanswered"]
+        replies = float(re.search(r"Average responses per second: ([\d.]+)", text).group(1))
+        return replies, None, None
+
+    # --- one run ----------------------------------------------------------------
+
+    def run_once(self, tracker, load):
+        a = self.a
+        if not port_free(a.port):
+            sys.exit(f"port {a.port} is in use; stop whatever holds it (a leftover tracker?)")
+        tracker_log = open(self.path(f"{tracker}.log"), "w")
+        proc = start(self.tracker_cmd(tracker), self.tracker_cpus, tracker_log)
+        try:
+            wait_for_port(a.port)
+            load_log = self.path("load.out")
+            with open(load_log, "w") as out:
+                load_proc = start(self.load_cmd(load, a.duration, a.summarize), self.load_cpus, out)
+                sampler = Sampler([proc.pid, load_proc.pid])
+                sampler.start()
+                load_proc.wait()
+                end = time.time()
+                sampler.done.set()
+                sampler.join()
+            if proc.poll() is not None:
+                sys.exit(f"{tracker} exited during the run; see {self.path(tracker + '.log')}")
+            text = open(load_log).read()
+            if load_proc.returncode != 0:
+                sys.exit(f"the {load} load tester failed:\n{text}")
+            replies, requests, unanswered = self.parse_load_output(load, text)
+            t0 = end - a.summarize
+            tracker_cpu = sampler.cpu_between(proc.pid, t0, end)
+            load_cpu = sampler.cpu_between(load_proc.pid, t0, end)
+            rss_mib = status_kib(proc.pid, "VmHWM") / 1024
+            return {
+                "replies": replies,
+                "cpu_per_reply_us": tracker_cpu / (replies * a.summarize) * 1e6,
+                "tracker_cores": tracker_cpu / a.summarize,
+                "load_cpu_per_request_us": load_cpu / ((requests or replies) * a.summarize) * 1e6,
+                "load_cores": load_cpu / a.summarize,
+                "rss_mib": rss_mib,
+                "unanswered": unanswered,
+            }
+        finally:
+            stop(proc)
+            tracker_log.close()
+
+    def memory_run(self, tracker):
+        a = self.a
+        if not port_free(a.port):
+            sys.exit(f"port {a.port} is in use")
+        log = open(self.path(f"{tracker}-mem.log"), "w")
+        proc = start(self.tracker_cmd(tracker), self.tracker_cpus, log)
+        try:
+            wait_for_port(a.port)
+            time.sleep(0.5)
+            before = status_kib(proc.pid, "VmRSS")
+            with open(self.path("load-mem.out"), "w") as out:
+                load = start(self.load_cmd("shoal", a.memory_duration, 0, memory=True), self.load_cpus, out)
+                load.wait()
+            if load.returncode != 0:
+                sys.exit(f"the memory load failed:\n{open(self.path('load-mem.out')).read()}")
+            time.sleep(0.5)
+            after = status_kib(proc.pid, "VmRSS")
+            return before / 1024, after / 1024, (after - before) * 1024 / 1_000_000
+        finally:
+            stop(proc)
+            log.close()
+
+    # --- everything -------------------------------------------------------------
+
+    def main(self):
+        a = self.a
+        load1 = os.getloadavg()[0]
+        if load1 > a.max_load and not a.force:
+            sys.exit(f"load average {load1:.2f} > {a.max_load}: the machine is busy; measure on an idle "
+                     f"machine (or pass --force)")
+        trackers = ["shoal", "aquatic", "floor"]
+        results = {}
+        for load in a.load_testers:
+            for round_ in range(a.rounds):
+                order = trackers[round_ % 3:] + trackers[:round_ % 3]
+                for tracker in order:
+                    r = self.run_once(tracker, load)
+                    results.setdefault((load, tracker), []).append(r)
+                    print(f"[{load} load, round {round_ + 1}] {tracker}: {r['replies']:.0f} replies/s, "
+                          f"{r['cpu_per_reply_us']:.2f} µs CPU/reply ({r['tracker_cores']:.2f} cores), "
+                          f"load tester {r['load_cpu_per_request_us']:.2f} µs/request "
+                          f"({r['load_cores']:.2f} cores), peak RSS {r['rss_mib']:.0f} MiB", file=sys.stderr)
+        memory = {}
+        if not a.skip_memory:
+            for tracker in ["shoal", "aquatic"]:
+                memory[tracker] = self.memory_run(tracker)
+                b, af, per = memory[tracker]
+                print(f"[memory] {tracker}: RSS {b:.0f} -> {af:.0f} MiB, {per:.1f} bytes/peer", file=sys.stderr)
+        print(self.table(results, memory))
+
+    def table(self, results, memory):
+        a = self.a
+        out = []
+        out.append(f"Tracker CPUs `{self.tracker_cpus}` ({self.workers} socket workers), load CPUs "
+                   f"`{self.load_cpus}` ({self.load_workers} load workers); {a.rounds} rounds of {a.duration} s, "
+                   f"last {a.summarize} s measured; medians.\n")
+        for load in a.load_testers:
+            rows = {t: results[(load, t)] for t in ["shoal", "aquatic", "floor"] if (load, t) in results}
+            med = {t: {k: statistics.median(r[k] for r in rs) for k in ["replies", "cpu_per_reply_us", "rss_mib",
+                                                                             "load_cpu_per_request_us", "load_cores",
+                                                                             "tracker_cores"]}
+                   for t, rs in rows.items()}
+            floor = med["floor"]["cpu_per_reply_us"]
+            out.append(f"Load tester: **{load}_udp_load_test**\n")
+            out.append("| tracker | replies/s | tracker cores | CPU µs/reply | own cost µs/reply (− floor) | "
+                       "peak RSS MiB | load tester µs/request (cores) |")
+            out.append("|---|---|---|---|---|---|---|")
+            for t in ["shoal", "aquatic", "floor"]:
+                m = med[t]
+                own = "—" if t == "floor" else f"{m['cpu_per_reply_us'] - floor:.2f}"
+                out.append(f"| {t} | {m['replies']:.0f} | {m['tracker_cores']:.2f} | {m['cpu_per_reply_us']:.2f} | "
+                           f"{own} | {m['rss_mib']:.0f} | {m['load_cpu_per_request_us']:.2f} "
+                           f"({m['load_cores']:.2f}) |")
+            s, q = med["shoal"], med["aquatic"]
+            own_s = s["cpu_per_reply_us"] - floor
+            own_q = q["cpu_per_reply_us"] - floor
+            out.append("")
+            out.append(f"- medians: shoal/aquatic replies/s {s['replies'] / q['replies']:.2f}×; "
+                       f"CPU per reply: {s['cpu_per_reply_us'] / q['cpu_per_reply_us']:.2f}×; "
+                       f"own cost: {own_s:.2f} vs {own_q:.2f} µs "
+                       f"({own_s / own_q if own_q > 0 else float('nan'):.2f}×)")
+            # Rounds ran back to back, so ratios within a round cancel the machine's drift.
+            pairs = list(zip(results[(load, "shoal")], results[(load, "aquatic")], results[(load, "floor")]))
+            speed = [sh["replies"] / aq["replies"] for sh, aq, _ in pairs]
+            own = [(sh["cpu_per_reply_us"] - fl["cpu_per_reply_us"]) / (aq["cpu_per_reply_us"] - fl["cpu_per_reply_us"])
+                   for sh, aq, fl in pairs if aq["cpu_per_reply_us"] > fl["cpu_per_reply_us"]]
+            out.append(f"- per round, shoal/aquatic replies/s: {', '.join(f'{r:.2f}' for r in speed)} "
+                       f"(median **{statistics.median(speed):.2f}×**)")
+            if own:
+                out.append(f"- per round, shoal/aquatic own cost: {', '.join(f'{r:.2f}' for r in own)} "
+                           f"(median **{statistics.median(own):.2f}×**)")
+            busy = max(m["load_cores"] for m in med.values()) / len(cpu_list(self.a.load_cpus))
+            if busy > 0.9:
+                out.append(f"- the load tester used up to {busy * 100:.0f}% of its CPUs: it is close to being "
+                           f"the limit, so compare CPU per reply more than replies/s")
+            unanswered = [r["unanswered"] for r in results[(load, "shoal")] if r["unanswered"] is not None]
+            if unanswered:
+                out.append(f"- unanswered share (shoal run, our load tester): max {max(unanswered) * 100:.2f}%")
+            out.append("")
+        if memory:
+            out.append("Memory: 1M distinct peers announced over 100k torrents (our load tester, sequential peers).\n")
+            out.append("| tracker | RSS before MiB | RSS after MiB | bytes per peer |")
+            out.append("|---|---|---|---|")
+            for t, (b, af, per) in memory.items():
+                out.append(f"| {t} | {b:.0f} | {af:.0f} | {per:.1f} |")
+            out.append(f"\n- shoal/aquatic bytes per peer: **{memory['shoal'][2] / memory['aquatic'][2]:.2f}×**")
+        return "\n".join(out)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--shoal-dir", required=True)
+    p.add_argument("--aquatic-dir", required=True)
+    p.add_argument("--tracker-cpus", default="0")
+    p.add_argument("--load-cpus", default="1")
+    p.add_argument("--workers", type=int, default=0, help="socket workers (default: one per tracker CPU)")
+    p.add_argument("--swarm-workers", type=int, default=0, help="shoal swarm workers (default: max(1, workers/4))")
+    p.add_argument("--load-workers", type=int, default=0, help="load tester workers (default: one per load CPU)")
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--duration", type=int, default=20)
+    p.add_argument("--summarize", type=int, default=10)
+    p.add_argument("--load-testers", nargs="+", default=["shoal", "aquatic"], choices=["shoal", "aquatic"])
+    p.add_argument("--port", type=int, default=3999)
+    p.add_argument("--skip-memory", action="store_true")
+    p.add_argument("--memory-duration", type=int, default=25)
+    p.add_argument("--max-load", type=float, default=0.7, help="refuse to run above this 1-minute load average")
+    p.add_argument("--force", action="store_true")
+    Bench(p.parse_args()).main()
+
+
+if __name__ == "__main__":
+    main()
