@@ -241,12 +241,16 @@ source_ips = [{ips}]
 
     @staticmethod
     def parse_load_output(load, text):
+        """(replies/s, requests/s or None, unanswered share or None, error replies/s)"""
         if load == "shoal":
             line = [l for l in text.splitlines() if l.startswith("{")][-1]
             data = json.loads(line)
-            return data["replies_per_second"], data["requests_per_second"], data["unanswered"]
-        replies = float(re.search(r"Average responses per second: ([\d.]+)", text).group(1))
-        return replies, None, None
+            return (data["replies_per_second"], data["requests_per_second"], data["unanswered"],
+                    data["errors_per_second"])
+        report = text[text.index("# aquatic load test report"):]
+        replies = float(re.search(r"Average responses per second: ([\d.]+)", report).group(1))
+        errors = float(re.search(r"Error responses: +([\d.]+)", report).group(1))
+        return replies, None, None, errors
 
     # --- one run ----------------------------------------------------------------
 
@@ -272,7 +276,7 @@ source_ips = [{ips}]
             text = open(load_log).read()
             if load_proc.returncode != 0:
                 sys.exit(f"the {load} load tester failed:\n{text}")
-            replies, requests, unanswered = self.parse_load_output(load, text)
+            replies, requests, unanswered, errors = self.parse_load_output(load, text)
             t0 = end - a.summarize
             tracker_cpu = sampler.cpu_between(proc.pid, t0, end)
             load_cpu = sampler.cpu_between(load_proc.pid, t0, end)
@@ -285,6 +289,7 @@ source_ips = [{ips}]
                 "load_cores": load_cpu / a.summarize,
                 "rss_mib": rss_mib,
                 "unanswered": unanswered,
+                "errors": errors,
             }
         finally:
             stop(proc)
@@ -385,6 +390,9 @@ source_ips = [{ips}]
             if busy > 0.9:
                 out.append(f"- the load tester used up to {busy * 100:.0f}% of its CPUs: it is close to being "
                            f"the limit, so compare CPU per reply more than replies/s")
+            errors = {t: max(r["errors"] for r in results[(load, t)]) for t in ["shoal", "aquatic"]}
+            out.append(f"- error replies/s, highest of any round: shoal {errors['shoal']:.0f}, "
+                       f"aquatic {errors['aquatic']:.0f}")
             unanswered = [r["unanswered"] for r in results[(load, "shoal")] if r["unanswered"] is not None]
             if unanswered:
                 out.append(f"- unanswered share (shoal run, our load tester): max {max(unanswered) * 100:.2f}%")
