@@ -2,7 +2,8 @@
 """Runs UDP trackers side by side under the same load and prints a markdown table.
 
 For each load tester (shoal_udp_load_test, aquatic_udp_load_test) and each round, the
-trackers run one after another (shoal, aquatic, floor; the order rotates every round),
+trackers run one after another (shoal, aquatic, floor, and opentracker when given; the
+order rotates every round),
 each pinned to the same CPUs with the same worker count, the load tester pinned to the
 other CPUs with the same request mix. For every run it records:
 
@@ -184,6 +185,22 @@ interval = 0
             return [os.path.join(a.aquatic_dir, "aquatic_udp"), "-c", self.write("aquatic.toml", text)]
         if tracker == "floor":
             return [os.path.join(a.shoal_dir, "shoal_udp_floor"), f"127.0.0.1:{port}"]
+        if tracker.startswith("opentracker"):
+            # Debian's opentracker serves only whitelisted torrents: list every torrent
+            # of the load (the load tester prints them), inside the chroot it uses.
+            memory = tracker.endswith("mem")
+            root = self.path("opentracker-root")
+            os.makedirs(root, exist_ok=True)
+            os.chmod(root, 0o755)
+            load_config = self.load_cmd("shoal", 1, 0, memory=memory)[2]
+            with open(os.path.join(root, "whitelist.txt"), "w") as f:
+                subprocess.run([os.path.join(a.shoal_dir, "shoal_udp_load_test"), "-c", load_config,
+                                "--print-info-hashes"], stdout=f, stderr=subprocess.DEVNULL, check=True)
+            os.chmod(os.path.join(root, "whitelist.txt"), 0o644)
+            config = self.write("opentracker.conf", f"listen.udp.workers {self.workers}\n"
+                                                    f"tracker.rootdir {root}\naccess.whitelist /whitelist.txt\n")
+            return [a.opentracker, "-f", config, "-i", "127.0.0.1", "-P", str(port), "-p", str(port),
+                    "-u", "nobody"]
         raise ValueError(tracker)
 
     # --- load testers -----------------------------------------------------------
@@ -300,9 +317,12 @@ source_ips = [{ips}]
         if not port_free(a.port):
             sys.exit(f"port {a.port} is in use")
         log = open(self.path(f"{tracker}-mem.log"), "w")
-        proc = start(self.tracker_cmd(tracker), self.tracker_cpus, log)
+        command = self.tracker_cmd("opentracker-mem" if tracker == "opentracker" else tracker)
+        proc = start(command, self.tracker_cpus, log)
         try:
             wait_for_port(a.port)
+            # opentracker loads its whitelist in the background after it starts answering.
+            time.sleep(3 if tracker == "opentracker" else 0)
             time.sleep(0.5)
             before = status_kib(proc.pid, "VmRSS")
             with open(self.path("load-mem.out"), "w") as out:
@@ -325,11 +345,14 @@ source_ips = [{ips}]
         if load1 > a.max_load and not a.force:
             sys.exit(f"load average {load1:.2f} > {a.max_load}: the machine is busy; measure on an idle "
                      f"machine (or pass --force)")
-        trackers = ["shoal", "aquatic", "floor"]
         results = {}
-        for load in a.load_testers:
+        for load in ([] if a.memory_only else a.load_testers):
+            trackers = ["shoal", "aquatic", "floor"]
+            if a.opentracker and load == "shoal":
+                trackers.append("opentracker")
             for round_ in range(a.rounds):
-                order = trackers[round_ % 3:] + trackers[:round_ % 3]
+                k = round_ % len(trackers)
+                order = trackers[k:] + trackers[:k]
                 for tracker in order:
                     r = self.run_once(tracker, load)
                     results.setdefault((load, tracker), []).append(r)
@@ -339,11 +362,12 @@ source_ips = [{ips}]
                           f"({r['load_cores']:.2f} cores), peak RSS {r['rss_mib']:.0f} MiB", file=sys.stderr)
         memory = {}
         if not a.skip_memory:
-            for tracker in ["shoal", "aquatic"]:
+            for tracker in ["shoal", "aquatic"] + (["opentracker"] if a.opentracker else []):
                 memory[tracker] = self.memory_run(tracker)
                 b, af, per = memory[tracker]
                 print(f"[memory] {tracker}: RSS {b:.0f} -> {af:.0f} MiB, {per:.1f} bytes/peer", file=sys.stderr)
         print(self.table(results, memory))
+
 
     def table(self, results, memory):
         a = self.a
@@ -351,8 +375,9 @@ source_ips = [{ips}]
         out.append(f"Tracker CPUs `{self.tracker_cpus}` ({self.workers} socket workers), load CPUs "
                    f"`{self.load_cpus}` ({self.load_workers} load workers); {a.rounds} rounds of {a.duration} s, "
                    f"last {a.summarize} s measured; medians.\n")
-        for load in a.load_testers:
-            rows = {t: results[(load, t)] for t in ["shoal", "aquatic", "floor"] if (load, t) in results}
+        for load in ([] if a.memory_only else a.load_testers):
+            names = ["shoal", "aquatic", "opentracker", "floor"]
+            rows = {t: results[(load, t)] for t in names if (load, t) in results}
             med = {t: {k: statistics.median(r[k] for r in rs) for k in ["replies", "cpu_per_reply_us", "rss_mib",
                                                                              "load_cpu_per_request_us", "load_cores",
                                                                              "tracker_cores"]}
@@ -362,7 +387,7 @@ source_ips = [{ips}]
             out.append("| tracker | replies/s | tracker cores | CPU µs/reply | own cost µs/reply (− floor) | "
                        "peak RSS MiB | load tester µs/request (cores) |")
             out.append("|---|---|---|---|---|---|---|")
-            for t in ["shoal", "aquatic", "floor"]:
+            for t in rows:
                 m = med[t]
                 own = "—" if t == "floor" else f"{m['cpu_per_reply_us'] - floor:.2f}"
                 out.append(f"| {t} | {m['replies']:.0f} | {m['tracker_cores']:.2f} | {m['cpu_per_reply_us']:.2f} | "
@@ -386,6 +411,12 @@ source_ips = [{ips}]
             if own:
                 out.append(f"- per round, shoal/aquatic own cost: {', '.join(f'{r:.2f}' for r in own)} "
                            f"(median **{statistics.median(own):.2f}×**)")
+            if "opentracker" in rows:
+                vs_ot = [sh["replies"] / ot["replies"]
+                         for sh, ot in zip(results[(load, "shoal")], results[(load, "opentracker")])]
+                out.append(f"- per round, shoal/opentracker replies/s: {', '.join(f'{r:.2f}' for r in vs_ot)} "
+                           f"(median **{statistics.median(vs_ot):.2f}×**; opentracker checks every announce "
+                           f"against its whitelist)")
             busy = max(m["load_cores"] for m in med.values()) / len(cpu_list(self.a.load_cpus))
             if busy > 0.9:
                 out.append(f"- the load tester used up to {busy * 100:.0f}% of its CPUs: it is close to being "
@@ -404,6 +435,9 @@ source_ips = [{ips}]
             for t, (b, af, per) in memory.items():
                 out.append(f"| {t} | {b:.0f} | {af:.0f} | {per:.1f} |")
             out.append(f"\n- shoal/aquatic bytes per peer: **{memory['shoal'][2] / memory['aquatic'][2]:.2f}×**")
+            if "opentracker" in memory:
+                out.append(f"- shoal/opentracker bytes per peer: "
+                           f"**{memory['shoal'][2] / memory['opentracker'][2]:.2f}×**")
         return "\n".join(out)
 
 
@@ -411,6 +445,7 @@ def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--shoal-dir", required=True)
     p.add_argument("--aquatic-dir", required=True)
+    p.add_argument("--opentracker", help="path of an opentracker binary to compare too (Debian's build)")
     p.add_argument("--tracker-cpus", default="0")
     p.add_argument("--load-cpus", default="1")
     p.add_argument("--workers", type=int, default=0, help="socket workers (default: one per tracker CPU)")
@@ -422,6 +457,7 @@ def main():
     p.add_argument("--load-testers", nargs="+", default=["shoal", "aquatic"], choices=["shoal", "aquatic"])
     p.add_argument("--port", type=int, default=3999)
     p.add_argument("--skip-memory", action="store_true")
+    p.add_argument("--memory-only", action="store_true", help="only the memory-per-peer run")
     p.add_argument("--memory-duration", type=int, default=25)
     p.add_argument("--max-load", type=float, default=0.7, help="refuse to run above this 1-minute load average")
     p.add_argument("--force", action="store_true")

@@ -104,6 +104,11 @@ impl<A: PeerAddr, X> PeerList<A, X> {
     pub fn insert(&mut self, peer: Peer<A, X>, seeder: bool, hasher: &impl BuildHasher) -> usize {
         debug_assert!(self.find(&peer.addr, hasher).is_none(), "duplicate peer");
         let position = self.peers.len();
+        if position == self.peers.capacity() {
+            // Grow by half rather than double: most swarms are small and stay so, and
+            // doubling would leave a quarter of all peer memory empty on average.
+            self.peers.reserve_exact((position / 2).max(1));
+        }
         self.peers.push(peer);
         if let Some(index) = &mut self.index {
             let peers = &self.peers;

@@ -60,6 +60,13 @@ impl Population {
     }
 }
 
+impl Population {
+    /// The info hashes of the torrents, in order.
+    pub fn info_hashes(&self) -> &[[u8; 20]] {
+        &self.info_hashes
+    }
+}
+
 /// Writes requests for one worker.
 #[derive(Debug)]
 pub struct RequestWriter {
