@@ -141,8 +141,11 @@ def stop(proc):
 
 
 class Bench:
+    summarize = 10
+
     def __init__(self, args):
         self.a = args
+        Bench.summarize = args.summarize
         self.tmp = tempfile.mkdtemp(prefix="shoal-bench-")
         self.tracker_cpus = ",".join(map(str, cpu_list(args.tracker_cpus)))
         self.load_cpus = ",".join(map(str, cpu_list(args.load_cpus)))
@@ -267,7 +270,13 @@ source_ips = [{ips}]
         report = text[text.index("# aquatic load test report"):]
         replies = float(re.search(r"Average responses per second: ([\d.]+)", report).group(1))
         errors = float(re.search(r"Error responses: +([\d.]+)", report).group(1))
-        return replies, None, None, errors
+        # Its summary has no request rate; its 5-second progress lines do. Average the
+        # ones inside the summarized window (the last `summarize` seconds).
+        progress = [float(x) for x in re.findall(r"Requests out: ([\d.]+)/second", text[:text.index("# aquatic")])]
+        window = progress[-max(1, Bench.summarize // 5):] if progress else []
+        requests = sum(window) / len(window) if window else None
+        unanswered = max(0.0, 1 - replies / requests) if requests else None
+        return replies, requests, unanswered, errors
 
     # --- one run ----------------------------------------------------------------
 
@@ -424,9 +433,10 @@ source_ips = [{ips}]
             errors = {t: max(r["errors"] for r in results[(load, t)]) for t in ["shoal", "aquatic"]}
             out.append(f"- error replies/s, highest of any round: shoal {errors['shoal']:.0f}, "
                        f"aquatic {errors['aquatic']:.0f}")
-            unanswered = [r["unanswered"] for r in results[(load, "shoal")] if r["unanswered"] is not None]
-            if unanswered:
-                out.append(f"- unanswered share (shoal run, our load tester): max {max(unanswered) * 100:.2f}%")
+            for t in ["shoal", "aquatic"]:
+                unanswered = [r["unanswered"] for r in results[(load, t)] if r["unanswered"] is not None]
+                if unanswered:
+                    out.append(f"- requests left unanswered with {t}: up to {max(unanswered) * 100:.2f}%")
             out.append("")
         if memory:
             out.append("Memory: 1M distinct peers announced over 100k torrents (our load tester, sequential peers).\n")

@@ -28,6 +28,10 @@ use crate::stats::{Counters, SharedCounters};
 const CONNECTION_ID_AGE: Duration = Duration::from_secs(60);
 /// Requests written per `sendmmsg`.
 const SEND_CHUNK: usize = 64;
+/// A window is topped up once this many requests are missing (or half the window, if
+/// smaller): refilling after every reply would cost a system call per request against a
+/// tracker that answers one datagram at a time.
+const REFILL_BATCH: usize = 32;
 
 struct LoadSocket {
     socket: UdpSocket,
@@ -48,6 +52,7 @@ pub struct Worker {
     shared: Arc<SharedCounters>,
     shutdown: Shutdown,
     window: usize,
+    refill_at: usize,
     timeout: Duration,
     ipv6: bool,
     recv: RecvBatch,
@@ -114,6 +119,7 @@ impl Worker {
             shared,
             shutdown,
             window: network.requests_in_flight,
+            refill_at: REFILL_BATCH.min(network.requests_in_flight / 2).max(1),
             timeout: Duration::from_millis(network.response_timeout_ms),
             ipv6: server.is_ipv6(),
             recv: RecvBatch::new(256, 2048),
@@ -163,14 +169,19 @@ impl Worker {
                 socket.in_flight = 0;
                 socket.last_reply = now;
             }
-            let missing = self.window.saturating_sub(self.sockets[index].in_flight);
-            if missing > 0 && self.sockets[index].connection_id.is_some() {
-                self.send_requests(index, missing);
-            }
+            self.top_up(index);
         }
     }
 
-    /// Reads every queued reply of socket `index`, sending a new request for each.
+    /// Sends the requests a window is missing, once enough are.
+    fn top_up(&mut self, index: usize) {
+        let missing = self.window.saturating_sub(self.sockets[index].in_flight);
+        if missing >= self.refill_at && self.sockets[index].connection_id.is_some() {
+            self.send_requests(index, missing);
+        }
+    }
+
+    /// Reads every queued reply of socket `index`, then tops its window up.
     fn drain(&mut self, index: usize) {
         loop {
             match self.recv.recv(&self.sockets[index].socket) {
@@ -188,11 +199,11 @@ impl Worker {
                     let socket = &mut self.sockets[index];
                     socket.in_flight = socket.in_flight.saturating_sub(count);
                     socket.last_reply = now;
-                    if socket.connection_id.is_some() {
-                        self.send_requests(index, count);
-                    }
                 }
-                Err(err) if err.kind() == ErrorKind::WouldBlock => return,
+                Err(err) if err.kind() == ErrorKind::WouldBlock => {
+                    self.top_up(index);
+                    return;
+                }
                 Err(err) if err.kind() == ErrorKind::Interrupted => {}
                 Err(err) => {
                     // ECONNREFUSED: nothing listens there (yet); keep trying.
