@@ -90,3 +90,24 @@ macro_rules! counters {
         }
     };
 }
+
+/// Logs `line(now, before, seconds)` every `interval` until shutdown, with `snapshot`
+/// taken at each end; the body of a tracker's "statistics" thread.
+pub fn log_periodically<S>(
+    shutdown: &crate::Shutdown,
+    interval: std::time::Duration,
+    mut snapshot: impl FnMut() -> S,
+    mut line: impl FnMut(&S, &S, f64) -> String,
+) {
+    let mut before = snapshot();
+    let mut since = std::time::Instant::now();
+    while !shutdown.is_requested() {
+        std::thread::sleep(crate::Shutdown::POLL_INTERVAL);
+        if since.elapsed() >= interval {
+            let now = snapshot();
+            log::info!("{}", line(&now, &before, since.elapsed().as_secs_f64()));
+            before = now;
+            since = std::time::Instant::now();
+        }
+    }
+}

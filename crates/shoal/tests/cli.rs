@@ -22,6 +22,13 @@ fn help_version_and_unknown_commands() {
 }
 
 #[test]
+fn http_subcommand_takes_the_http_options() {
+    let printed = Command::new(BINARY).args(["http", "-p"]).output().unwrap();
+    assert!(printed.status.success());
+    assert!(String::from_utf8_lossy(&printed.stdout).contains("announce_path = \"/announce\""));
+}
+
+#[test]
 fn udp_subcommand_takes_the_udp_options() {
     let printed = Command::new(BINARY).args(["udp", "-p"]).output().unwrap();
     assert!(printed.status.success());
@@ -54,7 +61,7 @@ fn no_arguments_runs_with_built_in_defaults() {
             failure = Some(line);
             break;
         }
-        if listening.len() == 2 {
+        if listening.len() == 4 {
             break;
         }
     }
@@ -63,7 +70,15 @@ fn no_arguments_runs_with_built_in_defaults() {
         eprintln!("skipped: the default address is not available here: {failure}");
         return;
     }
-    assert_eq!(listening, vec!["udp://0.0.0.0:6969", "udp://[::]:6969"]);
+    assert_eq!(
+        listening,
+        vec![
+            "udp://0.0.0.0:6969",
+            "udp://[::]:6969",
+            "http://0.0.0.0:6969",
+            "http://[::]:6969"
+        ]
+    );
 
     let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
     socket
@@ -78,6 +93,13 @@ fn no_arguments_runs_with_built_in_defaults() {
     let (len, _) = socket.recv_from(&mut reply).unwrap();
     assert_eq!(len, 16);
     assert_eq!(&reply[4..8], &77u32.to_be_bytes());
+
+    let mut http = std::net::TcpStream::connect("127.0.0.1:6969").unwrap();
+    http.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    std::io::Write::write_all(&mut http, b"GET /scrape HTTP/1.1\r\n\r\n").unwrap();
+    let mut head = [0u8; 12];
+    std::io::Read::read_exact(&mut http, &mut head).unwrap();
+    assert_eq!(&head, b"HTTP/1.1 200");
 
     // SAFETY: kill takes plain integers; the pid is our own child's.
     let result = unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };

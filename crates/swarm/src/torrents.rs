@@ -255,6 +255,14 @@ impl<X: Copy> TorrentMap<X> {
             .unwrap_or_default()
     }
 
+    /// Scrape figures for every torrent (a "full scrape").
+    pub fn scrape_all(&self) -> Vec<(InfoHash, ScrapeStats)> {
+        self.torrents
+            .iter()
+            .map(|(hash, torrent)| (*hash, torrent.scrape_stats()))
+            .collect()
+    }
+
     /// Removes expired peers, torrents left without peers, and torrents for which
     /// `keep_torrent` says no (e.g. no longer on the access list).
     pub fn clean(

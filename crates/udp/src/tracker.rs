@@ -2,10 +2,11 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::Context as _;
 use shoal_common::cpu::maybe_pin_current_thread;
+use shoal_common::metrics::log_periodically;
 use shoal_common::{AccessControl, Shutdown, Supervisor, TrackerConfig};
 use shoal_swarm::Clock;
 
@@ -178,7 +179,8 @@ pub fn start_with_clock(config: Config, clock: Arc<Clock>) -> anyhow::Result<Run
         let (stats, shutdown) = (stats.clone(), shutdown.clone());
         let interval = Duration::from_secs(config.statistics.interval.into());
         supervisor.spawn("statistics", move || {
-            log_statistics(&stats, &shutdown, interval)
+            log_periodically(&shutdown, interval, || stats.snapshot(), summary);
+            Ok(())
         })?;
     }
 
@@ -223,19 +225,4 @@ fn bind_all(config: &Config) -> anyhow::Result<(Vec<WorkerSockets>, Vec<SocketAd
         }
     }
     Ok((sockets, addrs))
-}
-
-fn log_statistics(stats: &Stats, shutdown: &Shutdown, interval: Duration) -> anyhow::Result<()> {
-    let mut before = stats.snapshot();
-    let mut since = Instant::now();
-    while !shutdown.is_requested() {
-        std::thread::sleep(Shutdown::POLL_INTERVAL);
-        if since.elapsed() >= interval {
-            let now = stats.snapshot();
-            log::info!("{}", summary(&now, &before, since.elapsed().as_secs_f64()));
-            before = now;
-            since = Instant::now();
-        }
-    }
-    Ok(())
 }

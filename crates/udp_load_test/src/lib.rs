@@ -3,8 +3,8 @@
 //! # Layout
 //!
 //! * [`config`]: what to send, how hard, for how long.
-//! * [`popularity`]: drawing torrents by a power-law popularity in O(1).
-//! * [`requests`]: the simulated torrents and peers, and the request writer.
+//! * [`requests`]: the request writer over the simulated torrents and peers
+//!   (`shoal_load_test_common` holds the population and the reporting loop).
 //! * [`worker`]: sockets with a window of requests in flight, batched system calls.
 //! * [`stats`]: counters, progress lines and the summary (text or JSON).
 //!
@@ -13,13 +13,12 @@
 //! `recvmmsg` and classified from their first bytes, nothing is allocated per request.
 
 pub mod config;
-pub mod popularity;
 pub mod requests;
 pub mod stats;
 pub mod worker;
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use shoal_common::cpu::maybe_pin_current_thread;
 use shoal_common::signals::spawn_signal_thread;
@@ -27,7 +26,8 @@ use shoal_common::{AppInfo, Shutdown, Supervisor};
 
 pub use config::Config;
 use config::SummaryFormat;
-use requests::Population;
+use shoal_load_test_common::population::Population;
+use shoal_load_test_common::report::ReportSchedule;
 use stats::{SharedCounters, Summary, Totals};
 use worker::Worker;
 
@@ -57,7 +57,7 @@ pub fn run(config: Config) -> anyhow::Result<()> {
 /// the summary of its last `summarize_last` seconds.
 pub fn run_until(config: Config, shutdown: Shutdown) -> anyhow::Result<Summary> {
     let started = Instant::now();
-    let population = Arc::new(Population::new(&config.requests));
+    let population: Arc<Population> = Arc::new(requests::population(&config.requests));
     log::info!(
         "{} torrents and {} peers ready in {:.1} s; loading {} with {} worker(s) × {} socket(s)",
         config.requests.torrents,
@@ -105,6 +105,11 @@ pub fn run_until(config: Config, shutdown: Shutdown) -> anyhow::Result<Summary> 
 /// Samples the counters every second, logs progress, and returns the summary when the
 /// run ends (duration reached or shutdown requested).
 fn report(config: &Config, counters: &[Arc<SharedCounters>], shutdown: &Shutdown) -> Summary {
+    let schedule = ReportSchedule {
+        duration: config.duration,
+        summarize_last: config.summarize_last,
+        report_interval: config.report_interval,
+    };
     let total = || {
         let mut totals = Totals::default();
         for shared in counters {
@@ -112,36 +117,11 @@ fn report(config: &Config, counters: &[Arc<SharedCounters>], shutdown: &Shutdown
         }
         totals
     };
-    let start = Instant::now();
-    let mut samples: Vec<(f64, Totals)> = vec![(0.0, total())];
-    let mut next_second = 1;
-    let duration = u64::from(config.duration);
-    while !shutdown.is_requested() && (duration == 0 || next_second <= duration) {
-        let due = start + Duration::from_secs(next_second);
-        let now = Instant::now();
-        if now < due {
-            std::thread::sleep((due - now).min(Shutdown::POLL_INTERVAL));
-            continue;
-        }
-        samples.push((start.elapsed().as_secs_f64(), total()));
-        if next_second % u64::from(config.report_interval) == 0 {
-            let (t0, earlier) = samples[samples.len() - 1 - config.report_interval as usize];
-            let (t1, later) = samples[samples.len() - 1];
-            log::info!(
-                "{:>4} s: {}",
-                next_second,
-                Summary::between(&earlier, &later, t1 - t0).line()
-            );
-        }
-        next_second += 1;
-    }
-    let last = samples.len() - 1;
-    let window = if config.summarize_last == 0 {
-        last
-    } else {
-        (config.summarize_last as usize).min(last)
-    };
-    let (t0, earlier) = samples[last - window];
-    let (t1, later) = samples[last];
-    Summary::between(&earlier, &later, t1 - t0)
+    shoal_load_test_common::report::report(
+        schedule,
+        shutdown,
+        total,
+        Summary::between,
+        Summary::line,
+    )
 }

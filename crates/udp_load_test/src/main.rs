@@ -6,11 +6,9 @@
 //!   tracker with an allow list can be loaded.
 
 use std::ffi::OsString;
-use std::io::Write as _;
 use std::process::ExitCode;
 
 use shoal_udp_load_test::config::SummaryFormat;
-use shoal_udp_load_test::requests::Population;
 
 fn main() -> ExitCode {
     let mut json = false;
@@ -28,12 +26,9 @@ fn main() -> ExitCode {
         args,
         |mut config: shoal_udp_load_test::Config| {
             if print_info_hashes {
-                let population = Population::new(&config.requests);
+                let population = shoal_udp_load_test::requests::population(&config.requests);
                 let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-                for hash in population.info_hashes() {
-                    let hex: String = hash.iter().map(|b| format!("{b:02x}")).collect();
-                    writeln!(out, "{hex}")?;
-                }
+                population.write_info_hashes(&mut out)?;
                 return Ok(());
             }
             if json {

@@ -21,7 +21,9 @@ use shoal_udp_protocol::{ConnectionId, TransactionId, action};
 use socket2::{Domain, Protocol, Socket, Type};
 
 use crate::config::Config;
-use crate::requests::{Kind, Population, RequestWriter};
+use shoal_load_test_common::population::Population;
+
+use crate::requests::{Kind, RequestWriter};
 use crate::stats::{Counters, SharedCounters};
 
 /// Connection ids are renewed after this long (BEP 15: clients use one for a minute).
@@ -113,7 +115,7 @@ impl Worker {
         Ok(Self {
             poll,
             sockets,
-            writer: RequestWriter::new(&population, index, config.workers),
+            writer: RequestWriter::new(&config.requests, index, config.workers),
             population,
             counters: Counters::default(),
             shared,

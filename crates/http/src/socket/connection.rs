@@ -1,0 +1,375 @@
+//! One HTTP connection: read requests, answer them, in order, until the connection
+//! ends or a limit is hit.
+//!
+//! * Pipelined requests are answered one after another from the same buffer.
+//! * Each request must arrive within `network.idle_timeout` of the moment the worker
+//!   starts waiting for it, however slowly its bytes trickle in, so a slow client holds
+//!   a connection for a bounded time.
+//! * Anything malformed, oversized or unsupported gets its 4xx status and a bencoded
+//!   failure reason, then the connection closes. A refused info hash gets a 200 with a
+//!   failure reason (what BEP 3 clients show to users) and the connection stays open.
+
+use std::future::Future;
+use std::net::{IpAddr, SocketAddr};
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use futures_lite::{AsyncRead, AsyncReadExt as _, AsyncWrite, AsyncWriteExt as _};
+use glommio::net::TcpStream;
+use shoal_http_protocol::request::ProxyHeader;
+use shoal_http_protocol::response::write_framed;
+use shoal_http_protocol::{
+    AnnounceEvent as WireEvent, AnnounceRequest, AnnounceResponse, ParseLimits, ParsedRequest,
+    PeerList, Request, ScrapeRequest, ScrapeStats, parse_request, write_announce, write_failure,
+    write_scrape,
+};
+use shoal_swarm::{AnnounceEvent, PeerLimits, ServerTime};
+
+use super::Local;
+use super::router::{CallError, Merged, call};
+use crate::config::HeaderPosition;
+use crate::messages::{
+    AnnounceWork, AnnouncedPeers, PeerAddress, SwarmReplyKind, SwarmRequestKind, swarm_worker_for,
+};
+
+/// Reply to a refused info hash.
+pub const NOT_ALLOWED: &str = "info hash not allowed";
+/// Reply when a swarm worker's queue is full.
+pub const BUSY: &str = "tracker busy, try again later";
+
+/// The last full-scrape reply body of one socket worker.
+#[derive(Debug, Default)]
+pub(crate) struct FullScrapeCache {
+    body: Option<(ServerTime, Rc<Vec<u8>>)>,
+    building: bool,
+}
+
+/// Serves one accepted connection.
+pub(crate) async fn run(stream: TcpStream, peer: SocketAddr, local: Rc<Local>) {
+    let open = local.connections.get();
+    if open >= local.config.network.max_connections {
+        local.counters.borrow_mut().refused += 1;
+        let mut out = Vec::new();
+        write_failure(&mut out, 503, "too many connections", false);
+        let mut stream = stream;
+        let _ = within(Duration::from_secs(1), stream.write_all(&out)).await;
+        return;
+    }
+    local.connections.set(open + 1);
+    local.counters.borrow_mut().accepted += 1;
+    let _ = stream.set_nodelay(true);
+
+    match &local.tls {
+        None => serve(stream, peer, &local).await,
+        Some(tls) => {
+            let acceptor = futures_rustls::TlsAcceptor::from(tls.current());
+            let handshake = Duration::from_secs(local.config.network.tls_handshake_timeout.into());
+            match within(handshake, acceptor.accept(stream)).await {
+                Some(Ok(stream)) => serve(stream, peer, &local).await,
+                _ => local.counters.borrow_mut().tls_failures += 1,
+            }
+        }
+    }
+    local.connections.set(local.connections.get() - 1);
+}
+
+/// Runs `future` for at most `limit`.
+async fn within<T>(limit: Duration, future: impl Future<Output = T>) -> Option<T> {
+    futures_lite::future::or(async { Some(future.await) }, async {
+        glommio::timer::sleep(limit).await;
+        None
+    })
+    .await
+}
+
+async fn write_all<S: AsyncWrite + Unpin>(stream: &mut S, bytes: &[u8], limit: Duration) -> bool {
+    let write = async {
+        stream.write_all(bytes).await?;
+        stream.flush().await
+    };
+    matches!(within(limit, write).await, Some(Ok(())))
+}
+
+async fn serve<S: AsyncRead + AsyncWrite + Unpin>(mut stream: S, peer: SocketAddr, local: &Local) {
+    let config = &local.config;
+    let proxy = &config.network.reverse_proxy_ip_header;
+    let limits = ParseLimits {
+        announce_path: &config.protocol.announce_path,
+        scrape_path: &config.protocol.scrape_path,
+        max_request_len: config.limits.max_request_size,
+        max_headers: config.limits.max_headers,
+        max_scrape_torrents: config.protocol.max_scrape_torrents,
+        proxy_header: (!proxy.is_empty()).then(|| ProxyHeader {
+            name: proxy,
+            use_last: config.network.reverse_proxy_ip_header_position == HeaderPosition::Last,
+        }),
+    };
+    let idle = Duration::from_secs(config.network.idle_timeout.into());
+    let mut buffer = vec![0u8; config.limits.max_request_size];
+    let mut filled = 0;
+    let mut out = Vec::with_capacity(1024);
+
+    loop {
+        let deadline = Instant::now() + idle;
+        let parsed = loop {
+            if filled > 0 {
+                match parse_request(&buffer[..filled], &limits) {
+                    Ok(Some(parsed)) => break parsed,
+                    Ok(None) => {}
+                    Err(err) => {
+                        local.counters.borrow_mut().bad_requests += 1;
+                        out.clear();
+                        write_failure(&mut out, err.status, &err.reason, false);
+                        write_all(&mut stream, &out, idle).await;
+                        return;
+                    }
+                }
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            match within(left, stream.read(&mut buffer[filled..])).await {
+                Some(Ok(0)) | Some(Err(_)) => return,
+                Some(Ok(read)) => filled += read,
+                None => {
+                    if filled > 0 {
+                        local.counters.borrow_mut().timeouts += 1;
+                        out.clear();
+                        write_failure(&mut out, 408, "request not completed in time", false);
+                        write_all(&mut stream, &out, idle).await;
+                    }
+                    return;
+                }
+            }
+        };
+
+        out.clear();
+        let keep_alive = parsed.keep_alive && config.network.keep_alive;
+        let keep_alive = answer(&parsed, peer.ip(), keep_alive, local, &mut out).await;
+        if !write_all(&mut stream, &out, idle).await || !keep_alive {
+            return;
+        }
+        buffer.copy_within(parsed.len..filled, 0);
+        filled -= parsed.len;
+    }
+}
+
+/// Writes the response to one request; returns whether the connection stays open.
+async fn answer(
+    parsed: &ParsedRequest,
+    peer_ip: IpAddr,
+    keep_alive: bool,
+    local: &Local,
+    out: &mut Vec<u8>,
+) -> bool {
+    let ip = parsed.forwarded_ip.unwrap_or(peer_ip).to_canonical();
+    let result = match &parsed.request {
+        Request::Announce(request) => announce(request, ip, keep_alive, local, out).await,
+        Request::Scrape(request) => scrape(request, keep_alive, local, out).await,
+    };
+    match result {
+        Ok(()) => keep_alive,
+        Err(CallError::Busy) => {
+            out.clear();
+            write_failure(out, 503, BUSY, false);
+            false
+        }
+    }
+}
+
+async fn announce(
+    request: &AnnounceRequest,
+    ip: IpAddr,
+    keep_alive: bool,
+    local: &Local,
+    out: &mut Vec<u8>,
+) -> Result<(), CallError> {
+    local.counters.borrow_mut().announces += 1;
+    if !local.access.allows(&request.info_hash) {
+        local.counters.borrow_mut().access_denied += 1;
+        write_failure(out, 200, NOT_ALLOWED, keep_alive);
+        return Ok(());
+    }
+    let protocol = &local.config.protocol;
+    let limits = PeerLimits {
+        default: protocol.default_peers,
+        max: protocol.max_peers,
+    };
+    let peer = PeerAddress::new(ip, request.port);
+    let work = AnnounceWork {
+        info_hash: request.info_hash,
+        peer,
+        peer_id: request.peer_id,
+        event: match request.event {
+            WireEvent::None => AnnounceEvent::None,
+            WireEvent::Started => AnnounceEvent::Started,
+            WireEvent::Completed => AnnounceEvent::Completed,
+            WireEvent::Stopped => AnnounceEvent::Stopped,
+        },
+        seeder: request.left == Some(0),
+        peers_wanted: limits.resolve(request.numwant.unwrap_or(0)) as u16,
+        with_peer_ids: !request.compact && !request.no_peer_id,
+    };
+    let worker = swarm_worker_for(&request.info_hash, local.router.borrow().swarm_workers());
+    let Merged::Announce(SwarmReplyKind::Announce {
+        complete,
+        incomplete,
+        peers,
+    }) = call(
+        &local.router,
+        vec![(worker, SwarmRequestKind::Announce(work))],
+    )
+    .await?
+    else {
+        unreachable!("an announce gets an announce reply");
+    };
+    let dictionaries: Vec<(IpAddr, u16, Option<[u8; 20]>)>;
+    let peers = match (&peers, request.compact, peer) {
+        (AnnouncedPeers::Compact(bytes), true, PeerAddress::V4(_)) => PeerList::CompactV4(bytes),
+        (AnnouncedPeers::Compact(bytes), true, PeerAddress::V6(_)) => PeerList::CompactV6(bytes),
+        (AnnouncedPeers::Compact(bytes), false, _) => {
+            // compact=0 with no_peer_id: dictionaries without ids.
+            let width = if matches!(peer, PeerAddress::V4(_)) {
+                6
+            } else {
+                18
+            };
+            dictionaries = bytes
+                .chunks_exact(width)
+                .map(|chunk| (compact_ip(chunk), compact_port(chunk), None))
+                .collect();
+            PeerList::Dictionaries(&dictionaries)
+        }
+        (AnnouncedPeers::WithIds(list), _, _) => {
+            dictionaries = list
+                .iter()
+                .map(|(addr, id)| (addr.ip(), addr.port(), Some(*id)))
+                .collect();
+            PeerList::Dictionaries(&dictionaries)
+        }
+    };
+    let response = AnnounceResponse {
+        interval: protocol.announce_interval,
+        min_interval: protocol.min_announce_interval,
+        complete,
+        incomplete,
+        peers,
+        warning: None,
+    };
+    write_announce(out, &response, keep_alive);
+    Ok(())
+}
+
+fn compact_ip(chunk: &[u8]) -> IpAddr {
+    let (ip, _) = chunk.split_at(chunk.len() - 2);
+    match <[u8; 4]>::try_from(ip) {
+        Ok(v4) => IpAddr::from(v4),
+        Err(_) => IpAddr::from(<[u8; 16]>::try_from(ip).expect("16-byte address")),
+    }
+}
+
+fn compact_port(chunk: &[u8]) -> u16 {
+    u16::from_be_bytes([chunk[chunk.len() - 2], chunk[chunk.len() - 1]])
+}
+
+async fn scrape(
+    request: &ScrapeRequest,
+    keep_alive: bool,
+    local: &Local,
+    out: &mut Vec<u8>,
+) -> Result<(), CallError> {
+    local.counters.borrow_mut().scrapes += 1;
+    if request.info_hashes.is_empty() {
+        return full_scrape(keep_alive, local, out).await;
+    }
+    if local.access.mode() != shoal_common::AccessListMode::Off {
+        let access = local.access.snapshot();
+        if !request.info_hashes.iter().all(|hash| access.allows(hash)) {
+            local.counters.borrow_mut().access_denied += 1;
+            write_failure(out, 200, NOT_ALLOWED, keep_alive);
+            return Ok(());
+        }
+    }
+    let workers = local.router.borrow().swarm_workers();
+    let mut parts: Vec<(usize, Vec<[u8; 20]>)> = Vec::new();
+    for hash in &request.info_hashes {
+        let worker = swarm_worker_for(hash, workers);
+        match parts.iter_mut().find(|(w, _)| *w == worker) {
+            Some((_, hashes)) => hashes.push(*hash),
+            None => parts.push((worker, vec![*hash])),
+        }
+    }
+    let parts = parts
+        .into_iter()
+        .map(|(worker, hashes)| (worker, SwarmRequestKind::Scrape(hashes)))
+        .collect();
+    let Merged::Scrape(counts) = call(&local.router, parts).await? else {
+        unreachable!("a scrape gets scrape replies");
+    };
+    let mut files = counts
+        .into_iter()
+        .map(|(hash, stats)| (hash, wire_stats(stats)))
+        .collect();
+    write_scrape(out, &mut files, keep_alive);
+    Ok(())
+}
+
+/// Full scrapes are built at most once per `full_scrape_interval` per socket worker and
+/// reused in between.
+async fn full_scrape(keep_alive: bool, local: &Local, out: &mut Vec<u8>) -> Result<(), CallError> {
+    let protocol = &local.config.protocol;
+    if !protocol.full_scrape {
+        write_failure(out, 200, "full scrape is disabled", keep_alive);
+        return Ok(());
+    }
+    let now = local.clock.now();
+    let cached = {
+        let cache = local.full_scrape.borrow();
+        cache.body.as_ref().and_then(|(built, body)| {
+            let fresh = now
+                .seconds_since(*built)
+                .is_some_and(|age| age < protocol.full_scrape_interval);
+            (fresh || cache.building).then(|| body.clone())
+        })
+    };
+    if let Some(body) = cached {
+        write_framed(out, 200, keep_alive, &body);
+        return Ok(());
+    }
+    if local.full_scrape.borrow().building {
+        write_failure(
+            out,
+            200,
+            "full scrape is being prepared, try again shortly",
+            keep_alive,
+        );
+        return Ok(());
+    }
+    local.full_scrape.borrow_mut().building = true;
+    local.counters.borrow_mut().full_scrapes += 1;
+    let workers = local.router.borrow().swarm_workers();
+    let parts = (0..workers)
+        .map(|worker| (worker, SwarmRequestKind::FullScrape))
+        .collect();
+    let result = call(&local.router, parts).await;
+    local.full_scrape.borrow_mut().building = false;
+    let Merged::Scrape(counts) = result? else {
+        unreachable!("a scrape gets scrape replies")
+    };
+    let mut files: Vec<_> = counts
+        .into_iter()
+        .map(|(hash, stats)| (hash, wire_stats(stats)))
+        .collect();
+    let mut body = Vec::new();
+    shoal_http_protocol::response::write_scrape_body(&mut body, &mut files);
+    let body = Rc::new(body);
+    local.full_scrape.borrow_mut().body = Some((now, body.clone()));
+    write_framed(out, 200, keep_alive, &body);
+    Ok(())
+}
+
+fn wire_stats(stats: shoal_swarm::ScrapeStats) -> ScrapeStats {
+    ScrapeStats {
+        complete: stats.seeders,
+        downloaded: stats.downloads,
+        incomplete: stats.leechers,
+    }
+}

@@ -1,0 +1,174 @@
+//! Swarm workers: each owns the torrents whose info hashes map to it and answers
+//! batches of requests from the socket workers. No sockets, no shared data, no locks.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use crossbeam_channel::{Receiver, RecvTimeoutError, SendTimeoutError};
+use rand::rngs::SmallRng;
+use shoal_common::{AccessControl, Shutdown};
+use shoal_http_protocol::PeerId;
+use shoal_swarm::{Announce, Clock, Peer, PeerAddr, ServerTime, TorrentMap};
+
+use crate::config::Config;
+use crate::messages::{
+    AnnounceWork, AnnouncedPeers, PeerAddress, SwarmReply, SwarmReplyKind, SwarmRequest,
+    SwarmRequestKind,
+};
+use crate::socket::ReplyRoute;
+use crate::stats::Stats;
+
+/// Everything a swarm worker needs.
+pub(crate) struct SwarmWorker {
+    pub(crate) config: Arc<Config>,
+    pub(crate) clock: Arc<Clock>,
+    pub(crate) access: Arc<AccessControl>,
+    pub(crate) requests: Receiver<Vec<SwarmRequest>>,
+    pub(crate) routes: Vec<ReplyRoute>,
+    pub(crate) stats: Arc<Stats>,
+    pub(crate) index: usize,
+    pub(crate) shutdown: Shutdown,
+}
+
+impl SwarmWorker {
+    pub(crate) fn run(self) -> anyhow::Result<()> {
+        let mut shard = Shard {
+            torrents: TorrentMap::new(self.config.cleaning.peer_timeout),
+            rng: rand::make_rng(),
+        };
+        let clean_every = self.config.cleaning.interval;
+        let mut next_clean = self.clock.now().plus(clean_every);
+        let gauges = self.stats.swarm(self.index);
+        // Replies grouped by the socket worker they go to.
+        let mut outgoing: Vec<Vec<SwarmReply>> = self.routes.iter().map(|_| Vec::new()).collect();
+
+        while !self.shutdown.is_requested() {
+            match self.requests.recv_timeout(Shutdown::POLL_INTERVAL) {
+                Ok(batch) => {
+                    let now = self.clock.now();
+                    for request in batch {
+                        let kind = shard.handle(request.kind, now);
+                        outgoing[usize::from(request.reply_to.socket_worker)].push(SwarmReply {
+                            slot: request.reply_to.slot,
+                            kind,
+                        });
+                    }
+                    for (worker, replies) in outgoing.iter_mut().enumerate() {
+                        if !replies.is_empty() {
+                            self.send_back(worker, std::mem::take(replies));
+                        }
+                    }
+                    gauges
+                        .torrents
+                        .store(shard.torrents.torrent_count() as u64, Ordering::Relaxed);
+                    gauges
+                        .peers
+                        .store(shard.torrents.peer_count() as u64, Ordering::Relaxed);
+                }
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => return Ok(()),
+            }
+            let now = self.clock.now();
+            if now >= next_clean {
+                let access = self.access.snapshot();
+                shard
+                    .torrents
+                    .clean(now, |info_hash| access.allows(info_hash));
+                gauges
+                    .torrents
+                    .store(shard.torrents.torrent_count() as u64, Ordering::Relaxed);
+                gauges
+                    .peers
+                    .store(shard.torrents.peer_count() as u64, Ordering::Relaxed);
+                next_clean = now.plus(clean_every);
+            }
+        }
+        Ok(())
+    }
+
+    /// Returns replies to a socket worker; waits only while that worker is busy, and
+    /// not at all once shutting down.
+    fn send_back(&self, worker: usize, mut replies: Vec<SwarmReply>) {
+        let route = &self.routes[worker];
+        loop {
+            match route
+                .replies
+                .send_timeout(replies, Duration::from_millis(50))
+            {
+                Ok(()) => {
+                    route.wake_if_waiting();
+                    return;
+                }
+                Err(SendTimeoutError::Timeout(returned)) if !self.shutdown.is_requested() => {
+                    replies = returned
+                }
+                Err(_) => return,
+            }
+        }
+    }
+}
+
+/// A swarm worker's torrents.
+pub(crate) struct Shard {
+    pub(crate) torrents: TorrentMap<PeerId>,
+    pub(crate) rng: SmallRng,
+}
+
+impl Shard {
+    pub(crate) fn handle(&mut self, request: SwarmRequestKind, now: ServerTime) -> SwarmReplyKind {
+        match request {
+            SwarmRequestKind::Announce(work) => match work.peer {
+                PeerAddress::V4(addr) => self.announce(&work, addr, now),
+                PeerAddress::V6(addr) => self.announce(&work, addr, now),
+            },
+            SwarmRequestKind::Scrape(info_hashes) => SwarmReplyKind::Scrape(
+                info_hashes
+                    .into_iter()
+                    .map(|hash| (hash, self.torrents.scrape(&hash)))
+                    .collect(),
+            ),
+            SwarmRequestKind::FullScrape => SwarmReplyKind::Scrape(self.torrents.scrape_all()),
+        }
+    }
+
+    fn announce<A: PeerAddr>(
+        &mut self,
+        work: &AnnounceWork,
+        addr: A,
+        now: ServerTime,
+    ) -> SwarmReplyKind {
+        let announce = Announce {
+            addr,
+            extra: work.peer_id,
+            event: work.event,
+            seeder: work.seeder,
+            peers_wanted: usize::from(work.peers_wanted),
+        };
+        let mut compact = Vec::new();
+        let mut with_ids = Vec::new();
+        let counts = self.torrents.announce(
+            &work.info_hash,
+            &announce,
+            now,
+            &mut self.rng,
+            |peer: &Peer<A, PeerId>| {
+                if work.with_peer_ids {
+                    with_ids.push((peer.addr.socket_addr(), peer.extra));
+                } else {
+                    compact.extend_from_slice(peer.addr.as_bytes());
+                }
+            },
+        );
+        let peers = if work.with_peer_ids {
+            AnnouncedPeers::WithIds(with_ids)
+        } else {
+            AnnouncedPeers::Compact(compact)
+        };
+        SwarmReplyKind::Announce {
+            complete: counts.seeders,
+            incomplete: counts.leechers,
+            peers,
+        }
+    }
+}

@@ -1,0 +1,246 @@
+//! Starting and stopping the HTTP tracker.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use shoal_common::cpu::maybe_pin_current_thread;
+use shoal_common::metrics::log_periodically;
+use shoal_common::{AccessControl, Shutdown, Supervisor, TrackerConfig};
+use shoal_swarm::Clock;
+use socket2::{Domain, Protocol, Socket, Type};
+
+use crate::config::Config;
+use crate::memlock;
+use crate::socket::{Listeners, socket_worker};
+use crate::stats::{Stats, StatsSnapshot, summary};
+use crate::swarm_worker::SwarmWorker;
+use crate::tls::TlsConfig;
+
+/// A running HTTP tracker; dropping it shuts it down.
+#[derive(Debug)]
+pub struct RunningTracker {
+    addrs: Vec<SocketAddr>,
+    shutdown: Shutdown,
+    supervisor: Option<Supervisor>,
+    access: Arc<AccessControl>,
+    tls: Option<Arc<TlsConfig>>,
+    clock: Arc<Clock>,
+    stats: Arc<Stats>,
+}
+
+impl RunningTracker {
+    /// Bound addresses, IPv4 first.
+    pub fn local_addrs(&self) -> &[SocketAddr] {
+        &self.addrs
+    }
+
+    /// The bound IPv4 address.
+    pub fn ipv4_addr(&self) -> Option<SocketAddr> {
+        self.addrs.iter().copied().find(SocketAddr::is_ipv4)
+    }
+
+    /// The bound IPv6 address.
+    pub fn ipv6_addr(&self) -> Option<SocketAddr> {
+        self.addrs.iter().copied().find(SocketAddr::is_ipv6)
+    }
+
+    /// The clock (tests advance it).
+    pub fn clock(&self) -> &Arc<Clock> {
+        &self.clock
+    }
+
+    /// The access list.
+    pub fn access_control(&self) -> &Arc<AccessControl> {
+        &self.access
+    }
+
+    /// The TLS config, when serving HTTPS.
+    pub fn tls(&self) -> Option<&Arc<TlsConfig>> {
+        self.tls.as_ref()
+    }
+
+    /// The shutdown flag.
+    pub fn shutdown_handle(&self) -> &Shutdown {
+        &self.shutdown
+    }
+
+    /// Current statistics.
+    pub fn stats(&self) -> StatsSnapshot {
+        self.stats.snapshot()
+    }
+
+    /// Blocks until shutdown or a worker failure.
+    pub fn wait(mut self) -> anyhow::Result<()> {
+        self.supervisor
+            .take()
+            .expect("supervisor present until waited on")
+            .wait()
+    }
+
+    /// Requests shutdown and waits.
+    pub fn stop(self) -> anyhow::Result<()> {
+        self.shutdown.request();
+        self.wait()
+    }
+}
+
+impl Drop for RunningTracker {
+    fn drop(&mut self) {
+        self.shutdown.request();
+        if let Some(supervisor) = self.supervisor.take() {
+            let _ = supervisor.wait();
+        }
+    }
+}
+
+/// Starts a tracker with its own clock.
+pub fn start(config: Config) -> anyhow::Result<RunningTracker> {
+    start_with_clock(config, Arc::new(Clock::new()))
+}
+
+/// Starts a tracker on a given clock.
+pub fn start_with_clock(config: Config, clock: Arc<Clock>) -> anyhow::Result<RunningTracker> {
+    config.check().context("invalid configuration")?;
+    let socket_workers = config.socket_worker_count();
+    memlock::ensure(
+        memlock::needed(socket_workers, config.limits.io_memory),
+        socket_workers,
+        config.limits.io_memory,
+    )?;
+    let config = Arc::new(config);
+    let access = Arc::new(
+        AccessControl::from_config(&config.access_list).context("cannot load the access list")?,
+    );
+    let tls = if config.network.enable_tls {
+        let network = &config.network;
+        Some(Arc::new(
+            TlsConfig::load(&network.tls_certificate_path, &network.tls_private_key_path)
+                .context("cannot set up TLS")?,
+        ))
+    } else {
+        None
+    };
+    let (listeners, addrs) = bind_all(&config, socket_workers)?;
+
+    let swarm_workers = config.swarm_workers;
+    let stats = Stats::new(socket_workers, swarm_workers);
+    let shutdown = Shutdown::new();
+    let mut supervisor = Supervisor::new(shutdown.clone());
+    let (request_senders, request_receivers): (Vec<_>, Vec<_>) = (0..swarm_workers)
+        .map(|_| crossbeam_channel::bounded(config.limits.swarm_queue_len))
+        .unzip();
+
+    let mut routes = Vec::with_capacity(socket_workers);
+    let mut workers = Vec::with_capacity(socket_workers);
+    for (index, listeners) in listeners.into_iter().enumerate() {
+        let (worker, route) = socket_worker(
+            index,
+            config.clone(),
+            listeners,
+            request_senders.clone(),
+            access.clone(),
+            tls.clone(),
+            clock.clone(),
+            stats.clone(),
+            shutdown.clone(),
+        )?;
+        routes.push(route);
+        workers.push(worker);
+    }
+    drop(request_senders);
+
+    for (index, requests) in request_receivers.into_iter().enumerate() {
+        let worker = SwarmWorker {
+            config: config.clone(),
+            clock: clock.clone(),
+            access: access.clone(),
+            requests,
+            routes: routes.clone(),
+            stats: stats.clone(),
+            index,
+            shutdown: shutdown.clone(),
+        };
+        let core = config.cpu_pinning.core_for(socket_workers + index);
+        supervisor.spawn(format!("swarm-{index}"), move || {
+            maybe_pin_current_thread(core);
+            worker.run()
+        })?;
+    }
+    for (index, worker) in workers.into_iter().enumerate() {
+        // The executor pins itself (glommio placement) when pinning is on.
+        supervisor.spawn(format!("socket-{index}"), move || worker.run())?;
+    }
+    if config.statistics.interval > 0 {
+        let (stats, shutdown) = (stats.clone(), shutdown.clone());
+        let interval = std::time::Duration::from_secs(config.statistics.interval.into());
+        supervisor.spawn("statistics", move || {
+            log_periodically(&shutdown, interval, || stats.snapshot(), summary);
+            Ok(())
+        })?;
+    }
+    Ok(RunningTracker {
+        addrs,
+        shutdown,
+        supervisor: Some(supervisor),
+        access,
+        tls,
+        clock,
+        stats,
+    })
+}
+
+/// Binds every socket worker's listeners; returns them and the bound addresses.
+fn bind_all(config: &Config, workers: usize) -> anyhow::Result<(Vec<Listeners>, Vec<SocketAddr>)> {
+    let network = &config.network;
+    let mut listeners: Vec<Listeners> = (0..workers).map(|_| Listeners::default()).collect();
+    let mut addrs = Vec::new();
+    for (enabled, configured) in [
+        (network.use_ipv4, network.address_ipv4),
+        (network.use_ipv6, network.address_ipv6),
+    ] {
+        if !enabled {
+            continue;
+        }
+        let mut addr = configured;
+        for (index, worker) in listeners.iter_mut().enumerate() {
+            let listener = bind_listener(addr)?;
+            if index == 0 {
+                addr = listener
+                    .local_addr()
+                    .context("cannot read the bound address")?;
+                addrs.push(addr);
+            }
+            worker.sockets.push(listener);
+        }
+    }
+    Ok((listeners, addrs))
+}
+
+/// A listening TCP socket with SO_REUSEPORT (every socket worker binds the address) and,
+/// for IPv6, IPV6_V6ONLY (IPv4 clients use the IPv4 socket).
+fn bind_listener(addr: SocketAddr) -> anyhow::Result<std::net::TcpListener> {
+    let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))
+        .with_context(|| format!("cannot create a TCP socket for {addr}"))?;
+    if addr.is_ipv6() {
+        socket.set_only_v6(true).context("cannot set IPV6_V6ONLY")?;
+    }
+    socket
+        .set_reuse_address(true)
+        .context("cannot set SO_REUSEADDR")?;
+    socket
+        .set_reuse_port(true)
+        .context("cannot set SO_REUSEPORT")?;
+    socket.bind(&addr.into()).with_context(|| {
+        let hint = if addr.is_ipv6() {
+            " (set network.use_ipv6 = false if this host has no IPv6)"
+        } else {
+            ""
+        };
+        format!("cannot bind TCP {addr}{hint}")
+    })?;
+    socket
+        .listen(1024)
+        .with_context(|| format!("cannot listen on {addr}"))?;
+    Ok(socket.into())
+}

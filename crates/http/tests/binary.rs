@@ -1,0 +1,69 @@
+//! The `shoal_http` binary: config round trip and the locked-memory check.
+
+use std::process::Command;
+
+const BINARY: &str = env!("CARGO_BIN_EXE_shoal_http");
+
+fn temp_dir(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("shoal-http-bin-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+#[test]
+fn printed_default_config_round_trips() {
+    let dir = temp_dir("round-trip");
+    let printed = Command::new(BINARY).arg("-p").output().unwrap();
+    assert!(printed.status.success());
+    let path = dir.join("c.toml");
+    std::fs::write(&path, &printed.stdout).unwrap();
+    let effective = Command::new(BINARY)
+        .arg("-c")
+        .arg(&path)
+        .arg("-P")
+        .output()
+        .unwrap();
+    assert!(
+        effective.status.success(),
+        "{}",
+        String::from_utf8_lossy(&effective.stderr)
+    );
+    assert_eq!(effective.stdout, printed.stdout);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn too_little_locked_memory_fails_with_the_fix() {
+    let dir = temp_dir("memlock");
+    let path = dir.join("c.toml");
+    std::fs::write(
+        &path,
+        "socket_workers = 4\n[network]\naddress_ipv4 = \"127.0.0.1:0\"\nuse_ipv6 = false\n[limits]\nio_memory = 4194304\n",
+    )
+    .unwrap();
+    // Lower both limits in a child shell, then start the tracker there.
+    let output = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "ulimit -l 1024 && exec '{BINARY}' -c '{}'",
+            path.display()
+        ))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    if stderr.contains("ulimit") {
+        eprintln!("skipped: this shell cannot lower the locked-memory limit: {stderr}");
+        return;
+    }
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("locked-memory limit (RLIMIT_MEMLOCK) is 1024 KiB"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("4 socket worker(s) × limits.io_memory = 4096 KiB"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("LimitMEMLOCK="), "{stderr}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -1,0 +1,239 @@
+//! `shoal_http_load_test` configuration (`shoal_http_load_test -p` prints it commented).
+
+use std::net::SocketAddr;
+
+use serde::{Deserialize, Serialize};
+use shoal_common::config::Problems;
+use shoal_common::{CpuPinningConfig, LogLevel, TrackerConfig};
+use shoal_toml_config::TomlConfig;
+
+/// shoal_http_load_test: keeps connections busy with announces and scrapes against an
+/// HTTP or HTTPS tracker and reports what came back.
+///
+/// Each connection sends a request, waits for the response and sends the next (or, with
+/// keep-alive off, reconnects), so the load follows what the tracker can serve.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, TomlConfig)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// How much to log to stderr.
+    pub log_level: LogLevel,
+    /// The tracker to load.
+    pub server_address: SocketAddr,
+    /// Worker threads.
+    pub workers: usize,
+    /// Connections, spread over the workers.
+    pub connections: usize,
+    /// Seconds to run; 0 runs until Ctrl-C.
+    pub duration: u32,
+    /// Seconds at the end of the run the summary covers; 0 covers the whole run.
+    pub summarize_last: u32,
+    /// Seconds between progress lines.
+    pub report_interval: u32,
+    /// Format of the final summary (`--json` on the command line picks "json").
+    pub summary_format: SummaryFormat,
+    /// Connections and TLS.
+    pub network: NetworkConfig,
+    /// What to send.
+    pub requests: RequestConfig,
+    /// Pinning workers to CPU cores.
+    pub cpu_pinning: CpuPinningConfig,
+}
+
+/// Format of the final summary.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, TomlConfig)]
+#[serde(rename_all = "lowercase")]
+pub enum SummaryFormat {
+    /// Lines for people.
+    #[default]
+    Text,
+    /// One JSON object on stdout, for scripts.
+    Json,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            log_level: LogLevel::Info,
+            server_address: "127.0.0.1:6969".parse().expect("valid address"),
+            workers: 1,
+            connections: 64,
+            duration: 30,
+            summarize_last: 20,
+            report_interval: 5,
+            summary_format: SummaryFormat::Text,
+            network: NetworkConfig::default(),
+            requests: RequestConfig::default(),
+            cpu_pinning: CpuPinningConfig::default(),
+        }
+    }
+}
+
+/// Connections and TLS.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, TomlConfig)]
+#[serde(default, deny_unknown_fields)]
+pub struct NetworkConfig {
+    /// Keep connections open between requests; off opens a connection per request.
+    pub keep_alive: bool,
+    /// Speak HTTPS. The server's certificate is accepted whoever signed it (test
+    /// trackers use self-signed ones); handshake signatures are still checked.
+    pub tls: bool,
+    /// Server name sent in the TLS handshake (SNI).
+    pub tls_server_name: String,
+    /// Milliseconds to wait for a response before the connection is dropped and
+    /// counted as timed out.
+    pub response_timeout_ms: u64,
+    /// Host header value.
+    pub host: String,
+}
+
+impl Default for NetworkConfig {
+    fn default() -> Self {
+        Self {
+            keep_alive: true,
+            tls: false,
+            tls_server_name: "localhost".into(),
+            response_timeout_ms: 5000,
+            host: "localhost".into(),
+        }
+    }
+}
+
+/// What to send.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, TomlConfig)]
+#[serde(default, deny_unknown_fields)]
+pub struct RequestConfig {
+    /// URL path of announces.
+    pub announce_path: String,
+    /// URL path of scrapes.
+    pub scrape_path: String,
+    /// Distinct torrents (random info hashes, the same in every run).
+    pub torrents: usize,
+    /// Distinct simulated peers, each with a fixed torrent, port and seeder status.
+    pub peers: usize,
+    /// Popularity skew: torrent i is chosen with weight 1/(i+1)^shape (0: uniform,
+    /// 1: Zipf's law).
+    pub popularity_shape: f64,
+    /// `numwant` in announces.
+    pub peers_wanted: i32,
+    /// Probability that a simulated peer is a seeder.
+    pub seeder_probability: f64,
+    /// Relative weight of announces.
+    pub weight_announce: u32,
+    /// Relative weight of scrapes.
+    pub weight_scrape: u32,
+    /// A scrape asks about 1 to this many torrents.
+    pub scrape_max_torrents: usize,
+    /// Ask for compact peer lists (`compact=1`).
+    pub compact: bool,
+}
+
+impl Default for RequestConfig {
+    fn default() -> Self {
+        Self {
+            announce_path: "/announce".into(),
+            scrape_path: "/scrape".into(),
+            torrents: 100_000,
+            peers: 1_000_000,
+            popularity_shape: 1.0,
+            peers_wanted: 30,
+            seeder_probability: 0.75,
+            weight_announce: 100,
+            weight_scrape: 1,
+            scrape_max_torrents: 10,
+            compact: true,
+        }
+    }
+}
+
+impl TrackerConfig for Config {
+    fn validate(&self, problems: &mut Problems) {
+        problems.check(
+            (1..=256).contains(&self.workers),
+            "workers",
+            "must be between 1 and 256",
+        );
+        problems.check(
+            self.connections >= self.workers && self.connections <= 1_000_000,
+            "connections",
+            "must be at least workers and at most 1000000",
+        );
+        problems.check(
+            self.duration == 0 || self.summarize_last <= self.duration,
+            "summarize_last",
+            "must not exceed duration",
+        );
+        problems.check(
+            self.report_interval >= 1,
+            "report_interval",
+            "must be at least 1 second",
+        );
+        let network = &self.network;
+        problems.section("network", |p| {
+            p.check(
+                network.response_timeout_ms >= 1,
+                "response_timeout_ms",
+                "must be at least 1",
+            );
+            p.check(
+                rustls::pki_types::ServerName::try_from(network.tls_server_name.as_str()).is_ok(),
+                "tls_server_name",
+                "must be a DNS name or an IP address",
+            );
+        });
+        let requests = &self.requests;
+        problems.section("requests", |p| {
+            p.check(
+                requests.announce_path.starts_with('/'),
+                "announce_path",
+                "must start with /",
+            );
+            p.check(
+                requests.scrape_path.starts_with('/'),
+                "scrape_path",
+                "must start with /",
+            );
+            p.check(requests.torrents >= 1, "torrents", "must be at least 1");
+            p.check(requests.peers >= 1, "peers", "must be at least 1");
+            p.check(
+                requests.popularity_shape.is_finite() && requests.popularity_shape >= 0.0,
+                "popularity_shape",
+                "must be 0 or more",
+            );
+            p.check(
+                (0.0..=1.0).contains(&requests.seeder_probability),
+                "seeder_probability",
+                "must be between 0 and 1",
+            );
+            p.check(
+                requests.weight_announce + requests.weight_scrape > 0,
+                "weight_announce",
+                "weight_announce and weight_scrape cannot both be 0",
+            );
+            p.check(
+                (1..=100).contains(&requests.scrape_max_torrents),
+                "scrape_max_torrents",
+                "must be between 1 and 100",
+            );
+        });
+        problems.section("cpu_pinning", |p| self.cpu_pinning.validate(p));
+    }
+
+    fn log_level(&self) -> LogLevel {
+        self.log_level
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use shoal_common::config::{parse, to_toml};
+
+    use super::*;
+
+    #[test]
+    fn default_config_round_trips() {
+        assert_eq!(
+            parse::<Config>(&to_toml(&Config::default())).unwrap(),
+            Config::default()
+        );
+    }
+}

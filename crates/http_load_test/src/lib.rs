@@ -1,0 +1,117 @@
+//! shoal_http_load_test: load for any HTTP or HTTPS BitTorrent tracker, measured.
+//!
+//! # Layout
+//!
+//! * [`config`]: what to send, over how many connections, for how long.
+//! * [`requests`]: announce and scrape requests over the shared simulated population.
+//! * [`worker`]: non-blocking connections (plain or TLS), one request in flight each.
+//! * [`tls`]: a client config that accepts self-signed certificates.
+//! * [`stats`]: counters, progress lines and the summary (text or JSON).
+
+pub mod config;
+pub mod requests;
+pub mod stats;
+pub mod tls;
+pub mod worker;
+
+use std::sync::Arc;
+
+use shoal_common::cpu::maybe_pin_current_thread;
+use shoal_common::signals::spawn_signal_thread;
+use shoal_common::{AppInfo, Shutdown, Supervisor};
+use shoal_load_test_common::report::{ReportSchedule, report};
+
+pub use config::Config;
+use config::SummaryFormat;
+use stats::{SharedCounters, Summary, Totals};
+use worker::Worker;
+
+/// How `shoal_http_load_test` introduces itself.
+pub const APP: AppInfo = AppInfo {
+    name: "shoal_http_load_test",
+    version: env!("CARGO_PKG_VERSION"),
+    about: "load tester for HTTP/HTTPS BitTorrent trackers",
+};
+
+/// Runs a load test; Ctrl-C ends it early. Progress goes to the log, the summary to
+/// stdout.
+#[allow(clippy::print_stdout)] // the summary is the output
+pub fn run(config: Config) -> anyhow::Result<()> {
+    let shutdown = Shutdown::new();
+    spawn_signal_thread(shutdown.clone(), Vec::new())?;
+    let format = config.summary_format;
+    let summary = run_until(config, shutdown)?;
+    match format {
+        SummaryFormat::Text => print!("{}", summary.text()),
+        SummaryFormat::Json => println!("{}", summary.json()),
+    }
+    Ok(())
+}
+
+/// Runs a load test until its duration ends or `shutdown` is requested; returns the
+/// summary of its last `summarize_last` seconds.
+pub fn run_until(config: Config, shutdown: Shutdown) -> anyhow::Result<Summary> {
+    let population = Arc::new(requests::population(&config));
+    log::info!(
+        "loading {} over {} connection(s) ({}, keep-alive {})",
+        config.server_address,
+        config.connections,
+        if config.network.tls { "HTTPS" } else { "HTTP" },
+        if config.network.keep_alive {
+            "on"
+        } else {
+            "off"
+        }
+    );
+    let mut supervisor = Supervisor::new(shutdown.clone());
+    let counters: Vec<Arc<SharedCounters>> = (0..config.workers)
+        .map(|_| Arc::new(SharedCounters::default()))
+        .collect();
+    for (index, shared) in counters.iter().enumerate() {
+        // Spread connections evenly; the first workers take the remainder.
+        let connections = config.connections / config.workers
+            + usize::from(index < config.connections % config.workers);
+        let worker = Worker::new(
+            index,
+            connections,
+            &config,
+            population.clone(),
+            shared.clone(),
+            shutdown.clone(),
+        )?;
+        let core = config.cpu_pinning.core_for(index);
+        supervisor.spawn(format!("load-{index}"), move || {
+            maybe_pin_current_thread(core);
+            worker.run()
+        })?;
+    }
+    let schedule = ReportSchedule {
+        duration: config.duration,
+        summarize_last: config.summarize_last,
+        report_interval: config.report_interval,
+    };
+    let reporter_shutdown = shutdown.clone();
+    let (summary_sender, summary) = std::sync::mpsc::channel();
+    supervisor.spawn("report", move || {
+        let total = || {
+            let mut totals = Totals::default();
+            for shared in &counters {
+                totals.add(shared);
+            }
+            totals
+        };
+        let _ = summary_sender.send(report(
+            schedule,
+            &reporter_shutdown,
+            total,
+            Summary::between,
+            Summary::line,
+        ));
+        reporter_shutdown.request();
+        Ok(())
+    })?;
+    supervisor.wait()?;
+    summary
+        .recv()
+        .map_err(|_| anyhow::anyhow!("the run ended without a summary"))
+}

@@ -1,0 +1,168 @@
+//! What the HTTP load tester counts and the summary it prints.
+
+use std::fmt::Write as _;
+
+shoal_common::counters! {
+    /// Counted by each worker.
+    pub struct Counters, SharedCounters, Totals {
+        /// Announce requests sent.
+        announces_sent,
+        /// Scrape requests sent.
+        scrapes_sent,
+        /// 200 responses to announces without a failure reason.
+        announce_responses,
+        /// 200 responses to scrapes without a failure reason.
+        scrape_responses,
+        /// Responses carrying a bencoded failure reason.
+        failures,
+        /// Responses with a status other than 200.
+        http_errors,
+        /// Connections that failed, closed early, or sent something unparsable.
+        connection_errors,
+        /// Requests without a response within the response timeout.
+        timeouts,
+        /// Connections opened.
+        connections_opened,
+        /// Peers in announce responses.
+        peers_received,
+    }
+}
+
+/// Rates over a stretch of the run.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Summary {
+    /// Seconds covered.
+    pub seconds: f64,
+    /// Requests sent per second.
+    pub requests_per_second: f64,
+    /// Responses of any kind per second.
+    pub responses_per_second: f64,
+    /// Good announce responses per second.
+    pub announce_per_second: f64,
+    /// Good scrape responses per second.
+    pub scrape_per_second: f64,
+    /// Failure responses per second.
+    pub failures_per_second: f64,
+    /// Non-200 responses per second.
+    pub http_errors_per_second: f64,
+    /// Connection errors and timeouts per second.
+    pub errors_per_second: f64,
+    /// Connections opened per second.
+    pub connections_per_second: f64,
+    /// Average peers per announce response.
+    pub peers_per_announce: f64,
+}
+
+impl Summary {
+    /// Rates from two totals `seconds` apart.
+    pub fn between(earlier: &Totals, later: &Totals, seconds: f64) -> Self {
+        let d = later.since(earlier);
+        let per_second = |count: u64| count as f64 / seconds.max(1e-9);
+        Self {
+            seconds,
+            requests_per_second: per_second(d.announces_sent + d.scrapes_sent),
+            responses_per_second: per_second(
+                d.announce_responses + d.scrape_responses + d.failures + d.http_errors,
+            ),
+            announce_per_second: per_second(d.announce_responses),
+            scrape_per_second: per_second(d.scrape_responses),
+            failures_per_second: per_second(d.failures),
+            http_errors_per_second: per_second(d.http_errors),
+            errors_per_second: per_second(d.connection_errors + d.timeouts),
+            connections_per_second: per_second(d.connections_opened),
+            peers_per_announce: if d.announce_responses == 0 {
+                0.0
+            } else {
+                d.peers_received as f64 / d.announce_responses as f64
+            },
+        }
+    }
+
+    /// One progress line.
+    pub fn line(&self) -> String {
+        format!(
+            "responses {:.0}/s (announce {:.0}, scrape {:.0}, failure {:.0}, HTTP error {:.0}), errors {:.0}/s, \
+             new connections {:.0}/s, {:.1} peers/announce",
+            self.responses_per_second,
+            self.announce_per_second,
+            self.scrape_per_second,
+            self.failures_per_second,
+            self.http_errors_per_second,
+            self.errors_per_second,
+            self.connections_per_second,
+            self.peers_per_announce
+        )
+    }
+
+    /// The final report for people.
+    pub fn text(&self) -> String {
+        let mut out = String::new();
+        let _ = writeln!(out, "summary over the last {:.0} s:", self.seconds);
+        let _ = writeln!(
+            out,
+            "  requests sent:       {:>12.0}/s",
+            self.requests_per_second
+        );
+        let _ = writeln!(
+            out,
+            "  responses:           {:>12.0}/s",
+            self.responses_per_second
+        );
+        let _ = writeln!(
+            out,
+            "    announce:          {:>12.0}/s",
+            self.announce_per_second
+        );
+        let _ = writeln!(
+            out,
+            "    scrape:            {:>12.0}/s",
+            self.scrape_per_second
+        );
+        let _ = writeln!(
+            out,
+            "    failure reason:    {:>12.0}/s",
+            self.failures_per_second
+        );
+        let _ = writeln!(
+            out,
+            "    HTTP error:        {:>12.0}/s",
+            self.http_errors_per_second
+        );
+        let _ = writeln!(
+            out,
+            "  connection errors:   {:>12.0}/s",
+            self.errors_per_second
+        );
+        let _ = writeln!(
+            out,
+            "  new connections:     {:>12.0}/s",
+            self.connections_per_second
+        );
+        let _ = writeln!(
+            out,
+            "  peers per announce:  {:>12.1}",
+            self.peers_per_announce
+        );
+        out
+    }
+
+    /// The final report as one JSON object.
+    pub fn json(&self) -> String {
+        format!(
+            "{{\"seconds\":{:.3},\"requests_per_second\":{:.1},\"responses_per_second\":{:.1},\
+             \"announce_per_second\":{:.1},\"scrape_per_second\":{:.1},\"failures_per_second\":{:.1},\
+             \"http_errors_per_second\":{:.1},\"errors_per_second\":{:.1},\"connections_per_second\":{:.1},\
+             \"peers_per_announce\":{:.3}}}",
+            self.seconds,
+            self.requests_per_second,
+            self.responses_per_second,
+            self.announce_per_second,
+            self.scrape_per_second,
+            self.failures_per_second,
+            self.http_errors_per_second,
+            self.errors_per_second,
+            self.connections_per_second,
+            self.peers_per_announce
+        )
+    }
+}

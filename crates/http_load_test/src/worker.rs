@@ -1,0 +1,417 @@
+//! A load worker: connections, each with one request in flight.
+//!
+//! A connection is opened, sends a request, reads the response, and then sends the next
+//! request (keep-alive) or is replaced by a new connection. TLS runs through a rustls
+//! client connection over the same non-blocking socket. Connections that fail are
+//! counted and replaced on the next tick, so a tracker that refuses connections cannot
+//! make the load tester spin.
+
+use std::io::{ErrorKind, Read as _, Write as _};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use mio::net::TcpStream;
+use mio::{Events, Interest, Poll, Token};
+use rustls::ClientConnection;
+use rustls::pki_types::ServerName;
+use shoal_common::Shutdown;
+use shoal_load_test_common::population::Population;
+
+use crate::config::Config;
+use crate::requests::{Kind, RequestWriter};
+use crate::stats::{Counters, SharedCounters};
+
+/// How often failed connections are replaced and timeouts checked.
+const TICK: Duration = Duration::from_millis(20);
+
+enum Transport {
+    Plain(TcpStream),
+    Tls(TcpStream, Box<ClientConnection>),
+}
+
+impl Transport {
+    fn socket(&mut self) -> &mut TcpStream {
+        match self {
+            Self::Plain(stream) | Self::Tls(stream, _) => stream,
+        }
+    }
+}
+
+struct Connection {
+    transport: Transport,
+    /// Plain bytes not yet written (plain transport only).
+    pending: Vec<u8>,
+    /// Response bytes received so far.
+    received: Vec<u8>,
+    /// The kind of the request awaiting its response.
+    waiting_for: Option<Kind>,
+    sent_at: Instant,
+}
+
+/// One worker thread's state.
+pub struct Worker {
+    poll: Poll,
+    connections: Vec<Option<Connection>>,
+    population: Arc<Population>,
+    writer: RequestWriter,
+    counters: Counters,
+    shared: Arc<SharedCounters>,
+    shutdown: Shutdown,
+    server: SocketAddr,
+    tls: Option<(Arc<rustls::ClientConfig>, ServerName<'static>)>,
+    keep_alive: bool,
+    timeout: Duration,
+    scratch: Vec<u8>,
+}
+
+impl std::fmt::Debug for Worker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Worker")
+            .field("connections", &self.connections.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Worker {
+    /// A worker with `connections` connections.
+    pub fn new(
+        index: usize,
+        connections: usize,
+        config: &Config,
+        population: Arc<Population>,
+        shared: Arc<SharedCounters>,
+        shutdown: Shutdown,
+    ) -> anyhow::Result<Self> {
+        let tls = if config.network.tls {
+            let name = ServerName::try_from(config.network.tls_server_name.clone())
+                .context("network.tls_server_name is not a valid server name")?;
+            Some((crate::tls::client_config(), name))
+        } else {
+            None
+        };
+        Ok(Self {
+            poll: Poll::new().context("cannot create epoll instance")?,
+            connections: (0..connections).map(|_| None).collect(),
+            writer: RequestWriter::new(config, index, config.workers),
+            population,
+            counters: Counters::default(),
+            shared,
+            shutdown,
+            server: config.server_address,
+            tls,
+            keep_alive: config.network.keep_alive,
+            timeout: Duration::from_millis(config.network.response_timeout_ms),
+            scratch: vec![0; 64 * 1024],
+        })
+    }
+
+    /// Runs until shutdown.
+    pub fn run(mut self) -> anyhow::Result<()> {
+        let mut events = Events::with_capacity(1024);
+        let mut last_tick = Instant::now() - TICK;
+        while !self.shutdown.is_requested() {
+            let now = Instant::now();
+            if now - last_tick >= TICK {
+                self.tick(now);
+                last_tick = now;
+            }
+            match self.poll.poll(&mut events, Some(TICK)) {
+                Ok(()) => {}
+                Err(err) if err.kind() == ErrorKind::Interrupted => {}
+                Err(err) => return Err(err).context("epoll failed"),
+            }
+            for event in &events {
+                let index = event.token().0;
+                if let Err(()) = self.service(index) {
+                    self.drop_connection(index);
+                }
+            }
+            self.counters.flush_into(&self.shared);
+        }
+        Ok(())
+    }
+
+    /// Opens missing connections and drops those whose response is overdue.
+    fn tick(&mut self, now: Instant) {
+        for index in 0..self.connections.len() {
+            match &self.connections[index] {
+                None => self.open(index, now),
+                Some(connection)
+                    if connection.waiting_for.is_some()
+                        && now - connection.sent_at > self.timeout =>
+                {
+                    self.counters.timeouts += 1;
+                    self.connections[index] = None;
+                    self.open(index, now);
+                }
+                Some(_) => {}
+            }
+        }
+    }
+
+    fn open(&mut self, index: usize, now: Instant) {
+        let mut socket = match TcpStream::connect(self.server) {
+            Ok(socket) => socket,
+            Err(_) => {
+                self.counters.connection_errors += 1;
+                return;
+            }
+        };
+        let _ = socket.set_nodelay(true);
+        if self
+            .poll
+            .registry()
+            .register(
+                &mut socket,
+                Token(index),
+                Interest::READABLE | Interest::WRITABLE,
+            )
+            .is_err()
+        {
+            self.counters.connection_errors += 1;
+            return;
+        }
+        let transport = match &self.tls {
+            None => Transport::Plain(socket),
+            Some((config, name)) => match ClientConnection::new(config.clone(), name.clone()) {
+                Ok(tls) => Transport::Tls(socket, Box::new(tls)),
+                Err(_) => {
+                    self.counters.connection_errors += 1;
+                    return;
+                }
+            },
+        };
+        self.counters.connections_opened += 1;
+        let mut connection = Connection {
+            transport,
+            pending: Vec::new(),
+            received: Vec::new(),
+            waiting_for: None,
+            sent_at: now,
+        };
+        self.queue_request(&mut connection, now);
+        self.connections[index] = Some(connection);
+    }
+
+    fn queue_request(&mut self, connection: &mut Connection, now: Instant) {
+        self.scratch.clear();
+        let mut request = std::mem::take(&mut self.scratch);
+        let kind = self.writer.write(&self.population, &mut request);
+        match kind {
+            Kind::Announce => self.counters.announces_sent += 1,
+            Kind::Scrape => self.counters.scrapes_sent += 1,
+        }
+        match &mut connection.transport {
+            Transport::Plain(_) => connection.pending.extend_from_slice(&request),
+            Transport::Tls(_, tls) => {
+                // rustls holds plaintext written before the handshake completes.
+                let _ = tls.writer().write_all(&request);
+            }
+        }
+        self.scratch = request;
+        connection.waiting_for = Some(kind);
+        connection.sent_at = now;
+    }
+
+    fn drop_connection(&mut self, index: usize) {
+        if let Some(mut connection) = self.connections[index].take() {
+            let _ = self
+                .poll
+                .registry()
+                .deregister(connection.transport.socket());
+            if connection.waiting_for.is_some() {
+                self.counters.connection_errors += 1;
+            }
+        }
+    }
+
+    /// Writes what can be written, reads what arrived, handles complete responses.
+    fn service(&mut self, index: usize) -> Result<(), ()> {
+        let Some(mut connection) = self.connections[index].take() else {
+            return Ok(());
+        };
+        let result = self.service_connection(&mut connection);
+        self.connections[index] = Some(connection);
+        result
+    }
+
+    fn service_connection(&mut self, connection: &mut Connection) -> Result<(), ()> {
+        loop {
+            write_out(connection)?;
+            let closed = read_in(connection, &mut self.scratch)?;
+            let mut handled_any = false;
+            while let Some((len, close)) = self.take_response(connection)? {
+                connection.received.drain(..len);
+                handled_any = true;
+                if close || !self.keep_alive {
+                    // Finished and closing: the caller replaces it (no request is
+                    // waiting, so it is not counted as an error).
+                    return Err(());
+                }
+                self.queue_request(connection, Instant::now());
+            }
+            if closed {
+                return Err(());
+            }
+            if !handled_any {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Parses one complete response at the start of `received`: its length and whether
+    /// the server closes the connection after it.
+    fn take_response(&mut self, connection: &mut Connection) -> Result<Option<(usize, bool)>, ()> {
+        let mut headers = [httparse::EMPTY_HEADER; 16];
+        let mut response = httparse::Response::new(&mut headers);
+        let head = match response.parse(&connection.received) {
+            Ok(httparse::Status::Complete(head)) => head,
+            Ok(httparse::Status::Partial) => return Ok(None),
+            Err(_) => return Err(()),
+        };
+        let mut content_length = None;
+        let mut close = false;
+        for header in response.headers.iter() {
+            if header.name.eq_ignore_ascii_case("content-length") {
+                content_length = std::str::from_utf8(header.value)
+                    .ok()
+                    .and_then(|v| v.trim().parse::<usize>().ok());
+            } else if header.name.eq_ignore_ascii_case("connection") {
+                close = header.value.eq_ignore_ascii_case(b"close");
+            }
+        }
+        let body_len = content_length.ok_or(())?;
+        let Some(body) = connection.received.get(head..head + body_len) else {
+            return Ok(None);
+        };
+        let kind = connection.waiting_for.take().ok_or(())?;
+        if response.code != Some(200) {
+            self.counters.http_errors += 1;
+        } else if body.starts_with(b"d14:failure reason") {
+            self.counters.failures += 1;
+        } else {
+            match kind {
+                Kind::Announce => {
+                    self.counters.announce_responses += 1;
+                    self.counters.peers_received += count_peers(body);
+                }
+                Kind::Scrape => self.counters.scrape_responses += 1,
+            }
+        }
+        Ok(Some((head + body_len, close)))
+    }
+}
+
+/// Writes pending bytes until done or the socket is full.
+fn write_out(connection: &mut Connection) -> Result<(), ()> {
+    match &mut connection.transport {
+        Transport::Plain(socket) => {
+            while !connection.pending.is_empty() {
+                match socket.write(&connection.pending) {
+                    Ok(0) => return Err(()),
+                    Ok(n) => {
+                        connection.pending.drain(..n);
+                    }
+                    Err(err) if err.kind() == ErrorKind::WouldBlock => break,
+                    Err(err) if err.kind() == ErrorKind::Interrupted => {}
+                    Err(_) => return Err(()),
+                }
+            }
+        }
+        Transport::Tls(socket, tls) => {
+            while tls.wants_write() {
+                match tls.write_tls(socket) {
+                    Ok(_) => {}
+                    Err(err) if err.kind() == ErrorKind::WouldBlock => break,
+                    Err(err) if err.kind() == ErrorKind::Interrupted => {}
+                    Err(_) => return Err(()),
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Reads everything available; returns whether the peer closed the connection.
+fn read_in(connection: &mut Connection, scratch: &mut [u8]) -> Result<bool, ()> {
+    match &mut connection.transport {
+        Transport::Plain(socket) => loop {
+            match socket.read(scratch) {
+                Ok(0) => return Ok(true),
+                Ok(n) => connection.received.extend_from_slice(&scratch[..n]),
+                Err(err) if err.kind() == ErrorKind::WouldBlock => return Ok(false),
+                Err(err) if err.kind() == ErrorKind::Interrupted => {}
+                Err(_) => return Err(()),
+            }
+        },
+        Transport::Tls(socket, tls) => {
+            let mut closed = false;
+            loop {
+                match tls.read_tls(socket) {
+                    Ok(0) => {
+                        closed = true;
+                        break;
+                    }
+                    Ok(_) => {}
+                    Err(err) if err.kind() == ErrorKind::WouldBlock => break,
+                    Err(err) if err.kind() == ErrorKind::Interrupted => {}
+                    Err(_) => return Err(()),
+                }
+            }
+            tls.process_new_packets().map_err(|_| ())?;
+            loop {
+                match tls.reader().read(scratch) {
+                    Ok(0) => return Ok(true),
+                    Ok(n) => connection.received.extend_from_slice(&scratch[..n]),
+                    Err(err) if err.kind() == ErrorKind::WouldBlock => return Ok(closed),
+                    Err(_) => return Err(()),
+                }
+            }
+        }
+    }
+}
+
+/// Peers in an announce response body: compact `peers` (6 bytes each), `peers6` (18
+/// bytes each), or dictionaries (one `ip` key each).
+fn count_peers(body: &[u8]) -> u64 {
+    let mut count = 0;
+    if let Some(len) = string_after(body, b"5:peers") {
+        count += len as u64 / 6;
+    } else {
+        count += body.windows(5).filter(|window| window == b"d2:ip").count() as u64;
+    }
+    if let Some(len) = string_after(body, b"6:peers6") {
+        count += len as u64 / 18;
+    }
+    count
+}
+
+/// The length of the byte string right after `key`, if one follows.
+fn string_after(body: &[u8], key: &[u8]) -> Option<usize> {
+    let at = body.windows(key.len()).position(|w| w == key)? + key.len();
+    let digits = body[at..].iter().take_while(|b| b.is_ascii_digit()).count();
+    if digits == 0 || body.get(at + digits) != Some(&b':') {
+        return None;
+    }
+    std::str::from_utf8(&body[at..at + digits])
+        .ok()?
+        .parse()
+        .ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn peers_are_counted_in_every_form() {
+        assert_eq!(count_peers(b"d5:peers12:aaaaaabbbbbbe"), 2);
+        assert_eq!(count_peers(b"d5:peers0:6:peers618:aaaaaaaaaaaaaaaaaae"), 1);
+        assert_eq!(
+            count_peers(b"d5:peersld2:ip1:a4:porti1eed2:ip1:b4:porti2eeee"),
+            2
+        );
+    }
+}

@@ -1,0 +1,81 @@
+//! The HTTP load tester against a real shoal_http tracker started in-process.
+
+use shoal_common::Shutdown;
+use shoal_http_load_test::Config;
+
+fn tracker(tls_dir: Option<&std::path::Path>) -> shoal_http::RunningTracker {
+    let mut config = shoal_http::Config::default();
+    config.network.address_ipv4 = "127.0.0.1:0".parse().unwrap();
+    config.network.use_ipv6 = false;
+    config.statistics.interval = 0;
+    config.limits.io_memory = 256 * 1024;
+    config.swarm_workers = 2;
+    if let Some(dir) = tls_dir {
+        config.network.enable_tls = true;
+        config.network.tls_certificate_path = dir.join("cert.pem");
+        config.network.tls_private_key_path = dir.join("key.pem");
+    }
+    shoal_http::start(config).expect("tracker starts")
+}
+
+fn load(tracker: &shoal_http::RunningTracker) -> Config {
+    let mut config = Config {
+        server_address: tracker.ipv4_addr().unwrap(),
+        duration: 2,
+        summarize_last: 1,
+        connections: 8,
+        ..Config::default()
+    };
+    config.requests.torrents = 50;
+    config.requests.peers = 500;
+    config.requests.weight_scrape = 20;
+    config
+}
+
+#[test]
+fn keep_alive_and_fresh_connections() {
+    let tracker = tracker(None);
+    for keep_alive in [true, false] {
+        let mut config = load(&tracker);
+        config.network.keep_alive = keep_alive;
+        let summary = shoal_http_load_test::run_until(config, Shutdown::new()).unwrap();
+        assert!(
+            summary.announce_per_second > 50.0,
+            "keep-alive {keep_alive}: {summary:?}"
+        );
+        assert!(summary.scrape_per_second > 5.0, "{summary:?}");
+        assert_eq!(
+            summary.failures_per_second
+                + summary.http_errors_per_second
+                + summary.errors_per_second,
+            0.0
+        );
+        assert!(summary.peers_per_announce > 5.0, "{summary:?}");
+        if !keep_alive {
+            assert!(
+                summary.connections_per_second >= summary.responses_per_second * 0.9,
+                "{summary:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn over_tls() {
+    let dir = std::env::temp_dir().join(format!("shoal-http-load-tls-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let key = rcgen::KeyPair::generate().unwrap();
+    let cert = rcgen::CertificateParams::new(vec!["localhost".to_string()])
+        .unwrap()
+        .self_signed(&key)
+        .unwrap();
+    std::fs::write(dir.join("cert.pem"), cert.pem()).unwrap();
+    std::fs::write(dir.join("key.pem"), key.serialize_pem()).unwrap();
+    let tracker = tracker(Some(&dir));
+    let mut config = load(&tracker);
+    config.network.tls = true;
+    let summary = shoal_http_load_test::run_until(config, Shutdown::new()).unwrap();
+    assert!(summary.announce_per_second > 50.0, "{summary:?}");
+    assert_eq!(summary.errors_per_second, 0.0, "{summary:?}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

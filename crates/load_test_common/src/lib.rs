@@ -1,0 +1,10 @@
+//! What shoal's load testers share.
+//!
+//! * [`popularity`]: drawing torrents by a power-law popularity in O(1).
+//! * [`population`]: the simulated torrents and peers of a run, the same every run.
+//! * [`report`]: sampling counters every second, progress lines, and the summary of
+//!   the last seconds of a run.
+
+pub mod popularity;
+pub mod population;
+pub mod report;

@@ -1,0 +1,60 @@
+//! Sampling a run's counters once a second and summarizing its last seconds.
+
+use std::time::{Duration, Instant};
+
+use shoal_common::Shutdown;
+
+/// When to report and what to summarize.
+#[derive(Clone, Copy, Debug)]
+pub struct ReportSchedule {
+    /// Seconds to run; 0 runs until shutdown.
+    pub duration: u32,
+    /// Seconds at the end the summary covers; 0 covers the whole run.
+    pub summarize_last: u32,
+    /// Seconds between progress lines.
+    pub report_interval: u32,
+}
+
+/// Samples `total()` every second, logs `line(rates)` every `report_interval` seconds,
+/// and when the run ends returns `rates` over the last `summarize_last` seconds.
+/// `rates(earlier, later, seconds)` turns two samples into a summary.
+pub fn report<T: Copy, S>(
+    schedule: ReportSchedule,
+    shutdown: &Shutdown,
+    mut total: impl FnMut() -> T,
+    rates: impl Fn(&T, &T, f64) -> S,
+    line: impl Fn(&S) -> String,
+) -> S {
+    let start = Instant::now();
+    let mut samples: Vec<(f64, T)> = vec![(0.0, total())];
+    let mut next_second = 1u64;
+    let duration = u64::from(schedule.duration);
+    let interval = u64::from(schedule.report_interval.max(1));
+    while !shutdown.is_requested() && (duration == 0 || next_second <= duration) {
+        let due = start + Duration::from_secs(next_second);
+        let now = Instant::now();
+        if now < due {
+            std::thread::sleep((due - now).min(Shutdown::POLL_INTERVAL));
+            continue;
+        }
+        samples.push((start.elapsed().as_secs_f64(), total()));
+        if next_second.is_multiple_of(interval) {
+            let (t0, earlier) = samples[samples.len() - 1 - interval as usize];
+            let (t1, later) = samples[samples.len() - 1];
+            log::info!(
+                "{next_second:>4} s: {}",
+                line(&rates(&earlier, &later, t1 - t0))
+            );
+        }
+        next_second += 1;
+    }
+    let last = samples.len() - 1;
+    let window = if schedule.summarize_last == 0 {
+        last
+    } else {
+        (schedule.summarize_last as usize).min(last)
+    };
+    let (t0, earlier) = samples[last - window];
+    let (t1, later) = samples[last];
+    rates(&earlier, &later, t1 - t0)
+}
