@@ -10,8 +10,8 @@ use std::fmt;
 use std::path::Path;
 
 use anyhow::Context as _;
-use serde::Serialize;
 use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
 use shoal_toml_config::TomlConfig;
 
 use crate::logging::LogLevel;
@@ -112,4 +112,51 @@ pub fn to_toml<C: TrackerConfig>(config: &C) -> String {
 /// Number of CPUs this process may run on (at least 1).
 pub fn available_cpus() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// When peers and torrents are forgotten.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, TomlConfig)]
+#[serde(default, deny_unknown_fields)]
+pub struct CleaningConfig {
+    /// Seconds after its last announce that a peer is dropped. Must exceed
+    /// protocol.announce_interval, with room for late clients.
+    pub peer_timeout: u32,
+    /// Seconds between cleaning passes over the torrents.
+    pub interval: u32,
+}
+
+impl Default for CleaningConfig {
+    fn default() -> Self {
+        Self {
+            peer_timeout: 3600,
+            interval: 60,
+        }
+    }
+}
+
+impl CleaningConfig {
+    /// Records problems; peers must outlive the announce interval.
+    pub fn validate(&self, problems: &mut Problems, announce_interval: u32) {
+        problems.check(
+            self.peer_timeout > announce_interval,
+            "peer_timeout",
+            format!("must exceed protocol.announce_interval ({announce_interval}), or peers expire before they re-announce"),
+        );
+        problems.check(self.interval >= 1, "interval", "must be at least 1 second");
+    }
+}
+
+/// Periodic statistics in the log.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, TomlConfig)]
+#[serde(default, deny_unknown_fields)]
+pub struct StatisticsConfig {
+    /// Seconds between statistics lines in the log (request rates, refusals, drops,
+    /// torrents, peers); 0 turns them off.
+    pub interval: u32,
+}
+
+impl Default for StatisticsConfig {
+    fn default() -> Self {
+        Self { interval: 60 }
+    }
 }

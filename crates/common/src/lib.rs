@@ -12,6 +12,7 @@
 //! * [`supervisor`]: named worker threads; if one panics or returns, the process exits.
 //! * [`signals`]: SIGTERM/SIGINT request shutdown, SIGUSR1 reloads.
 //! * [`privileges`]: chroot and setgid/setuid once sockets are bound.
+//! * [`running`]: the handle of a started tracker: addresses, stop, wait.
 //! * [`cpu`]: pinning worker threads to cores.
 //! * [`logging`]: a small stderr logger with timestamps and thread names.
 //! * [`metrics`]: per-worker counters flushed into padded atomics.
@@ -24,14 +25,16 @@ pub mod cpu;
 pub mod logging;
 pub mod metrics;
 pub mod privileges;
+pub mod running;
 pub mod signals;
 pub mod supervisor;
 pub mod udp_batch;
 
 pub use access_list::{AccessControl, AccessListConfig, AccessListMode};
 pub use cli::{AppInfo, run_cli};
-pub use config::{Problems, TrackerConfig};
+pub use config::{CleaningConfig, Problems, StatisticsConfig, TrackerConfig};
 pub use cpu::CpuPinningConfig;
 pub use logging::LogLevel;
 pub use privileges::PrivilegeConfig;
+pub use running::Running;
 pub use supervisor::{Shutdown, Supervisor};

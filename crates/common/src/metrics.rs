@@ -18,6 +18,86 @@ impl<T> std::ops::Deref for CachePadded<T> {
     }
 }
 
+/// Counters shared by one worker, summable into totals (implemented by [`counters!`]).
+pub trait Counters: Default + Send + Sync {
+    /// The plain sum readers see.
+    type Totals: Default + Copy;
+    /// Adds the current values into `totals`.
+    fn add_to(&self, totals: &mut Self::Totals);
+}
+
+/// Sizes a swarm worker reports (gauges: stored, not added).
+#[derive(Debug, Default)]
+pub struct SwarmGauges {
+    /// Torrents in the worker's shard.
+    pub torrents: std::sync::atomic::AtomicU64,
+    /// Peers in the worker's shard.
+    pub peers: std::sync::atomic::AtomicU64,
+}
+
+impl SwarmGauges {
+    /// Records the shard's current size.
+    pub fn publish(&self, torrents: usize, peers: usize) {
+        self.torrents
+            .store(torrents as u64, std::sync::atomic::Ordering::Relaxed);
+        self.peers
+            .store(peers as u64, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// The statistics of a tracker: counters per socket worker, gauges per swarm worker.
+#[derive(Debug)]
+pub struct WorkerStats<C> {
+    sockets: Vec<CachePadded<C>>,
+    swarms: Vec<CachePadded<SwarmGauges>>,
+}
+
+/// A point-in-time sum over all workers.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StatsSnapshot<T> {
+    /// Socket worker counters, summed.
+    pub requests: T,
+    /// Torrents over all shards.
+    pub torrents: u64,
+    /// Peers over all shards.
+    pub peers: u64,
+}
+
+impl<C: Counters> WorkerStats<C> {
+    /// Zeroed statistics for the given worker counts.
+    pub fn new(socket_workers: usize, swarm_workers: usize) -> std::sync::Arc<Self> {
+        std::sync::Arc::new(Self {
+            sockets: (0..socket_workers)
+                .map(|_| CachePadded::default())
+                .collect(),
+            swarms: (0..swarm_workers).map(|_| CachePadded::default()).collect(),
+        })
+    }
+
+    /// Socket worker `index`'s counters.
+    pub fn socket(&self, index: usize) -> &C {
+        &self.sockets[index]
+    }
+
+    /// Swarm worker `index`'s gauges.
+    pub fn swarm(&self, index: usize) -> &SwarmGauges {
+        &self.swarms[index]
+    }
+
+    /// Sums everything.
+    pub fn snapshot(&self) -> StatsSnapshot<C::Totals> {
+        let mut snapshot = StatsSnapshot::default();
+        for counters in &self.sockets {
+            counters.add_to(&mut snapshot.requests);
+        }
+        for gauges in &self.swarms {
+            snapshot.torrents += gauges.torrents.load(std::sync::atomic::Ordering::Relaxed);
+            snapshot.peers += gauges.peers.load(std::sync::atomic::Ordering::Relaxed);
+        }
+        snapshot
+    }
+}
+
 /// Declares a set of counters: `$local` (plain, owned by a worker), `$shared` (atomics
 /// the worker flushes into) and `$snapshot` (a plain sum for readers).
 ///
@@ -73,6 +153,14 @@ macro_rules! counters {
                         self.$field = 0;
                     }
                 )*
+            }
+        }
+
+        impl $crate::metrics::Counters for $shared {
+            type Totals = $snapshot;
+
+            fn add_to(&self, totals: &mut $snapshot) {
+                totals.add(self);
             }
         }
 

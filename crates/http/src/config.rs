@@ -5,7 +5,10 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 use shoal_common::config::{Problems, available_cpus};
-use shoal_common::{AccessListConfig, CpuPinningConfig, LogLevel, PrivilegeConfig, TrackerConfig};
+use shoal_common::{
+    AccessListConfig, CleaningConfig, CpuPinningConfig, LogLevel, PrivilegeConfig,
+    StatisticsConfig, TrackerConfig,
+};
 use shoal_http_protocol::request::MAX_HEADERS_LIMIT;
 use shoal_toml_config::TomlConfig;
 
@@ -169,26 +172,6 @@ impl Default for ProtocolConfig {
     }
 }
 
-/// When peers and torrents are forgotten.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, TomlConfig)]
-#[serde(default, deny_unknown_fields)]
-pub struct CleaningConfig {
-    /// Seconds after its last announce that a peer is dropped. Must exceed
-    /// protocol.announce_interval.
-    pub peer_timeout: u32,
-    /// Seconds between cleaning passes.
-    pub interval: u32,
-}
-
-impl Default for CleaningConfig {
-    fn default() -> Self {
-        Self {
-            peer_timeout: 3600,
-            interval: 60,
-        }
-    }
-}
-
 /// Queue and memory sizes.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, TomlConfig)]
 #[serde(default, deny_unknown_fields)]
@@ -214,20 +197,6 @@ impl Default for LimitsConfig {
             swarm_queue_len: 256,
             io_memory: 1 << 20,
         }
-    }
-}
-
-/// Periodic statistics.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, TomlConfig)]
-#[serde(default, deny_unknown_fields)]
-pub struct StatisticsConfig {
-    /// Seconds between statistics lines in the log; 0 turns them off.
-    pub interval: u32,
-}
-
-impl Default for StatisticsConfig {
-    fn default() -> Self {
-        Self { interval: 60 }
     }
 }
 
@@ -358,17 +327,8 @@ impl TrackerConfig for Config {
             );
         });
 
-        let cleaning = &self.cleaning;
         problems.section("cleaning", |p| {
-            p.check(
-                cleaning.peer_timeout > protocol.announce_interval,
-                "peer_timeout",
-                format!(
-                    "must exceed protocol.announce_interval ({}), or peers expire before they re-announce",
-                    protocol.announce_interval
-                ),
-            );
-            p.check(cleaning.interval >= 1, "interval", "must be at least 1 second");
+            self.cleaning.validate(p, protocol.announce_interval)
         });
 
         let limits = &self.limits;

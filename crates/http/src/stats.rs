@@ -1,9 +1,6 @@
 //! HTTP tracker statistics.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
-
-use shoal_common::metrics::CachePadded;
+use shoal_common::metrics::WorkerStats;
 
 shoal_common::counters! {
     /// Counted by each socket worker.
@@ -33,67 +30,11 @@ shoal_common::counters! {
     }
 }
 
-/// Sizes each swarm worker reports.
-#[derive(Debug, Default)]
-pub struct SwarmGauges {
-    /// Torrents in the shard.
-    pub torrents: AtomicU64,
-    /// Peers in the shard.
-    pub peers: AtomicU64,
-}
-
 /// All workers' statistics.
-#[derive(Debug)]
-pub struct Stats {
-    sockets: Vec<CachePadded<SharedSocketCounters>>,
-    swarms: Vec<CachePadded<SwarmGauges>>,
-}
+pub type Stats = WorkerStats<SharedSocketCounters>;
 
 /// A sum over all workers.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct StatsSnapshot {
-    /// Socket worker counters.
-    pub requests: SocketTotals,
-    /// Torrents.
-    pub torrents: u64,
-    /// Peers.
-    pub peers: u64,
-}
-
-impl Stats {
-    /// Zeroed statistics.
-    pub fn new(socket_workers: usize, swarm_workers: usize) -> Arc<Self> {
-        Arc::new(Self {
-            sockets: (0..socket_workers)
-                .map(|_| CachePadded::default())
-                .collect(),
-            swarms: (0..swarm_workers).map(|_| CachePadded::default()).collect(),
-        })
-    }
-
-    /// Socket worker `index`'s counters.
-    pub fn socket(&self, index: usize) -> &SharedSocketCounters {
-        &self.sockets[index]
-    }
-
-    /// Swarm worker `index`'s gauges.
-    pub fn swarm(&self, index: usize) -> &SwarmGauges {
-        &self.swarms[index]
-    }
-
-    /// Sums everything.
-    pub fn snapshot(&self) -> StatsSnapshot {
-        let mut snapshot = StatsSnapshot::default();
-        for counters in &self.sockets {
-            snapshot.requests.add(counters);
-        }
-        for gauges in &self.swarms {
-            snapshot.torrents += gauges.torrents.load(Ordering::Relaxed);
-            snapshot.peers += gauges.peers.load(Ordering::Relaxed);
-        }
-        snapshot
-    }
-}
+pub type StatsSnapshot = shoal_common::metrics::StatsSnapshot<SocketTotals>;
 
 /// One log line of rates between two snapshots `seconds` apart.
 pub fn summary(now: &StatsSnapshot, before: &StatsSnapshot, seconds: f64) -> String {

@@ -2,7 +2,6 @@
 //! batches of requests from the socket workers. No sockets, no shared data, no locks.
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, SendTimeoutError};
@@ -59,12 +58,7 @@ impl SwarmWorker {
                             self.send_back(worker, std::mem::take(replies));
                         }
                     }
-                    gauges
-                        .torrents
-                        .store(shard.torrents.torrent_count() as u64, Ordering::Relaxed);
-                    gauges
-                        .peers
-                        .store(shard.torrents.peer_count() as u64, Ordering::Relaxed);
+                    gauges.publish(shard.torrents.torrent_count(), shard.torrents.peer_count());
                 }
                 Err(RecvTimeoutError::Timeout) => {}
                 Err(RecvTimeoutError::Disconnected) => return Ok(()),
@@ -75,12 +69,7 @@ impl SwarmWorker {
                 shard
                     .torrents
                     .clean(now, |info_hash| access.allows(info_hash));
-                gauges
-                    .torrents
-                    .store(shard.torrents.torrent_count() as u64, Ordering::Relaxed);
-                gauges
-                    .peers
-                    .store(shard.torrents.peer_count() as u64, Ordering::Relaxed);
+                gauges.publish(shard.torrents.torrent_count(), shard.torrents.peer_count());
                 next_clean = now.plus(clean_every);
             }
         }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use anyhow::Context as _;
 use shoal_common::cpu::maybe_pin_current_thread;
 use shoal_common::metrics::log_periodically;
-use shoal_common::{AccessControl, Shutdown, Supervisor, TrackerConfig};
+use shoal_common::{AccessControl, Running, Shutdown, Supervisor, TrackerConfig};
 use shoal_swarm::Clock;
 use socket2::{Domain, Protocol, Socket, Type};
 
@@ -20,49 +20,21 @@ use crate::tls::TlsConfig;
 /// A running HTTP tracker; dropping it shuts it down.
 #[derive(Debug)]
 pub struct RunningTracker {
-    addrs: Vec<SocketAddr>,
-    shutdown: Shutdown,
-    supervisor: Option<Supervisor>,
-    access: Arc<AccessControl>,
+    running: Running,
     tls: Option<Arc<TlsConfig>>,
     clock: Arc<Clock>,
     stats: Arc<Stats>,
 }
 
 impl RunningTracker {
-    /// Bound addresses, IPv4 first.
-    pub fn local_addrs(&self) -> &[SocketAddr] {
-        &self.addrs
-    }
-
-    /// The bound IPv4 address.
-    pub fn ipv4_addr(&self) -> Option<SocketAddr> {
-        self.addrs.iter().copied().find(SocketAddr::is_ipv4)
-    }
-
-    /// The bound IPv6 address.
-    pub fn ipv6_addr(&self) -> Option<SocketAddr> {
-        self.addrs.iter().copied().find(SocketAddr::is_ipv6)
-    }
-
     /// The clock (tests advance it).
     pub fn clock(&self) -> &Arc<Clock> {
         &self.clock
     }
 
-    /// The access list.
-    pub fn access_control(&self) -> &Arc<AccessControl> {
-        &self.access
-    }
-
     /// The TLS config, when serving HTTPS.
     pub fn tls(&self) -> Option<&Arc<TlsConfig>> {
         self.tls.as_ref()
-    }
-
-    /// The shutdown flag.
-    pub fn shutdown_handle(&self) -> &Shutdown {
-        &self.shutdown
     }
 
     /// Current statistics.
@@ -71,26 +43,22 @@ impl RunningTracker {
     }
 
     /// Blocks until shutdown or a worker failure.
-    pub fn wait(mut self) -> anyhow::Result<()> {
-        self.supervisor
-            .take()
-            .expect("supervisor present until waited on")
-            .wait()
+    pub fn wait(self) -> anyhow::Result<()> {
+        self.running.wait()
     }
 
     /// Requests shutdown and waits.
     pub fn stop(self) -> anyhow::Result<()> {
-        self.shutdown.request();
-        self.wait()
+        self.running.stop()
     }
 }
 
-impl Drop for RunningTracker {
-    fn drop(&mut self) {
-        self.shutdown.request();
-        if let Some(supervisor) = self.supervisor.take() {
-            let _ = supervisor.wait();
-        }
+impl std::ops::Deref for RunningTracker {
+    type Target = Running;
+
+    /// Addresses, access list and shutdown flag.
+    fn deref(&self) -> &Running {
+        &self.running
     }
 }
 
@@ -180,10 +148,7 @@ pub fn start_with_clock(config: Config, clock: Arc<Clock>) -> anyhow::Result<Run
         })?;
     }
     Ok(RunningTracker {
-        addrs,
-        shutdown,
-        supervisor: Some(supervisor),
-        access,
+        running: Running::new(addrs, supervisor, access),
         tls,
         clock,
         stats,

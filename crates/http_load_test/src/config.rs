@@ -5,6 +5,7 @@ use std::net::SocketAddr;
 use serde::{Deserialize, Serialize};
 use shoal_common::config::Problems;
 use shoal_common::{CpuPinningConfig, LogLevel, TrackerConfig};
+use shoal_load_test_common::cli::{SummaryFormat, validate_schedule};
 use shoal_toml_config::TomlConfig;
 
 /// shoal_http_load_test: keeps connections busy with announces and scrapes against an
@@ -37,17 +38,6 @@ pub struct Config {
     pub requests: RequestConfig,
     /// Pinning workers to CPU cores.
     pub cpu_pinning: CpuPinningConfig,
-}
-
-/// Format of the final summary.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, TomlConfig)]
-#[serde(rename_all = "lowercase")]
-pub enum SummaryFormat {
-    /// Lines for people.
-    #[default]
-    Text,
-    /// One JSON object on stdout, for scripts.
-    Json,
 }
 
 impl Default for Config {
@@ -157,15 +147,11 @@ impl TrackerConfig for Config {
             "connections",
             "must be at least workers and at most 1000000",
         );
-        problems.check(
-            self.duration == 0 || self.summarize_last <= self.duration,
-            "summarize_last",
-            "must not exceed duration",
-        );
-        problems.check(
-            self.report_interval >= 1,
-            "report_interval",
-            "must be at least 1 second",
+        validate_schedule(
+            problems,
+            self.duration,
+            self.summarize_last,
+            self.report_interval,
         );
         let network = &self.network;
         problems.section("network", |p| {

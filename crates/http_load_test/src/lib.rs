@@ -22,7 +22,7 @@ use shoal_common::{AppInfo, Shutdown, Supervisor};
 use shoal_load_test_common::report::{ReportSchedule, report};
 
 pub use config::Config;
-use config::SummaryFormat;
+use shoal_load_test_common::cli::print_summary;
 use stats::{SharedCounters, Summary, Totals};
 use worker::Worker;
 
@@ -35,16 +35,12 @@ pub const APP: AppInfo = AppInfo {
 
 /// Runs a load test; Ctrl-C ends it early. Progress goes to the log, the summary to
 /// stdout.
-#[allow(clippy::print_stdout)] // the summary is the output
 pub fn run(config: Config) -> anyhow::Result<()> {
     let shutdown = Shutdown::new();
     spawn_signal_thread(shutdown.clone(), Vec::new())?;
     let format = config.summary_format;
     let summary = run_until(config, shutdown)?;
-    match format {
-        SummaryFormat::Text => print!("{}", summary.text()),
-        SummaryFormat::Json => println!("{}", summary.json()),
-    }
+    print_summary(format, &summary);
     Ok(())
 }
 

@@ -2,33 +2,24 @@
 //! `--print-info-hashes` (the run's torrents, one hex info hash per line, for trackers
 //! with an allow list).
 
-use std::ffi::OsString;
 use std::process::ExitCode;
 
-use shoal_http_load_test::config::SummaryFormat;
+use shoal_load_test_common::cli::SummaryFormat;
+use shoal_load_test_common::cli::take_flags;
 
 fn main() -> ExitCode {
-    let mut json = false;
-    let mut print_info_hashes = false;
-    let args: Vec<OsString> = std::env::args_os()
-        .skip(1)
-        .filter(|arg| {
-            json |= arg == "--json";
-            print_info_hashes |= arg == "--print-info-hashes";
-            arg != "--json" && arg != "--print-info-hashes"
-        })
-        .collect();
+    let (args, flags) = take_flags(std::env::args_os().skip(1));
     shoal_common::cli::run_cli_with_args(
         &shoal_http_load_test::APP,
         args,
         |mut config: shoal_http_load_test::Config| {
-            if print_info_hashes {
+            if flags.print_info_hashes {
                 let population = shoal_http_load_test::requests::population(&config);
                 population
                     .write_info_hashes(&mut std::io::BufWriter::new(std::io::stdout().lock()))?;
                 return Ok(());
             }
-            if json {
+            if flags.json {
                 config.summary_format = SummaryFormat::Json;
             }
             shoal_http_load_test::run(config)

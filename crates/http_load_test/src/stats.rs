@@ -93,9 +93,11 @@ impl Summary {
             self.peers_per_announce
         )
     }
+}
 
+impl shoal_load_test_common::cli::Summary for Summary {
     /// The final report for people.
-    pub fn text(&self) -> String {
+    fn text(&self) -> String {
         let mut out = String::new();
         let _ = writeln!(out, "summary over the last {:.0} s:", self.seconds);
         let _ = writeln!(
@@ -147,7 +149,7 @@ impl Summary {
     }
 
     /// The final report as one JSON object.
-    pub fn json(&self) -> String {
+    fn json(&self) -> String {
         format!(
             "{{\"seconds\":{:.3},\"requests_per_second\":{:.1},\"responses_per_second\":{:.1},\
              \"announce_per_second\":{:.1},\"scrape_per_second\":{:.1},\"failures_per_second\":{:.1},\

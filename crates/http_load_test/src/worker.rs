@@ -241,6 +241,9 @@ impl Worker {
         loop {
             write_out(connection)?;
             let closed = read_in(connection, &mut self.scratch)?;
+            // Reading may have finished a TLS handshake step that has bytes to send
+            // (and releases plaintext rustls held back); no further event would come.
+            write_out(connection)?;
             let mut handled_any = false;
             while let Some((len, close)) = self.take_response(connection)? {
                 connection.received.drain(..len);

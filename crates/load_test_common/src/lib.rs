@@ -1,10 +1,12 @@
 //! What shoal's load testers share.
 //!
+//! * [`cli`]: the flags, summary format and checks both load testers add.
 //! * [`popularity`]: drawing torrents by a power-law popularity in O(1).
 //! * [`population`]: the simulated torrents and peers of a run, the same every run.
 //! * [`report`]: sampling counters every second, progress lines, and the summary of
 //!   the last seconds of a run.
 
+pub mod cli;
 pub mod popularity;
 pub mod population;
 pub mod report;

@@ -5,7 +5,10 @@ use std::net::SocketAddr;
 
 use serde::{Deserialize, Serialize};
 use shoal_common::config::{Problems, available_cpus};
-use shoal_common::{AccessListConfig, CpuPinningConfig, LogLevel, PrivilegeConfig, TrackerConfig};
+use shoal_common::{
+    AccessListConfig, CleaningConfig, CpuPinningConfig, LogLevel, PrivilegeConfig,
+    StatisticsConfig, TrackerConfig,
+};
 use shoal_toml_config::TomlConfig;
 use shoal_udp_protocol::response::{ANNOUNCE_RESPONSE_HEADER_LEN, V6_PEER_LEN};
 
@@ -127,26 +130,6 @@ impl Default for ProtocolConfig {
     }
 }
 
-/// When peers and torrents are forgotten.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, TomlConfig)]
-#[serde(default, deny_unknown_fields)]
-pub struct CleaningConfig {
-    /// Seconds after its last announce that a peer is dropped. Must exceed
-    /// protocol.announce_interval, with room for late clients.
-    pub peer_timeout: u32,
-    /// Seconds between cleaning passes over the torrents.
-    pub interval: u32,
-}
-
-impl Default for CleaningConfig {
-    fn default() -> Self {
-        Self {
-            peer_timeout: 3600,
-            interval: 60,
-        }
-    }
-}
-
 /// Queue sizes.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, TomlConfig)]
 #[serde(default, deny_unknown_fields)]
@@ -169,21 +152,6 @@ impl Default for LimitsConfig {
             max_pending_scrapes: 4096,
             send_queue_len: 4096,
         }
-    }
-}
-
-/// Periodic statistics.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, TomlConfig)]
-#[serde(default, deny_unknown_fields)]
-pub struct StatisticsConfig {
-    /// Seconds between statistics lines in the log (requests per second by kind,
-    /// dropped requests, torrents, peers); 0 turns them off.
-    pub interval: u32,
-}
-
-impl Default for StatisticsConfig {
-    fn default() -> Self {
-        Self { interval: 60 }
     }
 }
 
@@ -260,17 +228,8 @@ impl TrackerConfig for Config {
             );
         });
 
-        let cleaning = &self.cleaning;
         problems.section("cleaning", |p| {
-            p.check(
-                cleaning.peer_timeout > protocol.announce_interval,
-                "peer_timeout",
-                format!(
-                    "must exceed protocol.announce_interval ({}), or peers expire before they re-announce",
-                    protocol.announce_interval
-                ),
-            );
-            p.check(cleaning.interval >= 1, "interval", "must be at least 1 second");
+            self.cleaning.validate(p, protocol.announce_interval)
         });
 
         let limits = &self.limits;

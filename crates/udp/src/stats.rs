@@ -1,9 +1,6 @@
 //! Tracker statistics: what each worker counted, summed on demand.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
-
-use shoal_common::metrics::CachePadded;
+use shoal_common::metrics::WorkerStats;
 
 shoal_common::counters! {
     /// Counted by each socket worker.
@@ -40,67 +37,11 @@ shoal_common::counters! {
     }
 }
 
-/// Sizes each swarm worker reports after every cleaning pass.
-#[derive(Debug, Default)]
-pub struct SwarmGauges {
-    /// Torrents in the worker's shard.
-    pub torrents: AtomicU64,
-    /// Peers in the worker's shard.
-    pub peers: AtomicU64,
-}
-
 /// All workers' statistics.
-#[derive(Debug)]
-pub struct Stats {
-    sockets: Vec<CachePadded<SharedSocketCounters>>,
-    swarms: Vec<CachePadded<SwarmGauges>>,
-}
+pub type Stats = WorkerStats<SharedSocketCounters>;
 
 /// A point-in-time sum over all workers.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct StatsSnapshot {
-    /// Socket worker counters, summed.
-    pub requests: SocketTotals,
-    /// Torrents over all shards (as of each shard's last cleaning).
-    pub torrents: u64,
-    /// Peers over all shards (as of each shard's last cleaning).
-    pub peers: u64,
-}
-
-impl Stats {
-    /// Zeroed statistics for the given worker counts.
-    pub fn new(socket_workers: usize, swarm_workers: usize) -> Arc<Self> {
-        Arc::new(Self {
-            sockets: (0..socket_workers)
-                .map(|_| CachePadded::default())
-                .collect(),
-            swarms: (0..swarm_workers).map(|_| CachePadded::default()).collect(),
-        })
-    }
-
-    /// Socket worker `index`'s counters.
-    pub fn socket(&self, index: usize) -> &SharedSocketCounters {
-        &self.sockets[index]
-    }
-
-    /// Swarm worker `index`'s gauges.
-    pub fn swarm(&self, index: usize) -> &SwarmGauges {
-        &self.swarms[index]
-    }
-
-    /// Sums everything.
-    pub fn snapshot(&self) -> StatsSnapshot {
-        let mut snapshot = StatsSnapshot::default();
-        for counters in &self.sockets {
-            snapshot.requests.add(counters);
-        }
-        for gauges in &self.swarms {
-            snapshot.torrents += gauges.torrents.load(Ordering::Relaxed);
-            snapshot.peers += gauges.peers.load(Ordering::Relaxed);
-        }
-        snapshot
-    }
-}
+pub type StatsSnapshot = shoal_common::metrics::StatsSnapshot<SocketTotals>;
 
 /// One log line of rates between two snapshots `seconds` apart.
 pub fn summary(now: &StatsSnapshot, before: &StatsSnapshot, seconds: f64) -> String {

@@ -6,7 +6,6 @@
 //! touches a socket and shares no data with other workers, so it takes no locks.
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, SendTimeoutError};
@@ -22,7 +21,7 @@ use crate::messages::{
     AnnounceWork, Job, PeerAddress, PositionedStats, ReplyKind, RequestKind, ScrapePartReply,
 };
 use crate::socket::ReplyRoute;
-use crate::stats::SwarmGauges;
+use shoal_common::metrics::SwarmGauges;
 
 /// Everything a swarm worker needs.
 pub(crate) struct SwarmWorker {
@@ -101,12 +100,7 @@ impl SwarmWorker {
 }
 
 fn publish(gauges: &SwarmGauges, torrents: &TorrentMap<()>) {
-    gauges
-        .torrents
-        .store(torrents.torrent_count() as u64, Ordering::Relaxed);
-    gauges
-        .peers
-        .store(torrents.peer_count() as u64, Ordering::Relaxed);
+    gauges.publish(torrents.torrent_count(), torrents.peer_count());
 }
 
 /// A swarm worker's state, separate from its channels so it can be driven directly.

@@ -7,7 +7,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use shoal_common::cpu::maybe_pin_current_thread;
 use shoal_common::metrics::log_periodically;
-use shoal_common::{AccessControl, Shutdown, Supervisor, TrackerConfig};
+use shoal_common::{AccessControl, Running, Shutdown, Supervisor, TrackerConfig};
 use shoal_swarm::Clock;
 
 use crate::config::Config;
@@ -25,43 +25,15 @@ use crate::swarm_worker::SwarmWorker;
 /// Dropping it shuts the tracker down and waits (briefly) for its threads.
 #[derive(Debug)]
 pub struct RunningTracker {
-    addrs: Vec<SocketAddr>,
-    shutdown: Shutdown,
-    supervisor: Option<Supervisor>,
-    access: Arc<AccessControl>,
+    running: Running,
     clock: Arc<Clock>,
     stats: Arc<Stats>,
 }
 
 impl RunningTracker {
-    /// The bound addresses (port 0 in the config is resolved here), IPv4 first.
-    pub fn local_addrs(&self) -> &[SocketAddr] {
-        &self.addrs
-    }
-
-    /// The bound IPv4 address, if listening on IPv4.
-    pub fn ipv4_addr(&self) -> Option<SocketAddr> {
-        self.addrs.iter().copied().find(SocketAddr::is_ipv4)
-    }
-
-    /// The bound IPv6 address, if listening on IPv6.
-    pub fn ipv6_addr(&self) -> Option<SocketAddr> {
-        self.addrs.iter().copied().find(SocketAddr::is_ipv6)
-    }
-
     /// The tracker's clock; tests advance it to expire peers and connection ids.
     pub fn clock(&self) -> &Arc<Clock> {
         &self.clock
-    }
-
-    /// The access list, for reloading.
-    pub fn access_control(&self) -> &Arc<AccessControl> {
-        &self.access
-    }
-
-    /// The shutdown flag.
-    pub fn shutdown_handle(&self) -> &Shutdown {
-        &self.shutdown
     }
 
     /// Current statistics.
@@ -70,26 +42,22 @@ impl RunningTracker {
     }
 
     /// Blocks until shutdown is requested or a worker fails.
-    pub fn wait(mut self) -> anyhow::Result<()> {
-        self.supervisor
-            .take()
-            .expect("supervisor present until waited on")
-            .wait()
+    pub fn wait(self) -> anyhow::Result<()> {
+        self.running.wait()
     }
 
     /// Requests shutdown and waits for the workers.
     pub fn stop(self) -> anyhow::Result<()> {
-        self.shutdown.request();
-        self.wait()
+        self.running.stop()
     }
 }
 
-impl Drop for RunningTracker {
-    fn drop(&mut self) {
-        self.shutdown.request();
-        if let Some(supervisor) = self.supervisor.take() {
-            let _ = supervisor.wait();
-        }
+impl std::ops::Deref for RunningTracker {
+    type Target = Running;
+
+    /// Addresses, access list and shutdown flag.
+    fn deref(&self) -> &Running {
+        &self.running
     }
 }
 
@@ -185,10 +153,7 @@ pub fn start_with_clock(config: Config, clock: Arc<Clock>) -> anyhow::Result<Run
     }
 
     Ok(RunningTracker {
-        addrs,
-        shutdown,
-        supervisor: Some(supervisor),
-        access,
+        running: Running::new(addrs, supervisor, access),
         clock,
         stats,
     })

@@ -5,6 +5,7 @@ use std::net::{IpAddr, SocketAddr};
 use serde::{Deserialize, Serialize};
 use shoal_common::config::Problems;
 use shoal_common::{CpuPinningConfig, LogLevel, TrackerConfig};
+use shoal_load_test_common::cli::{SummaryFormat, validate_schedule};
 use shoal_toml_config::TomlConfig;
 
 /// shoal_udp_load_test: sends BEP 15 requests to a UDP tracker as fast as it answers
@@ -36,17 +37,6 @@ pub struct Config {
     pub requests: RequestConfig,
     /// Pinning workers to CPU cores.
     pub cpu_pinning: CpuPinningConfig,
-}
-
-/// Format of the final summary.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, TomlConfig)]
-#[serde(rename_all = "lowercase")]
-pub enum SummaryFormat {
-    /// Lines for people.
-    #[default]
-    Text,
-    /// One JSON object on stdout, for scripts.
-    Json,
 }
 
 impl Default for Config {
@@ -162,15 +152,11 @@ impl TrackerConfig for Config {
             "workers",
             "must be between 1 and 256",
         );
-        problems.check(
-            self.duration == 0 || self.summarize_last <= self.duration,
-            "summarize_last",
-            "must not exceed duration",
-        );
-        problems.check(
-            self.report_interval >= 1,
-            "report_interval",
-            "must be at least 1 second",
+        validate_schedule(
+            problems,
+            self.duration,
+            self.summarize_last,
+            self.report_interval,
         );
         let network = &self.network;
         let server_v6 = self.server_address.is_ipv6();

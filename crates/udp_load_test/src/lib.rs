@@ -25,7 +25,7 @@ use shoal_common::signals::spawn_signal_thread;
 use shoal_common::{AppInfo, Shutdown, Supervisor};
 
 pub use config::Config;
-use config::SummaryFormat;
+use shoal_load_test_common::cli::print_summary;
 use shoal_load_test_common::population::Population;
 use shoal_load_test_common::report::ReportSchedule;
 use stats::{SharedCounters, Summary, Totals};
@@ -40,16 +40,12 @@ pub const APP: AppInfo = AppInfo {
 
 /// Runs a load test as configured: Ctrl-C ends it early; progress goes to the log,
 /// the summary to stdout.
-#[allow(clippy::print_stdout)] // the summary is the output
 pub fn run(config: Config) -> anyhow::Result<()> {
     let shutdown = Shutdown::new();
     spawn_signal_thread(shutdown.clone(), Vec::new())?;
     let format = config.summary_format;
     let summary = run_until(config, shutdown)?;
-    match format {
-        SummaryFormat::Text => print!("{}", summary.text()),
-        SummaryFormat::Json => println!("{}", summary.json()),
-    }
+    print_summary(format, &summary);
     Ok(())
 }
 

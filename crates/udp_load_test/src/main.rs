@@ -5,33 +5,24 @@
 //!   the access-list format of shoal and opentracker) instead of running, so that a
 //!   tracker with an allow list can be loaded.
 
-use std::ffi::OsString;
 use std::process::ExitCode;
 
-use shoal_udp_load_test::config::SummaryFormat;
+use shoal_load_test_common::cli::SummaryFormat;
+use shoal_load_test_common::cli::take_flags;
 
 fn main() -> ExitCode {
-    let mut json = false;
-    let mut print_info_hashes = false;
-    let args: Vec<OsString> = std::env::args_os()
-        .skip(1)
-        .filter(|arg| {
-            json |= arg == "--json";
-            print_info_hashes |= arg == "--print-info-hashes";
-            arg != "--json" && arg != "--print-info-hashes"
-        })
-        .collect();
+    let (args, flags) = take_flags(std::env::args_os().skip(1));
     shoal_common::cli::run_cli_with_args(
         &shoal_udp_load_test::APP,
         args,
         |mut config: shoal_udp_load_test::Config| {
-            if print_info_hashes {
+            if flags.print_info_hashes {
                 let population = shoal_udp_load_test::requests::population(&config.requests);
                 let mut out = std::io::BufWriter::new(std::io::stdout().lock());
                 population.write_info_hashes(&mut out)?;
                 return Ok(());
             }
-            if json {
+            if flags.json {
                 config.summary_format = SummaryFormat::Json;
             }
             shoal_udp_load_test::run(config)

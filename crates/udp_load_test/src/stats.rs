@@ -105,9 +105,11 @@ impl Summary {
             self.unanswered * 100.0
         )
     }
+}
 
+impl shoal_load_test_common::cli::Summary for Summary {
     /// The final report for people.
-    pub fn text(&self) -> String {
+    fn text(&self) -> String {
         let mut out = String::new();
         let _ = writeln!(out, "summary over the last {:.0} s:", self.seconds);
         let _ = writeln!(
@@ -154,7 +156,7 @@ impl Summary {
     }
 
     /// The final report as one JSON object.
-    pub fn json(&self) -> String {
+    fn json(&self) -> String {
         format!(
             "{{\"seconds\":{:.3},\"requests_per_second\":{:.1},\"replies_per_second\":{:.1},\
              \"connect_per_second\":{:.1},\"announce_per_second\":{:.1},\"scrape_per_second\":{:.1},\
@@ -174,6 +176,8 @@ impl Summary {
 
 #[cfg(test)]
 mod tests {
+    use shoal_load_test_common::cli::Summary as _;
+
     use super::*;
 
     #[test]
