@@ -32,10 +32,7 @@ pub(crate) struct SwarmWorker {
 
 impl SwarmWorker {
     pub(crate) fn run(self) -> anyhow::Result<()> {
-        let mut shard = Shard {
-            torrents: TorrentMap::new(self.config.cleaning.peer_timeout),
-            rng: rand::make_rng(),
-        };
+        let mut shard = Shard::new(self.config.cleaning.peer_timeout);
         let clean_every = self.config.cleaning.interval;
         let mut next_clean = self.clock.now().plus(clean_every);
         let gauges = self.stats.swarm(self.index);
@@ -105,6 +102,13 @@ pub(crate) struct Shard {
 }
 
 impl Shard {
+    pub(crate) fn new(peer_timeout: u32) -> Self {
+        Self {
+            torrents: TorrentMap::new(peer_timeout),
+            rng: rand::make_rng(),
+        }
+    }
+
     pub(crate) fn handle(&mut self, request: SwarmRequestKind, now: ServerTime) -> SwarmReplyKind {
         match request {
             SwarmRequestKind::Announce(work) => match work.peer {

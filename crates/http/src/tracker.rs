@@ -12,6 +12,7 @@ use socket2::{Domain, Protocol, Socket, Type};
 
 use crate::config::Config;
 use crate::memlock;
+use crate::socket::router::LocalSwarm;
 use crate::socket::{Listeners, socket_worker};
 use crate::stats::{Stats, StatsSnapshot, summary};
 use crate::swarm_worker::SwarmWorker;
@@ -91,8 +92,10 @@ pub fn start_with_clock(config: Config, clock: Arc<Clock>) -> anyhow::Result<Run
     };
     let (listeners, addrs) = bind_all(&config, socket_workers)?;
 
-    let swarm_workers = config.swarm_workers;
-    let stats = Stats::new(socket_workers, swarm_workers);
+    let swarm_workers = config.swarm_worker_count();
+    // With swarm_workers = 0 the only socket worker keeps the torrents; it reports
+    // their size as swarm worker 0.
+    let stats = Stats::new(socket_workers, swarm_workers.max(1));
     let shutdown = Shutdown::new();
     let mut supervisor = Supervisor::new(shutdown.clone());
     let (request_senders, request_receivers): (Vec<_>, Vec<_>) = (0..swarm_workers)
@@ -107,6 +110,13 @@ pub fn start_with_clock(config: Config, clock: Arc<Clock>) -> anyhow::Result<Run
             config.clone(),
             listeners,
             request_senders.clone(),
+            (swarm_workers == 0).then(|| {
+                LocalSwarm::new(
+                    config.cleaning.peer_timeout,
+                    config.cleaning.interval,
+                    clock.clone(),
+                )
+            }),
             access.clone(),
             tls.clone(),
             clock.clone(),

@@ -407,3 +407,65 @@ fn client_closing_mid_request_does_not_hurt() {
     let mut client = Connection::open(v4(&tracker));
     assert_eq!(client.get(&announce(&TORRENT, 1, "")).status, 200);
 }
+
+#[test]
+fn both_worker_layouts_expire_peers_and_report_sizes() {
+    // swarm_workers = 0: the socket worker keeps and cleans the torrents; 2: threads do.
+    for swarm_workers in [0, 2] {
+        let mut config = loopback_config(false);
+        config.swarm_workers = swarm_workers;
+        config.protocol.announce_interval = 10;
+        config.protocol.min_announce_interval = 5;
+        config.cleaning.peer_timeout = 20;
+        config.cleaning.interval = 1;
+        let tracker = start(config);
+        let mut client = Connection::open(v4(&tracker));
+        for i in 0..4u8 {
+            client.get(&announce(&[i; 20], 7000 + u16::from(i), ""));
+        }
+        assert!(
+            eventually(|| tracker.stats().torrents == 4 && tracker.stats().peers == 4),
+            "{swarm_workers}"
+        );
+        tracker.clock().advance(21);
+        assert!(
+            eventually(|| tracker.stats().torrents == 0 && tracker.stats().peers == 0),
+            "swarm_workers = {swarm_workers}: {:?}",
+            tracker.stats()
+        );
+        let response = client.get(&scrape(&[[0; 20]]));
+        let Some(Value::Dict(files)) = response.body.get("files") else {
+            panic!("{response:?}")
+        };
+        assert_eq!(
+            files[0].1.get("incomplete").and_then(Value::as_int),
+            Some(0)
+        );
+    }
+}
+
+#[test]
+fn swarm_workers_zero_means_automatic() {
+    let layout = |sockets, swarms| {
+        let config = shoal_http::Config {
+            socket_workers: sockets,
+            swarm_workers: swarms,
+            ..shoal_http::Config::default()
+        };
+        config.swarm_worker_count()
+    };
+    assert_eq!(layout(1, 0), 0, "one socket worker keeps the torrents");
+    assert_eq!(layout(2, 0), 1);
+    assert_eq!(layout(8, 0), 2);
+    assert_eq!(layout(9, 0), 3);
+    assert_eq!(layout(1, 2), 2);
+    // Two socket workers with the automatic setting share one swarm worker.
+    let mut config = loopback_config(false);
+    config.socket_workers = 2;
+    let tracker = start(config);
+    let mut client = Connection::open(v4(&tracker));
+    assert_eq!(
+        int(&client.get(&announce(&TORRENT, 1, "")), "incomplete"),
+        1
+    );
+}

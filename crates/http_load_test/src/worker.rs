@@ -125,7 +125,12 @@ impl Worker {
             for event in &events {
                 let index = event.token().0;
                 if let Err(()) = self.service(index) {
-                    self.drop_connection(index);
+                    // A clean close (the response came, the connection was not kept)
+                    // is replaced at once; a failed connection waits for the next tick
+                    // so that a refusing server cannot make this loop spin.
+                    if self.drop_connection(index) {
+                        self.open(index, Instant::now());
+                    }
                 }
             }
             self.counters.flush_into(&self.shared);
@@ -215,16 +220,20 @@ impl Worker {
         connection.sent_at = now;
     }
 
-    fn drop_connection(&mut self, index: usize) {
-        if let Some(mut connection) = self.connections[index].take() {
-            let _ = self
-                .poll
-                .registry()
-                .deregister(connection.transport.socket());
-            if connection.waiting_for.is_some() {
-                self.counters.connection_errors += 1;
-            }
+    /// Closes a connection; returns whether it closed cleanly (no request waiting).
+    fn drop_connection(&mut self, index: usize) -> bool {
+        let Some(mut connection) = self.connections[index].take() else {
+            return false;
+        };
+        let _ = self
+            .poll
+            .registry()
+            .deregister(connection.transport.socket());
+        if connection.waiting_for.is_some() {
+            self.counters.connection_errors += 1;
+            return false;
         }
+        true
     }
 
     /// Writes what can be written, reads what arrived, handles complete responses.
@@ -369,6 +378,9 @@ fn read_in(connection: &mut Connection, scratch: &mut [u8]) -> Result<bool, ()> 
                     Ok(0) => return Ok(true),
                     Ok(n) => connection.received.extend_from_slice(&scratch[..n]),
                     Err(err) if err.kind() == ErrorKind::WouldBlock => return Ok(closed),
+                    // Closed without close_notify: a close like any other here; what
+                    // arrived before it is still parsed.
+                    Err(err) if err.kind() == ErrorKind::UnexpectedEof => return Ok(true),
                     Err(_) => return Err(()),
                 }
             }

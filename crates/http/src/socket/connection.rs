@@ -91,6 +91,18 @@ async fn write_all<S: AsyncWrite + Unpin>(stream: &mut S, bytes: &[u8], limit: D
 }
 
 async fn serve<S: AsyncRead + AsyncWrite + Unpin>(mut stream: S, peer: SocketAddr, local: &Local) {
+    exchange(&mut stream, peer, local).await;
+    // End the connection properly: TLS sends close_notify (clients may otherwise take
+    // the close for a truncation attack), and TCP gets a FIN.
+    let _ = within(Duration::from_secs(1), stream.close()).await;
+}
+
+/// Reads requests and writes responses until the connection should end.
+async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
+    mut stream: S,
+    peer: SocketAddr,
+    local: &Local,
+) {
     let config = &local.config;
     let proxy = &config.network.reverse_proxy_ip_header;
     let limits = ParseLimits {

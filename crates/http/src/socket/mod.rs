@@ -34,7 +34,7 @@ use glommio::{LocalExecutorBuilder, Placement};
 use shoal_common::{AccessControl, Shutdown};
 use shoal_swarm::Clock;
 
-use self::router::Router;
+use self::router::{LocalSwarm, Router};
 use crate::config::Config;
 use crate::messages::{SwarmReply, SwarmRequest};
 use crate::stats::{SocketCounters, Stats};
@@ -86,6 +86,7 @@ pub struct SocketWorker {
     pub(crate) stats: Arc<Stats>,
     pub(crate) shutdown: Shutdown,
     pub(crate) core: Option<usize>,
+    pub(crate) local_swarm: Option<LocalSwarm>,
 }
 
 /// What one socket worker's tasks share (executor-local).
@@ -107,6 +108,7 @@ pub fn socket_worker(
     config: Arc<Config>,
     listeners: Listeners,
     swarms: Vec<Sender<Vec<SwarmRequest>>>,
+    local_swarm: Option<LocalSwarm>,
     access: Arc<AccessControl>,
     tls: Option<Arc<TlsConfig>>,
     clock: Arc<Clock>,
@@ -143,6 +145,7 @@ pub fn socket_worker(
         stats,
         shutdown,
         core,
+        local_swarm,
     };
     Ok((worker, route))
 }
@@ -164,7 +167,11 @@ impl SocketWorker {
 
     async fn serve(self) -> anyhow::Result<()> {
         let local = Rc::new(Local {
-            router: Rc::new(RefCell::new(Router::new(self.index as u16, self.swarms))),
+            router: Rc::new(RefCell::new(Router::new(
+                self.index as u16,
+                self.swarms,
+                self.local_swarm,
+            ))),
             config: self.config.clone(),
             access: self.access,
             tls: self.tls,
@@ -195,6 +202,10 @@ impl SocketWorker {
         let shared = self.stats.socket(self.index);
         while !self.shutdown.is_requested() {
             glommio::timer::sleep(Shutdown::POLL_INTERVAL).await;
+            // With no swarm workers this worker keeps the torrents: it cleans them too.
+            if let Some((torrents, peers)) = local.router.borrow_mut().clean_local(&local.access) {
+                self.stats.swarm(0).publish(torrents, peers);
+            }
             let mut counters = local.counters.borrow_mut();
             counters.shed += std::mem::take(&mut local.router.borrow_mut().shed);
             counters.flush_into(shared);

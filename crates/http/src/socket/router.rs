@@ -14,11 +14,15 @@ use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{Context, Poll, Waker};
 
+use std::sync::Arc;
+
 use crossbeam_channel::{Sender, TrySendError};
 use shoal_http_protocol::InfoHash;
 use shoal_swarm::ScrapeStats;
+use shoal_swarm::{Clock, ServerTime};
 
 use crate::messages::{ReplyTo, Slot, SwarmReply, SwarmReplyKind, SwarmRequest, SwarmRequestKind};
+use crate::swarm_worker::Shard;
 
 /// Why a call has no reply.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -60,6 +64,8 @@ struct Entry {
 pub struct Router {
     socket_worker: u16,
     swarms: Vec<Sender<Vec<SwarmRequest>>>,
+    /// With `swarm_workers = 0`: the torrents this (only) socket worker keeps itself.
+    local: Option<LocalSwarm>,
     outbox: Vec<Vec<SwarmRequest>>,
     flush_scheduled: bool,
     slots: Vec<Entry>,
@@ -69,10 +75,16 @@ pub struct Router {
 }
 
 impl Router {
-    /// A router for `socket_worker` sending to `swarms`.
-    pub fn new(socket_worker: u16, swarms: Vec<Sender<Vec<SwarmRequest>>>) -> Self {
+    /// A router for `socket_worker` sending to `swarms`, or, when `local` is given,
+    /// answering from its own torrents.
+    pub fn new(
+        socket_worker: u16,
+        swarms: Vec<Sender<Vec<SwarmRequest>>>,
+        local: Option<LocalSwarm>,
+    ) -> Self {
         Self {
             socket_worker,
+            local,
             outbox: swarms.iter().map(|_| Vec::new()).collect(),
             swarms,
             flush_scheduled: false,
@@ -82,9 +94,13 @@ impl Router {
         }
     }
 
-    /// Number of swarm workers.
+    /// Number of swarm workers (1 when the torrents are kept here).
     pub fn swarm_workers(&self) -> usize {
-        self.swarms.len()
+        if self.local.is_some() {
+            1
+        } else {
+            self.swarms.len()
+        }
     }
 
     /// Queues `parts` (swarm worker, request) for one reply and returns the future of
@@ -193,6 +209,46 @@ impl Router {
         }
     }
 
+    /// Answers `parts` from the local torrents, if this worker keeps them; otherwise
+    /// gives the parts back.
+    fn answer_locally(
+        &mut self,
+        parts: Vec<(usize, SwarmRequestKind)>,
+    ) -> Result<Merged, Vec<(usize, SwarmRequestKind)>> {
+        let Some(local) = &mut self.local else {
+            return Err(parts);
+        };
+        let now = local.clock.now();
+        let mut announce = None;
+        let mut scrape = Vec::new();
+        for (_, kind) in parts {
+            match local.shard.handle(kind, now) {
+                SwarmReplyKind::Scrape(counts) => scrape.extend(counts),
+                other => announce = Some(other),
+            }
+        }
+        Ok(announce.map_or(Merged::Scrape(scrape), Merged::Announce))
+    }
+
+    /// Cleans the local torrents if this worker keeps them and cleaning is due;
+    /// returns the torrent and peer counts afterwards.
+    pub fn clean_local(&mut self, access: &shoal_common::AccessControl) -> Option<(usize, usize)> {
+        let local = self.local.as_mut()?;
+        let now = local.clock.now();
+        if now >= local.next_clean {
+            let snapshot = access.snapshot();
+            local
+                .shard
+                .torrents
+                .clean(now, |hash| snapshot.allows(hash));
+            local.next_clean = now.plus(local.clean_every);
+        }
+        Some((
+            local.shard.torrents.torrent_count(),
+            local.shard.torrents.peer_count(),
+        ))
+    }
+
     /// Requests waiting for a reply.
     pub fn pending(&self) -> usize {
         self.slots.len() - self.free.len()
@@ -204,6 +260,10 @@ pub async fn call(
     router: &Rc<RefCell<Router>>,
     parts: Vec<(usize, SwarmRequestKind)>,
 ) -> Result<Merged, CallError> {
+    let parts = match router.borrow_mut().answer_locally(parts) {
+        Ok(merged) => return Ok(merged),
+        Err(parts) => parts,
+    };
     let (slot, schedule_flush) = router.borrow_mut().enqueue(parts);
     if schedule_flush {
         let router = router.clone();
@@ -216,6 +276,36 @@ pub async fn call(
         done: false,
     }
     .await
+}
+
+/// The torrents of a socket worker that keeps them itself (`swarm_workers = 0`, for
+/// single-core deployments: no hand-off to another thread, no context switch per batch).
+pub struct LocalSwarm {
+    shard: Shard,
+    clock: Arc<Clock>,
+    clean_every: u32,
+    next_clean: ServerTime,
+}
+
+impl std::fmt::Debug for LocalSwarm {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LocalSwarm")
+            .field("torrents", &self.shard.torrents.torrent_count())
+            .finish()
+    }
+}
+
+impl LocalSwarm {
+    /// Empty torrents with the configured peer timeout and cleaning interval.
+    pub fn new(peer_timeout: u32, clean_every: u32, clock: Arc<Clock>) -> Self {
+        let next_clean = clock.now().plus(clean_every);
+        Self {
+            shard: Shard::new(peer_timeout),
+            clock,
+            clean_every,
+            next_clean,
+        }
+    }
 }
 
 /// Resolves when the slot's reply is complete. Dropping it early (the connection went

@@ -1,0 +1,295 @@
+#!/usr/bin/env python3
+"""Runs HTTP trackers side by side under the same load and prints a markdown table.
+
+Modes: plain and TLS, each with keep-alive on and off. In each mode and round, shoal_http,
+aquatic_http and nginx (answering every request with one fixed bencoded body: the
+ceiling for any HTTP server on this core) run one after another, pinned to the same
+CPUs; the load tester runs on the other CPUs. Each run records responses/s over the
+last `--summarize` seconds, the server's CPU per response over that window, and the
+load tester's CPU. Both load testers (shoal_http_load_test, aquatic_http_load_test) are
+used where they can.
+
+Only loopback addresses are used; every process is started here and ended by PID.
+"""
+
+import argparse
+import json
+import os
+import re
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+from benchlib import Sampler, cpu_list, start, status_kib, stop
+
+FIXED_BODY = "d8:completei1e10:incompletei1e8:intervali1800e5:peers0:e"
+
+
+def children(pid):
+    """Processes whose parent is `pid`."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    if int(f.read().rsplit(")", 1)[1].split()[1]) == pid:
+                        found.append(int(entry))
+            except (OSError, ValueError, IndexError):
+                pass
+    return found
+
+
+def port_free(port):
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        s.bind(("127.0.0.1", port))
+        return True
+    except OSError:
+        return False
+    finally:
+        s.close()
+
+
+def wait_for_port(port, timeout=10.0):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError(f"nothing listens on 127.0.0.1:{port}")
+
+
+class Bench:
+    def __init__(self, args):
+        self.a = args
+        self.tmp = tempfile.mkdtemp(prefix="shoal-http-bench-")
+        self.tracker_cpus = ",".join(map(str, cpu_list(args.tracker_cpus)))
+        self.load_cpus = ",".join(map(str, cpu_list(args.load_cpus)))
+        self.workers = args.workers or len(cpu_list(args.tracker_cpus))
+        self.load_workers = args.load_workers or len(cpu_list(args.load_cpus))
+        subprocess.run([os.path.join(os.path.dirname(__file__), "..", "gen-tls.sh"), self.path("tls"), "localhost"],
+                       check=True, stdout=subprocess.DEVNULL)
+
+    def path(self, name):
+        return os.path.join(self.tmp, name)
+
+    def write(self, name, text):
+        with open(self.path(name), "w") as f:
+            f.write(text)
+        return self.path(name)
+
+    def tracker_cmd(self, tracker, tls):
+        a, port = self.a, self.a.port
+        cert, key = self.path("tls/cert.pem"), self.path("tls/key.pem")
+        if tracker == "shoal":
+            # 0: shoal chooses (one socket worker keeps its torrents; more share swarm workers).
+            swarm = a.swarm_workers
+            config = self.write("shoal.toml", f"""
+socket_workers = {self.workers}
+swarm_workers = {swarm}
+log_level = "warn"
+[network]
+address_ipv4 = "127.0.0.1:{port}"
+use_ipv6 = false
+enable_tls = {str(tls).lower()}
+tls_certificate_path = "{cert}"
+tls_private_key_path = "{key}"
+max_connections = 100000
+[statistics]
+interval = 0
+""")
+            return [os.path.join(a.shoal_dir, "shoal_http"), "-c", config]
+        if tracker == "aquatic":
+            text = subprocess.run([os.path.join(a.aquatic_dir, "aquatic_http"), "-p"],
+                                  capture_output=True, text=True, check=True).stdout
+            for key_, value in [("socket_workers", self.workers), ("swarm_workers", a.swarm_workers or max(1, self.workers // 4)),
+                                ("address", f'"127.0.0.1:{port}"'), ("enable_tls", str(tls).lower()),
+                                ("tls_certificate_path", f'"{cert}"'), ("tls_private_key_path", f'"{key}"')]:
+                text = re.sub(rf'^{key_} = .*$', f"{key_} = {value}", text, flags=re.M)
+            return [os.path.join(a.aquatic_dir, "aquatic_http"), "-c", self.write("aquatic.toml", text)]
+        if tracker == "nginx":
+            ssl = " ssl" if tls else ""
+            config = self.write("nginx.conf", f"""
+worker_processes {self.workers};
+daemon off;
+pid {self.path('nginx.pid')};
+error_log stderr error;
+events {{ worker_connections 65536; }}
+http {{
+    access_log off;
+    keepalive_requests 100000000;
+    keepalive_timeout 60;
+    client_body_temp_path {self.tmp};
+    server {{
+        listen 127.0.0.1:{port}{ssl} reuseport;
+        ssl_certificate {cert};
+        ssl_certificate_key {key};
+        location / {{
+            default_type text/plain;
+            return 200 "{FIXED_BODY}";
+        }}
+    }}
+}}
+""")
+            return ["nginx", "-e", "stderr", "-p", self.tmp, "-c", config]
+        raise ValueError(tracker)
+
+    def load_cmd(self, load, tls, keep_alive):
+        a, port = self.a, self.a.port
+        if load == "shoal":
+            config = self.write("load.toml", f"""
+server_address = "127.0.0.1:{port}"
+workers = {self.load_workers}
+connections = {a.connections}
+duration = {a.duration}
+summarize_last = {a.summarize}
+report_interval = 5
+log_level = "warn"
+[network]
+keep_alive = {str(keep_alive).lower()}
+tls = {str(tls).lower()}
+[requests]
+torrents = 10000
+peers = 100000
+weight_announce = 1
+weight_scrape = 0
+seeder_probability = 0.25
+""")
+            return [os.path.join(a.shoal_dir, "shoal_http_load_test"), "-c", config, "--json"]
+        if load == "aquatic":
+            text = subprocess.run([os.path.join(a.aquatic_dir, "aquatic_http_load_test"), "-p"],
+                                  capture_output=True, text=True, check=True).stdout
+            for key_, value in [("server_address", f'"127.0.0.1:{port}"'), ("num_workers", self.load_workers),
+                                ("num_connections", a.connections), ("duration", a.duration),
+                                ("keep_alive", str(keep_alive).lower()), ("enable_tls", str(tls).lower()),
+                                ("connection_creation_interval_ms", 0 if not keep_alive else 10)]:
+                text = re.sub(rf'^{key_} = .*$', f"{key_} = {value}", text, flags=re.M)
+            return [os.path.join(a.aquatic_dir, "aquatic_http_load_test"), "-c", self.write("aquatic-load.toml", text)]
+        raise ValueError(load)
+
+    def parse_load(self, load, text):
+        """(responses/s, failures/s)"""
+        if load == "shoal":
+            data = json.loads([l for l in text.splitlines() if l.startswith("{")][-1])
+            bad = data["failures_per_second"] + data["http_errors_per_second"] + data["errors_per_second"]
+            return data["responses_per_second"] - data["failures_per_second"] - data["http_errors_per_second"], bad
+        # Progress lines every 5 s; average those inside the measured window.
+        responses = [float(x) for x in re.findall(r"Responses in: ([\d.]+)/second", text)]
+        failures = [float(x) for x in re.findall(r"Failure responses: +([\d.]+)", text)]
+        n = max(1, self.a.summarize // 5)
+        window, bad = responses[-n:], failures[-n:]
+        good = statistics.mean(window) - (statistics.mean(bad) if bad else 0)
+        return good, (statistics.mean(bad) if bad else 0.0)
+
+    def run_once(self, tracker, load, tls, keep_alive):
+        a = self.a
+        # The previous server's connections may still be closing; give them a moment.
+        deadline = time.time() + 10
+        while not port_free(a.port):
+            if time.time() > deadline:
+                sys.exit(f"port {a.port} is in use; stop whatever holds it")
+            time.sleep(0.2)
+        log = open(self.path(f"{tracker}.log"), "w")
+        proc = start(self.tracker_cmd(tracker, tls), self.tracker_cpus, log)
+        try:
+            wait_for_port(a.port)
+            # nginx serves from worker processes forked by its master: measure them all.
+            server_pids = [proc.pid] + children(proc.pid)
+            with open(self.path("load.out"), "w") as out:
+                load_proc = start(self.load_cmd(load, tls, keep_alive), self.load_cpus, out)
+                sampler = Sampler(server_pids + [load_proc.pid])
+                sampler.start()
+                load_proc.wait()
+                end = time.time()
+                sampler.done.set()
+                sampler.join()
+            text = open(self.path("load.out")).read()
+            if load_proc.returncode != 0:
+                sys.exit(f"the {load} load tester failed:\n{text}")
+            if proc.poll() is not None:
+                sys.exit(f"{tracker} exited during the run; see {self.path(tracker + '.log')}")
+            responses, bad = self.parse_load(load, text)
+            t0 = end - a.summarize
+            cpu = sum(sampler.cpu_between(pid, t0, end) for pid in server_pids)
+            load_cpu = sampler.cpu_between(load_proc.pid, t0, end)
+            return {"responses": responses, "bad": bad, "cpu_us": cpu / max(1, responses * a.summarize) * 1e6,
+                    "cores": cpu / a.summarize, "load_cores": load_cpu / a.summarize,
+                    "rss_mib": status_kib(proc.pid, "VmHWM") / 1024}
+        finally:
+            stop(proc)
+            log.close()
+
+    def main(self):
+        a = self.a
+        load1 = os.getloadavg()[0]
+        if load1 > a.max_load and not a.force:
+            sys.exit(f"load average {load1:.2f} > {a.max_load}: the machine is busy; measure on an idle machine")
+        modes = [(tls, ka) for tls in (False, True) for ka in (True, False)]
+        results = {}
+        for tls, keep_alive in modes:
+            for load in a.load_testers:
+                for round_ in range(a.rounds):
+                    trackers = ["shoal", "aquatic", "nginx"]
+                    k = round_ % 3
+                    for tracker in trackers[k:] + trackers[:k]:
+                        r = self.run_once(tracker, load, tls, keep_alive)
+                        results.setdefault((tls, keep_alive, load, tracker), []).append(r)
+                        print(f"[{'TLS' if tls else 'plain'}, keep-alive {'on' if keep_alive else 'off'}, {load} load, "
+                              f"round {round_ + 1}] {tracker}: {r['responses']:.0f} responses/s, {r['cpu_us']:.1f} µs CPU "
+                              f"per response ({r['cores']:.2f} cores), load {r['load_cores']:.2f} cores, "
+                              f"bad {r['bad']:.0f}/s", file=sys.stderr)
+        print(self.table(results, modes))
+
+    def table(self, results, modes):
+        a = self.a
+        out = [f"Server CPUs `{self.tracker_cpus}` ({self.workers} socket worker(s)), load CPUs `{self.load_cpus}`; "
+               f"{a.connections} connections; {a.rounds} rounds of {a.duration} s, last {a.summarize} s measured; "
+               f"medians; ratios are medians of per-round ratios.\n",
+               "| mode | load tester | shoal resp/s | aquatic resp/s | nginx resp/s | shoal/aquatic | shoal/nginx | "
+               "shoal µs/resp | aquatic µs/resp | load cores (shoal run) | bad responses/s (shoal, aquatic) |",
+               "|---|---|---|---|---|---|---|---|---|---|---|"]
+        for tls, keep_alive in modes:
+            for load in a.load_testers:
+                get = lambda t: results[(tls, keep_alive, load, t)]
+                med = lambda t, k: statistics.median(r[k] for r in get(t))
+                vs_aq = statistics.median(s["responses"] / q["responses"] for s, q in zip(get("shoal"), get("aquatic")) if q["responses"] > 0) \
+                    if any(q["responses"] > 0 for q in get("aquatic")) else float("nan")
+                vs_ng = statistics.median(s["responses"] / n["responses"] for s, n in zip(get("shoal"), get("nginx")))
+                mode = f"{'TLS' if tls else 'plain'}, keep-alive {'on' if keep_alive else 'off'}"
+                out.append(f"| {mode} | {load} | {med('shoal', 'responses'):.0f} | {med('aquatic', 'responses'):.0f} | "
+                           f"{med('nginx', 'responses'):.0f} | **{vs_aq:.2f}×** | {vs_ng:.2f}× | "
+                           f"{med('shoal', 'cpu_us'):.1f} | {med('aquatic', 'cpu_us'):.1f} | "
+                           f"{med('shoal', 'load_cores'):.2f} | {max(r['bad'] for r in get('shoal')):.0f}, "
+                           f"{max(r['bad'] for r in get('aquatic')):.0f} |")
+        return "\n".join(out)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--shoal-dir", required=True)
+    p.add_argument("--aquatic-dir", required=True)
+    p.add_argument("--tracker-cpus", default="0")
+    p.add_argument("--load-cpus", default="1")
+    p.add_argument("--workers", type=int, default=0, help="socket workers (default: one per tracker CPU)")
+    p.add_argument("--swarm-workers", type=int, default=0,
+                   help="swarm workers for both trackers (default: shoal chooses; aquatic max(1, workers/4))")
+    p.add_argument("--load-workers", type=int, default=0)
+    p.add_argument("--connections", type=int, default=64)
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--duration", type=int, default=15)
+    p.add_argument("--summarize", type=int, default=10)
+    p.add_argument("--load-testers", nargs="+", default=["shoal", "aquatic"], choices=["shoal", "aquatic"])
+    p.add_argument("--port", type=int, default=3998)
+    p.add_argument("--max-load", type=float, default=0.7)
+    p.add_argument("--force", action="store_true")
+    Bench(p.parse_args()).main()
+
+
+if __name__ == "__main__":
+    main()
