@@ -31,6 +31,11 @@ ensure_rust() {
 ensure_rust
 export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-always}"
 
+# The HTTP tracker's tests run glommio executors, whose io_uring buffers are locked
+# memory; some systems default to a 64 KiB limit. Raise it where we may (the tracker
+# itself explains the limit when it is too low).
+ulimit -l unlimited 2>/dev/null || ulimit -l "$(ulimit -H -l)" 2>/dev/null || true
+
 step "cargo fmt --check"
 cargo fmt --all -- --check
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Side-by-side HTTP benchmark: shoal_http vs aquatic_http 0.9.0, with nginx returning a
-# fixed body as the ceiling, plain and TLS, keep-alive on and off, with both load
-# testers. Prints a markdown table; see scripts/bench/http_bench.py.
+# fixed body as the ceiling, plain and TLS, keep-alive on and off, with three load
+# testers (ours, aquatic's, and wrk). Prints a markdown table; see scripts/bench/http_bench.py.
 #
 #   scripts/bench/http.sh                         # 2 cores: server on CPU 0, load on CPU 1
 #   scripts/bench/http.sh --tracker-cpus 0-7 --load-cpus 8-15
@@ -33,7 +33,11 @@ if ! command -v nginx >/dev/null; then
         exit 1
     fi
 fi
-for tool in taskset openssl; do
+if ! command -v wrk >/dev/null && command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
+    echo "==> installing wrk (Debian package)" >&2
+    DEBIAN_FRONTEND=noninteractive apt-get install -y wrk >&2
+fi
+for tool in taskset openssl wrk; do
     command -v "$tool" >/dev/null || { echo "$tool is required" >&2; exit 1; }
 done
 # glommio (shoal_http, aquatic_http) locks io_uring buffers in memory.

@@ -6,8 +6,9 @@ aquatic_http and nginx (answering every request with one fixed bencoded body: th
 ceiling for any HTTP server on this core) run one after another, pinned to the same
 CPUs; the load tester runs on the other CPUs. Each run records responses/s over the
 last `--summarize` seconds, the server's CPU per response over that window, and the
-load tester's CPU. Both load testers (shoal_http_load_test, aquatic_http_load_test) are
-used where they can.
+load tester's CPU. Three load testers: shoal_http_load_test and aquatic_http_load_test (announces spread
+over many torrents and peers), and wrk repeating one fixed announce, which costs the
+least per request and so measures the ceiling best.
 
 Only loopback addresses are used; every process is started here and ended by PID.
 """
@@ -73,6 +74,8 @@ class Bench:
         self.load_cpus = ",".join(map(str, cpu_list(args.load_cpus)))
         self.workers = args.workers or len(cpu_list(args.tracker_cpus))
         self.load_workers = args.load_workers or len(cpu_list(args.load_cpus))
+        self.base_port = args.port
+        self.runs = 0
         subprocess.run([os.path.join(os.path.dirname(__file__), "..", "gen-tls.sh"), self.path("tls"), "localhost"],
                        check=True, stdout=subprocess.DEVNULL)
 
@@ -84,7 +87,7 @@ class Bench:
             f.write(text)
         return self.path(name)
 
-    def tracker_cmd(self, tracker, tls):
+    def tracker_cmd(self, tracker, tls, keep_alive):
         a, port = self.a, self.a.port
         cert, key = self.path("tls/cert.pem"), self.path("tls/key.pem")
         if tracker == "shoal":
@@ -100,6 +103,7 @@ use_ipv6 = false
 enable_tls = {str(tls).lower()}
 tls_certificate_path = "{cert}"
 tls_private_key_path = "{key}"
+keep_alive = {str(keep_alive).lower()}
 max_connections = 100000
 [statistics]
 interval = 0
@@ -110,6 +114,7 @@ interval = 0
                                   capture_output=True, text=True, check=True).stdout
             for key_, value in [("socket_workers", self.workers), ("swarm_workers", a.swarm_workers or max(1, self.workers // 4)),
                                 ("address", f'"127.0.0.1:{port}"'), ("enable_tls", str(tls).lower()),
+                                ("keep_alive", str(keep_alive).lower()),
                                 ("tls_certificate_path", f'"{cert}"'), ("tls_private_key_path", f'"{key}"')]:
                 text = re.sub(rf'^{key_} = .*$', f"{key_} = {value}", text, flags=re.M)
             return [os.path.join(a.aquatic_dir, "aquatic_http"), "-c", self.write("aquatic.toml", text)]
@@ -124,7 +129,7 @@ events {{ worker_connections 65536; }}
 http {{
     access_log off;
     keepalive_requests 100000000;
-    keepalive_timeout 60;
+    keepalive_timeout {60 if keep_alive else 0};
     client_body_temp_path {self.tmp};
     server {{
         listen 127.0.0.1:{port}{ssl} reuseport;
@@ -162,6 +167,15 @@ weight_scrape = 0
 seeder_probability = 0.25
 """)
             return [os.path.join(a.shoal_dir, "shoal_http_load_test"), "-c", config, "--json"]
+        if load == "wrk":
+            # One fixed announce, as fast as wrk goes: the ceiling instrument.
+            scheme = "https" if tls else "http"
+            url = (f"{scheme}://127.0.0.1:{port}/announce?info_hash=%01%02%03%04%05%06%07%08%09%0A%0B%0C%0D%0E%0F"
+                   f"%10%11%12%13%14&peer_id=-WR0001-abcdefghijkl&port=6881&uploaded=0&downloaded=0&left=100&compact=1")
+            command = ["wrk", f"-t{self.load_workers}", f"-c{a.connections}", f"-d{a.duration}s"]
+            if not keep_alive:
+                command += ["-H", "Connection: close"]
+            return command + [url]
         if load == "aquatic":
             text = subprocess.run([os.path.join(a.aquatic_dir, "aquatic_http_load_test"), "-p"],
                                   capture_output=True, text=True, check=True).stdout
@@ -175,6 +189,12 @@ seeder_probability = 0.25
 
     def parse_load(self, load, text):
         """(responses/s, failures/s)"""
+        if load == "wrk":
+            rate = float(re.search(r"Requests/sec:\s+([\d.]+)", text).group(1))
+            bad = re.search(r"Non-2xx or 3xx responses: (\d+)", text)
+            errors = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", text)
+            count = (int(bad.group(1)) if bad else 0) + (sum(map(int, errors.groups())) if errors else 0)
+            return rate, count / self.a.duration
         if load == "shoal":
             data = json.loads([l for l in text.splitlines() if l.startswith("{")][-1])
             bad = data["failures_per_second"] + data["http_errors_per_second"] + data["errors_per_second"]
@@ -189,6 +209,10 @@ seeder_probability = 0.25
 
     def run_once(self, tracker, load, tls, keep_alive):
         a = self.a
+        # A fresh port per run: the previous server's closing connections (FIN_WAIT
+        # after keep-alive-off runs) can hold its port for a while.
+        a.port = self.base_port + self.runs % 200
+        self.runs += 1
         # The previous server's connections may still be closing; give them a moment.
         deadline = time.time() + 10
         while not port_free(a.port):
@@ -196,7 +220,9 @@ seeder_probability = 0.25
                 sys.exit(f"port {a.port} is in use; stop whatever holds it")
             time.sleep(0.2)
         log = open(self.path(f"{tracker}.log"), "w")
-        proc = start(self.tracker_cmd(tracker, tls), self.tracker_cpus, log)
+        # Keep-alive is set on both sides, so that no server keeps serving a connection
+        # the mode says should close.
+        proc = start(self.tracker_cmd(tracker, tls, keep_alive), self.tracker_cpus, log)
         try:
             wait_for_port(a.port)
             # nginx serves from worker processes forked by its master: measure them all.
@@ -215,11 +241,13 @@ seeder_probability = 0.25
             if proc.poll() is not None:
                 sys.exit(f"{tracker} exited during the run; see {self.path(tracker + '.log')}")
             responses, bad = self.parse_load(load, text)
-            t0 = end - a.summarize
+            # wrk reports its whole run, so measure the CPU over the whole run too.
+            window = a.duration - 1 if load == "wrk" else a.summarize
+            t0 = end - window
             cpu = sum(sampler.cpu_between(pid, t0, end) for pid in server_pids)
             load_cpu = sampler.cpu_between(load_proc.pid, t0, end)
-            return {"responses": responses, "bad": bad, "cpu_us": cpu / max(1, responses * a.summarize) * 1e6,
-                    "cores": cpu / a.summarize, "load_cores": load_cpu / a.summarize,
+            return {"responses": responses, "bad": bad, "cpu_us": cpu / max(1, responses * window) * 1e6,
+                    "cores": cpu / window, "load_cores": load_cpu / window,
                     "rss_mib": status_kib(proc.pid, "VmHWM") / 1024}
         finally:
             stop(proc)
@@ -284,8 +312,10 @@ def main():
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--duration", type=int, default=15)
     p.add_argument("--summarize", type=int, default=10)
-    p.add_argument("--load-testers", nargs="+", default=["shoal", "aquatic"], choices=["shoal", "aquatic"])
-    p.add_argument("--port", type=int, default=3998)
+    p.add_argument("--load-testers", nargs="+", default=["shoal", "aquatic", "wrk"],
+                   choices=["shoal", "aquatic", "wrk"],
+                   help="wrk repeats one fixed announce: the ceiling instrument (nginx's rate)")
+    p.add_argument("--port", type=int, default=43000, help="first of the 200 ports runs use in turn")
     p.add_argument("--max-load", type=float, default=0.7)
     p.add_argument("--force", action="store_true")
     Bench(p.parse_args()).main()
