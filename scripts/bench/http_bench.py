@@ -210,15 +210,16 @@ seeder_probability = 0.25
     def run_once(self, tracker, load, tls, keep_alive):
         a = self.a
         # A fresh port per run: the previous server's closing connections (FIN_WAIT
-        # after keep-alive-off runs) can hold its port for a while.
-        a.port = self.base_port + self.runs % 200
-        self.runs += 1
-        # The previous server's connections may still be closing; give them a moment.
-        deadline = time.time() + 10
-        while not port_free(a.port):
-            if time.time() > deadline:
-                sys.exit(f"port {a.port} is in use; stop whatever holds it")
-            time.sleep(0.2)
+        # after keep-alive-off runs) can hold its port for a while. Ports are taken
+        # below the kernel's ephemeral range, where the load tester's own connections
+        # (and their TIME_WAIT) live; a port still busy is skipped.
+        for _ in range(200):
+            a.port = self.base_port + self.runs % 200
+            self.runs += 1
+            if port_free(a.port):
+                break
+        else:
+            sys.exit(f"no free port in {self.base_port}..{self.base_port + 199}")
         log = open(self.path(f"{tracker}.log"), "w")
         # Keep-alive is set on both sides, so that no server keeps serving a connection
         # the mode says should close.
@@ -315,7 +316,7 @@ def main():
     p.add_argument("--load-testers", nargs="+", default=["shoal", "aquatic", "wrk"],
                    choices=["shoal", "aquatic", "wrk"],
                    help="wrk repeats one fixed announce: the ceiling instrument (nginx's rate)")
-    p.add_argument("--port", type=int, default=43000, help="first of the 200 ports runs use in turn")
+    p.add_argument("--port", type=int, default=23000, help="first of the 200 ports runs use in turn")
     p.add_argument("--max-load", type=float, default=0.7)
     p.add_argument("--force", action="store_true")
     Bench(p.parse_args()).main()

@@ -17,17 +17,29 @@
 //! * [`logging`]: a small stderr logger with timestamps and thread names.
 //! * [`metrics`]: per-worker counters flushed into padded atomics.
 //! * [`udp_batch`]: many datagrams per system call (`recvmmsg`/`sendmmsg`).
+//! * [`tcp`]: listening sockets shared by socket workers (SO_REUSEPORT).
+//! * [`memlock`]: the locked-memory check io_uring (glommio) needs before any
+//!   executor starts.
+//! * [`tls`] (feature `glommio`): certificates from PEM files, reloaded on SIGUSR1.
+//! * [`reply_route`] (feature `glommio`): replies from swarm worker threads to a
+//!   glommio socket worker, with a wake-up only when it sleeps.
 
 pub mod access_list;
 pub mod cli;
 pub mod config;
 pub mod cpu;
 pub mod logging;
+pub mod memlock;
 pub mod metrics;
 pub mod privileges;
+#[cfg(feature = "glommio")]
+pub mod reply_route;
 pub mod running;
 pub mod signals;
 pub mod supervisor;
+pub mod tcp;
+#[cfg(feature = "glommio")]
+pub mod tls;
 pub mod udp_batch;
 
 pub use access_list::{AccessControl, AccessListConfig, AccessListMode};

@@ -15,18 +15,14 @@
 //! * [`socket`]: socket workers (glommio executors): accepting, connections, TLS,
 //!   routing requests to swarm workers and their replies back.
 //! * [`swarm_worker`]: swarm workers, one shard of torrents each (`shoal_swarm`).
-//! * [`tls`]: certificates from PEM files, reloaded on SIGUSR1.
-//! * [`memlock`]: the locked-memory check io_uring needs before any executor starts.
 //! * [`stats`]: counters and the statistics line.
 //! * [`tracker`]: binding, wiring and starting; [`run`] adds signals and privileges.
 
 pub mod config;
-pub mod memlock;
 pub mod messages;
 pub mod socket;
 pub mod stats;
 pub mod swarm_worker;
-pub mod tls;
 pub mod tracker;
 
 use std::sync::Arc;

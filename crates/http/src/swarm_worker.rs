@@ -2,9 +2,8 @@
 //! batches of requests from the socket workers. No sockets, no shared data, no locks.
 
 use std::sync::Arc;
-use std::time::Duration;
 
-use crossbeam_channel::{Receiver, RecvTimeoutError, SendTimeoutError};
+use crossbeam_channel::{Receiver, RecvTimeoutError};
 use rand::rngs::SmallRng;
 use shoal_common::{AccessControl, Shutdown};
 use shoal_http_protocol::PeerId;
@@ -75,23 +74,8 @@ impl SwarmWorker {
 
     /// Returns replies to a socket worker; waits only while that worker is busy, and
     /// not at all once shutting down.
-    fn send_back(&self, worker: usize, mut replies: Vec<SwarmReply>) {
-        let route = &self.routes[worker];
-        loop {
-            match route
-                .replies
-                .send_timeout(replies, Duration::from_millis(50))
-            {
-                Ok(()) => {
-                    route.wake_if_waiting();
-                    return;
-                }
-                Err(SendTimeoutError::Timeout(returned)) if !self.shutdown.is_requested() => {
-                    replies = returned
-                }
-                Err(_) => return,
-            }
-        }
+    fn send_back(&self, worker: usize, replies: Vec<SwarmReply>) {
+        self.routes[worker].send(replies, &self.shutdown);
     }
 }
 

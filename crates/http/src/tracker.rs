@@ -5,18 +5,17 @@ use std::sync::Arc;
 
 use anyhow::Context as _;
 use shoal_common::cpu::maybe_pin_current_thread;
+use shoal_common::memlock;
 use shoal_common::metrics::log_periodically;
+use shoal_common::tls::TlsConfig;
 use shoal_common::{AccessControl, Running, Shutdown, Supervisor, TrackerConfig};
 use shoal_swarm::Clock;
-use socket2::{Domain, Protocol, Socket, Type};
 
 use crate::config::Config;
-use crate::memlock;
 use crate::socket::router::LocalSwarm;
 use crate::socket::{Listeners, socket_worker};
 use crate::stats::{Stats, StatsSnapshot, summary};
 use crate::swarm_worker::SwarmWorker;
-use crate::tls::TlsConfig;
 
 /// A running HTTP tracker; dropping it shuts it down.
 #[derive(Debug)]
@@ -84,8 +83,12 @@ pub fn start_with_clock(config: Config, clock: Arc<Clock>) -> anyhow::Result<Run
     let tls = if config.network.enable_tls {
         let network = &config.network;
         Some(Arc::new(
-            TlsConfig::load(&network.tls_certificate_path, &network.tls_private_key_path)
-                .context("cannot set up TLS")?,
+            TlsConfig::load(
+                "http",
+                &network.tls_certificate_path,
+                &network.tls_private_key_path,
+            )
+            .context("cannot set up TLS")?,
         ))
     } else {
         None
@@ -168,54 +171,17 @@ pub fn start_with_clock(config: Config, clock: Arc<Clock>) -> anyhow::Result<Run
 /// Binds every socket worker's listeners; returns them and the bound addresses.
 fn bind_all(config: &Config, workers: usize) -> anyhow::Result<(Vec<Listeners>, Vec<SocketAddr>)> {
     let network = &config.network;
-    let mut listeners: Vec<Listeners> = (0..workers).map(|_| Listeners::default()).collect();
-    let mut addrs = Vec::new();
-    for (enabled, configured) in [
+    let addresses: Vec<SocketAddr> = [
         (network.use_ipv4, network.address_ipv4),
         (network.use_ipv6, network.address_ipv6),
-    ] {
-        if !enabled {
-            continue;
-        }
-        let mut addr = configured;
-        for (index, worker) in listeners.iter_mut().enumerate() {
-            let listener = bind_listener(addr)?;
-            if index == 0 {
-                addr = listener
-                    .local_addr()
-                    .context("cannot read the bound address")?;
-                addrs.push(addr);
-            }
-            worker.sockets.push(listener);
-        }
-    }
-    Ok((listeners, addrs))
-}
-
-/// A listening TCP socket with SO_REUSEPORT (every socket worker binds the address) and,
-/// for IPv6, IPV6_V6ONLY (IPv4 clients use the IPv4 socket).
-fn bind_listener(addr: SocketAddr) -> anyhow::Result<std::net::TcpListener> {
-    let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))
-        .with_context(|| format!("cannot create a TCP socket for {addr}"))?;
-    if addr.is_ipv6() {
-        socket.set_only_v6(true).context("cannot set IPV6_V6ONLY")?;
-    }
-    socket
-        .set_reuse_address(true)
-        .context("cannot set SO_REUSEADDR")?;
-    socket
-        .set_reuse_port(true)
-        .context("cannot set SO_REUSEPORT")?;
-    socket.bind(&addr.into()).with_context(|| {
-        let hint = if addr.is_ipv6() {
-            " (set network.use_ipv6 = false if this host has no IPv6)"
-        } else {
-            ""
-        };
-        format!("cannot bind TCP {addr}{hint}")
-    })?;
-    socket
-        .listen(1024)
-        .with_context(|| format!("cannot listen on {addr}"))?;
-    Ok(socket.into())
+    ]
+    .into_iter()
+    .filter_map(|(enabled, addr)| enabled.then_some(addr))
+    .collect();
+    let (sockets, bound) = shoal_common::tcp::bind_listeners(&addresses, workers)?;
+    let listeners = sockets
+        .into_iter()
+        .map(|sockets| Listeners { sockets })
+        .collect();
+    Ok((listeners, bound))
 }

@@ -6,10 +6,7 @@
 //! every connection is a task ([`connection`]); requests to swarm workers go through
 //! the [`router`]; a reply pump task takes replies off the worker's channel.
 //!
-//! Waking: a swarm worker that sends replies writes one byte to the worker's end of a
-//! socket pair, but only when the pump has said it is waiting for one (the `waiting`
-//! flag, set before the pump checks the channel a last time), so a busy worker costs
-//! its swarm workers no system calls.
+//! Replies come back through a [`ReplyInbox`] (see `shoal_common::reply_route`).
 //!
 //! glommio executors can spin before parking; shoal's never do (the default), so a
 //! socket worker and a swarm worker can share a core without burning it.
@@ -18,19 +15,17 @@ pub mod connection;
 pub mod router;
 
 use std::cell::{Cell, RefCell};
-use std::io::Write as _;
 use std::os::fd::{FromRawFd as _, IntoRawFd as _};
-use std::os::unix::net::UnixStream as StdUnixStream;
 use std::rc::Rc;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use anyhow::Context as _;
-use crossbeam_channel::{Receiver, Sender};
-use futures_lite::AsyncReadExt as _;
-use glommio::net::{TcpListener, UnixStream};
+use crossbeam_channel::Sender;
+use glommio::net::TcpListener;
 use glommio::{LocalExecutorBuilder, Placement};
+use shoal_common::reply_route::{ReplyInbox, reply_channel};
+use shoal_common::tls::TlsConfig;
 use shoal_common::{AccessControl, Shutdown};
 use shoal_swarm::Clock;
 
@@ -38,30 +33,9 @@ use self::router::{LocalSwarm, Router};
 use crate::config::Config;
 use crate::messages::{SwarmReply, SwarmRequest};
 use crate::stats::{SocketCounters, Stats};
-use crate::tls::TlsConfig;
 
 /// How a swarm worker returns replies to one socket worker.
-#[derive(Debug, Clone)]
-pub struct ReplyRoute {
-    /// The socket worker's reply channel.
-    pub replies: Sender<Vec<SwarmReply>>,
-    wake: Arc<WakeSignal>,
-}
-
-#[derive(Debug)]
-struct WakeSignal {
-    waiting: AtomicBool,
-    writer: StdUnixStream,
-}
-
-impl ReplyRoute {
-    /// Wakes the socket worker's reply pump if it is waiting.
-    pub fn wake_if_waiting(&self) {
-        if self.wake.waiting.swap(false, Ordering::SeqCst) {
-            let _ = (&self.wake.writer).write(&[1]);
-        }
-    }
-}
+pub type ReplyRoute = shoal_common::reply_route::ReplyRoute<Vec<SwarmReply>>;
 
 /// The listening sockets of one socket worker.
 #[derive(Debug, Default)]
@@ -77,9 +51,7 @@ pub struct SocketWorker {
     pub(crate) config: Arc<Config>,
     pub(crate) listeners: Listeners,
     pub(crate) swarms: Vec<Sender<Vec<SwarmRequest>>>,
-    pub(crate) replies: Receiver<Vec<SwarmReply>>,
-    wake_reader: StdUnixStream,
-    wake: Arc<WakeSignal>,
+    inbox: ReplyInbox<Vec<SwarmReply>>,
     pub(crate) access: Arc<AccessControl>,
     pub(crate) tls: Option<Arc<TlsConfig>>,
     pub(crate) clock: Arc<Clock>,
@@ -116,29 +88,14 @@ pub fn socket_worker(
     shutdown: Shutdown,
 ) -> anyhow::Result<(SocketWorker, ReplyRoute)> {
     let capacity = swarms.len() * (config.limits.swarm_queue_len + 1) + 64;
-    let (reply_sender, replies) = crossbeam_channel::bounded(capacity);
-    let (wake_reader, writer) =
-        StdUnixStream::pair().context("cannot create a wake-up socket pair")?;
-    writer
-        .set_nonblocking(true)
-        .context("cannot make the wake-up socket non-blocking")?;
-    let wake = Arc::new(WakeSignal {
-        waiting: AtomicBool::new(false),
-        writer,
-    });
+    let (route, inbox) = reply_channel(capacity)?;
     let core = config.cpu_pinning.core_for(index);
-    let route = ReplyRoute {
-        replies: reply_sender,
-        wake: wake.clone(),
-    };
     let worker = SocketWorker {
         index,
         config,
         listeners,
         swarms,
-        replies,
-        wake_reader,
-        wake,
+        inbox,
         access,
         tls,
         clock,
@@ -188,14 +145,11 @@ impl SocketWorker {
             glommio::spawn_local(accept_loop(listener, local)).detach();
         }
 
-        // SAFETY: the descriptor comes from a std UnixStream we own and give up.
-        let wake_reader = unsafe { UnixStream::from_raw_fd(self.wake_reader.into_raw_fd()) };
-        glommio::spawn_local(reply_pump(
-            self.replies,
-            wake_reader,
-            self.wake,
-            local.router.clone(),
-        ))
+        let router = local.router.clone();
+        glommio::spawn_local(
+            self.inbox
+                .pump(move |batch| router.borrow_mut().deliver(batch)),
+        )
         .detach();
 
         // Flush statistics and watch for shutdown.
@@ -232,31 +186,6 @@ async fn accept_loop(listener: TcpListener, local: Rc<Local>) {
                 log::warn!("accept failed: {err}");
                 glommio::timer::sleep(Duration::from_millis(50)).await;
             }
-        }
-    }
-}
-
-/// Takes reply batches off the channel and hands them to the router.
-async fn reply_pump(
-    replies: Receiver<Vec<SwarmReply>>,
-    mut wake_reader: UnixStream,
-    wake: Arc<WakeSignal>,
-    router: Rc<RefCell<Router>>,
-) {
-    let mut scratch = [0u8; 64];
-    loop {
-        while let Ok(batch) = replies.try_recv() {
-            router.borrow_mut().deliver(batch);
-        }
-        wake.waiting.store(true, Ordering::SeqCst);
-        // A batch sent after the loop above finds `waiting` set and writes a byte.
-        if !replies.is_empty() {
-            wake.waiting.store(false, Ordering::SeqCst);
-            continue;
-        }
-        match wake_reader.read(&mut scratch).await {
-            Ok(0) | Err(_) => return,
-            Ok(_) => {}
         }
     }
 }

@@ -15,7 +15,7 @@ use rustls::pki_types::pem::PemObject as _;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
 /// Reads a certificate chain and a private key (PKCS#8, PKCS#1/RSA or SEC1/EC) and
-/// builds a server config for HTTP/1.1.
+/// builds a server config for HTTP/1.1 (which WebSocket upgrades from too).
 pub fn load_server_config(
     certificate: &Path,
     private_key: &Path,
@@ -53,16 +53,23 @@ pub fn load_server_config(
 /// The current TLS config, reloadable.
 #[derive(Debug)]
 pub struct TlsConfig {
+    /// The tracker, for log lines.
+    name: &'static str,
     current: ArcSwap<ServerConfig>,
     certificate: PathBuf,
     private_key: PathBuf,
 }
 
 impl TlsConfig {
-    /// Loads the files; fails if they are not usable.
-    pub fn load(certificate: &Path, private_key: &Path) -> anyhow::Result<Self> {
+    /// Loads the files for tracker `name`; fails if they are not usable.
+    pub fn load(
+        name: &'static str,
+        certificate: &Path,
+        private_key: &Path,
+    ) -> anyhow::Result<Self> {
         let config = load_server_config(certificate, private_key)?;
         Ok(Self {
+            name,
             current: ArcSwap::new(config),
             certificate: certificate.to_path_buf(),
             private_key: private_key.to_path_buf(),
@@ -85,11 +92,15 @@ impl TlsConfig {
     pub fn reload_and_log(&self) {
         match self.reload() {
             Ok(()) => log::info!(
-                "http: TLS certificate reloaded from {}",
+                "{}: TLS certificate reloaded from {}",
+                self.name,
                 self.certificate.display()
             ),
             Err(err) => {
-                log::error!("http: TLS certificate not reloaded, keeping the old one: {err:#}")
+                log::error!(
+                    "{}: TLS certificate not reloaded, keeping the old one: {err:#}",
+                    self.name
+                )
             }
         }
     }

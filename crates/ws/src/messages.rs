@@ -1,0 +1,89 @@
+//! What travels between socket workers and swarm workers.
+//!
+//! Socket workers send batches of [`SwarmRequest`] over each swarm worker's bounded
+//! channel. A swarm worker answers with [`Delivery`]s: messages addressed to any
+//! connection of any socket worker (the announcer's reply, offers to other peers,
+//! answers to the offering peer), grouped per socket worker, one batch per worker.
+
+use shoal_ws_protocol::{AnnounceRequest, Id20, ScrapeFile, ServerMessage};
+
+/// A connection of a socket worker: where messages go.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ConnectionRef {
+    /// The socket worker.
+    pub worker: u16,
+    /// The connection, unique within its worker for the life of the process.
+    pub id: u64,
+}
+
+/// One request for a swarm worker.
+#[derive(Debug)]
+pub struct SwarmRequest {
+    /// The connection it came from.
+    pub from: ConnectionRef,
+    /// What to do.
+    pub kind: RequestKind,
+}
+
+/// What a swarm worker is asked.
+#[derive(Debug)]
+pub enum RequestKind {
+    /// An announce, checked by the socket worker (access list, rate, offers capped).
+    Announce(Box<AnnounceRequest>),
+    /// Counts for these torrents: the part of scrape `scrape_id` this worker owns.
+    Scrape {
+        /// Which scrape of the connection.
+        scrape_id: u32,
+        /// The torrents.
+        info_hashes: Vec<Id20>,
+    },
+    /// The connection closed: these (info hash, peer id) leave their swarms.
+    Leave(Vec<(Id20, Id20)>),
+}
+
+impl RequestKind {
+    /// Whether the request may be dropped when a queue is full (the client gets a
+    /// "busy" error); a `Leave` must not, or its peers would linger.
+    pub fn sheddable(&self) -> bool {
+        !matches!(self, Self::Leave(_))
+    }
+}
+
+/// A message for one connection.
+#[derive(Debug)]
+pub enum ToConnection {
+    /// A message to write as it is (announce reply, offer, answer, error).
+    Message(ServerMessage),
+    /// An answer that was not relayed: no such offer was sent to the answering peer,
+    /// or it expired.
+    AnswerRefused(Id20),
+    /// A request was shed: its swarm worker's queue was full.
+    Shed {
+        /// The announce's torrent.
+        info_hash: Option<Id20>,
+        /// The scrape it was part of.
+        scrape_id: Option<u32>,
+    },
+    /// One swarm worker's part of a scrape.
+    ScrapePart {
+        /// Which scrape of the connection.
+        scrape_id: u32,
+        /// Counts.
+        files: Vec<(Id20, ScrapeFile)>,
+    },
+}
+
+/// A message and the connection (of the receiving socket worker) it is for.
+pub type Delivery = (u64, ToConnection);
+
+/// The swarm worker that owns `info_hash`, out of `workers`.
+pub fn swarm_worker_for(info_hash: &Id20, workers: usize) -> usize {
+    // Info hashes are SHA-1 output: any bytes are uniform.
+    let value = u32::from_le_bytes([
+        info_hash.0[0],
+        info_hash.0[1],
+        info_hash.0[2],
+        info_hash.0[3],
+    ]);
+    (value as usize) % workers.max(1)
+}

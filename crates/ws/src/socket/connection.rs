@@ -1,0 +1,565 @@
+//! One WebSocket connection: the opening request, then messages both ways until
+//! either side ends it or a limit is hit.
+//!
+//! One task per connection. It waits for whichever comes first: bytes from the
+//! client, or messages in its queue (replies, and offers and answers from other
+//! peers). tungstenite does the framing over in-memory buffers ([`Io`]): the task
+//! reads bytes from the socket and hands them over, and writes out whatever frames
+//! tungstenite produced, so no I/O happens inside tungstenite and the task never
+//! blocks its executor.
+//!
+//! Closing reasons, each counted: idle timeout, a message or frame over its size
+//! limit (close code 1009), a binary message (1003), a protocol error (1002), a full
+//! outgoing queue (the client reads too slowly; 1008, and logged).
+
+use std::io::{self, Read, Write};
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use futures_lite::{AsyncRead, AsyncReadExt as _, AsyncWrite, AsyncWriteExt as _};
+use glommio::net::TcpStream;
+use hashbrown::HashMap;
+use shoal_ws_protocol::{
+    Action, AnnounceEvent, AnnounceRequest, ClientMessage, ErrorResponse, Id20, ScrapeFile,
+    ScrapeRequest, ScrapeResponse, ServerMessage, parse_client_message, write_server_message,
+};
+use tungstenite::protocol::frame::coding::CloseCode;
+use tungstenite::protocol::{CloseFrame, Role, WebSocketConfig, WebSocketContext};
+use tungstenite::{Error as WsError, Message};
+
+use super::Local;
+use super::handshake::{Opening, Refusal, open};
+use super::io::{within, write_all};
+use super::router::{ConnectionQueue, submit};
+use crate::messages::{ConnectionRef, RequestKind, SwarmRequest, ToConnection, swarm_worker_for};
+
+/// Error reply to a refused info hash.
+pub const NOT_ALLOWED: &str = "info hash not allowed";
+/// Error reply when a swarm worker's queue is full.
+pub const BUSY: &str = "tracker busy, try again later";
+/// Error reply past limits.max_requests_per_second.
+pub const RATE_LIMITED: &str = "too many requests, slow down";
+/// Error reply to an answer that is not relayed.
+pub const ANSWER_REFUSED: &str =
+    "answer not relayed: no such offer was sent to this peer, or it expired";
+
+/// How long writing to a client may take before the connection is given up.
+const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Bytes read from the socket at a time.
+const READ_CHUNK: usize = 4096;
+
+/// Serves one accepted connection.
+pub(crate) async fn run(stream: TcpStream, peer: SocketAddr, local: Rc<Local>) {
+    let mut stream = stream;
+    let open_now = local.connections.get();
+    if open_now >= local.config.network.max_connections {
+        local.counters.borrow_mut().refused += 1;
+        let refusal = Refusal::new(503, "too many connections");
+        let _ = write_all(
+            &mut stream,
+            &refusal.response(),
+            Instant::now() + Duration::from_secs(1),
+        )
+        .await;
+        return;
+    }
+    local.connections.set(open_now + 1);
+    local.counters.borrow_mut().accepted += 1;
+    let _ = stream.set_nodelay(true);
+    let deadline =
+        Instant::now() + Duration::from_secs(local.config.network.handshake_timeout.into());
+    match &local.tls {
+        None => serve(stream, peer, &local, deadline).await,
+        Some(tls) => {
+            let acceptor = futures_rustls::TlsAcceptor::from(tls.current());
+            let left = deadline.saturating_duration_since(Instant::now());
+            match within(left, acceptor.accept(stream)).await {
+                Some(Ok(stream)) => serve(stream, peer, &local, deadline).await,
+                _ => local.counters.borrow_mut().tls_failures += 1,
+            }
+        }
+    }
+    local.connections.set(local.connections.get() - 1);
+}
+
+async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
+    mut stream: S,
+    peer: SocketAddr,
+    local: &Local,
+    deadline: Instant,
+) {
+    if let Opening::Upgraded(leftover) = open(&mut stream, local, deadline).await {
+        local.counters.borrow_mut().upgraded += 1;
+        let mut session = Session::new(local, peer, leftover);
+        session.run(&mut stream).await;
+        session.leave();
+    }
+    // TLS sends close_notify, TCP a FIN.
+    let _ = within(Duration::from_secs(1), stream.close()).await;
+}
+
+/// tungstenite's view of the connection: bytes already read from the socket in,
+/// frames to write out.
+struct Io<'a, 'b> {
+    input: &'a mut &'b [u8],
+    output: &'a mut Vec<u8>,
+}
+
+impl Read for Io<'_, '_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        if self.input.is_empty() {
+            return Err(io::ErrorKind::WouldBlock.into());
+        }
+        Read::read(self.input, buf)
+    }
+}
+
+impl Write for Io<'_, '_> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.output.extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Requests a connection may make: a token bucket refilled every second.
+struct RequestBudget {
+    per_second: u32,
+    burst: u32,
+    tokens: u32,
+    refilled: u32,
+}
+
+impl RequestBudget {
+    fn take(&mut self, now: u32) -> bool {
+        if self.per_second == 0 {
+            return true;
+        }
+        let elapsed = now.saturating_sub(self.refilled);
+        if elapsed > 0 {
+            self.tokens = self
+                .tokens
+                .saturating_add(elapsed.saturating_mul(self.per_second))
+                .min(self.burst);
+            self.refilled = now;
+        }
+        if self.tokens == 0 {
+            return false;
+        }
+        self.tokens -= 1;
+        true
+    }
+}
+
+/// A scrape split over several swarm workers, waiting for their parts.
+struct PendingScrape {
+    parts_left: usize,
+    /// A part was shed; the client got a "busy" error.
+    failed: bool,
+    files: Vec<(Id20, ScrapeFile)>,
+}
+
+/// An upgraded connection.
+struct Session<'a> {
+    local: &'a Local,
+    peer: SocketAddr,
+    websocket: WebSocketContext,
+    connection: ConnectionRef,
+    queue: Rc<ConnectionQueue>,
+    /// Frames waiting to be written to the socket.
+    out: Vec<u8>,
+    /// The info hashes this connection announced, with the peer id used.
+    announced: HashMap<Id20, Id20>,
+    budget: RequestBudget,
+    scrapes: HashMap<u32, PendingScrape>,
+    next_scrape: u32,
+    closing: bool,
+}
+
+impl<'a> Session<'a> {
+    fn new(local: &'a Local, peer: SocketAddr, leftover: Vec<u8>) -> Self {
+        let limits = &local.config.limits;
+        let config = WebSocketConfig::default()
+            .read_buffer_size(READ_CHUNK)
+            .write_buffer_size(0)
+            .max_message_size(Some(limits.max_message_size))
+            .max_frame_size(Some(limits.max_frame_size));
+        let (connection, queue) = local
+            .router
+            .borrow_mut()
+            .register(limits.max_outgoing_messages);
+        Self {
+            local,
+            peer,
+            websocket: WebSocketContext::from_partially_read(leftover, Role::Server, Some(config)),
+            connection,
+            queue,
+            out: Vec::new(),
+            announced: HashMap::new(),
+            budget: RequestBudget {
+                per_second: limits.max_requests_per_second,
+                burst: limits.request_burst,
+                tokens: limits.request_burst,
+                refilled: local.clock.now().0,
+            },
+            scrapes: HashMap::new(),
+            next_scrape: 0,
+            closing: false,
+        }
+    }
+
+    async fn run<S: AsyncRead + AsyncWrite + Unpin>(&mut self, stream: &mut S) {
+        let idle = Duration::from_secs(self.local.config.network.idle_timeout.into());
+        let mut buffer = vec![0u8; READ_CHUNK];
+        let mut heard = Instant::now();
+        // Frames that arrived together with the upgrade request.
+        self.feed(&[]);
+        loop {
+            while let Some(message) = self.queue.pop() {
+                self.write_delivery(message);
+            }
+            if self.queue.overflowed() && !self.closing {
+                self.local.counters.borrow_mut().slow_readers += 1;
+                log::info!(
+                    "closing the connection of {}: it reads too slowly ({} messages waiting)",
+                    self.peer,
+                    self.local.config.limits.max_outgoing_messages
+                );
+                self.close(CloseCode::Policy, "reading too slowly");
+            }
+            let _ = self.websocket.flush(&mut Io {
+                input: &mut &[][..],
+                output: &mut self.out,
+            });
+            if !self.out.is_empty() {
+                if !write_all(stream, &self.out, Instant::now() + WRITE_TIMEOUT).await {
+                    return;
+                }
+                self.out.clear();
+            }
+            if self.closing {
+                return;
+            }
+            let left = (heard + idle).saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                self.local.counters.borrow_mut().idle_timeouts += 1;
+                self.close(CloseCode::Away, "idle timeout");
+                continue;
+            }
+            let queue = Rc::clone(&self.queue);
+            let event = within(
+                left,
+                futures_lite::future::or(async { Some(stream.read(&mut buffer).await) }, async {
+                    queue.ready().await;
+                    None
+                }),
+            )
+            .await;
+            match event {
+                // Idle timeout or outgoing messages: the top of the loop handles both.
+                None | Some(None) => {}
+                Some(Some(Ok(0) | Err(_))) => return,
+                Some(Some(Ok(read))) => {
+                    heard = Instant::now();
+                    self.feed(&buffer[..read]);
+                }
+            }
+        }
+    }
+
+    /// Hands bytes to tungstenite and serves every complete message.
+    fn feed(&mut self, bytes: &[u8]) {
+        let mut input = bytes;
+        let mut out = std::mem::take(&mut self.out);
+        while !self.closing {
+            let read = self.websocket.read(&mut Io {
+                input: &mut input,
+                output: &mut out,
+            });
+            match read {
+                Ok(Message::Text(text)) => self.on_text(text.as_bytes()),
+                Ok(Message::Binary(_)) => {
+                    self.local.counters.borrow_mut().bad_messages += 1;
+                    self.out = out;
+                    self.close(CloseCode::Unsupported, "binary messages are not supported");
+                    return;
+                }
+                // Pings are answered by tungstenite; pongs and raw frames need nothing.
+                Ok(Message::Ping(_) | Message::Pong(_) | Message::Frame(_)) => {}
+                // tungstenite queued its reply to the client's close frame.
+                Ok(Message::Close(_)) => {}
+                Err(WsError::Io(err)) if err.kind() == io::ErrorKind::WouldBlock => break,
+                Err(WsError::Capacity(_)) => {
+                    self.local.counters.borrow_mut().oversized_messages += 1;
+                    self.out = out;
+                    self.close(CloseCode::Size, "message too big");
+                    return;
+                }
+                Err(WsError::Protocol(_) | WsError::Utf8(_)) => {
+                    self.local.counters.borrow_mut().bad_messages += 1;
+                    self.out = out;
+                    self.close(CloseCode::Protocol, "WebSocket protocol error");
+                    return;
+                }
+                Err(_) => {
+                    // Closed (the client's close handshake is done) or unusable.
+                    self.closing = true;
+                }
+            }
+        }
+        self.out = out;
+    }
+
+    /// Sends a close frame; the connection ends once it is written.
+    fn close(&mut self, code: CloseCode, reason: &'static str) {
+        let frame = CloseFrame {
+            code,
+            reason: reason.into(),
+        };
+        let _ = self.websocket.close(
+            &mut Io {
+                input: &mut &[][..],
+                output: &mut self.out,
+            },
+            Some(frame),
+        );
+        self.closing = true;
+    }
+
+    fn on_text(&mut self, bytes: &[u8]) {
+        match parse_client_message(bytes) {
+            Err(err) => {
+                self.local.counters.borrow_mut().bad_messages += 1;
+                self.reply_error(err.into());
+            }
+            Ok(ClientMessage::Announce(announce)) => self.announce(announce),
+            Ok(ClientMessage::Scrape(scrape)) => self.scrape(scrape),
+        }
+    }
+
+    fn reply_error(&mut self, error: ErrorResponse) {
+        self.queue
+            .push(ToConnection::Message(ServerMessage::Error(error)));
+    }
+
+    fn refuse(&mut self, action: Action, info_hash: Option<Id20>, reason: &'static str) {
+        self.reply_error(ErrorResponse {
+            action: Some(action),
+            info_hash,
+            reason: reason.into(),
+        });
+    }
+
+    fn announce(&mut self, mut announce: AnnounceRequest) {
+        let info_hash = announce.info_hash;
+        let is_answer = announce.answer.is_some();
+        if !is_answer {
+            self.local.counters.borrow_mut().announces += 1;
+            if !self.budget.take(self.local.clock.now().0) {
+                self.local.counters.borrow_mut().rate_limited += 1;
+                return self.refuse(Action::Announce, Some(info_hash), RATE_LIMITED);
+            }
+        }
+        if !self.local.access.allows(&info_hash.0) {
+            self.local.counters.borrow_mut().access_denied += 1;
+            return self.refuse(Action::Announce, Some(info_hash), NOT_ALLOWED);
+        }
+        let workers = self.local.router.borrow().swarm_workers();
+        let worker = swarm_worker_for(&info_hash, workers);
+        if announce.event == AnnounceEvent::Stopped {
+            self.announced.remove(&info_hash);
+        } else if !is_answer {
+            let limit = self.local.config.limits.max_torrents_per_connection;
+            match self.announced.get(&info_hash) {
+                None if self.announced.len() >= limit => {
+                    self.local.counters.borrow_mut().too_many_torrents += 1;
+                    return self.refuse(
+                        Action::Announce,
+                        Some(info_hash),
+                        "too many torrents on one connection",
+                    );
+                }
+                Some(old) if *old != announce.peer_id => {
+                    // The client changed its peer id: the old one leaves now.
+                    let leave = RequestKind::Leave(vec![(info_hash, *old)]);
+                    self.send(worker, leave);
+                }
+                _ => {}
+            }
+            self.announced.insert(info_hash, announce.peer_id);
+        }
+        let wanted = announce
+            .numwant
+            .map_or(usize::MAX, |wanted| wanted.min(usize::MAX as u64) as usize);
+        announce
+            .offers
+            .truncate(wanted.min(self.local.config.protocol.max_offers));
+        self.send(worker, RequestKind::Announce(Box::new(announce)));
+    }
+
+    fn scrape(&mut self, scrape: ScrapeRequest) {
+        self.local.counters.borrow_mut().scrapes += 1;
+        if !self.budget.take(self.local.clock.now().0) {
+            self.local.counters.borrow_mut().rate_limited += 1;
+            return self.refuse(Action::Scrape, None, RATE_LIMITED);
+        }
+        let hashes = scrape.info_hashes;
+        if hashes.is_empty() {
+            return self.refuse(
+                Action::Scrape,
+                None,
+                "a scrape must name info hashes (full scrapes are not served)",
+            );
+        }
+        if hashes.len() > self.local.config.protocol.max_scrape_torrents {
+            return self.refuse(Action::Scrape, None, "too many info hashes in one scrape");
+        }
+        if !hashes.iter().all(|hash| self.local.access.allows(&hash.0)) {
+            self.local.counters.borrow_mut().access_denied += 1;
+            return self.refuse(Action::Scrape, None, NOT_ALLOWED);
+        }
+        let workers = self.local.router.borrow().swarm_workers();
+        let mut parts: Vec<(usize, Vec<Id20>)> = Vec::new();
+        for hash in hashes {
+            let worker = swarm_worker_for(&hash, workers);
+            match parts.iter_mut().find(|(w, _)| *w == worker) {
+                Some((_, hashes)) => hashes.push(hash),
+                None => parts.push((worker, vec![hash])),
+            }
+        }
+        let scrape_id = self.next_scrape;
+        self.next_scrape = self.next_scrape.wrapping_add(1);
+        if parts.len() > 1 {
+            self.scrapes.insert(
+                scrape_id,
+                PendingScrape {
+                    parts_left: parts.len(),
+                    failed: false,
+                    files: Vec::new(),
+                },
+            );
+        }
+        for (worker, info_hashes) in parts {
+            self.send(
+                worker,
+                RequestKind::Scrape {
+                    scrape_id,
+                    info_hashes,
+                },
+            );
+        }
+    }
+
+    fn send(&self, worker: usize, kind: RequestKind) {
+        let request = SwarmRequest {
+            from: self.connection,
+            kind,
+        };
+        submit(&self.local.router, worker, request);
+    }
+
+    /// Turns a message from the queue into a frame in `out`.
+    fn write_delivery(&mut self, delivery: ToConnection) {
+        let message = match delivery {
+            ToConnection::Message(message) => {
+                let mut counters = self.local.counters.borrow_mut();
+                match message {
+                    ServerMessage::Offer(_) => counters.offers_forwarded += 1,
+                    ServerMessage::Answer(_) => counters.answers_relayed += 1,
+                    _ => {}
+                }
+                message
+            }
+            ToConnection::AnswerRefused(info_hash) => {
+                self.local.counters.borrow_mut().answers_refused += 1;
+                error_message(Action::Announce, Some(info_hash), ANSWER_REFUSED)
+            }
+            ToConnection::Shed {
+                info_hash,
+                scrape_id,
+            } => {
+                let Some(scrape_id) = scrape_id else {
+                    return self.write_message(&error_message(Action::Announce, info_hash, BUSY));
+                };
+                match self.scrapes.get_mut(&scrape_id) {
+                    None => error_message(Action::Scrape, None, BUSY),
+                    Some(pending) => {
+                        // One busy part fails the whole scrape, with one error.
+                        pending.parts_left -= 1;
+                        let first = !pending.failed;
+                        pending.failed = true;
+                        if pending.parts_left == 0 {
+                            self.scrapes.remove(&scrape_id);
+                        }
+                        if !first {
+                            return;
+                        }
+                        error_message(Action::Scrape, None, BUSY)
+                    }
+                }
+            }
+            ToConnection::ScrapePart { scrape_id, files } => {
+                match self.scrapes.get_mut(&scrape_id) {
+                    None => ServerMessage::Scrape(ScrapeResponse { files }),
+                    Some(pending) => {
+                        pending.parts_left -= 1;
+                        if !pending.failed {
+                            pending.files.extend(files);
+                        }
+                        if pending.parts_left > 0 {
+                            return;
+                        }
+                        let pending = self.scrapes.remove(&scrape_id).expect("present");
+                        if pending.failed {
+                            return;
+                        }
+                        ServerMessage::Scrape(ScrapeResponse {
+                            files: pending.files,
+                        })
+                    }
+                }
+            }
+        };
+        self.write_message(&message);
+    }
+
+    fn write_message(&mut self, message: &ServerMessage) {
+        let mut json = Vec::with_capacity(128);
+        write_server_message(message, &mut json);
+        let text = String::from_utf8(json).expect("serde_json writes UTF-8");
+        let _ = self.websocket.write(
+            &mut Io {
+                input: &mut &[][..],
+                output: &mut self.out,
+            },
+            Message::text(text),
+        );
+    }
+
+    /// The connection is closing: its peers leave their swarms now.
+    fn leave(&mut self) {
+        self.local.router.borrow_mut().unregister(self.connection);
+        let workers = self.local.router.borrow().swarm_workers();
+        let mut parts: Vec<Vec<(Id20, Id20)>> = vec![Vec::new(); workers];
+        for (info_hash, peer_id) in self.announced.drain() {
+            parts[swarm_worker_for(&info_hash, workers)].push((info_hash, peer_id));
+        }
+        for (worker, peers) in parts.into_iter().enumerate() {
+            if !peers.is_empty() {
+                self.send(worker, RequestKind::Leave(peers));
+            }
+        }
+    }
+}
+
+fn error_message(action: Action, info_hash: Option<Id20>, reason: &'static str) -> ServerMessage {
+    ServerMessage::Error(ErrorResponse {
+        action: Some(action),
+        info_hash,
+        reason: reason.into(),
+    })
+}

@@ -1,0 +1,277 @@
+//! Requests on their way to swarm workers and messages on their way to connections,
+//! inside one socket worker (one glommio executor, one thread: `Rc` and `RefCell`
+//! suffice).
+//!
+//! Requests go into a per-swarm-worker outbox; the first request of a round
+//! schedules a flush task, which runs after every task that is ready now has run, so
+//! all requests of one round of the event loop leave in one channel message per swarm
+//! worker. With `swarm_workers = 0` the router keeps the torrents itself and serves
+//! each request at once.
+//!
+//! Messages for connections ([`Router::deliver`]) go into each connection's
+//! [`ConnectionQueue`]; a queue that would grow past its limit marks its connection
+//! as too slow instead, and the connection closes itself.
+
+use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
+use std::future::poll_fn;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::task::{Poll, Waker};
+
+use crossbeam_channel::{Sender, TrySendError};
+use hashbrown::HashMap;
+use shoal_common::AccessControl;
+use shoal_swarm::{Clock, ServerTime};
+
+use crate::messages::{ConnectionRef, Delivery, RequestKind, SwarmRequest, ToConnection};
+use crate::swarm::{SwarmSettings, Swarms};
+
+/// Messages waiting to be written to one connection.
+pub(crate) struct ConnectionQueue {
+    messages: RefCell<VecDeque<ToConnection>>,
+    waker: Cell<Option<Waker>>,
+    overflowed: Cell<bool>,
+    limit: usize,
+}
+
+impl std::fmt::Debug for ConnectionQueue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ConnectionQueue")
+            .field("waiting", &self.messages.borrow().len())
+            .field("overflowed", &self.overflowed.get())
+            .finish()
+    }
+}
+
+impl ConnectionQueue {
+    fn new(limit: usize) -> Self {
+        Self {
+            messages: RefCell::new(VecDeque::new()),
+            waker: Cell::new(None),
+            overflowed: Cell::new(false),
+            limit,
+        }
+    }
+
+    /// Queues a message; past the limit, marks the connection as too slow instead.
+    pub(crate) fn push(&self, message: ToConnection) {
+        let mut messages = self.messages.borrow_mut();
+        if messages.len() >= self.limit {
+            self.overflowed.set(true);
+        } else if !self.overflowed.get() {
+            messages.push_back(message);
+        }
+        if let Some(waker) = self.waker.take() {
+            waker.wake();
+        }
+    }
+
+    /// The next message to write.
+    pub(crate) fn pop(&self) -> Option<ToConnection> {
+        self.messages.borrow_mut().pop_front()
+    }
+
+    /// Whether a message had to be refused: the client reads too slowly.
+    pub(crate) fn overflowed(&self) -> bool {
+        self.overflowed.get()
+    }
+
+    /// Resolves once there is a message (or the queue overflowed).
+    pub(crate) async fn ready(&self) {
+        poll_fn(|cx| {
+            if !self.messages.borrow().is_empty() || self.overflowed.get() {
+                Poll::Ready(())
+            } else {
+                self.waker.set(Some(cx.waker().clone()));
+                Poll::Pending
+            }
+        })
+        .await
+    }
+}
+
+/// The torrents of a socket worker that has no swarm workers.
+#[derive(Debug)]
+pub struct LocalSwarm {
+    swarms: Swarms,
+    clock: Arc<Clock>,
+    clean_every: u32,
+    next_clean: ServerTime,
+}
+
+impl LocalSwarm {
+    /// Empty torrents, cleaned every `clean_every` seconds of `clock`.
+    pub fn new(settings: SwarmSettings, clean_every: u32, clock: Arc<Clock>) -> Self {
+        Self {
+            swarms: Swarms::new(settings, rand::make_rng()),
+            next_clean: clock.now().plus(clean_every),
+            clock,
+            clean_every,
+        }
+    }
+}
+
+/// The router of one socket worker.
+#[derive(Debug)]
+pub struct Router {
+    socket_worker: u16,
+    swarms: Vec<Sender<Vec<SwarmRequest>>>,
+    local: Option<LocalSwarm>,
+    outbox: Vec<Vec<SwarmRequest>>,
+    flush_scheduled: bool,
+    connections: HashMap<u64, Rc<ConnectionQueue>>,
+    next_connection: u64,
+    produced: Vec<(ConnectionRef, ToConnection)>,
+    /// Requests shed because a swarm queue was full (for statistics).
+    pub shed: u64,
+}
+
+impl Router {
+    /// A router for `socket_worker` sending to `swarms`, or, when `local` is given,
+    /// answering from its own torrents.
+    pub fn new(
+        socket_worker: u16,
+        swarms: Vec<Sender<Vec<SwarmRequest>>>,
+        local: Option<LocalSwarm>,
+    ) -> Self {
+        Self {
+            socket_worker,
+            local,
+            outbox: swarms.iter().map(|_| Vec::new()).collect(),
+            swarms,
+            flush_scheduled: false,
+            connections: HashMap::new(),
+            next_connection: 0,
+            produced: Vec::new(),
+            shed: 0,
+        }
+    }
+
+    /// Number of swarm workers (1 when the torrents are kept here).
+    pub fn swarm_workers(&self) -> usize {
+        if self.local.is_some() {
+            1
+        } else {
+            self.swarms.len()
+        }
+    }
+
+    /// A new connection and its queue of at most `limit` messages.
+    pub(crate) fn register(&mut self, limit: usize) -> (ConnectionRef, Rc<ConnectionQueue>) {
+        self.next_connection += 1;
+        let queue = Rc::new(ConnectionQueue::new(limit));
+        self.connections
+            .insert(self.next_connection, Rc::clone(&queue));
+        let connection = ConnectionRef {
+            worker: self.socket_worker,
+            id: self.next_connection,
+        };
+        (connection, queue)
+    }
+
+    /// Forgets a closed connection; messages still on their way to it are dropped.
+    pub(crate) fn unregister(&mut self, connection: ConnectionRef) {
+        self.connections.remove(&connection.id);
+    }
+
+    /// Sends `request` to swarm worker `worker` (or serves it here). Returns whether
+    /// the caller must schedule a [`Router::flush`].
+    pub(crate) fn submit(&mut self, worker: usize, request: SwarmRequest) -> bool {
+        if let Some(local) = &mut self.local {
+            local
+                .swarms
+                .handle(request, local.clock.now(), &mut self.produced);
+            let produced = std::mem::take(&mut self.produced);
+            self.deliver_local(produced);
+            return false;
+        }
+        self.outbox[worker].push(request);
+        let schedule = !self.flush_scheduled;
+        self.flush_scheduled = true;
+        schedule
+    }
+
+    fn deliver_local(&mut self, mut produced: Vec<(ConnectionRef, ToConnection)>) {
+        for (to, message) in produced.drain(..) {
+            if let Some(queue) = self.connections.get(&to.id) {
+                queue.push(message);
+            }
+        }
+        self.produced = produced;
+    }
+
+    /// Sends every outbox to its swarm worker. When a queue is full, requests a
+    /// client waits for are answered "busy" at once; leave notices stay in the outbox
+    /// for the next flush.
+    pub fn flush(&mut self) {
+        self.flush_scheduled = false;
+        for worker in 0..self.swarms.len() {
+            if self.outbox[worker].is_empty() {
+                continue;
+            }
+            let batch = std::mem::take(&mut self.outbox[worker]);
+            match self.swarms[worker].try_send(batch) {
+                Ok(()) => {}
+                Err(TrySendError::Full(batch) | TrySendError::Disconnected(batch)) => {
+                    for request in batch {
+                        if request.kind.sheddable() {
+                            self.shed += 1;
+                            let busy = match &request.kind {
+                                RequestKind::Announce(announce) => ToConnection::Shed {
+                                    info_hash: Some(announce.info_hash),
+                                    scrape_id: None,
+                                },
+                                RequestKind::Scrape { scrape_id, .. } => ToConnection::Shed {
+                                    info_hash: None,
+                                    scrape_id: Some(*scrape_id),
+                                },
+                                RequestKind::Leave(_) => unreachable!("leave is not sheddable"),
+                            };
+                            if let Some(queue) = self.connections.get(&request.from.id) {
+                                queue.push(busy);
+                            }
+                        } else {
+                            self.outbox[worker].push(request);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Whether requests wait in an outbox (leave notices a full queue turned back).
+    pub fn has_waiting(&self) -> bool {
+        self.outbox.iter().any(|outbox| !outbox.is_empty())
+    }
+
+    /// Takes a batch of messages from a swarm worker.
+    pub fn deliver(&mut self, batch: Vec<Delivery>) {
+        for (connection, message) in batch {
+            if let Some(queue) = self.connections.get(&connection) {
+                queue.push(message);
+            }
+        }
+    }
+
+    /// With no swarm workers, cleans this worker's torrents when it is time; returns
+    /// the torrents and peers kept.
+    pub fn clean_local(&mut self, access: &AccessControl) -> Option<(usize, usize)> {
+        let local = self.local.as_mut()?;
+        let now = local.clock.now();
+        if now < local.next_clean {
+            return None;
+        }
+        local.next_clean = now.plus(local.clean_every);
+        let access = access.snapshot();
+        Some(local.swarms.clean(now, |hash| access.allows(&hash.0)))
+    }
+}
+
+/// Submits `request` and schedules the flush if this is the first of the round.
+pub(crate) fn submit(router: &Rc<RefCell<Router>>, worker: usize, request: SwarmRequest) {
+    if router.borrow_mut().submit(worker, request) {
+        let router = Rc::clone(router);
+        glommio::spawn_local(async move { router.borrow_mut().flush() }).detach();
+    }
+}

@@ -1,0 +1,87 @@
+//! WebTorrent tracker statistics.
+
+use shoal_common::metrics::WorkerStats;
+
+shoal_common::counters! {
+    /// Counted by each socket worker.
+    pub struct SocketCounters, SharedSocketCounters, SocketTotals {
+        /// Connections accepted.
+        accepted,
+        /// Connections refused at the connection limit.
+        refused,
+        /// Connections currently open (a gauge: set, not added).
+        open_connections,
+        /// Connections that upgraded to WebSocket.
+        upgraded,
+        /// Upgrade requests refused (malformed, not WebSocket, too big, too slow).
+        bad_handshakes,
+        /// Health-check requests answered.
+        health_checks,
+        /// Announces (answers not included).
+        announces,
+        /// Offers forwarded to peers.
+        offers_forwarded,
+        /// Answers relayed to the offering peer.
+        answers_relayed,
+        /// Answers refused: no such offer was sent to the answering peer, or it expired.
+        answers_refused,
+        /// Scrapes.
+        scrapes,
+        /// Messages that could not be read (malformed JSON, missing fields, binary).
+        bad_messages,
+        /// Messages over limits.max_message_size or frames over max_frame_size.
+        oversized_messages,
+        /// Requests refused by the access list.
+        access_denied,
+        /// Requests refused by limits.max_requests_per_second.
+        rate_limited,
+        /// Announces refused by limits.max_torrents_per_connection.
+        too_many_torrents,
+        /// Requests answered "busy" because a swarm worker's queue was full.
+        shed,
+        /// Connections closed because they read too slowly (outgoing queue full).
+        slow_readers,
+        /// Connections closed by the idle timeout.
+        idle_timeouts,
+        /// Failed TLS handshakes.
+        tls_failures,
+    }
+}
+
+/// All workers' statistics.
+pub type Stats = WorkerStats<SharedSocketCounters>;
+
+/// A sum over all workers.
+pub type StatsSnapshot = shoal_common::metrics::StatsSnapshot<SocketTotals>;
+
+/// One log line of rates between two snapshots `seconds` apart.
+pub fn summary(now: &StatsSnapshot, before: &StatsSnapshot, seconds: f64) -> String {
+    let d = now.requests.since(&before.requests);
+    let rate = |count: u64| count as f64 / seconds.max(0.001);
+    format!(
+        "announces/s {:.0}, offers/s {:.0}, answers/s {:.0}, scrapes/s {:.0}, new connections/s {:.0}, \
+         open connections {}; per interval: refused answers {}, bad messages {}, oversized {}, \
+         denied {}, rate-limited {}, too many torrents {}, busy {}, slow readers {}, idle timeouts {}, \
+         bad handshakes {}, TLS failures {}, refused connections {}; torrents {}, peers {}",
+        rate(d.announces),
+        rate(d.offers_forwarded),
+        rate(d.answers_relayed),
+        rate(d.scrapes),
+        rate(d.accepted),
+        now.requests.open_connections,
+        d.answers_refused,
+        d.bad_messages,
+        d.oversized_messages,
+        d.access_denied,
+        d.rate_limited,
+        d.too_many_torrents,
+        d.shed,
+        d.slow_readers,
+        d.idle_timeouts,
+        d.bad_handshakes,
+        d.tls_failures,
+        d.refused,
+        now.torrents,
+        now.peers,
+    )
+}

@@ -1,0 +1,194 @@
+//! Starting and stopping the WebTorrent tracker.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use shoal_common::cpu::maybe_pin_current_thread;
+use shoal_common::memlock;
+use shoal_common::metrics::log_periodically;
+use shoal_common::tls::TlsConfig;
+use shoal_common::{AccessControl, Running, Shutdown, Supervisor, TrackerConfig};
+use shoal_swarm::Clock;
+
+use crate::config::Config;
+use crate::socket::router::LocalSwarm;
+use crate::socket::{Listeners, SocketWorkerParts, socket_worker};
+use crate::stats::{Stats, StatsSnapshot, summary};
+use crate::swarm::SwarmSettings;
+use crate::swarm_worker::SwarmWorker;
+
+/// A running WebTorrent tracker; dropping it shuts it down.
+#[derive(Debug)]
+pub struct RunningTracker {
+    running: Running,
+    tls: Option<Arc<TlsConfig>>,
+    clock: Arc<Clock>,
+    stats: Arc<Stats>,
+}
+
+impl RunningTracker {
+    /// The clock (tests advance it).
+    pub fn clock(&self) -> &Arc<Clock> {
+        &self.clock
+    }
+
+    /// The TLS config, when serving wss.
+    pub fn tls(&self) -> Option<&Arc<TlsConfig>> {
+        self.tls.as_ref()
+    }
+
+    /// Current statistics.
+    pub fn stats(&self) -> StatsSnapshot {
+        self.stats.snapshot()
+    }
+
+    /// The URLs clients announce to, one per listening address.
+    pub fn urls(&self) -> Vec<String> {
+        let scheme = if self.tls.is_some() { "wss" } else { "ws" };
+        self.local_addrs()
+            .iter()
+            .map(|addr| format!("{scheme}://{addr}"))
+            .collect()
+    }
+
+    /// Logs where the tracker listens.
+    pub fn log_addresses(&self) {
+        for url in self.urls() {
+            log::info!("listening on {url}");
+        }
+    }
+
+    /// Blocks until shutdown or a worker failure.
+    pub fn wait(self) -> anyhow::Result<()> {
+        self.running.wait()
+    }
+
+    /// Requests shutdown and waits.
+    pub fn stop(self) -> anyhow::Result<()> {
+        self.running.stop()
+    }
+}
+
+impl std::ops::Deref for RunningTracker {
+    type Target = Running;
+
+    /// Addresses, access list and shutdown flag.
+    fn deref(&self) -> &Running {
+        &self.running
+    }
+}
+
+/// Starts a tracker with its own clock.
+pub fn start(config: Config) -> anyhow::Result<RunningTracker> {
+    start_with_clock(config, Arc::new(Clock::new()))
+}
+
+/// Starts a tracker on a given clock.
+pub fn start_with_clock(config: Config, clock: Arc<Clock>) -> anyhow::Result<RunningTracker> {
+    config.check().context("invalid configuration")?;
+    let socket_workers = config.socket_worker_count();
+    memlock::ensure(
+        memlock::needed(socket_workers, config.limits.io_memory),
+        socket_workers,
+        config.limits.io_memory,
+    )?;
+    let config = Arc::new(config);
+    let access = Arc::new(
+        AccessControl::from_config(&config.access_list).context("cannot load the access list")?,
+    );
+    let tls = if config.network.enable_tls {
+        let network = &config.network;
+        Some(Arc::new(
+            TlsConfig::load(
+                "ws",
+                &network.tls_certificate_path,
+                &network.tls_private_key_path,
+            )
+            .context("cannot set up TLS")?,
+        ))
+    } else {
+        None
+    };
+    let network = &config.network;
+    let addresses: Vec<SocketAddr> = [
+        (network.use_ipv4, network.address_ipv4),
+        (network.use_ipv6, network.address_ipv6),
+    ]
+    .into_iter()
+    .filter_map(|(enabled, addr)| enabled.then_some(addr))
+    .collect();
+    let (sockets, addrs) = shoal_common::tcp::bind_listeners(&addresses, socket_workers)?;
+
+    let settings = SwarmSettings {
+        announce_interval: config.protocol.announce_interval,
+        peer_timeout: config.cleaning.peer_timeout,
+        offer_lifetime: config.protocol.offer_lifetime,
+    };
+    let swarm_workers = config.swarm_worker_count();
+    // With swarm_workers = 0 the only socket worker keeps the torrents; it reports
+    // their size as swarm worker 0.
+    let stats = Stats::new(socket_workers, swarm_workers.max(1));
+    let shutdown = Shutdown::new();
+    let mut supervisor = Supervisor::new(shutdown.clone());
+    let (request_senders, request_receivers): (Vec<_>, Vec<_>) = (0..swarm_workers)
+        .map(|_| crossbeam_channel::bounded(config.limits.swarm_queue_len))
+        .unzip();
+
+    let mut routes = Vec::with_capacity(socket_workers);
+    let mut workers = Vec::with_capacity(socket_workers);
+    for (index, sockets) in sockets.into_iter().enumerate() {
+        let parts = SocketWorkerParts {
+            config: config.clone(),
+            swarms: request_senders.clone(),
+            local_swarm: (swarm_workers == 0)
+                .then(|| LocalSwarm::new(settings, config.cleaning.interval, clock.clone())),
+            access: access.clone(),
+            tls: tls.clone(),
+            clock: clock.clone(),
+            stats: stats.clone(),
+            shutdown: shutdown.clone(),
+        };
+        let (worker, route) = socket_worker(index, Listeners { sockets }, parts)?;
+        routes.push(route);
+        workers.push(worker);
+    }
+    drop(request_senders);
+
+    for (index, requests) in request_receivers.into_iter().enumerate() {
+        let worker = SwarmWorker {
+            settings,
+            clean_every: config.cleaning.interval,
+            clock: clock.clone(),
+            access: access.clone(),
+            requests,
+            routes: routes.clone(),
+            stats: stats.clone(),
+            index,
+            shutdown: shutdown.clone(),
+        };
+        let core = config.cpu_pinning.core_for(socket_workers + index);
+        supervisor.spawn(format!("swarm-{index}"), move || {
+            maybe_pin_current_thread(core);
+            worker.run()
+        })?;
+    }
+    for (index, worker) in workers.into_iter().enumerate() {
+        // The executor pins itself (glommio placement) when pinning is on.
+        supervisor.spawn(format!("socket-{index}"), move || worker.run())?;
+    }
+    if config.statistics.interval > 0 {
+        let (stats, shutdown) = (stats.clone(), shutdown.clone());
+        let interval = std::time::Duration::from_secs(config.statistics.interval.into());
+        supervisor.spawn("statistics", move || {
+            log_periodically(&shutdown, interval, || stats.snapshot(), summary);
+            Ok(())
+        })?;
+    }
+    Ok(RunningTracker {
+        running: Running::new(addrs, supervisor, access),
+        tls,
+        clock,
+        stats,
+    })
+}

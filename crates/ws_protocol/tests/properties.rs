@@ -1,0 +1,213 @@
+//! Round trips of every message kind, and no panic on any input.
+
+use proptest::prelude::*;
+use serde_json::value::RawValue;
+use shoal_ws_protocol::{
+    AnnounceEvent, AnnounceRequest, AnnounceResponse, ClientMessage, ErrorResponse,
+    ForwardedAnswer, ForwardedOffer, Id20, Offer, ScrapeFile, ScrapeRequest, ScrapeResponse,
+    ServerMessage, WebRtcAnswer, parse_client_message, parse_server_message, write_client_message,
+    write_server_message,
+};
+
+fn id() -> impl Strategy<Value = Id20> {
+    any::<[u8; 20]>().prop_map(Id20)
+}
+
+fn sdp() -> impl Strategy<Value = Box<RawValue>> {
+    "[ -~]{0,40}".prop_map(|text| {
+        let json = serde_json::json!({ "type": "offer", "sdp": text }).to_string();
+        RawValue::from_string(json).unwrap()
+    })
+}
+
+fn event() -> impl Strategy<Value = AnnounceEvent> {
+    prop_oneof![
+        Just(AnnounceEvent::Started),
+        Just(AnnounceEvent::Stopped),
+        Just(AnnounceEvent::Completed),
+        Just(AnnounceEvent::Update),
+    ]
+}
+
+prop_compose! {
+    fn announce()(
+        info_hash in id(),
+        peer_id in id(),
+        event in event(),
+        left in proptest::option::of(any::<u64>()),
+        numwant in proptest::option::of(0u64..100),
+        offers in proptest::collection::vec((id(), sdp()), 0..4),
+        answer in proptest::option::of((id(), id(), sdp())),
+    ) -> AnnounceRequest {
+        AnnounceRequest {
+            info_hash,
+            peer_id,
+            event,
+            left,
+            uploaded: Some(1),
+            downloaded: None,
+            numwant,
+            offers: offers.into_iter().map(|(offer_id, offer)| Offer { offer_id, offer }).collect(),
+            answer: answer.map(|(to_peer_id, offer_id, answer)| WebRtcAnswer { to_peer_id, offer_id, answer }),
+        }
+    }
+}
+
+proptest! {
+    #[test]
+    fn announces_round_trip(request in announce()) {
+        let mut out = Vec::new();
+        write_client_message(&ClientMessage::Announce(request), &mut out);
+        let ClientMessage::Announce(again) = parse_client_message(&out).unwrap() else {
+            panic!("not an announce");
+        };
+        let mut out_again = Vec::new();
+        write_client_message(&ClientMessage::Announce(again), &mut out_again);
+        prop_assert_eq!(out, out_again);
+    }
+
+    #[test]
+    fn scrapes_round_trip(hashes in proptest::collection::vec(id(), 0..5)) {
+        let mut out = Vec::new();
+        write_client_message(&ClientMessage::Scrape(ScrapeRequest { info_hashes: hashes.clone() }), &mut out);
+        let ClientMessage::Scrape(again) = parse_client_message(&out).unwrap() else {
+            panic!("not a scrape");
+        };
+        prop_assert_eq!(again.info_hashes, hashes);
+    }
+
+    #[test]
+    fn server_messages_round_trip(
+        info_hash in id(), peer_id in id(), offer_id in id(), description in sdp(),
+        counts in any::<(u32, u32, u32)>(), kind in 0..5u8,
+    ) {
+        let message = match kind {
+            0 => ServerMessage::AnnounceResponse(AnnounceResponse {
+                info_hash, complete: counts.0.into(), incomplete: counts.1.into(), interval: counts.2.into(),
+            }),
+            1 => ServerMessage::Offer(ForwardedOffer { info_hash, peer_id, offer_id, offer: description }),
+            2 => ServerMessage::Answer(ForwardedAnswer { info_hash, peer_id, offer_id, answer: description }),
+            3 => ServerMessage::Scrape(ScrapeResponse { files: vec![
+                (info_hash, ScrapeFile { complete: 1, incomplete: counts.0.into(), downloaded: 3 }),
+                (peer_id, ScrapeFile::default()),
+            ]}),
+            _ => ServerMessage::Error(ErrorResponse {
+                action: Some(shoal_ws_protocol::Action::Announce),
+                info_hash: Some(info_hash),
+                reason: "nope \"quoted\"".into(),
+            }),
+        };
+        let mut out = Vec::new();
+        write_server_message(&message, &mut out);
+        let again = parse_server_message(&out).unwrap();
+        let mut out_again = Vec::new();
+        write_server_message(&again, &mut out_again);
+        prop_assert_eq!(String::from_utf8(out).unwrap(), String::from_utf8(out_again).unwrap());
+    }
+
+    #[test]
+    fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..512)) {
+        let _ = parse_client_message(&bytes);
+        let _ = parse_server_message(&bytes);
+    }
+
+    #[test]
+    fn arbitrary_json_objects_never_panic(
+        fields in proptest::collection::vec((
+            prop_oneof![
+                Just("action"), Just("info_hash"), Just("peer_id"), Just("offers"), Just("answer"),
+                Just("to_peer_id"), Just("offer_id"), Just("numwant"), Just("left"), Just("event"),
+                Just("files"), Just("offer"), Just("interval"),
+            ],
+            prop_oneof![
+                Just(serde_json::json!("announce")),
+                Just(serde_json::json!("scrape")),
+                Just(serde_json::json!(null)),
+                Just(serde_json::json!(-1)),
+                Just(serde_json::json!(1.5e300)),
+                Just(serde_json::json!([])),
+                Just(serde_json::json!({})),
+                Just(serde_json::json!([{"offer": {}, "offer_id": "aaaaaaaaaaaaaaaaaaaa"}])),
+                Just(serde_json::json!("aaaaaaaaaaaaaaaaaaaa")),
+                Just(serde_json::json!(["aaaaaaaaaaaaaaaaaaaa", "x"])),
+                "\\PC{0,30}".prop_map(serde_json::Value::String),
+            ],
+        ), 0..8),
+    ) {
+        let object: serde_json::Map<String, serde_json::Value> =
+            fields.into_iter().map(|(key, value)| (key.to_string(), value)).collect();
+        let bytes = serde_json::to_vec(&object).unwrap();
+        let _ = parse_client_message(&bytes);
+        let _ = parse_server_message(&bytes);
+    }
+}
+
+#[test]
+fn reference_client_messages_parse() {
+    // As bittorrent-tracker's websocket client writes them.
+    let hash = "\u{12}\u{34}\u{56}\u{78}\u{9a}\u{bc}\u{de}\u{f0}\u{12}\u{34}\u{56}\u{78}\u{9a}\u{bc}\u{de}\u{f0}\u{12}\u{34}\u{56}\u{78}";
+    let announce = serde_json::json!({
+        "action": "announce", "info_hash": hash, "peer_id": "-WW0208-abcdefghijkl",
+        "uploaded": 0, "downloaded": 0, "left": null, "event": "started", "numwant": 5,
+        "offers": [{"offer": {"type": "offer", "sdp": "v=0\r\n"}, "offer_id": "00000000000000000001"}],
+    });
+    let ClientMessage::Announce(request) =
+        parse_client_message(announce.to_string().as_bytes()).unwrap()
+    else {
+        panic!("not an announce");
+    };
+    assert_eq!(request.info_hash.0[4], 0x9a);
+    assert_eq!(request.event, AnnounceEvent::Started);
+    assert_eq!(request.left, None);
+    assert_eq!(request.offers.len(), 1);
+    assert_eq!(
+        request.offers[0].offer.get(),
+        r#"{"type":"offer","sdp":"v=0\r\n"}"#
+    );
+
+    let answer = serde_json::json!({
+        "action": "announce", "info_hash": hash, "peer_id": "-WW0208-abcdefghijkl",
+        "to_peer_id": "-WW0208-mnopqrstuvwx", "offer_id": "00000000000000000001",
+        "answer": {"type": "answer", "sdp": "v=0"},
+    });
+    let ClientMessage::Announce(request) =
+        parse_client_message(answer.to_string().as_bytes()).unwrap()
+    else {
+        panic!("not an announce");
+    };
+    assert_eq!(
+        request.answer.unwrap().to_peer_id,
+        Id20(*b"-WW0208-mnopqrstuvwx")
+    );
+}
+
+#[test]
+fn errors_say_what_is_wrong_and_name_the_request() {
+    let err = parse_client_message(br#"{"action":"announce","info_hash":"aaaaaaaaaaaaaaaaaaaa"}"#)
+        .unwrap_err();
+    assert_eq!(err.reason, "an announce needs a peer_id");
+    assert_eq!(err.info_hash, Some(Id20([b'a'; 20])));
+    let err = parse_client_message(br#"{"action":"announce","info_hash":"short"}"#).unwrap_err();
+    assert!(err.reason.contains("20 characters"), "{}", err.reason);
+    let err = parse_client_message(b"{not json").unwrap_err();
+    assert!(err.reason.starts_with("invalid message"), "{}", err.reason);
+    let err = parse_client_message(br#"{"action":"dance"}"#).unwrap_err();
+    assert!(err.reason.contains("unknown variant"), "{}", err.reason);
+}
+
+#[test]
+fn error_replies_are_what_the_reference_client_reads() {
+    let mut out = Vec::new();
+    write_server_message(
+        &ServerMessage::Error(ErrorResponse {
+            action: Some(shoal_ws_protocol::Action::Announce),
+            info_hash: Some(Id20([b'z'; 20])),
+            reason: "info hash not allowed".into(),
+        }),
+        &mut out,
+    );
+    assert_eq!(
+        String::from_utf8(out).unwrap(),
+        r#"{"action":"announce","info_hash":"zzzzzzzzzzzzzzzzzzzz","failure reason":"info hash not allowed"}"#
+    );
+}
