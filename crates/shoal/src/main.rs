@@ -4,9 +4,8 @@
 //! shoal                  run every tracker with its built-in defaults
 //! shoal udp [OPTIONS]    the UDP tracker, exactly as `shoal_udp [OPTIONS]`
 //! shoal http [OPTIONS]   the HTTP(S) tracker, exactly as `shoal_http [OPTIONS]`
+//! shoal ws [OPTIONS]     the WebTorrent tracker, exactly as `shoal_ws [OPTIONS]`
 //! ```
-//!
-//! The WebTorrent tracker joins as `shoal ws` when it lands.
 
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -28,6 +27,11 @@ const HTTP: AppInfo = AppInfo {
     version: VERSION,
     about: shoal_http::APP.about,
 };
+const WS: AppInfo = AppInfo {
+    name: "shoal ws",
+    version: VERSION,
+    about: shoal_ws::APP.about,
+};
 
 #[allow(clippy::print_stdout)] // help and version go to stdout
 fn main() -> ExitCode {
@@ -38,6 +42,7 @@ fn main() -> ExitCode {
     match first.to_string_lossy().as_ref() {
         "udp" => run_cli_with_args::<shoal_udp::Config>(&UDP, args, shoal_udp::run),
         "http" => run_cli_with_args::<shoal_http::Config>(&HTTP, args, shoal_http::run),
+        "ws" => run_cli_with_args::<shoal_ws::Config>(&WS, args, shoal_ws::run),
         "-h" | "--help" | "help" => {
             print!("{}", usage());
             ExitCode::SUCCESS
@@ -59,12 +64,14 @@ fn usage() -> String {
 
 Usage:
   shoal                  Run every tracker with its built-in defaults: UDP on
-                         0.0.0.0:6969 and [::]:6969, HTTP on the same TCP ports.
+                         0.0.0.0:6969 and [::]:6969, HTTP on the same TCP ports,
+                         WebTorrent (ws://) on TCP port 8000.
   shoal udp [OPTIONS]    Run the UDP tracker (BEP 15).
   shoal http [OPTIONS]   Run the HTTP/HTTPS tracker (BEP 3, 7, 23, 48).
+  shoal ws [OPTIONS]     Run the WebTorrent tracker (ws and wss).
   shoal --version        Print the version.
 
-`shoal udp --help` and `shoal http --help` list the options: -c FILE, -p, -P, ...
+`shoal udp --help` (and http, ws) lists the options: -c FILE, -p, -P, ...
 Configure a tracker: `shoal udp -p > udp.toml`, edit, then `shoal udp -c udp.toml`.
 "
     )
@@ -72,10 +79,13 @@ Configure a tracker: `shoal udp -p > udp.toml`, edit, then `shoal udp -c udp.tom
 
 fn run_all_with_defaults() -> ExitCode {
     let udp = shoal_udp::Config::default();
-    let http = shoal_http::Config::default();
     logging::init(udp.log_level);
     log::info!("shoal {VERSION}: no command given, running every tracker with built-in defaults");
-    match run_all(udp, http) {
+    match run_all(
+        udp,
+        shoal_http::Config::default(),
+        shoal_ws::Config::default(),
+    ) {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
             log::error!("{err:#}");
@@ -85,52 +95,84 @@ fn run_all_with_defaults() -> ExitCode {
     }
 }
 
-/// Runs the UDP and HTTP trackers in one process: one signal thread (SIGTERM stops
-/// both, SIGUSR1 reloads both), and if either fails, both stop and the process fails.
-fn run_all(udp_config: shoal_udp::Config, http_config: shoal_http::Config) -> anyhow::Result<()> {
+/// A started tracker, seen from the combined binary.
+struct Started {
+    name: &'static str,
+    shutdown: Shutdown,
+    reload: ReloadHook,
+    wait: Box<dyn FnOnce() -> anyhow::Result<()> + Send>,
+}
+
+/// Runs the UDP, HTTP and WebTorrent trackers in one process: one signal thread
+/// (SIGTERM stops all, SIGUSR1 reloads all), and if any fails, all stop and the
+/// process fails.
+fn run_all(
+    udp_config: shoal_udp::Config,
+    http_config: shoal_http::Config,
+    ws_config: shoal_ws::Config,
+) -> anyhow::Result<()> {
     let udp = shoal_udp::start(udp_config).context("UDP tracker")?;
     let http = shoal_http::start(http_config).context("HTTP tracker")?;
+    let ws = shoal_ws::start(ws_config).context("WebTorrent tracker")?;
     for addr in udp.local_addrs() {
         log::info!("listening on udp://{addr}");
     }
     for addr in http.local_addrs() {
         log::info!("listening on http://{addr}");
     }
+    ws.log_addresses();
+
+    let mut started = Vec::new();
+    let access = Arc::clone(udp.access_control());
+    started.push(Started {
+        name: "UDP tracker",
+        shutdown: udp.shutdown_handle().clone(),
+        reload: Box::new(move || access.reload_and_log("udp")),
+        wait: Box::new(move || udp.wait()),
+    });
+    let access = Arc::clone(http.access_control());
+    started.push(Started {
+        name: "HTTP tracker",
+        shutdown: http.shutdown_handle().clone(),
+        reload: Box::new(move || access.reload_and_log("http")),
+        wait: Box::new(move || http.wait()),
+    });
+    let access = Arc::clone(ws.access_control());
+    started.push(Started {
+        name: "WebTorrent tracker",
+        shutdown: ws.shutdown_handle().clone(),
+        reload: Box::new(move || access.reload_and_log("ws")),
+        wait: Box::new(move || ws.wait()),
+    });
+
     let everything = Shutdown::new();
-    for tracker_shutdown in [
-        udp.shutdown_handle().clone(),
-        http.shutdown_handle().clone(),
-    ] {
-        everything.on_request(move || tracker_shutdown.request());
+    let mut hooks: Vec<ReloadHook> = Vec::new();
+    let (done, finished) = std::sync::mpsc::channel();
+    let mut waiting = Vec::new();
+    for tracker in started {
+        let shutdown = tracker.shutdown;
+        everything.on_request(move || shutdown.request());
+        hooks.push(tracker.reload);
+        waiting.push((tracker.name, tracker.wait));
     }
-    let udp_access = Arc::clone(udp.access_control());
-    let http_access = Arc::clone(http.access_control());
-    let hooks: Vec<ReloadHook> = vec![
-        Box::new(move || udp_access.reload_and_log("udp")),
-        Box::new(move || http_access.reload_and_log("http")),
-    ];
     spawn_signal_thread(everything.clone(), hooks)?;
 
-    // Whichever tracker stops first (shutdown or failure) stops the other.
-    let (done, finished) = std::sync::mpsc::channel();
-    let udp_done = done.clone();
-    let udp_everything = everything.clone();
-    std::thread::Builder::new()
-        .name("udp-main".into())
-        .spawn(move || {
-            let result = udp.wait();
-            udp_everything.request();
-            let _ = udp_done.send(result.context("UDP tracker"));
-        })?;
-    let http_everything = everything.clone();
-    std::thread::Builder::new()
-        .name("http-main".into())
-        .spawn(move || {
-            let result = http.wait();
-            http_everything.request();
-            let _ = done.send(result.context("HTTP tracker"));
-        })?;
-    let first = finished.recv().context("a tracker thread vanished")?;
-    let second = finished.recv().context("a tracker thread vanished")?;
-    first.and(second)
+    // Whichever tracker stops first (shutdown or failure) stops the others.
+    let count = waiting.len();
+    for (name, wait) in waiting {
+        let (done, everything) = (done.clone(), everything.clone());
+        std::thread::Builder::new()
+            .name(format!("{}-main", name.split(' ').next().unwrap_or(name)))
+            .spawn(move || {
+                let result = wait();
+                everything.request();
+                let _ = done.send(result.context(name));
+            })?;
+    }
+    let mut outcome = Ok(());
+    for _ in 0..count {
+        let result = finished.recv().context("a tracker thread vanished")?;
+        outcome = outcome.and(result);
+    }
+    outcome
 }

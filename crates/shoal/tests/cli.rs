@@ -61,7 +61,7 @@ fn no_arguments_runs_with_built_in_defaults() {
             failure = Some(line);
             break;
         }
-        if listening.len() == 4 {
+        if listening.len() == 6 {
             break;
         }
     }
@@ -76,7 +76,9 @@ fn no_arguments_runs_with_built_in_defaults() {
             "udp://0.0.0.0:6969",
             "udp://[::]:6969",
             "http://0.0.0.0:6969",
-            "http://[::]:6969"
+            "http://[::]:6969",
+            "ws://0.0.0.0:8000",
+            "ws://[::]:8000"
         ]
     );
 
@@ -99,6 +101,12 @@ fn no_arguments_runs_with_built_in_defaults() {
     std::io::Write::write_all(&mut http, b"GET /scrape HTTP/1.1\r\n\r\n").unwrap();
     let mut head = [0u8; 12];
     std::io::Read::read_exact(&mut http, &mut head).unwrap();
+    assert_eq!(&head, b"HTTP/1.1 200");
+
+    let mut ws = std::net::TcpStream::connect("127.0.0.1:8000").unwrap();
+    ws.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    std::io::Write::write_all(&mut ws, b"GET /health HTTP/1.1\r\n\r\n").unwrap();
+    std::io::Read::read_exact(&mut ws, &mut head).unwrap();
     assert_eq!(&head, b"HTTP/1.1 200");
 
     // SAFETY: kill takes plain integers; the pid is our own child's.

@@ -11,6 +11,9 @@ use std::fmt;
 use serde::de::{self, Visitor};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+/// Why a string is not an id.
+pub(crate) const INVALID_ID: &str = "an id must be 20 characters, each U+0000 to U+00FF";
+
 /// An info hash, peer id or offer id.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
 pub struct Id20(pub [u8; 20]);

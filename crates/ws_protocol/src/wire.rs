@@ -15,11 +15,37 @@ use crate::server::ScrapeFile;
 use crate::{Action, RawJson};
 
 /// `info_hash`: one id (announce, scrape) or a list (scrape).
-#[derive(Debug, Deserialize)]
-#[serde(untagged)]
+#[derive(Debug)]
 pub(crate) enum OneOrMany {
     One(Id20),
     Many(Vec<Id20>),
+}
+
+impl<'de> Deserialize<'de> for OneOrMany {
+    /// By hand rather than `untagged`, so a bad id gets the id's own error message.
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct OneOrManyVisitor;
+        impl<'de> Visitor<'de> for OneOrManyVisitor {
+            type Value = OneOrMany;
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("an info hash or a list of info hashes")
+            }
+            fn visit_str<E: de::Error>(self, text: &str) -> Result<OneOrMany, E> {
+                Id20::from_chars(text)
+                    .map(OneOrMany::One)
+                    .ok_or_else(|| E::custom(crate::id::INVALID_ID))
+            }
+            fn visit_seq<A: de::SeqAccess<'de>>(self, mut seq: A) -> Result<OneOrMany, A::Error> {
+                let mut ids = Vec::new();
+                while let Some(id) = seq.next_element()? {
+                    ids.push(id);
+                }
+                Ok(OneOrMany::Many(ids))
+            }
+        }
+        deserializer.deserialize_any(OneOrManyVisitor)
+    }
 }
 
 /// One entry of `offers`.

@@ -223,12 +223,7 @@ impl<'a> Session<'a> {
                 self.write_delivery(message);
             }
             if self.queue.overflowed() && !self.closing {
-                self.local.counters.borrow_mut().slow_readers += 1;
-                log::info!(
-                    "closing the connection of {}: it reads too slowly ({} messages waiting)",
-                    self.peer,
-                    self.local.config.limits.max_outgoing_messages
-                );
+                self.slow_reader();
                 self.close(CloseCode::Policy, "reading too slowly");
             }
             let _ = self.websocket.flush(&mut Io {
@@ -236,7 +231,21 @@ impl<'a> Session<'a> {
                 output: &mut self.out,
             });
             if !self.out.is_empty() {
-                if !write_all(stream, &self.out, Instant::now() + WRITE_TIMEOUT).await {
+                // A client that stops reading blocks this write while its queue fills
+                // up: watch the queue meanwhile.
+                let queue = Rc::clone(&self.queue);
+                let written = futures_lite::future::or(
+                    write_all(stream, &self.out, Instant::now() + WRITE_TIMEOUT),
+                    async {
+                        queue.overflow().await;
+                        false
+                    },
+                )
+                .await;
+                if !written {
+                    if self.queue.overflowed() {
+                        self.slow_reader();
+                    }
                     return;
                 }
                 self.out.clear();
@@ -269,6 +278,15 @@ impl<'a> Session<'a> {
                 }
             }
         }
+    }
+
+    fn slow_reader(&self) {
+        self.local.counters.borrow_mut().slow_readers += 1;
+        log::info!(
+            "closing the connection of {}: it reads too slowly ({} messages waiting)",
+            self.peer,
+            self.local.config.limits.max_outgoing_messages
+        );
     }
 
     /// Hands bytes to tungstenite and serves every complete message.

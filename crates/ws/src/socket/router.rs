@@ -77,6 +77,19 @@ impl ConnectionQueue {
         self.overflowed.get()
     }
 
+    /// Resolves once the queue overflowed.
+    pub(crate) async fn overflow(&self) {
+        poll_fn(|cx| {
+            if self.overflowed.get() {
+                Poll::Ready(())
+            } else {
+                self.waker.set(Some(cx.waker().clone()));
+                Poll::Pending
+            }
+        })
+        .await
+    }
+
     /// Resolves once there is a message (or the queue overflowed).
     pub(crate) async fn ready(&self) {
         poll_fn(|cx| {

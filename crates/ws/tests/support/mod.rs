@@ -1,0 +1,132 @@
+//! A small synchronous WebSocket client (tungstenite) for driving the tracker.
+
+#![allow(dead_code, unreachable_pub)]
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use shoal_ws_protocol::{Id20, ServerMessage, parse_server_message};
+use tungstenite::protocol::CloseFrame;
+use tungstenite::{Message, WebSocket};
+
+/// A config on a free loopback port, without rate limits or statistics lines.
+pub fn loopback_config() -> shoal_ws::Config {
+    let mut config = shoal_ws::Config::default();
+    config.network.address_ipv4 = "127.0.0.1:0".parse().unwrap();
+    config.network.use_ipv6 = false;
+    config.statistics.interval = 0;
+    config.limits.max_requests_per_second = 0;
+    config
+}
+
+/// Waits up to five seconds for `condition`.
+pub fn eventually(mut condition: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < deadline {
+        if condition() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    condition()
+}
+
+/// An id from a short label, padded to 20 bytes.
+pub fn id(label: &str) -> Id20 {
+    let mut bytes = [b'.'; 20];
+    bytes[..label.len()].copy_from_slice(label.as_bytes());
+    Id20(bytes)
+}
+
+/// The wire form of an id.
+pub fn chars(id: Id20) -> String {
+    id.to_chars()
+}
+
+/// One client connection.
+pub struct Client<S: Read + Write> {
+    pub socket: WebSocket<S>,
+}
+
+/// Opens a ws:// connection.
+pub fn connect(addr: SocketAddr) -> Client<TcpStream> {
+    let tcp = TcpStream::connect(addr).unwrap();
+    tcp.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    Client::over(tcp, &format!("ws://{addr}/announce"))
+}
+
+impl<S: Read + Write> Client<S> {
+    /// Upgrades `stream` to a WebSocket.
+    pub fn over(stream: S, url: &str) -> Self {
+        let (socket, response) = tungstenite::client::client(url, stream).unwrap();
+        assert_eq!(response.status(), 101);
+        Self { socket }
+    }
+
+    pub fn send(&mut self, message: Value) {
+        self.socket
+            .send(Message::text(message.to_string()))
+            .unwrap();
+    }
+
+    /// The next message, parsed; panics on timeout or close.
+    pub fn receive(&mut self) -> ServerMessage {
+        loop {
+            match self.socket.read().expect("a message") {
+                Message::Text(text) => return parse_server_message(text.as_bytes()).unwrap(),
+                Message::Ping(_) | Message::Pong(_) => {}
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+    }
+
+    /// The next message as JSON text.
+    pub fn receive_text(&mut self) -> String {
+        match self.socket.read().expect("a message") {
+            Message::Text(text) => text.to_string(),
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+
+    /// The close frame the server sends next (skipping other messages).
+    pub fn close_frame(&mut self) -> Option<CloseFrame> {
+        loop {
+            match self.socket.read() {
+                Ok(Message::Close(frame)) => return frame,
+                Ok(_) => {}
+                Err(err) => panic!("no close frame: {err}"),
+            }
+        }
+    }
+
+    pub fn announce(&mut self, info_hash: Id20, peer_id: Id20, extra: Value) {
+        let mut message = json!({
+            "action": "announce",
+            "info_hash": chars(info_hash),
+            "peer_id": chars(peer_id),
+            "uploaded": 0,
+            "downloaded": 0,
+            "left": 100,
+        });
+        for (key, value) in extra.as_object().unwrap() {
+            message[key] = value.clone();
+        }
+        self.send(message);
+    }
+}
+
+/// `count` offers with ids made from `label`.
+pub fn offers(label: &str, count: usize) -> Value {
+    Value::Array(
+        (0..count)
+            .map(|n| {
+                json!({
+                    "offer": {"type": "offer", "sdp": format!("v=0 {label} {n}")},
+                    "offer_id": chars(id(&format!("{label}{n}"))),
+                })
+            })
+            .collect(),
+    )
+}
