@@ -2,6 +2,7 @@
 sampling a process's CPU time over exactly the window a load tester measures."""
 
 import os
+import socket
 import subprocess
 import threading
 import time
@@ -81,3 +82,61 @@ def stop(proc):
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+def children(pid):
+    """Processes whose parent is `pid` (nginx's workers, forked by its master)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    if int(f.read().rsplit(")", 1)[1].split()[1]) == pid:
+                        found.append(int(entry))
+            except (OSError, ValueError, IndexError):
+                pass
+    return found
+
+
+def port_free(port):
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        s.bind(("127.0.0.1", port))
+        return True
+    except OSError:
+        return False
+    finally:
+        s.close()
+
+
+def wait_for_port(host, port, timeout=10.0):
+    """Returns once something accepts TCP connections on host:port."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        try:
+            with socket.create_connection((host, port), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError(f"nothing listens on {host}:{port}")
+
+
+class PortPicker:
+    """A fresh TCP port per run: the previous server's closing connections (FIN_WAIT
+    after many short connections) can hold its port for a while. Ports are taken from
+    200 starting at `base`, which should lie below the kernel's ephemeral range
+    (32768 and up by default), where the load tester's own connections and their
+    TIME_WAIT live; a port still busy is skipped."""
+
+    def __init__(self, base):
+        self.base = base
+        self.runs = 0
+
+    def next_free(self):
+        for _ in range(200):
+            port = self.base + self.runs % 200
+            self.runs += 1
+            if port_free(port):
+                return port
+        raise RuntimeError(f"no free port in {self.base}..{self.base + 199}")

@@ -17,53 +17,15 @@ import argparse
 import json
 import os
 import re
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 
-from benchlib import Sampler, cpu_list, start, status_kib, stop
+from benchlib import PortPicker, Sampler, children, cpu_list, start, status_kib, stop, wait_for_port
 
 FIXED_BODY = "d8:completei1e10:incompletei1e8:intervali1800e5:peers0:e"
-
-
-def children(pid):
-    """Processes whose parent is `pid`."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as f:
-                    if int(f.read().rsplit(")", 1)[1].split()[1]) == pid:
-                        found.append(int(entry))
-            except (OSError, ValueError, IndexError):
-                pass
-    return found
-
-
-def port_free(port):
-    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        s.bind(("127.0.0.1", port))
-        return True
-    except OSError:
-        return False
-    finally:
-        s.close()
-
-
-def wait_for_port(port, timeout=10.0):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                return
-        except OSError:
-            time.sleep(0.05)
-    raise RuntimeError(f"nothing listens on 127.0.0.1:{port}")
 
 
 class Bench:
@@ -74,8 +36,7 @@ class Bench:
         self.load_cpus = ",".join(map(str, cpu_list(args.load_cpus)))
         self.workers = args.workers or len(cpu_list(args.tracker_cpus))
         self.load_workers = args.load_workers or len(cpu_list(args.load_cpus))
-        self.base_port = args.port
-        self.runs = 0
+        self.ports = PortPicker(args.port)
         subprocess.run([os.path.join(os.path.dirname(__file__), "..", "gen-tls.sh"), self.path("tls"), "localhost"],
                        check=True, stdout=subprocess.DEVNULL)
 
@@ -209,23 +170,13 @@ seeder_probability = 0.25
 
     def run_once(self, tracker, load, tls, keep_alive):
         a = self.a
-        # A fresh port per run: the previous server's closing connections (FIN_WAIT
-        # after keep-alive-off runs) can hold its port for a while. Ports are taken
-        # below the kernel's ephemeral range, where the load tester's own connections
-        # (and their TIME_WAIT) live; a port still busy is skipped.
-        for _ in range(200):
-            a.port = self.base_port + self.runs % 200
-            self.runs += 1
-            if port_free(a.port):
-                break
-        else:
-            sys.exit(f"no free port in {self.base_port}..{self.base_port + 199}")
+        a.port = self.ports.next_free()
         log = open(self.path(f"{tracker}.log"), "w")
         # Keep-alive is set on both sides, so that no server keeps serving a connection
         # the mode says should close.
         proc = start(self.tracker_cmd(tracker, tls, keep_alive), self.tracker_cpus, log)
         try:
-            wait_for_port(a.port)
+            wait_for_port("127.0.0.1", a.port)
             # nginx serves from worker processes forked by its master: measure them all.
             server_pids = [proc.pid] + children(proc.pid)
             with open(self.path("load.out"), "w") as out:
