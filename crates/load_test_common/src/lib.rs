@@ -5,8 +5,10 @@
 //! * [`population`]: the simulated torrents and peers of a run, the same every run.
 //! * [`report`]: sampling counters every second, progress lines, and the summary of
 //!   the last seconds of a run.
+//! * [`tls`]: a TLS client config that accepts self-signed certificates.
 
 pub mod cli;
 pub mod popularity;
 pub mod population;
 pub mod report;
+pub mod tls;

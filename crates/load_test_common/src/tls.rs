@@ -1,6 +1,9 @@
-//! TLS client settings: test trackers use self-signed certificates, so any certificate
-//! is accepted; handshake signatures are still verified, so the connection is real TLS
-//! with the key that certificate names.
+//! TLS client settings both load testers use (HTTPS and wss).
+//!
+//! Test trackers use self-signed certificates, so any certificate is accepted;
+//! handshake signatures are still verified, so the connection is real TLS with the key
+//! that certificate names. ALPN offers `http/1.1`, which is what an HTTPS request and
+//! a WebSocket upgrade both speak.
 
 use std::sync::Arc;
 
@@ -23,6 +26,11 @@ pub fn client_config() -> Arc<rustls::ClientConfig> {
         .with_no_client_auth();
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     Arc::new(config)
+}
+
+/// Whether `name` can be sent as the TLS server name (SNI): a DNS name or an IP address.
+pub fn is_valid_server_name(name: &str) -> bool {
+    ServerName::try_from(name).is_ok()
 }
 
 #[derive(Debug)]

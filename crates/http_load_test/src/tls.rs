@@ -1,0 +1,5 @@
+//! TLS client settings, shared with the WebTorrent load tester: any server certificate
+//! is accepted (test trackers use self-signed ones), handshake signatures are still
+//! checked.
+
+pub use shoal_load_test_common::tls::client_config;

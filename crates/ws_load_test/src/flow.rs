@@ -1,0 +1,262 @@
+//! When a connection sends its announces and scrapes, which replies end a wait, and
+//! when it has waited too long.
+//!
+//! Two paces: as fast as replies come (keep `in_flight` requests waiting, send one
+//! more per reply: the load follows what the tracker serves, which is how a tracker is
+//! saturated), or a fixed rate per connection (requests go out on schedule whatever
+//! the replies do, which shows how a tracker copes with a given load).
+//!
+//! A reply ends the wait of the request it names: an announce reply (or error) names
+//! the info hash, a scrape reply is a scrape reply. Matching matters because trackers
+//! differ in what else they send: aquatic_ws also replies to each answer (an announce
+//! carrying an answer), shoal_ws does not, and both send errors for answers they do
+//! not relay. A reply that matches no waiting request is counted but frees nothing, so
+//! the number of requests in flight never drifts from what is configured.
+//!
+//! No clock reads here: callers pass the time, so the tests below need no sleeps.
+
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+use shoal_ws_protocol::Id20;
+
+/// Most requests one connection sends at once to catch up in fixed-rate mode; those
+/// further behind are skipped (and counted), so a stalled worker does not burst.
+const MAX_CATCH_UP: u64 = 64;
+/// Most requests remembered as waiting (fixed-rate mode against a tracker that does
+/// not reply); past it the oldest are forgotten.
+const MAX_WAITING: usize = 4096;
+
+/// How a connection paces its requests.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pace {
+    /// Keep this many requests waiting for replies.
+    Replies {
+        /// Requests waiting at once.
+        in_flight: u32,
+    },
+    /// One request every `period`.
+    Rate {
+        /// Time between two requests.
+        period: Duration,
+    },
+}
+
+/// A request waiting for its reply, or what a reply is to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Request {
+    /// An announce in this torrent; a reply without an info hash says `None`.
+    Announce(Option<Id20>),
+    /// A scrape.
+    Scrape,
+    /// Any request (an error reply that names no action).
+    Any,
+}
+
+impl Request {
+    /// Whether a reply to `self` ends the wait of `waiting`.
+    fn ends(self, waiting: Request) -> bool {
+        match (self, waiting) {
+            (Self::Any, _) | (Self::Scrape, Self::Scrape) => true,
+            (Self::Announce(None), Self::Announce(_)) => true,
+            (Self::Announce(Some(replied)), Self::Announce(Some(sent))) => replied == sent,
+            _ => false,
+        }
+    }
+}
+
+/// Requests due now.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Due {
+    /// To send.
+    pub send: u32,
+    /// Not sent: too far behind, or the connection is not writing fast enough.
+    pub skipped: u64,
+}
+
+/// One connection's requests waiting for replies.
+#[derive(Clone, Debug)]
+pub struct Flow {
+    pace: Pace,
+    /// Requests sent and not yet replied to, oldest first.
+    waiting: VecDeque<Request>,
+    /// Since when the connection has waited for a reply: the last reply that ended a
+    /// wait, or the send that started one.
+    waiting_since: Instant,
+    /// Fixed rate: when the next request is due.
+    next_send: Instant,
+}
+
+impl Flow {
+    /// A flow for a connection opened at `now`; in fixed-rate mode the first request
+    /// is due at once.
+    pub fn new(pace: Pace, now: Instant) -> Self {
+        let capacity = match pace {
+            Pace::Replies { in_flight } => in_flight as usize,
+            Pace::Rate { .. } => 4,
+        };
+        Self {
+            pace,
+            waiting: VecDeque::with_capacity(capacity),
+            waiting_since: now,
+            next_send: now,
+        }
+    }
+
+    /// Requests waiting for replies.
+    pub fn in_flight(&self) -> usize {
+        self.waiting.len()
+    }
+
+    /// Notes `request` sent at `now`.
+    pub fn sent(&mut self, request: Request, now: Instant) {
+        if self.waiting.is_empty() {
+            self.waiting_since = now;
+        }
+        if self.waiting.len() >= MAX_WAITING {
+            self.waiting.pop_front();
+        }
+        self.waiting.push_back(request);
+    }
+
+    /// Notes a reply to `request` at `now`; returns whether it ended a wait (the
+    /// oldest matching request's).
+    pub fn replied(&mut self, request: Request, now: Instant) -> bool {
+        let Some(at) = self
+            .waiting
+            .iter()
+            .position(|&waiting| request.ends(waiting))
+        else {
+            return false;
+        };
+        self.waiting.remove(at);
+        self.waiting_since = now;
+        true
+    }
+
+    /// The requests to send at `now`. `backlogged`: the connection still holds
+    /// unsent bytes past its limit, so fixed-rate requests are skipped.
+    pub fn due(&mut self, now: Instant, backlogged: bool) -> Due {
+        match self.pace {
+            Pace::Replies { in_flight } => Due {
+                send: (in_flight as usize).saturating_sub(self.waiting.len()) as u32,
+                skipped: 0,
+            },
+            Pace::Rate { period } => {
+                if now < self.next_send {
+                    return Due::default();
+                }
+                let period_ns = period.as_nanos().max(1);
+                let behind = ((now - self.next_send).as_nanos() / period_ns) as u64 + 1;
+                self.next_send += period * (behind.min(u64::from(u32::MAX)) as u32);
+                if backlogged {
+                    return Due {
+                        send: 0,
+                        skipped: behind,
+                    };
+                }
+                let send = behind.min(MAX_CATCH_UP);
+                Due {
+                    send: send as u32,
+                    skipped: behind - send,
+                }
+            }
+        }
+    }
+
+    /// Whether requests have waited longer than `timeout` for a reply.
+    pub fn timed_out(&self, now: Instant, timeout: Duration) -> bool {
+        !self.waiting.is_empty() && now.saturating_duration_since(self.waiting_since) > timeout
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: Duration = Duration::from_millis(1);
+
+    fn announce(byte: u8) -> Request {
+        Request::Announce(Some(Id20([byte; 20])))
+    }
+
+    #[test]
+    fn reply_paced_connections_keep_their_requests_in_flight() {
+        let start = Instant::now();
+        let mut flow = Flow::new(Pace::Replies { in_flight: 3 }, start);
+        assert_eq!(flow.due(start, false).send, 3);
+        for byte in 1..=3 {
+            flow.sent(announce(byte), start);
+        }
+        assert_eq!(flow.due(start, false).send, 0);
+        assert!(flow.replied(announce(2), start + MS));
+        assert_eq!(flow.due(start + MS, false).send, 1);
+        flow.sent(Request::Scrape, start + MS);
+        assert!(flow.replied(Request::Scrape, start + MS));
+        assert!(!flow.replied(Request::Scrape, start + MS), "one reply each");
+        assert_eq!(flow.in_flight(), 2);
+    }
+
+    #[test]
+    fn replies_to_answers_and_refused_answers_free_nothing() {
+        let start = Instant::now();
+        let mut flow = Flow::new(Pace::Replies { in_flight: 1 }, start);
+        flow.sent(announce(1), start);
+        // aquatic_ws replies to an answer in torrent 7; shoal_ws refuses one there.
+        assert!(!flow.replied(announce(7), start));
+        assert_eq!(flow.due(start, false).send, 0);
+        // The announce's own reply, or its error, does.
+        assert!(flow.replied(announce(1), start));
+        assert_eq!(flow.due(start, false).send, 1);
+        flow.sent(announce(1), start);
+        assert!(flow.replied(Request::Announce(None), start));
+        flow.sent(Request::Scrape, start);
+        assert!(!flow.replied(announce(1), start));
+        assert!(flow.replied(Request::Any, start));
+    }
+
+    #[test]
+    fn fixed_rate_sends_on_schedule_and_skips_when_far_behind() {
+        let start = Instant::now();
+        let mut flow = Flow::new(Pace::Rate { period: 10 * MS }, start);
+        assert_eq!(flow.due(start, false).send, 1);
+        assert_eq!(flow.due(start + 5 * MS, false).send, 0);
+        assert_eq!(flow.due(start + 10 * MS, false).send, 1);
+        // 35 ms later: due at 20, 30 and 40 ms.
+        assert_eq!(flow.due(start + 45 * MS, false).send, 3);
+        assert_eq!(
+            flow.due(start + 55 * MS, true),
+            Due {
+                send: 0,
+                skipped: 1
+            }
+        );
+        // A second behind: 100 due, 64 sent, the rest skipped.
+        let due = flow.due(start + 1059 * MS, false);
+        assert_eq!((due.send, due.skipped), (64, 36));
+        assert_eq!(flow.due(start + 1060 * MS, false).send, 1);
+        // Unanswered requests are remembered up to a bound.
+        for _ in 0..MAX_WAITING + 10 {
+            flow.sent(Request::Scrape, start);
+        }
+        assert_eq!(flow.in_flight(), MAX_WAITING);
+    }
+
+    #[test]
+    fn timeouts_count_from_the_last_reply() {
+        let start = Instant::now();
+        let timeout = 100 * MS;
+        let mut flow = Flow::new(Pace::Replies { in_flight: 2 }, start);
+        assert!(
+            !flow.timed_out(start + 10 * timeout, timeout),
+            "nothing waits"
+        );
+        flow.sent(announce(1), start);
+        flow.sent(announce(2), start + 50 * MS);
+        assert!(!flow.timed_out(start + 100 * MS, timeout));
+        assert!(flow.timed_out(start + 101 * MS, timeout));
+        flow.replied(announce(1), start + 90 * MS);
+        assert!(!flow.timed_out(start + 150 * MS, timeout));
+        assert!(flow.timed_out(start + 191 * MS, timeout));
+    }
+}

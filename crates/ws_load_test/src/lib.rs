@@ -1,0 +1,129 @@
+//! shoal_ws_load_test: load for any WebTorrent (ws or wss) tracker, measured.
+//!
+//! Each connection plays one browser: it upgrades to WebSocket, announces in its
+//! torrents with WebRTC offers, answers the offers the tracker forwards from other
+//! connections, and sometimes scrapes. What comes back is counted by kind, and the
+//! summary reports it per second.
+//!
+//! # Layout
+//!
+//! * [`config`]: what to send, over how many connections, how fast, for how long.
+//! * [`messages`]: the simulated browsers and the JSON they send (reused templates).
+//! * [`replies`]: what a message from the tracker is, and its counter.
+//! * [`flow`]: requests in flight, fixed-rate schedules and reply timeouts; no I/O.
+//! * [`handshake`]: the client side of the WebSocket upgrade.
+//! * [`transport`]: a non-blocking TCP or TLS connection as a byte stream.
+//! * [`connection`]: one connection's life: upgrade, tungstenite framing, requests,
+//!   answers.
+//! * [`worker`]: a thread's connections over epoll, reconnects with back-off.
+//! * [`stats`]: counters, progress lines and the summary (text or JSON).
+
+pub mod config;
+pub mod connection;
+pub mod flow;
+pub mod handshake;
+pub mod messages;
+pub mod replies;
+pub mod stats;
+pub mod transport;
+pub mod worker;
+
+use std::sync::Arc;
+
+use shoal_common::cpu::maybe_pin_current_thread;
+use shoal_common::signals::spawn_signal_thread;
+use shoal_common::{AppInfo, Shutdown, Supervisor};
+use shoal_load_test_common::cli::print_summary;
+use shoal_load_test_common::report::{ReportSchedule, report};
+
+pub use config::Config;
+use stats::{SharedCounters, Summary, Totals};
+use worker::Worker;
+
+/// How `shoal_ws_load_test` introduces itself.
+pub const APP: AppInfo = AppInfo {
+    name: "shoal_ws_load_test",
+    version: env!("CARGO_PKG_VERSION"),
+    about: "load tester for WebTorrent (ws/wss) trackers",
+};
+
+/// Runs a load test; Ctrl-C ends it early. Progress goes to the log, the summary to
+/// stdout.
+pub fn run(config: Config) -> anyhow::Result<()> {
+    let shutdown = Shutdown::new();
+    spawn_signal_thread(shutdown.clone(), Vec::new())?;
+    let format = config.summary_format;
+    let summary = run_until(config, shutdown)?;
+    print_summary(format, &summary);
+    Ok(())
+}
+
+/// Runs a load test until its duration ends or `shutdown` is requested; returns the
+/// summary of its last `summarize_last` seconds.
+pub fn run_until(config: Config, shutdown: Shutdown) -> anyhow::Result<Summary> {
+    let population = Arc::new(messages::population(&config));
+    let id_base = messages::peer_id_base();
+    log::info!(
+        "loading {}://{}{} over {} connection(s) in {} worker(s), {}",
+        if config.network.tls { "wss" } else { "ws" },
+        config.server_address,
+        config.network.path,
+        config.total_connections(),
+        config.workers,
+        match config.send_period() {
+            Some(_) => format!("{} requests/s per connection", config.requests.rate),
+            None => format!(
+                "{} request(s) in flight per connection",
+                config.requests.in_flight
+            ),
+        }
+    );
+    let mut supervisor = Supervisor::new(shutdown.clone());
+    let counters: Vec<Arc<SharedCounters>> = (0..config.workers)
+        .map(|_| Arc::new(SharedCounters::default()))
+        .collect();
+    for (index, shared) in counters.iter().enumerate() {
+        let worker = Worker::new(
+            index,
+            id_base,
+            &config,
+            population.clone(),
+            shared.clone(),
+            shutdown.clone(),
+        )?;
+        let core = config.cpu_pinning.core_for(index);
+        supervisor.spawn(format!("load-{index}"), move || {
+            maybe_pin_current_thread(core);
+            worker.run()
+        })?;
+    }
+    let schedule = ReportSchedule {
+        duration: config.duration,
+        summarize_last: config.summarize_last,
+        report_interval: config.report_interval,
+    };
+    let reporter_shutdown = shutdown.clone();
+    let (summary_sender, summary) = std::sync::mpsc::channel();
+    supervisor.spawn("report", move || {
+        let total = || {
+            let mut totals = Totals::default();
+            for shared in &counters {
+                totals.add(shared);
+            }
+            totals
+        };
+        let _ = summary_sender.send(report(
+            schedule,
+            &reporter_shutdown,
+            total,
+            Summary::between,
+            Summary::line,
+        ));
+        reporter_shutdown.request();
+        Ok(())
+    })?;
+    supervisor.wait()?;
+    summary
+        .recv()
+        .map_err(|_| anyhow::anyhow!("the run ended without a summary"))
+}

@@ -1,0 +1,122 @@
+//! The WebTorrent load tester against a real shoal_ws tracker started in-process, over
+//! ws and wss: announces are answered, offers forwarded and answered, answers relayed,
+//! and nothing fails.
+
+use shoal_common::Shutdown;
+use shoal_ws_load_test::Config;
+use shoal_ws_load_test::stats::Summary;
+
+fn tracker(tls_dir: Option<&std::path::Path>) -> shoal_ws::RunningTracker {
+    let mut config = shoal_ws::Config::default();
+    config.network.address_ipv4 = "127.0.0.1:0".parse().unwrap();
+    config.network.use_ipv6 = false;
+    config.statistics.interval = 0;
+    config.limits.max_requests_per_second = 0;
+    // Two trackers may run at once in this process; stay far below a 8 MiB memlock.
+    config.limits.io_memory = 256 * 1024;
+    if let Some(dir) = tls_dir {
+        config.network.enable_tls = true;
+        config.network.tls_certificate_path = dir.join("cert.pem");
+        config.network.tls_private_key_path = dir.join("key.pem");
+    }
+    shoal_ws::start(config).expect("tracker starts")
+}
+
+fn load(tracker: &shoal_ws::RunningTracker) -> Config {
+    let mut config = Config {
+        server_address: tracker.ipv4_addr().unwrap(),
+        connections_per_worker: 2,
+        duration: 2,
+        summarize_last: 0,
+        ..Config::default()
+    };
+    // Few torrents, all shared by both connections, so offers always find a peer.
+    config.requests.torrents = 3;
+    config.requests.torrents_per_connection = 3;
+    config.requests.seeder_probability = 0.0;
+    config.requests.weight_scrape = 10;
+    config
+}
+
+fn assert_healthy(summary: &Summary) {
+    assert!(summary.announce_replies_per_second > 50.0, "{summary:?}");
+    assert!(summary.offers_per_second > 50.0, "{summary:?}");
+    assert!(summary.answers_per_second > 50.0, "{summary:?}");
+    assert!(summary.scrape_replies_per_second > 1.0, "{summary:?}");
+    assert!(!summary.has_errors(), "{summary:?}");
+    assert_eq!(summary.open_connections, 2, "{summary:?}");
+}
+
+#[test]
+fn announces_offers_and_answers_over_ws() {
+    let tracker = tracker(None);
+    let summary = shoal_ws_load_test::run_until(load(&tracker), Shutdown::new()).unwrap();
+    assert_healthy(&summary);
+    // Every offer reached the other connection and was answered there.
+    assert!(summary.answers_sent_per_second > 50.0, "{summary:?}");
+    // The tracker agrees: it relayed answers and refused none.
+    let stats = tracker.stats().requests;
+    assert!(stats.answers_relayed > 100, "{stats:?}");
+    assert_eq!(stats.answers_refused + stats.bad_messages, 0, "{stats:?}");
+    tracker.stop().unwrap();
+}
+
+#[test]
+fn fixed_rate_keeps_to_its_rate() {
+    let tracker = tracker(None);
+    let mut config = load(&tracker);
+    config.requests.rate = 100.0;
+    let summary = shoal_ws_load_test::run_until(config, Shutdown::new()).unwrap();
+    // 2 connections × 100/s, less the first moments of connecting.
+    assert!(
+        (150.0..=210.0).contains(&summary.requests_per_second),
+        "{summary:?}"
+    );
+    assert!(!summary.has_errors(), "{summary:?}");
+    assert_eq!(summary.skipped_per_second, 0.0, "{summary:?}");
+    tracker.stop().unwrap();
+}
+
+#[test]
+fn a_tracker_that_is_not_there_counts_failures() {
+    // A port that was just free: connections are refused, counted, retried later.
+    let address = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let mut config = Config {
+        server_address: address,
+        connections_per_worker: 2,
+        duration: 1,
+        summarize_last: 0,
+        ..Config::default()
+    };
+    config.network.reconnect_delay_ms = 50;
+    let summary = shoal_ws_load_test::run_until(config, Shutdown::new()).unwrap();
+    assert!(summary.connect_failures_per_second > 1.0, "{summary:?}");
+    // Backing off: 2 slots, 50 ms doubling, cannot reach 40 attempts per second.
+    assert!(summary.connect_failures_per_second < 40.0, "{summary:?}");
+    assert_eq!(summary.responses_per_second, 0.0);
+}
+
+#[test]
+fn over_tls() {
+    let dir = std::env::temp_dir().join(format!("shoal-ws-load-tls-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let key = rcgen::KeyPair::generate().unwrap();
+    let cert = rcgen::CertificateParams::new(vec!["localhost".to_string()])
+        .unwrap()
+        .self_signed(&key)
+        .unwrap();
+    std::fs::write(dir.join("cert.pem"), cert.pem()).unwrap();
+    std::fs::write(dir.join("key.pem"), key.serialize_pem()).unwrap();
+    let tracker = tracker(Some(&dir));
+    let mut config = load(&tracker);
+    config.network.tls = true;
+    // Several requests waiting per connection, and replies matched to them.
+    config.requests.in_flight = 4;
+    let summary = shoal_ws_load_test::run_until(config, Shutdown::new()).unwrap();
+    assert_healthy(&summary);
+    tracker.stop().unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+}

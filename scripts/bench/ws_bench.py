@@ -1,0 +1,253 @@
+#!/usr/bin/env python3
+"""Runs WebTorrent trackers side by side under the same load and prints a markdown table.
+
+For each load tester, connection count and transport, shoal_ws and aquatic_ws run one
+after another (the order alternates by round), pinned to the same CPUs with the same
+worker counts; the load tester runs on the other CPUs. Each run records messages from
+the tracker per second (announce replies, offers, answers, scrape replies) over the
+last `--summarize` seconds, the tracker's CPU per message over that window, the load
+tester's CPU, and the tracker's peak RSS. aquatic_ws_load_test speaks wss only, so
+its runs use TLS on both trackers; shoal_ws_load_test runs both ws and wss.
+
+shoal_ws runs with `limits.max_requests_per_second = 0`: the per-connection rate limit
+(on by default, for public deployments) would otherwise be what is measured;
+aquatic_ws has no such limit.
+
+Only loopback addresses are used; every process is started here and ended by PID.
+"""
+
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+from benchlib import PortPicker, Sampler, cpu_list, start, status_kib, stop, wait_for_port
+
+
+def set_keys(text, values):
+    """Replaces `key = value` lines of a printed TOML config; fails on a missing key."""
+    for key, value in values:
+        text, count = re.subn(rf"^{key} = .*$", f"{key} = {value}", text, flags=re.M)
+        if count == 0:
+            sys.exit(f"no key {key} in the printed config")
+    return text
+
+
+class Bench:
+    def __init__(self, args):
+        self.a = args
+        self.tmp = tempfile.mkdtemp(prefix="shoal-ws-bench-")
+        self.tracker_cpus = ",".join(map(str, cpu_list(args.tracker_cpus)))
+        self.load_cpus = ",".join(map(str, cpu_list(args.load_cpus)))
+        self.workers = args.workers or len(cpu_list(args.tracker_cpus))
+        self.load_workers = args.load_workers or len(cpu_list(args.load_cpus))
+        self.ports = PortPicker(args.port)
+        subprocess.run([os.path.join(os.path.dirname(__file__), "..", "gen-tls.sh"), self.path("tls"), "localhost"],
+                       check=True, stdout=subprocess.DEVNULL)
+
+    def path(self, name):
+        return os.path.join(self.tmp, name)
+
+    def write(self, name, text):
+        with open(self.path(name), "w") as f:
+            f.write(text)
+        return self.path(name)
+
+    def printed_config(self, binary):
+        return subprocess.run([binary, "-p"], capture_output=True, text=True, check=True).stdout
+
+    def tracker_cmd(self, tracker, tls, port):
+        a = self.a
+        cert, key = self.path("tls/cert.pem"), self.path("tls/key.pem")
+        if tracker == "shoal":
+            config = self.write("shoal.toml", f"""
+socket_workers = {self.workers}
+swarm_workers = {a.swarm_workers}
+log_level = "warn"
+[network]
+address_ipv4 = "127.0.0.1:{port}"
+use_ipv6 = false
+enable_tls = {str(tls).lower()}
+tls_certificate_path = "{cert}"
+tls_private_key_path = "{key}"
+max_connections = 1000000
+[limits]
+max_requests_per_second = 0
+[statistics]
+interval = 0
+""")
+            return [os.path.join(a.shoal_dir, "shoal_ws"), "-c", config]
+        if tracker == "aquatic":
+            binary = os.path.join(a.aquatic_dir, "aquatic_ws")
+            text = set_keys(self.printed_config(binary), [
+                ("socket_workers", self.workers),
+                ("swarm_workers", a.swarm_workers or max(1, self.workers // 4)),
+                ("address", f'"127.0.0.1:{port}"'),
+                ("enable_tls", str(tls).lower()),
+                ("tls_certificate_path", f'"{cert}"'),
+                ("tls_private_key_path", f'"{key}"'),
+            ])
+            return [binary, "-c", self.write("aquatic.toml", text)]
+        raise ValueError(tracker)
+
+    def load_cmd(self, load, tls, port, connections):
+        a = self.a
+        per_worker = max(1, connections // self.load_workers)
+        if load == "shoal":
+            binary = os.path.join(a.shoal_dir, "shoal_ws_load_test")
+            config = self.write("load.toml", SHOAL_LOAD_CONFIG.format(
+                port=port, tls=str(tls).lower(), workers=self.load_workers, per_worker=per_worker,
+                duration=a.duration, summarize=a.summarize, offers=a.offers))
+            return [binary, "-c", config, "--json"]
+        if load == "aquatic":
+            binary = os.path.join(a.aquatic_dir, "aquatic_ws_load_test")
+            text = set_keys(self.printed_config(binary), [
+                ("server_address", f'"127.0.0.1:{port}"'),
+                ("num_workers", self.load_workers),
+                ("num_connections_per_worker", per_worker),
+                ("duration", a.duration),
+                ("offers_per_request", a.offers),
+            ])
+            return [binary, "-c", self.write("aquatic-load.toml", text)]
+        raise ValueError(load)
+
+    def parse_load(self, load, text):
+        """(messages/s from the tracker, error messages/s)"""
+        if load == "shoal":
+            data = json.loads([line for line in text.splitlines() if line.startswith("{")][-1])
+            return data["responses_per_second"], data["errors_per_second"]
+        # aquatic_ws_load_test prints progress every few seconds; average those in the window.
+        responses = [float(x) for x in re.findall(r"Responses in: ([\d.]+)/second", text)]
+        errors = [float(x) for x in re.findall(r"Error responses: +([\d.]+)", text)]
+        if not responses:
+            sys.exit(f"no progress lines in aquatic_ws_load_test's output:\n{text}")
+        n = max(1, self.a.summarize // 5)
+        return statistics.mean(responses[-n:]), (statistics.mean(errors[-n:]) if errors else 0.0)
+
+    def run_once(self, tracker, load, tls, connections):
+        a = self.a
+        port = self.ports.next_free()
+        log = open(self.path(f"{tracker}.log"), "w")
+        proc = start(self.tracker_cmd(tracker, tls, port), self.tracker_cpus, log)
+        try:
+            wait_for_port("127.0.0.1", port)
+            with open(self.path("load.out"), "w") as out:
+                load_proc = start(self.load_cmd(load, tls, port, connections), self.load_cpus, out)
+                sampler = Sampler([proc.pid, load_proc.pid])
+                sampler.start()
+                load_proc.wait()
+                end = time.time()
+                sampler.done.set()
+                sampler.join()
+            text = open(self.path("load.out")).read()
+            if load_proc.returncode != 0:
+                sys.exit(f"the {load} load tester failed:\n{text}")
+            if proc.poll() is not None:
+                sys.exit(f"{tracker} exited during the run; see {self.path(tracker + '.log')}")
+            responses, errors = self.parse_load(load, text)
+            t0 = end - a.summarize
+            cpu = sampler.cpu_between(proc.pid, t0, end)
+            load_cpu = sampler.cpu_between(load_proc.pid, t0, end)
+            return {"responses": responses, "errors": errors,
+                    "cpu_us": cpu / max(1, responses * a.summarize) * 1e6,
+                    "cores": cpu / a.summarize, "load_cores": load_cpu / a.summarize,
+                    "rss_mib": status_kib(proc.pid, "VmHWM") / 1024}
+        finally:
+            stop(proc)
+            log.close()
+
+    def cases(self):
+        for connections in self.a.connections:
+            for load in self.a.load_testers:
+                for tls in ((False, True) if load == "shoal" else (True,)):
+                    yield load, tls, connections
+
+    def main(self):
+        a = self.a
+        load1 = os.getloadavg()[0]
+        if load1 > a.max_load and not a.force:
+            sys.exit(f"load average {load1:.2f} > {a.max_load}: the machine is busy; measure on an idle machine")
+        results = {}
+        for case in self.cases():
+            load, tls, connections = case
+            for round_ in range(a.rounds):
+                order = ["shoal", "aquatic"] if round_ % 2 == 0 else ["aquatic", "shoal"]
+                for tracker in order:
+                    r = self.run_once(tracker, load, tls, connections)
+                    results.setdefault(case + (tracker,), []).append(r)
+                    print(f"[{'wss' if tls else 'ws'}, {connections} connections, {load} load, round {round_ + 1}] "
+                          f"{tracker}: {r['responses']:.0f} messages/s, {r['cpu_us']:.1f} µs CPU per message "
+                          f"({r['cores']:.2f} cores), load {r['load_cores']:.2f} cores, errors {r['errors']:.0f}/s, "
+                          f"RSS {r['rss_mib']:.0f} MiB", file=sys.stderr)
+        print(self.table(results))
+
+    def table(self, results):
+        a = self.a
+        out = [f"Tracker CPUs `{self.tracker_cpus}` ({self.workers} socket worker(s)), load CPUs `{self.load_cpus}` "
+               f"({self.load_workers} load worker(s)); {a.offers} offers per announce; {a.rounds} rounds of "
+               f"{a.duration} s, last {a.summarize} s measured; medians; the ratio is the median of per-round ratios.\n",
+               "| transport | connections | load tester | shoal msg/s | aquatic msg/s | shoal/aquatic | "
+               "shoal µs/msg | aquatic µs/msg | load cores (shoal run) | errors/s (shoal, aquatic) | "
+               "peak RSS MiB (shoal, aquatic) |",
+               "|---|---|---|---|---|---|---|---|---|---|---|"]
+        for case in self.cases():
+            load, tls, connections = case
+            get = lambda t: results[case + (t,)]
+            med = lambda t, k: statistics.median(r[k] for r in get(t))
+            ratio = statistics.median(s["responses"] / q["responses"]
+                                      for s, q in zip(get("shoal"), get("aquatic")) if q["responses"] > 0) \
+                if any(q["responses"] > 0 for q in get("aquatic")) else float("nan")
+            out.append(f"| {'wss' if tls else 'ws'} | {connections} | {load} | {med('shoal', 'responses'):.0f} | "
+                       f"{med('aquatic', 'responses'):.0f} | **{ratio:.2f}×** | {med('shoal', 'cpu_us'):.1f} | "
+                       f"{med('aquatic', 'cpu_us'):.1f} | {med('shoal', 'load_cores'):.2f} | "
+                       f"{max(r['errors'] for r in get('shoal')):.0f}, {max(r['errors'] for r in get('aquatic')):.0f} | "
+                       f"{med('shoal', 'rss_mib'):.0f}, {med('aquatic', 'rss_mib'):.0f} |")
+        return "\n".join(out)
+
+
+# shoal_ws_load_test's config for one run (Bench.load_cmd fills it in).
+SHOAL_LOAD_CONFIG = """
+log_level = "warn"
+server_address = "127.0.0.1:{port}"
+workers = {workers}
+connections_per_worker = {per_worker}
+duration = {duration}
+summarize_last = {summarize}
+[network]
+tls = {tls}
+[requests]
+offers_per_announce = {offers}
+numwant = {offers}
+"""
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--shoal-dir", required=True)
+    p.add_argument("--aquatic-dir", required=True)
+    p.add_argument("--tracker-cpus", default="0")
+    p.add_argument("--load-cpus", default="1")
+    p.add_argument("--workers", type=int, default=0, help="socket workers (default: one per tracker CPU)")
+    p.add_argument("--swarm-workers", type=int, default=0,
+                   help="swarm workers for both trackers (default: shoal chooses; aquatic max(1, workers/4))")
+    p.add_argument("--load-workers", type=int, default=0)
+    p.add_argument("--connections", type=int, nargs="+", default=[1000, 10000],
+                   help="connection counts to measure at (all load workers together)")
+    p.add_argument("--offers", type=int, default=5, help="offers per announce")
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--duration", type=int, default=20)
+    p.add_argument("--summarize", type=int, default=10)
+    p.add_argument("--load-testers", nargs="+", default=["shoal", "aquatic"], choices=["shoal", "aquatic"])
+    p.add_argument("--port", type=int, default=24000, help="first of the 200 ports runs use in turn")
+    p.add_argument("--max-load", type=float, default=0.7)
+    p.add_argument("--force", action="store_true")
+    Bench(p.parse_args()).main()
+
+
+if __name__ == "__main__":
+    main()
