@@ -129,6 +129,9 @@ pub struct ProtocolConfig {
     /// Seconds an offer can be answered after it was forwarded. Browsers give up
     /// waiting after about 50 seconds.
     pub offer_lifetime: u32,
+    /// Offers waiting for an answer one peer may have (each costs 16 bytes); when a
+    /// peer is sent more, the oldest give way and their answers are refused.
+    pub max_pending_offers: usize,
     /// Most info hashes in one scrape.
     pub max_scrape_torrents: usize,
 }
@@ -139,6 +142,7 @@ impl Default for ProtocolConfig {
             announce_interval: 120,
             max_offers: 10,
             offer_lifetime: 60,
+            max_pending_offers: 32,
             max_scrape_torrents: 100,
         }
     }
@@ -298,6 +302,11 @@ impl TrackerConfig for Config {
                 protocol.offer_lifetime >= 1,
                 "offer_lifetime",
                 "must be at least 1 second",
+            );
+            p.check(
+                (1..=1000).contains(&protocol.max_pending_offers),
+                "max_pending_offers",
+                "must be between 1 and 1000",
             );
             p.check(
                 (1..=1000).contains(&protocol.max_scrape_torrents),

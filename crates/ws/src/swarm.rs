@@ -3,16 +3,25 @@
 //! forwarded to random peers and remembered until answered or expired, so an
 //! answer is relayed only for an offer the tracker really sent to the answering peer.
 //!
+//! A pending offer costs 16 bytes, kept with the peer it was sent to: a keyed hash of
+//! (offer id, offering peer) and its expiry. Each peer keeps at most
+//! `max_pending_offers`, the oldest giving way, so memory stays bounded however many
+//! offers clients send and never answer.
+//!
 //! No I/O and no clock reads: [`Swarms::handle`] takes the time and pushes the
 //! messages to send into a vector, so the tests below drive it directly.
 
+use std::hash::Hasher as _;
+
 use hashbrown::HashMap;
+use rand::RngExt as _;
 use rand::rngs::SmallRng;
 use shoal_swarm::ServerTime;
 use shoal_ws_protocol::{
     AnnounceEvent, AnnounceRequest, AnnounceResponse, ForwardedAnswer, ForwardedOffer, Id20,
     ScrapeFile, ServerMessage, WebRtcAnswer,
 };
+use siphasher::sip::SipHasher13;
 
 use crate::messages::{ConnectionRef, RequestKind, SwarmRequest, ToConnection};
 
@@ -25,6 +34,8 @@ pub struct SwarmSettings {
     pub peer_timeout: u32,
     /// Seconds an offer can be answered.
     pub offer_lifetime: u32,
+    /// Offers waiting for an answer that one peer may have.
+    pub max_pending_offers: usize,
 }
 
 #[derive(Debug)]
@@ -32,6 +43,8 @@ struct Peer {
     id: Id20,
     connection: ConnectionRef,
     expires: ServerTime,
+    /// Offers sent to this peer and not answered yet, oldest first.
+    offers: Vec<PendingOffer>,
 }
 
 /// Where a peer is: which list, and where in it.
@@ -42,9 +55,10 @@ struct Slot {
 }
 
 /// An offer forwarded and not yet answered.
-#[derive(Debug)]
+#[derive(Clone, Copy, Debug)]
 struct PendingOffer {
-    offerer: Id20,
+    /// [`Swarms::offer_key`] of the offer id and the offering peer.
+    key: u64,
     expires: ServerTime,
 }
 
@@ -56,8 +70,6 @@ struct Torrent {
     seeders: Vec<Peer>,
     index: HashMap<Id20, Slot>,
     downloads: u64,
-    /// Offers sent, by (the peer it was sent to, offer id).
-    offers: HashMap<(Id20, Id20), PendingOffer>,
 }
 
 impl Torrent {
@@ -83,6 +95,10 @@ impl Torrent {
         } else {
             &self.leechers[slot.at]
         }
+    }
+
+    fn get_mut(&mut self, slot: Slot) -> &mut Peer {
+        &mut self.list(slot.seeder)[slot.at]
     }
 
     fn peer(&self, id: &Id20) -> Option<&Peer> {
@@ -137,31 +153,45 @@ impl Torrent {
             (None, Some(slot)) => slot.seeder,
             (None, None) => false,
         };
-        if let Some(slot) = existing {
-            let peer = self.take(slot);
-            debug_assert_eq!(peer.id, id);
+        if let Some(slot) = existing
+            && slot.seeder == seeder
+        {
+            let peer = self.get_mut(slot);
+            peer.connection = connection;
+            peer.expires = expires;
+            return seeder;
         }
+        let offers = match existing {
+            Some(slot) => self.take(slot).offers,
+            None => Vec::new(),
+        };
         self.put(
             Peer {
                 id,
                 connection,
                 expires,
+                offers,
             },
             seeder,
         );
         seeder
     }
 
-    /// Drops peers whose time is up.
+    /// Drops peers whose time is up and offers nobody answered in time.
     fn expire(&mut self, now: ServerTime) {
         for seeder in [false, true] {
             let mut at = 0;
             while at < self.list(seeder).len() {
-                if self.list(seeder)[at].expires < now {
+                let peer = &mut self.list(seeder)[at];
+                if peer.expires < now {
                     self.take(Slot { seeder, at });
-                } else {
-                    at += 1;
+                    continue;
                 }
+                peer.offers.retain(|offer| offer.expires >= now);
+                if peer.offers.is_empty() {
+                    peer.offers = Vec::new();
+                }
+                at += 1;
             }
         }
     }
@@ -171,7 +201,7 @@ impl Torrent {
     }
 
     fn is_empty(&self) -> bool {
-        self.peer_count() == 0 && self.offers.is_empty()
+        self.peer_count() == 0
     }
 }
 
@@ -182,14 +212,17 @@ pub struct Swarms {
     settings: SwarmSettings,
     rng: SmallRng,
     chosen: Vec<Slot>,
+    /// SipHash keys for offer keys, random per worker.
+    offer_keys: (u64, u64),
 }
 
 impl Swarms {
     /// Empty swarms.
-    pub fn new(settings: SwarmSettings, rng: SmallRng) -> Self {
+    pub fn new(settings: SwarmSettings, mut rng: SmallRng) -> Self {
         Self {
             torrents: HashMap::new(),
             settings,
+            offer_keys: (rng.random(), rng.random()),
             rng,
             chosen: Vec::new(),
         }
@@ -278,18 +311,22 @@ impl Swarms {
                 &mut self.chosen,
             );
             let expires = now.plus(self.settings.offer_lifetime);
+            let limit = self.settings.max_pending_offers;
             for (&slot, offer) in self.chosen.iter().zip(request.offers) {
-                let recipient = torrent.get(slot);
-                let (recipient_id, recipient_connection) = (recipient.id, recipient.connection);
-                torrent.offers.insert(
-                    (recipient_id, offer.offer_id),
-                    PendingOffer {
-                        offerer: request.peer_id,
-                        expires,
-                    },
-                );
+                let key = offer_key(self.offer_keys, &offer.offer_id, &request.peer_id);
+                let recipient = torrent.get_mut(slot);
+                // Oldest first: expired offers are at the front, and the oldest give
+                // way at the limit.
+                let stale = recipient
+                    .offers
+                    .iter()
+                    .take_while(|pending| pending.expires < now)
+                    .count();
+                let excess = (recipient.offers.len() - stale + 1).saturating_sub(limit);
+                recipient.offers.drain(..stale + excess);
+                recipient.offers.push(PendingOffer { key, expires });
                 out.push((
-                    recipient_connection,
+                    recipient.connection,
                     ToConnection::Message(ServerMessage::Offer(ForwardedOffer {
                         info_hash,
                         peer_id: request.peer_id,
@@ -313,6 +350,7 @@ impl Swarms {
         out: &mut Vec<(ConnectionRef, ToConnection)>,
     ) {
         let refuse = (from, ToConnection::AnswerRefused(request.info_hash));
+        let key = offer_key(self.offer_keys, &answer.offer_id, &answer.to_peer_id);
         let Some(torrent) = self.torrents.get_mut(&request.info_hash) else {
             out.push(refuse);
             return;
@@ -326,23 +364,19 @@ impl Swarms {
             out.push(refuse);
             return;
         }
-        let key = (request.peer_id, answer.offer_id);
-        let valid = torrent
+        let pending = torrent
+            .get(slot)
             .offers
-            .get(&key)
-            .is_some_and(|pending| pending.offerer == answer.to_peer_id && pending.expires >= now);
+            .iter()
+            .position(|pending| pending.key == key && pending.expires >= now);
         let offerer = torrent.peer(&answer.to_peer_id).map(|peer| peer.connection);
-        let (true, Some(offerer)) = (valid, offerer) else {
+        let (Some(pending), Some(offerer)) = (pending, offerer) else {
             out.push(refuse);
             return;
         };
-        torrent.offers.remove(&key);
-        let expires = now.plus(self.settings.peer_timeout);
-        if slot.seeder {
-            torrent.seeders[slot.at].expires = expires;
-        } else {
-            torrent.leechers[slot.at].expires = expires;
-        }
+        let answerer = torrent.get_mut(slot);
+        answerer.offers.remove(pending);
+        answerer.expires = now.plus(self.settings.peer_timeout);
         out.push((
             offerer,
             ToConnection::Message(ServerMessage::Answer(ForwardedAnswer {
@@ -364,12 +398,20 @@ impl Swarms {
                 return false;
             }
             torrent.expire(now);
-            torrent.offers.retain(|_, offer| offer.expires >= now);
             peers += torrent.peer_count();
             !torrent.is_empty()
         });
         (self.torrents.len(), peers)
     }
+}
+
+/// Who made which offer, in 8 bytes. Keyed (random keys per swarm worker), so a
+/// client cannot craft another (offer id, offerer) pair with the same key.
+fn offer_key(keys: (u64, u64), offer_id: &Id20, offerer: &Id20) -> u64 {
+    let mut hasher = SipHasher13::new_with_keys(keys.0, keys.1);
+    hasher.write(&offer_id.0);
+    hasher.write(&offerer.0);
+    hasher.finish()
 }
 
 fn announce_reply(info_hash: Id20, counts: ScrapeFile, settings: &SwarmSettings) -> ToConnection {
@@ -426,6 +468,7 @@ mod tests {
         announce_interval: 120,
         peer_timeout: 300,
         offer_lifetime: 60,
+        max_pending_offers: 3,
     };
     const HASH: Id20 = Id20([7; 20]);
 
@@ -624,6 +667,47 @@ mod tests {
             announce_kind(answer(peer(1), peer(2), offer_id)),
             61
         )));
+    }
+
+    #[test]
+    fn the_oldest_pending_offers_give_way_at_the_limit() {
+        let mut swarms = swarms();
+        send(
+            &mut swarms,
+            conn(1),
+            announce_kind(announce(peer(1), Some(5), 0)),
+            0,
+        );
+        // Four announces of one offer each from peer 2: all go to peer 1, who may
+        // hold three.
+        let mut sent = Vec::new();
+        for n in 0..4u8 {
+            let mut request = announce(peer(2), Some(5), 1);
+            request.offers[0].offer_id = Id20([50 + n; 20]);
+            sent.extend(offers(&send(
+                &mut swarms,
+                conn(2),
+                announce_kind(request),
+                n.into(),
+            )));
+        }
+        assert_eq!(sent.len(), 4);
+        let first = send(
+            &mut swarms,
+            conn(1),
+            announce_kind(answer(peer(1), peer(2), sent[0].1)),
+            5,
+        );
+        assert!(matches!(first[..], [(_, ToConnection::AnswerRefused(_))]));
+        let last = send(
+            &mut swarms,
+            conn(1),
+            announce_kind(answer(peer(1), peer(2), sent[3].1)),
+            5,
+        );
+        assert!(
+            matches!(last[..], [(to, ToConnection::Message(ServerMessage::Answer(_)))] if to == conn(2))
+        );
     }
 
     #[test]

@@ -124,6 +124,7 @@ pub fn start_with_clock(config: Config, clock: Arc<Clock>) -> anyhow::Result<Run
         announce_interval: config.protocol.announce_interval,
         peer_timeout: config.cleaning.peer_timeout,
         offer_lifetime: config.protocol.offer_lifetime,
+        max_pending_offers: config.protocol.max_pending_offers,
     };
     let swarm_workers = config.swarm_worker_count();
     // With swarm_workers = 0 the only socket worker keeps the torrents; it reports

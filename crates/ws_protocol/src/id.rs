@@ -58,8 +58,16 @@ impl fmt::Display for Id20 {
 }
 
 impl Serialize for Id20 {
+    /// The character form as UTF-8 in a stack buffer (at most two bytes per
+    /// character), written in one call: ids are in every message, so this is hot.
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.collect_str(self)
+        let mut utf8 = [0u8; 40];
+        let mut len = 0;
+        for &byte in &self.0 {
+            len += char::from(byte).encode_utf8(&mut utf8[len..]).len();
+        }
+        let text = std::str::from_utf8(&utf8[..len]).expect("encode_utf8 writes UTF-8");
+        serializer.serialize_str(text)
     }
 }
 
@@ -101,8 +109,10 @@ mod tests {
 
     #[test]
     fn escapes_and_utf8_both_read() {
+        // Control characters must be escaped in JSON (JSON.stringify does);
+        // others may come raw as UTF-8.
         let escaped = format!("\"\\u0000\\u00ff{}\"", "a".repeat(18));
-        let raw = format!("\"\u{0}\u{ff}{}\"", "a".repeat(18));
+        let raw = format!("\"\\u0000\u{ff}{}\"", "a".repeat(18));
         let expected = {
             let mut bytes = [b'a'; 20];
             bytes[0] = 0;

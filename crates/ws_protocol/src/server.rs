@@ -170,7 +170,7 @@ pub fn parse_server_message(bytes: &[u8]) -> Result<ServerMessage, ParseError> {
     };
     match wire.action {
         Some(Action::Scrape) => Ok(ServerMessage::Scrape(ScrapeResponse {
-            files: wire.files.unwrap_or_default().into_iter().collect(),
+            files: wire.files.unwrap_or_default().0,
         })),
         None => Err(missing("missing action")),
         Some(Action::Announce) => {

@@ -2,7 +2,6 @@
 //! what the message is. Read into [`WireIn`], written from [`WireOut`]; the field names
 //! are spelled only here.
 
-use std::collections::BTreeMap;
 use std::fmt;
 
 use serde::de::{self, Visitor};
@@ -48,6 +47,31 @@ impl<'de> Deserialize<'de> for OneOrMany {
     }
 }
 
+/// `files` of a scrape reply, in the order sent.
+#[derive(Debug, Default)]
+pub(crate) struct FilesIn(pub(crate) Vec<(Id20, ScrapeFile)>);
+
+impl<'de> Deserialize<'de> for FilesIn {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct FilesVisitor;
+        impl<'de> Visitor<'de> for FilesVisitor {
+            type Value = FilesIn;
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a map from info hash to counts")
+            }
+            fn visit_map<A: de::MapAccess<'de>>(self, mut map: A) -> Result<FilesIn, A::Error> {
+                let mut files = Vec::new();
+                while let Some(entry) = map.next_entry()? {
+                    files.push(entry);
+                }
+                Ok(FilesIn(files))
+            }
+        }
+        deserializer.deserialize_map(FilesVisitor)
+    }
+}
+
 /// One entry of `offers`.
 #[derive(Debug, Deserialize)]
 pub(crate) struct WireOfferIn {
@@ -82,7 +106,7 @@ pub(crate) struct WireIn {
     pub(crate) complete: Option<u64>,
     #[serde(deserialize_with = "lenient_count")]
     pub(crate) incomplete: Option<u64>,
-    pub(crate) files: Option<BTreeMap<Id20, ScrapeFile>>,
+    pub(crate) files: Option<FilesIn>,
     #[serde(rename = "failure reason")]
     pub(crate) failure_reason: Option<String>,
     #[serde(rename = "warning message")]

@@ -160,9 +160,10 @@ fn reference_client_messages_parse() {
     assert_eq!(request.event, AnnounceEvent::Started);
     assert_eq!(request.left, None);
     assert_eq!(request.offers.len(), 1);
+    let offer: serde_json::Value = serde_json::from_str(request.offers[0].offer.get()).unwrap();
     assert_eq!(
-        request.offers[0].offer.get(),
-        r#"{"type":"offer","sdp":"v=0\r\n"}"#
+        offer,
+        serde_json::json!({"type": "offer", "sdp": "v=0\r\n"})
     );
 
     let answer = serde_json::json!({
