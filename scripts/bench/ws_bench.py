@@ -9,9 +9,14 @@ last `--summarize` seconds, the tracker's CPU per message over that window, the 
 tester's CPU, and the tracker's peak RSS. aquatic_ws_load_test speaks wss only, so
 its runs use TLS on both trackers; shoal_ws_load_test runs both ws and wss.
 
-shoal_ws runs with `limits.max_requests_per_second = 0`: the per-connection rate limit
-(on by default, for public deployments) would otherwise be what is measured;
-aquatic_ws has no such limit.
+shoal_ws's per-connection limits are set far above what the load testers trigger:
+`limits.max_requests_per_second = 0` (off), `limits.max_torrents_per_connection`,
+`limits.max_outgoing_messages` and `protocol.max_pending_offers` raised. Their
+defaults suit browsers on a public tracker; a load tester's connection announces in
+thousands of torrents, receives hundreds of offers a second and answers only the
+latest, and the defaults would otherwise be what is measured. aquatic_ws has no such
+limits (it checks no answers and drops messages to a full connection queue).
+shoal_ws_load_test keeps `--in-flight` requests waiting per connection.
 
 Only loopback addresses are used; every process is started here and ended by PID.
 """
@@ -78,6 +83,10 @@ tls_private_key_path = "{key}"
 max_connections = 1000000
 [limits]
 max_requests_per_second = 0
+max_torrents_per_connection = 1000000
+max_outgoing_messages = 8192
+[protocol]
+max_pending_offers = 1000
 [statistics]
 interval = 0
 """)
@@ -102,7 +111,7 @@ interval = 0
             binary = os.path.join(a.shoal_dir, "shoal_ws_load_test")
             config = self.write("load.toml", SHOAL_LOAD_CONFIG.format(
                 port=port, tls=str(tls).lower(), workers=self.load_workers, per_worker=per_worker,
-                duration=a.duration, summarize=a.summarize, offers=a.offers))
+                duration=a.duration, summarize=a.summarize, offers=a.offers, in_flight=a.in_flight))
             return [binary, "-c", config, "--json"]
         if load == "aquatic":
             binary = os.path.join(a.aquatic_dir, "aquatic_ws_load_test")
@@ -189,7 +198,8 @@ interval = 0
     def table(self, results):
         a = self.a
         out = [f"Tracker CPUs `{self.tracker_cpus}` ({self.workers} socket worker(s)), load CPUs `{self.load_cpus}` "
-               f"({self.load_workers} load worker(s)); {a.offers} offers per announce; {a.rounds} rounds of "
+               f"({self.load_workers} load worker(s)); {a.offers} offers per announce; shoal_ws_load_test "
+               f"with {a.in_flight} requests in flight per connection; {a.rounds} rounds of "
                f"{a.duration} s, last {a.summarize} s measured; medians; the ratio is the median of per-round ratios.\n",
                "| transport | connections | load tester | shoal msg/s | aquatic msg/s | shoal/aquatic | "
                "shoal µs/msg | aquatic µs/msg | load cores (shoal run) | errors/s (shoal, aquatic) | "
@@ -223,6 +233,7 @@ tls = {tls}
 [requests]
 offers_per_announce = {offers}
 numwant = {offers}
+in_flight = {in_flight}
 """
 
 
@@ -239,6 +250,8 @@ def main():
     p.add_argument("--connections", type=int, nargs="+", default=[1000, 10000],
                    help="connection counts to measure at (all load workers together)")
     p.add_argument("--offers", type=int, default=5, help="offers per announce")
+    p.add_argument("--in-flight", type=int, default=4,
+                   help="requests shoal_ws_load_test keeps waiting per connection")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--duration", type=int, default=20)
     p.add_argument("--summarize", type=int, default=10)
