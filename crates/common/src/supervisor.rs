@@ -201,22 +201,24 @@ impl Supervisor {
     /// those that did.
     fn finish(&mut self, mut running: usize) {
         let deadline = Instant::now() + Self::GRACE;
+        let mut reported = Vec::new();
         while running > 0 {
             match self.receiver.recv_deadline(deadline) {
-                Ok(Event::Exited {
-                    name,
-                    outcome: Err(reason),
-                }) => {
-                    log::warn!("worker {name} {reason} during shutdown");
+                Ok(Event::Exited { name, outcome }) => {
+                    if let Err(reason) = outcome {
+                        log::warn!("worker {name} {reason} during shutdown");
+                    }
+                    reported.push(name);
                     running -= 1;
                 }
-                Ok(Event::Exited { .. }) => running -= 1,
                 Ok(Event::ShutdownRequested) => {}
                 Err(_) => break,
             }
         }
         for (name, handle) in self.workers.drain(..) {
-            if handle.is_finished() {
+            // A worker that reported its exit is returning from its thread: join it
+            // (`is_finished` can still be false for a moment after the report).
+            if handle.is_finished() || reported.contains(&name) {
                 let _ = handle.join();
             } else {
                 log::warn!("worker {name} did not stop within {:?}", Self::GRACE);
