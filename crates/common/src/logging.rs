@@ -43,9 +43,27 @@ impl LogLevel {
 
 struct StderrLogger;
 
+/// Libraries whose warnings are about one client's misbehaviour (e.g. rustls: "Illegal
+/// SNI extension" whenever a client sends an IP address as the server name, which
+/// libtorrent does), not about the tracker. On a public tracker they would flood the
+/// log at the default level, so they show only at debug.
+const CLIENT_NOISE_TARGETS: &[&str] = &["rustls", "tungstenite"];
+
+/// The level a record is logged at: client noise from libraries drops to debug.
+fn effective_level(metadata: &log::Metadata<'_>) -> log::Level {
+    let noisy = CLIENT_NOISE_TARGETS
+        .iter()
+        .any(|target| metadata.target().starts_with(target));
+    if noisy && metadata.level() > log::Level::Error {
+        metadata.level().max(log::Level::Debug)
+    } else {
+        metadata.level()
+    }
+}
+
 impl log::Log for StderrLogger {
     fn enabled(&self, metadata: &log::Metadata<'_>) -> bool {
-        metadata.level() <= log::max_level()
+        effective_level(metadata) <= log::max_level()
     }
 
     fn log(&self, record: &log::Record<'_>) {
@@ -56,7 +74,7 @@ impl log::Log for StderrLogger {
         let line = format!(
             "{} {:<5} [{}] {}\n",
             utc_timestamp(SystemTime::now()),
-            record.level(),
+            effective_level(record.metadata()),
             thread.name().unwrap_or("?"),
             record.args()
         );
@@ -112,6 +130,23 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
+
+    #[test]
+    fn client_noise_from_libraries_drops_to_debug() {
+        let level = |target: &str, level: log::Level| {
+            effective_level(&log::Metadata::builder().target(target).level(level).build())
+        };
+        assert_eq!(
+            level("rustls::server::hs", log::Level::Warn),
+            log::Level::Debug
+        );
+        assert_eq!(level("rustls::conn", log::Level::Error), log::Level::Error);
+        assert_eq!(level("shoal_http::tls", log::Level::Warn), log::Level::Warn);
+        assert_eq!(
+            level("tungstenite::protocol", log::Level::Trace),
+            log::Level::Trace
+        );
+    }
 
     #[test]
     fn timestamps_are_utc_iso_8601() {

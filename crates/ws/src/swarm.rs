@@ -253,11 +253,10 @@ impl Swarms {
             }
             RequestKind::Leave(peers) => {
                 for (info_hash, peer_id) in peers {
+                    // An emptied torrent stays, downloads count and all, until the
+                    // next cleaning (as in the UDP and HTTP trackers).
                     if let Some(torrent) = self.torrents.get_mut(&info_hash) {
                         torrent.remove(&peer_id, from);
-                        if torrent.is_empty() {
-                            self.torrents.remove(&info_hash);
-                        }
                     }
                 }
             }
@@ -291,8 +290,14 @@ impl Swarms {
             torrent.remove(&request.peer_id, from);
         } else {
             let expires = now.plus(self.settings.peer_timeout);
+            let was_seeder = torrent
+                .index
+                .get(&request.peer_id)
+                .is_some_and(|slot| slot.seeder);
             seeder = torrent.upsert(request.peer_id, from, request.left, expires);
-            if request.event == AnnounceEvent::Completed {
+            // A download completes once per peer: a seeder repeating "completed"
+            // is not another one.
+            if request.event == AnnounceEvent::Completed && !was_seeder {
                 torrent.downloads += 1;
             }
         }
@@ -335,9 +340,6 @@ impl Swarms {
                     })),
                 ));
             }
-        }
-        if torrent.is_empty() {
-            self.torrents.remove(&info_hash);
         }
     }
 
@@ -845,6 +847,10 @@ mod tests {
             counts(&send(&mut swarms, conn(1), announce_kind(update), 2)),
             (1, 0)
         );
+        // "completed" again from a known seeder is not another download.
+        let mut again = announce(peer(1), Some(0), 0);
+        again.event = AnnounceEvent::Completed;
+        send(&mut swarms, conn(1), announce_kind(again), 2);
         let out = send(
             &mut swarms,
             conn(1),
