@@ -120,6 +120,12 @@ interval = 0
                 ("num_workers", self.load_workers),
                 ("num_connections_per_worker", per_worker),
                 ("duration", a.duration),
+                # Its default opens one connection per 10 ms and starts its clock only
+                # once all are open: 100 s of ramp-up at 10,000 connections, and no end
+                # at all when a tracker closes some of them (shoal closes connections
+                # that read too slowly). Open fast, and count time from the start.
+                ("connection_creation_interval_ms", 1),
+                ("measure_after_max_connections_reached", "false"),
                 ("offers_per_request", a.offers),
             ])
             return [binary, "-c", self.write("aquatic-load.toml", text)]
@@ -149,7 +155,11 @@ interval = 0
                 load_proc = start(self.load_cmd(load, tls, port, connections), self.load_cpus, out)
                 sampler = Sampler([proc.pid, load_proc.pid])
                 sampler.start()
-                load_proc.wait()
+                try:
+                    load_proc.wait(timeout=a.duration + 60)
+                except subprocess.TimeoutExpired:
+                    stop(load_proc)
+                    sys.exit(f"the {load} load tester ran over its duration by a minute; stopped it")
                 end = time.time()
                 sampler.done.set()
                 sampler.join()

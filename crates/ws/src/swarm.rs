@@ -351,43 +351,59 @@ impl Swarms {
         now: ServerTime,
         out: &mut Vec<(ConnectionRef, ToConnection)>,
     ) {
-        let refuse = (from, ToConnection::AnswerRefused(request.info_hash));
+        match self.check_answer(request, &answer, from, now) {
+            Ok(offerer) => out.push((
+                offerer,
+                ToConnection::Message(ServerMessage::Answer(ForwardedAnswer {
+                    info_hash: request.info_hash,
+                    peer_id: request.peer_id,
+                    offer_id: answer.offer_id,
+                    answer: answer.answer,
+                })),
+            )),
+            Err(reason) => {
+                log::debug!("answer refused: {reason}");
+                out.push((from, ToConnection::AnswerRefused(request.info_hash)));
+            }
+        }
+    }
+
+    /// Uses up the pending offer an answer answers and returns the offerer's
+    /// connection, or says why the answer must not be relayed.
+    fn check_answer(
+        &mut self,
+        request: &AnnounceRequest,
+        answer: &WebRtcAnswer,
+        from: ConnectionRef,
+        now: ServerTime,
+    ) -> Result<ConnectionRef, &'static str> {
         let key = offer_key(self.offer_keys, &answer.offer_id, &answer.to_peer_id);
-        let Some(torrent) = self.torrents.get_mut(&request.info_hash) else {
-            out.push(refuse);
-            return;
-        };
+        let torrent = self
+            .torrents
+            .get_mut(&request.info_hash)
+            .ok_or("unknown torrent")?;
         // The answering peer must be the one the offer went to, on this connection.
-        let Some(&slot) = torrent.index.get(&request.peer_id) else {
-            out.push(refuse);
-            return;
-        };
+        let &slot = torrent
+            .index
+            .get(&request.peer_id)
+            .ok_or("the answering peer is not in the swarm")?;
         if torrent.get(slot).connection != from {
-            out.push(refuse);
-            return;
+            return Err("the answering peer announced on another connection");
         }
         let pending = torrent
             .get(slot)
             .offers
             .iter()
-            .position(|pending| pending.key == key && pending.expires >= now);
-        let offerer = torrent.peer(&answer.to_peer_id).map(|peer| peer.connection);
-        let (Some(pending), Some(offerer)) = (pending, offerer) else {
-            out.push(refuse);
-            return;
-        };
+            .position(|pending| pending.key == key && pending.expires >= now)
+            .ok_or("no such offer pending for the answering peer")?;
+        let offerer = torrent
+            .peer(&answer.to_peer_id)
+            .map(|peer| peer.connection)
+            .ok_or("the offering peer left")?;
         let answerer = torrent.get_mut(slot);
         answerer.offers.remove(pending);
         answerer.expires = now.plus(self.settings.peer_timeout);
-        out.push((
-            offerer,
-            ToConnection::Message(ServerMessage::Answer(ForwardedAnswer {
-                info_hash: request.info_hash,
-                peer_id: request.peer_id,
-                offer_id: answer.offer_id,
-                answer: answer.answer,
-            })),
-        ));
+        Ok(offerer)
     }
 
     /// Drops peers that stopped announcing, offers nobody answered in time, torrents
