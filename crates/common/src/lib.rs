@@ -20,6 +20,8 @@
 //! * [`tcp`]: listening sockets shared by socket workers (SO_REUSEPORT).
 //! * [`memlock`]: the locked-memory check io_uring (glommio) needs before any
 //!   executor starts.
+//! * [`executor`] (feature `glommio`): socket workers' glommio executors and accept
+//!   loops.
 //! * [`tls`] (feature `glommio`): certificates from PEM files, reloaded on SIGUSR1.
 //! * [`reply_route`] (feature `glommio`): replies from swarm worker threads to a
 //!   glommio socket worker, with a wake-up only when it sleeps.
@@ -28,6 +30,8 @@ pub mod access_list;
 pub mod cli;
 pub mod config;
 pub mod cpu;
+#[cfg(feature = "glommio")]
+pub mod executor;
 pub mod logging;
 pub mod memlock;
 pub mod metrics;

@@ -98,6 +98,34 @@ impl<C: Counters> WorkerStats<C> {
     }
 }
 
+/// Makes a statistics line from two snapshots and the seconds between them.
+pub type SummaryLine<T> = fn(&StatsSnapshot<T>, &StatsSnapshot<T>, f64) -> String;
+
+impl<C: Counters + Send + Sync + 'static> WorkerStats<C>
+where
+    C::Totals: 'static,
+{
+    /// Starts the tracker's "statistics" thread under `supervisor`: a
+    /// [`log_periodically`] line made by `summary` every `config.interval` seconds, or
+    /// no thread when that is 0.
+    pub fn log_under(
+        self: &std::sync::Arc<Self>,
+        supervisor: &mut crate::Supervisor,
+        config: &crate::StatisticsConfig,
+        summary: SummaryLine<C::Totals>,
+    ) -> anyhow::Result<()> {
+        if config.interval == 0 {
+            return Ok(());
+        }
+        let (stats, shutdown) = (self.clone(), supervisor.shutdown().clone());
+        let interval = std::time::Duration::from_secs(config.interval.into());
+        supervisor.spawn("statistics", move || {
+            log_periodically(&shutdown, interval, || stats.snapshot(), summary);
+            Ok(())
+        })
+    }
+}
+
 /// Declares a set of counters: `$local` (plain, owned by a worker), `$shared` (atomics
 /// the worker flushes into) and `$snapshot` (a plain sum for readers).
 ///

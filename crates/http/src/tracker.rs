@@ -6,7 +6,6 @@ use std::sync::Arc;
 use anyhow::Context as _;
 use shoal_common::cpu::maybe_pin_current_thread;
 use shoal_common::memlock;
-use shoal_common::metrics::log_periodically;
 use shoal_common::tls::TlsConfig;
 use shoal_common::{AccessControl, Running, Shutdown, Supervisor, TrackerConfig};
 use shoal_swarm::Clock;
@@ -152,14 +151,7 @@ pub fn start_with_clock(config: Config, clock: Arc<Clock>) -> anyhow::Result<Run
         // The executor pins itself (glommio placement) when pinning is on.
         supervisor.spawn(format!("socket-{index}"), move || worker.run())?;
     }
-    if config.statistics.interval > 0 {
-        let (stats, shutdown) = (stats.clone(), shutdown.clone());
-        let interval = std::time::Duration::from_secs(config.statistics.interval.into());
-        supervisor.spawn("statistics", move || {
-            log_periodically(&shutdown, interval, || stats.snapshot(), summary);
-            Ok(())
-        })?;
-    }
+    stats.log_under(&mut supervisor, &config.statistics, summary)?;
     Ok(RunningTracker {
         running: Running::new(addrs, supervisor, access),
         tls,
@@ -171,13 +163,12 @@ pub fn start_with_clock(config: Config, clock: Arc<Clock>) -> anyhow::Result<Run
 /// Binds every socket worker's listeners; returns them and the bound addresses.
 fn bind_all(config: &Config, workers: usize) -> anyhow::Result<(Vec<Listeners>, Vec<SocketAddr>)> {
     let network = &config.network;
-    let addresses: Vec<SocketAddr> = [
-        (network.use_ipv4, network.address_ipv4),
-        (network.use_ipv6, network.address_ipv6),
-    ]
-    .into_iter()
-    .filter_map(|(enabled, addr)| enabled.then_some(addr))
-    .collect();
+    let addresses = shoal_common::tcp::enabled_addresses(
+        network.use_ipv4,
+        network.address_ipv4,
+        network.use_ipv6,
+        network.address_ipv6,
+    );
     let (sockets, bound) = shoal_common::tcp::bind_listeners(&addresses, workers)?;
     let listeners = sockets
         .into_iter()

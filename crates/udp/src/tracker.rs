@@ -2,11 +2,9 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
 
 use anyhow::Context as _;
 use shoal_common::cpu::maybe_pin_current_thread;
-use shoal_common::metrics::log_periodically;
 use shoal_common::{AccessControl, Running, Shutdown, Supervisor, TrackerConfig};
 use shoal_swarm::Clock;
 
@@ -143,14 +141,7 @@ pub fn start_with_clock(config: Config, clock: Arc<Clock>) -> anyhow::Result<Run
             worker.run()
         })?;
     }
-    if config.statistics.interval > 0 {
-        let (stats, shutdown) = (stats.clone(), shutdown.clone());
-        let interval = Duration::from_secs(config.statistics.interval.into());
-        supervisor.spawn("statistics", move || {
-            log_periodically(&shutdown, interval, || stats.snapshot(), summary);
-            Ok(())
-        })?;
-    }
+    stats.log_under(&mut supervisor, &config.statistics, summary)?;
 
     Ok(RunningTracker {
         running: Running::new(addrs, supervisor, access),

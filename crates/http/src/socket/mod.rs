@@ -15,15 +15,12 @@ pub mod connection;
 pub mod router;
 
 use std::cell::{Cell, RefCell};
-use std::os::fd::{FromRawFd as _, IntoRawFd as _};
 use std::rc::Rc;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::time::Duration;
 
 use crossbeam_channel::Sender;
-use glommio::net::TcpListener;
-use glommio::{LocalExecutorBuilder, Placement};
+use shoal_common::executor::{accept_connections, run_executor};
 use shoal_common::reply_route::{ReplyInbox, reply_channel};
 use shoal_common::tls::TlsConfig;
 use shoal_common::{AccessControl, Shutdown};
@@ -57,7 +54,6 @@ pub struct SocketWorker {
     pub(crate) clock: Arc<Clock>,
     pub(crate) stats: Arc<Stats>,
     pub(crate) shutdown: Shutdown,
-    pub(crate) core: Option<usize>,
     pub(crate) local_swarm: Option<LocalSwarm>,
 }
 
@@ -89,7 +85,6 @@ pub fn socket_worker(
 ) -> anyhow::Result<(SocketWorker, ReplyRoute)> {
     let capacity = swarms.len() * (config.limits.swarm_queue_len + 1) + 64;
     let (route, inbox) = reply_channel(capacity)?;
-    let core = config.cpu_pinning.core_for(index);
     let worker = SocketWorker {
         index,
         config,
@@ -101,7 +96,6 @@ pub fn socket_worker(
         clock,
         stats,
         shutdown,
-        core,
         local_swarm,
     };
     Ok((worker, route))
@@ -110,16 +104,10 @@ pub fn socket_worker(
 impl SocketWorker {
     /// Runs the executor on the calling thread until shutdown.
     pub fn run(self) -> anyhow::Result<()> {
-        let placement = match self.core {
-            Some(core) => Placement::Fixed(core),
-            None => Placement::Unbound,
-        };
-        let executor = LocalExecutorBuilder::new(placement)
-            .name(&format!("socket-{}", self.index))
-            .io_memory(self.config.limits.io_memory)
-            .make()
-            .map_err(|err| anyhow::anyhow!("cannot start the io_uring executor: {err}"))?;
-        executor.run(self.serve())
+        let name = format!("socket-{}", self.index);
+        let core = self.config.cpu_pinning.core_for(self.index);
+        let io_memory = self.config.limits.io_memory;
+        run_executor(&name, core, io_memory, self.serve())
     }
 
     async fn serve(self) -> anyhow::Result<()> {
@@ -139,10 +127,11 @@ impl SocketWorker {
         });
 
         for socket in self.listeners.sockets {
-            // SAFETY: the descriptor comes from a listening std socket we own and give up.
-            let listener = unsafe { TcpListener::from_raw_fd(socket.into_raw_fd()) };
             let local = local.clone();
-            glommio::spawn_local(accept_loop(listener, local)).detach();
+            glommio::spawn_local(accept_connections(socket, move |stream, peer| {
+                glommio::spawn_local(connection::run(stream, peer, local.clone())).detach();
+            }))
+            .detach();
         }
 
         let router = local.router.clone();
@@ -168,24 +157,5 @@ impl SocketWorker {
                 .store(local.connections.get() as u64, Ordering::Relaxed);
         }
         Ok(())
-    }
-}
-
-async fn accept_loop(listener: TcpListener, local: Rc<Local>) {
-    loop {
-        match listener.accept().await {
-            Ok(stream) => {
-                let peer = match stream.peer_addr() {
-                    Ok(peer) => peer,
-                    Err(_) => continue,
-                };
-                glommio::spawn_local(connection::run(stream, peer, local.clone())).detach();
-            }
-            Err(err) => {
-                // EMFILE and friends: back off briefly instead of spinning.
-                log::warn!("accept failed: {err}");
-                glommio::timer::sleep(Duration::from_millis(50)).await;
-            }
-        }
     }
 }

@@ -1,0 +1,56 @@
+//! glommio executors for socket workers, and their accept loops.
+//!
+//! shoal's executors never spin before parking (glommio's default), so a socket
+//! worker and a swarm worker can share a core without burning it.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::os::fd::{FromRawFd as _, IntoRawFd as _};
+use std::time::Duration;
+
+use glommio::net::{TcpListener, TcpStream};
+use glommio::{LocalExecutorBuilder, Placement};
+
+/// Runs `work` on a new executor named `name` on the calling thread, pinned to `core`
+/// when given, with `io_memory` bytes of (locked) io_uring buffers.
+pub fn run_executor<T>(
+    name: &str,
+    core: Option<usize>,
+    io_memory: usize,
+    work: impl Future<Output = anyhow::Result<T>>,
+) -> anyhow::Result<T> {
+    let placement = match core {
+        Some(core) => Placement::Fixed(core),
+        None => Placement::Unbound,
+    };
+    let executor = LocalExecutorBuilder::new(placement)
+        .name(name)
+        .io_memory(io_memory)
+        .make()
+        .map_err(|err| anyhow::anyhow!("cannot start the io_uring executor: {err}"))?;
+    executor.run(work)
+}
+
+/// Accepts connections on `listener` for ever, handing each to `on_accept`. Must run
+/// inside a glommio executor.
+pub async fn accept_connections(
+    listener: std::net::TcpListener,
+    mut on_accept: impl FnMut(TcpStream, SocketAddr),
+) {
+    // SAFETY: the descriptor comes from a listening std socket we own and give up.
+    let listener = unsafe { TcpListener::from_raw_fd(listener.into_raw_fd()) };
+    loop {
+        match listener.accept().await {
+            Ok(stream) => {
+                if let Ok(peer) = stream.peer_addr() {
+                    on_accept(stream, peer);
+                }
+            }
+            Err(err) => {
+                // EMFILE and friends: back off briefly instead of spinning.
+                log::warn!("accept failed: {err}");
+                glommio::timer::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
+}
