@@ -17,6 +17,12 @@ pub fn needed(executors: usize, io_memory: usize) -> u64 {
     executors as u64 * io_memory as u64 + GLOMMIO_MINIMUM
 }
 
+/// Makes sure the locked-memory limit covers `executors` executors with `io_memory`
+/// bytes of io_uring buffers each (see [`ensure`]).
+pub fn ensure_for(executors: usize, io_memory: usize) -> anyhow::Result<()> {
+    ensure(needed(executors, io_memory), executors, io_memory)
+}
+
 /// Makes sure the soft limit covers `needed` bytes, raising it if the hard limit allows.
 pub fn ensure(needed: u64, executors: usize, io_memory: usize) -> anyhow::Result<()> {
     let (soft, hard) = current_limits()?;

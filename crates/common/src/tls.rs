@@ -81,6 +81,21 @@ impl TlsConfig {
         self.current.load_full()
     }
 
+    /// The TLS config of tracker `name` when `enabled`: the files loaded, with the
+    /// error saying TLS could not be set up.
+    pub fn load_if(
+        name: &'static str,
+        enabled: bool,
+        certificate: &Path,
+        private_key: &Path,
+    ) -> anyhow::Result<Option<Arc<Self>>> {
+        if !enabled {
+            return Ok(None);
+        }
+        let config = Self::load(name, certificate, private_key).context("cannot set up TLS")?;
+        Ok(Some(Arc::new(config)))
+    }
+
     /// Reads the files again; on failure the old config stays.
     pub fn reload(&self) -> anyhow::Result<()> {
         let config = load_server_config(&self.certificate, &self.private_key)?;

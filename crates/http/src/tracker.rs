@@ -70,28 +70,18 @@ pub fn start(config: Config) -> anyhow::Result<RunningTracker> {
 pub fn start_with_clock(config: Config, clock: Arc<Clock>) -> anyhow::Result<RunningTracker> {
     config.check().context("invalid configuration")?;
     let socket_workers = config.socket_worker_count();
-    memlock::ensure(
-        memlock::needed(socket_workers, config.limits.io_memory),
-        socket_workers,
-        config.limits.io_memory,
-    )?;
+    memlock::ensure_for(socket_workers, config.limits.io_memory)?;
     let config = Arc::new(config);
     let access = Arc::new(
         AccessControl::from_config(&config.access_list).context("cannot load the access list")?,
     );
-    let tls = if config.network.enable_tls {
-        let network = &config.network;
-        Some(Arc::new(
-            TlsConfig::load(
-                "http",
-                &network.tls_certificate_path,
-                &network.tls_private_key_path,
-            )
-            .context("cannot set up TLS")?,
-        ))
-    } else {
-        None
-    };
+    let network = &config.network;
+    let tls = TlsConfig::load_if(
+        "http",
+        network.enable_tls,
+        &network.tls_certificate_path,
+        &network.tls_private_key_path,
+    )?;
     let (listeners, addrs) = bind_all(&config, socket_workers)?;
 
     let swarm_workers = config.swarm_worker_count();
