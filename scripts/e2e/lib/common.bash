@@ -194,13 +194,17 @@ need_apt() {
 # scripts/test.sh has usually built it already through `cargo test`. A run inside a
 # network namespace (ws.sh, wss.sh) sets SHOAL_E2E_BUILT: its outer part has built it.
 tracker_bin() {
-    local bin="$REPO_ROOT/target/debug/$1"
+    # Where cargo puts it: CARGO_TARGET_DIR (relative paths are from the repository
+    # root, where cargo runs) or target/.
+    local target="${CARGO_TARGET_DIR:-target}"
+    case $target in /*) ;; *) target="$REPO_ROOT/$target" ;; esac
+    local bin="$target/debug/$1"
     if [ -n "${SHOAL_E2E_BUILT:-}" ]; then
         [ -x "$bin" ] || fail "$bin is missing"
     elif [ ! -x "$bin" ] ||
         [ -n "$(find "$REPO_ROOT/crates" "$REPO_ROOT/Cargo.lock" -newer "$bin" -type f \
             \( -name '*.rs' -o -name 'Cargo.toml' -o -name 'Cargo.lock' \) -print -quit)" ]; then
-        say "cargo build -p $1 (sources newer than target/debug/$1)" >&2
+        say "cargo build -p $1 (sources newer than $bin)" >&2
         (cd "$REPO_ROOT" && cargo build --locked -p "$1" >&2) || fail "cargo build -p $1 failed"
     fi
     echo "$bin"
