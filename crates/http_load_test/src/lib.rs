@@ -19,7 +19,7 @@ use std::sync::Arc;
 use shoal_common::cpu::maybe_pin_current_thread;
 use shoal_common::signals::spawn_signal_thread;
 use shoal_common::{AppInfo, Shutdown, Supervisor};
-use shoal_load_test_common::report::{ReportSchedule, report};
+use shoal_load_test_common::report::{ReportSchedule, run_reported};
 
 pub use config::Config;
 use shoal_load_test_common::cli::print_summary;
@@ -86,28 +86,12 @@ pub fn run_until(config: Config, shutdown: Shutdown) -> anyhow::Result<Summary> 
         summarize_last: config.summarize_last,
         report_interval: config.report_interval,
     };
-    let reporter_shutdown = shutdown.clone();
-    let (summary_sender, summary) = std::sync::mpsc::channel();
-    supervisor.spawn("report", move || {
-        let total = || {
-            let mut totals = Totals::default();
-            for shared in &counters {
-                totals.add(shared);
-            }
-            totals
-        };
-        let _ = summary_sender.send(report(
-            schedule,
-            &reporter_shutdown,
-            total,
-            Summary::between,
-            Summary::line,
-        ));
-        reporter_shutdown.request();
-        Ok(())
-    })?;
-    supervisor.wait()?;
-    summary
-        .recv()
-        .map_err(|_| anyhow::anyhow!("the run ended without a summary"))
+    let total = move || {
+        let mut totals = Totals::default();
+        for shared in &counters {
+            totals.add(shared);
+        }
+        totals
+    };
+    run_reported(supervisor, schedule, total, Summary::between, Summary::line)
 }

@@ -2,7 +2,7 @@
 
 use std::time::{Duration, Instant};
 
-use shoal_common::Shutdown;
+use shoal_common::{Shutdown, Supervisor};
 
 /// When to report and what to summarize.
 #[derive(Clone, Copy, Debug)]
@@ -57,4 +57,27 @@ pub fn report<T: Copy, S>(
     let (t0, earlier) = samples[last - window];
     let (t1, later) = samples[last];
     rates(&earlier, &later, t1 - t0)
+}
+
+/// Runs [`report`] on a "report" thread under `supervisor` (whose workers generate the
+/// load), ends the run when the schedule does, waits for every worker and returns the
+/// summary.
+pub fn run_reported<T: Copy + 'static, S: Send + 'static>(
+    mut supervisor: Supervisor,
+    schedule: ReportSchedule,
+    total: impl FnMut() -> T + Send + 'static,
+    rates: impl Fn(&T, &T, f64) -> S + Send + 'static,
+    line: impl Fn(&S) -> String + Send + 'static,
+) -> anyhow::Result<S> {
+    let shutdown = supervisor.shutdown().clone();
+    let (summary_sender, summary) = std::sync::mpsc::channel();
+    supervisor.spawn("report", move || {
+        let _ = summary_sender.send(report(schedule, &shutdown, total, rates, line));
+        shutdown.request();
+        Ok(())
+    })?;
+    supervisor.wait()?;
+    summary
+        .recv()
+        .map_err(|_| anyhow::anyhow!("the run ended without a summary"))
 }
