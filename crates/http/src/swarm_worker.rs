@@ -7,7 +7,7 @@ use crossbeam_channel::{Receiver, RecvTimeoutError};
 use rand::rngs::SmallRng;
 use shoal_common::{AccessControl, Shutdown};
 use shoal_http_protocol::PeerId;
-use shoal_swarm::{Announce, Clock, Peer, PeerAddr, ServerTime, TorrentMap};
+use shoal_swarm::{Announce, BitTorrentMap, Clock, DualStack, ListIn, Peer, PeerAddr, ServerTime};
 
 use crate::config::Config;
 use crate::messages::{
@@ -81,14 +81,14 @@ impl SwarmWorker {
 
 /// A swarm worker's torrents.
 pub(crate) struct Shard {
-    pub(crate) torrents: TorrentMap<PeerId>,
+    pub(crate) torrents: BitTorrentMap<PeerId>,
     pub(crate) rng: SmallRng,
 }
 
 impl Shard {
     pub(crate) fn new(peer_timeout: u32) -> Self {
         Self {
-            torrents: TorrentMap::new(peer_timeout),
+            torrents: BitTorrentMap::new(peer_timeout),
             rng: rand::make_rng(),
         }
     }
@@ -109,34 +109,37 @@ impl Shard {
         }
     }
 
-    fn announce<A: PeerAddr>(
+    fn announce<A: PeerAddr + ListIn<DualStack<PeerId>>>(
         &mut self,
         work: &AnnounceWork,
         addr: A,
         now: ServerTime,
     ) -> SwarmReplyKind {
         let announce = Announce {
-            addr,
+            key: addr,
             extra: work.peer_id,
             event: work.event,
-            seeder: work.seeder,
+            seeder: Some(work.seeder),
             peers_wanted: usize::from(work.peers_wanted),
         };
         let mut compact = Vec::new();
         let mut with_ids = Vec::new();
-        let counts = self.torrents.announce(
-            &work.info_hash,
-            &announce,
-            now,
-            &mut self.rng,
-            |peer: &Peer<A, PeerId>| {
-                if work.with_peer_ids {
-                    with_ids.push((peer.addr.socket_addr(), peer.extra));
-                } else {
-                    compact.extend_from_slice(peer.addr.as_bytes());
-                }
-            },
-        );
+        let counts = self
+            .torrents
+            .announce(
+                &work.info_hash,
+                announce,
+                now,
+                &mut self.rng,
+                |peer: &mut Peer<A, PeerId>| {
+                    if work.with_peer_ids {
+                        with_ids.push((peer.key().socket_addr(), peer.extra));
+                    } else {
+                        compact.extend_from_slice(peer.key().as_bytes());
+                    }
+                },
+            )
+            .unwrap_or_default(); // BitTorrent peers (addresses) belong to nobody
         let peers = if work.with_peer_ids {
             AnnouncedPeers::WithIds(with_ids)
         } else {

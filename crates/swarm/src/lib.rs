@@ -6,10 +6,14 @@
 //! # Layout
 //!
 //! * [`time`]: seconds since start ([`ServerTime`]) and the [`Clock`] daemons read it from.
-//! * [`peer`]: compact peer addresses in their BEP 23 wire form and the peer record.
-//! * [`peer_list`]: the peers of one torrent and one address family, seeders first,
+//! * [`peer`]: peer keys (compact addresses in their BEP 23 wire form, or any other
+//!   small key such as a WebTorrent peer id), what a tracker keeps per peer
+//!   ([`PeerData`]) and the peer record.
+//! * [`peer_list`]: the peers of one torrent (and address family), seeders first,
 //!   with a hash index once a swarm grows large.
-//! * [`torrents`]: the map from info hash to torrent: announce, scrape, cleaning.
+//! * [`torrents`]: the map from info hash to torrent: announce, scrape, cleaning, for
+//!   BitTorrent ([`DualStack`]: IPv4 and IPv6 apart) and WebTorrent (one list by
+//!   peer id) alike.
 //!
 //! A tracker runs one [`TorrentMap`] per swarm worker; which info hashes a worker owns
 //! is the daemon's business, not this crate's.
@@ -20,11 +24,12 @@ mod selection;
 pub mod time;
 pub mod torrents;
 
-pub use peer::{Peer, PeerAddr, V4Addr, V6Addr};
+pub use peer::{Peer, PeerAddr, PeerData, PeerKey, V4Addr, V6Addr};
 pub use peer_list::PeerList;
 pub use time::{Clock, ServerTime};
 pub use torrents::{
-    Announce, AnnounceEvent, CleanReport, PeerLimits, ScrapeStats, SwarmCounts, Torrent, TorrentMap,
+    Announce, AnnounceEvent, BitTorrentMap, CleanReport, DualStack, ListIn, PeerLimits, PeerSet,
+    PeerTaken, ScrapeStats, SwarmCounts, Torrent, TorrentMap,
 };
 
 /// A 20-byte SHA-1 info hash, the key of a torrent.

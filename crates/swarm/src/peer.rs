@@ -8,9 +8,7 @@ use std::fmt;
 use std::hash::Hash;
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
 
-use crate::peer_list::PeerList;
 use crate::time::ServerTime;
-use crate::torrents::Torrent;
 
 /// An IPv4 peer address: 4 address bytes then 2 port bytes, big-endian.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -66,17 +64,19 @@ impl fmt::Debug for V6Addr {
     }
 }
 
-/// One address family's peer address. Implemented by [`V4Addr`] and [`V6Addr`]; it
-/// tells the torrent map which of a torrent's two peer lists an announce belongs to.
-pub trait PeerAddr: Copy + Eq + Hash + fmt::Debug + 'static {
+/// What a peer is known by in its list: its address (BitTorrent, where a peer is an
+/// IP and port) or its peer id (WebTorrent, where peers are reached through their
+/// connection). Anything small, copyable and hashable will do.
+pub trait PeerKey: Copy + Eq + Hash + fmt::Debug + 'static {}
+
+impl<T: Copy + Eq + Hash + fmt::Debug + 'static> PeerKey for T {}
+
+/// A peer address in its compact wire form. Implemented by [`V4Addr`] and [`V6Addr`].
+pub trait PeerAddr: PeerKey {
     /// The address in wire form.
     fn as_bytes(&self) -> &[u8];
     /// The address as a socket address.
     fn socket_addr(&self) -> SocketAddr;
-    /// The torrent's peers of this family, if it has any list for it.
-    fn peers_of<X>(torrent: &Torrent<X>) -> Option<&PeerList<Self, X>>;
-    /// The torrent's peers of this family, created empty if missing.
-    fn peers_of_mut<X>(torrent: &mut Torrent<X>) -> &mut PeerList<Self, X>;
 }
 
 impl PeerAddr for V4Addr {
@@ -86,14 +86,6 @@ impl PeerAddr for V4Addr {
 
     fn socket_addr(&self) -> SocketAddr {
         SocketAddr::V4(self.to_socket_addr())
-    }
-
-    fn peers_of<X>(torrent: &Torrent<X>) -> Option<&PeerList<Self, X>> {
-        Some(&torrent.v4)
-    }
-
-    fn peers_of_mut<X>(torrent: &mut Torrent<X>) -> &mut PeerList<Self, X> {
-        &mut torrent.v4
     }
 }
 
@@ -105,26 +97,69 @@ impl PeerAddr for V6Addr {
     fn socket_addr(&self) -> SocketAddr {
         SocketAddr::V6(self.to_socket_addr())
     }
+}
 
-    fn peers_of<X>(torrent: &Torrent<X>) -> Option<&PeerList<Self, X>> {
-        torrent.v6.as_deref()
+/// What a tracker keeps with each peer besides its key (nothing for UDP, the peer id
+/// for HTTP, the connection and pending offers for WebTorrent), and the few rules that
+/// depend on it. The defaults are BitTorrent's.
+pub trait PeerData: Sized {
+    /// Whether a seeder may be sent other seeders when its swarm has no leechers.
+    /// Harmless for BitTorrent clients; for WebTorrent it would open a WebRTC
+    /// connection between two browsers that have nothing to give each other.
+    const SEEDERS_MEET_SEEDERS: bool = true;
+
+    /// Whether an announce (or stop, or leave) carrying `by` may change or remove the
+    /// peer that holds `self`. A WebTorrent peer id belongs to the connection that
+    /// announced it; a BitTorrent peer is its address, which nobody else can announce.
+    fn may_change(&self, by: &Self) -> bool {
+        let _ = by;
+        true
     }
 
-    fn peers_of_mut<X>(torrent: &mut Torrent<X>) -> &mut PeerList<Self, X> {
-        torrent.v6.get_or_insert_with(Default::default)
+    /// Takes the data of a re-announce; the default replaces it.
+    fn refresh(&mut self, new: Self) {
+        *self = new;
+    }
+
+    /// Called by cleaning for every peer it keeps, to drop what expired inside the
+    /// data (WebTorrent's unanswered offers).
+    fn tidy(&mut self, now: ServerTime) {
+        let _ = now;
     }
 }
 
+impl PeerData for () {}
+
+/// HTTP keeps the peer id for dictionary-model replies.
+impl PeerData for [u8; 20] {}
+
 /// One peer of one torrent. Whether it is a seeder is given by where it sits in its
-/// [`PeerList`], not by a field, which keeps the record at 12 bytes for IPv4 UDP peers.
+/// [`PeerList`](crate::PeerList), not by a field, which keeps the record at 12 bytes
+/// for IPv4 UDP peers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Peer<A, X> {
+pub struct Peer<K, X> {
     /// The time after which the peer is dropped unless it announces again.
     pub expires: ServerTime,
-    /// Address and port the peer listens on.
-    pub addr: A,
-    /// What else a tracker keeps per peer (the peer id for HTTP; nothing for UDP).
+    /// What the peer is known by; private, since its list indexes peers by it.
+    key: K,
+    /// What else a tracker keeps per peer.
     pub extra: X,
+}
+
+impl<K, X> Peer<K, X> {
+    /// A peer known by `key` until `expires`.
+    pub fn new(key: K, expires: ServerTime, extra: X) -> Self {
+        Self {
+            expires,
+            key,
+            extra,
+        }
+    }
+
+    /// What the peer is known by (its address, or its peer id).
+    pub fn key(&self) -> &K {
+        &self.key
+    }
 }
 
 #[cfg(test)]

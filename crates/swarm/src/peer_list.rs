@@ -1,4 +1,4 @@
-//! The peers of one torrent and one address family.
+//! The peers of one torrent (of one address family, for BitTorrent).
 //!
 //! Peers live in one vector with the seeders first: `peers[..seeders]` are seeders and
 //! `peers[seeders..]` leechers. That gives O(1) insert, remove and seeder/leecher
@@ -7,7 +7,7 @@
 //!
 //! Most swarms are small, and a linear scan over a few dozen 12-byte records is faster
 //! than hashing and costs no memory. Once a list grows past [`INDEX_FROM`] peers it
-//! gets a hash index (address → position), kept in step by every move, and drops it
+//! gets a hash index (key → position), kept in step by every move, and drops it
 //! again below [`INDEX_UNTIL`].
 
 use std::hash::BuildHasher;
@@ -15,7 +15,7 @@ use std::hash::BuildHasher;
 use hashbrown::HashTable;
 use rand::Rng;
 
-use crate::peer::{Peer, PeerAddr};
+use crate::peer::{Peer, PeerData, PeerKey};
 use crate::selection;
 use crate::time::ServerTime;
 
@@ -24,16 +24,16 @@ pub const INDEX_FROM: usize = 32;
 /// Indexed lists that shrink below this many peers drop their index.
 pub const INDEX_UNTIL: usize = 16;
 
-/// The peers of one torrent in one address family, seeders first.
+/// The peers of one torrent (in one address family), seeders first.
 #[derive(Debug)]
-pub struct PeerList<A, X> {
-    peers: Vec<Peer<A, X>>,
+pub struct PeerList<K, X> {
+    peers: Vec<Peer<K, X>>,
     seeders: u32,
-    /// Position of each peer by address; present only for large lists.
+    /// Position of each peer by key; present only for large lists.
     index: Option<Box<HashTable<u32>>>,
 }
 
-impl<A, X> Default for PeerList<A, X> {
+impl<K, X> Default for PeerList<K, X> {
     fn default() -> Self {
         Self {
             peers: Vec::new(),
@@ -43,7 +43,7 @@ impl<A, X> Default for PeerList<A, X> {
     }
 }
 
-impl<A: PeerAddr, X> PeerList<A, X> {
+impl<K: PeerKey, X: PeerData> PeerList<K, X> {
     /// Number of peers.
     pub fn len(&self) -> usize {
         self.peers.len()
@@ -65,7 +65,7 @@ impl<A: PeerAddr, X> PeerList<A, X> {
     }
 
     /// All peers, seeders first.
-    pub fn peers(&self) -> &[Peer<A, X>] {
+    pub fn peers(&self) -> &[Peer<K, X>] {
         &self.peers
     }
 
@@ -74,35 +74,26 @@ impl<A: PeerAddr, X> PeerList<A, X> {
         position < self.seeders as usize
     }
 
-    /// Heap bytes held by this list (for memory statistics).
-    pub fn heap_bytes(&self) -> usize {
-        let index = self.index.as_ref().map_or(0, |index| {
-            size_of::<HashTable<u32>>() + index.allocation_size()
-        });
-        self.peers.capacity() * size_of::<Peer<A, X>>() + index
-    }
-
-    /// The position of the peer with address `addr`.
-    pub fn find(&self, addr: &A, hasher: &impl BuildHasher) -> Option<usize> {
+    /// The position of the peer known by `key`.
+    pub fn find(&self, key: &K, hasher: &impl BuildHasher) -> Option<usize> {
         match &self.index {
             Some(index) => index
-                .find(hasher.hash_one(addr), |&pos| {
-                    self.peers[pos as usize].addr == *addr
+                .find(hasher.hash_one(key), |&pos| {
+                    *self.peers[pos as usize].key() == *key
                 })
                 .map(|&pos| pos as usize),
-            None => self.peers.iter().position(|peer| peer.addr == *addr),
+            None => self.peers.iter().position(|peer| *peer.key() == *key),
         }
     }
 
-    /// The peer at `position`, mutably (for refreshing its expiry and extra data; its
-    /// address must not change).
-    pub fn get_mut(&mut self, position: usize) -> &mut Peer<A, X> {
+    /// The peer at `position`, mutably (its key cannot change).
+    pub fn get_mut(&mut self, position: usize) -> &mut Peer<K, X> {
         &mut self.peers[position]
     }
 
-    /// Adds a peer whose address is not in the list yet; returns its position.
-    pub fn insert(&mut self, peer: Peer<A, X>, seeder: bool, hasher: &impl BuildHasher) -> usize {
-        debug_assert!(self.find(&peer.addr, hasher).is_none(), "duplicate peer");
+    /// Adds a peer whose key is not in the list yet; returns its position.
+    pub fn insert(&mut self, peer: Peer<K, X>, seeder: bool, hasher: &impl BuildHasher) -> usize {
+        debug_assert!(self.find(peer.key(), hasher).is_none(), "duplicate peer");
         let position = self.peers.len();
         if position == self.peers.capacity() {
             // Grow by half rather than double: most swarms are small and stay so, and
@@ -113,9 +104,9 @@ impl<A: PeerAddr, X> PeerList<A, X> {
         if let Some(index) = &mut self.index {
             let peers = &self.peers;
             index.insert_unique(
-                hasher.hash_one(peer_addr(peers, position)),
+                hasher.hash_one(peer_key(peers, position)),
                 position as u32,
-                |&p| hasher.hash_one(peer_addr(peers, p as usize)),
+                |&p| hasher.hash_one(peer_key(peers, p as usize)),
             );
         } else if self.peers.len() > INDEX_FROM {
             self.build_index(hasher);
@@ -128,7 +119,7 @@ impl<A: PeerAddr, X> PeerList<A, X> {
     }
 
     /// Removes the peer at `position` and returns it.
-    pub fn remove(&mut self, position: usize, hasher: &impl BuildHasher) -> Peer<A, X> {
+    pub fn remove(&mut self, position: usize, hasher: &impl BuildHasher) -> Peer<K, X> {
         let mut position = position;
         if self.is_seeder_at(position) {
             // Move it to the boundary and shrink the seeder region over it.
@@ -141,7 +132,7 @@ impl<A: PeerAddr, X> PeerList<A, X> {
         let last = self.peers.len() - 1;
         self.swap(position, last, hasher);
         if let Some(index) = &mut self.index {
-            let hash = hasher.hash_one(peer_addr(&self.peers, last));
+            let hash = hasher.hash_one(peer_key(&self.peers, last));
             if let Ok(entry) = index.find_entry(hash, |&p| p as usize == last) {
                 entry.remove();
             }
@@ -172,17 +163,21 @@ impl<A: PeerAddr, X> PeerList<A, X> {
         }
     }
 
-    /// Removes every peer whose expiry is not after `now`; returns how many went.
+    /// Removes every peer whose expiry is not after `now` and tidies the data of the
+    /// others ([`PeerData::tidy`]); returns how many went.
     pub fn remove_expired(&mut self, now: ServerTime, hasher: &impl BuildHasher) -> usize {
         let before = self.peers.len();
         let seeders = self.seeders as usize;
         let mut position = 0;
         let mut seeders_kept = 0;
         // `retain` keeps order, so the seeders-first partition survives.
-        self.peers.retain(|peer| {
+        self.peers.retain_mut(|peer| {
             let keep = peer.expires > now;
-            if keep && position < seeders {
-                seeders_kept += 1;
+            if keep {
+                peer.extra.tidy(now);
+                if position < seeders {
+                    seeders_kept += 1;
+                }
             }
             position += 1;
             keep
@@ -204,25 +199,29 @@ impl<A: PeerAddr, X> PeerList<A, X> {
 
     /// Calls `emit` for up to `max` peers chosen at random, never the one at
     /// `exclude`, never expired ones. A seeder (`for_seeder`) is given only leechers
-    /// when there are any, since seeders have nothing to give each other.
+    /// when there are any, since seeders have nothing to give each other; with none,
+    /// other seeders if [`PeerData::SEEDERS_MEET_SEEDERS`], else nobody.
+    ///
+    /// `emit` may change the data of the peers it is given (WebTorrent records the
+    /// offer it forwards to each), not their keys.
     pub fn select(
-        &self,
+        &mut self,
         exclude: Option<usize>,
         for_seeder: bool,
         max: usize,
         now: ServerTime,
         rng: &mut impl Rng,
-        mut emit: impl FnMut(&Peer<A, X>),
+        mut emit: impl FnMut(&mut Peer<K, X>),
     ) {
-        let start = if for_seeder && self.leechers() > 0 {
+        let start = if for_seeder && (self.leechers() > 0 || !X::SEEDERS_MEET_SEEDERS) {
             self.seeders as usize
         } else {
             0
         };
-        let candidates = &self.peers[start..];
+        let candidates = &mut self.peers[start..];
         let exclude = exclude.and_then(|position| position.checked_sub(start));
         selection::sample(candidates.len(), exclude, max, rng, |offset| {
-            let peer = &candidates[offset];
+            let peer = &mut candidates[offset];
             let live = peer.expires > now;
             if live {
                 emit(peer);
@@ -245,12 +244,12 @@ impl<A: PeerAddr, X> PeerList<A, X> {
         }
         if let Some(index) = &mut self.index {
             let bucket_a = index
-                .find_bucket_index(hasher.hash_one(peer_addr(&self.peers, a)), |&p| {
+                .find_bucket_index(hasher.hash_one(peer_key(&self.peers, a)), |&p| {
                     p as usize == a
                 })
                 .expect("indexed peer");
             let bucket_b = index
-                .find_bucket_index(hasher.hash_one(peer_addr(&self.peers, b)), |&p| {
+                .find_bucket_index(hasher.hash_one(peer_key(&self.peers, b)), |&p| {
                     p as usize == b
                 })
                 .expect("indexed peer");
@@ -265,9 +264,9 @@ impl<A: PeerAddr, X> PeerList<A, X> {
         let mut index = HashTable::with_capacity(peers.len() * 2);
         for position in 0..peers.len() {
             index.insert_unique(
-                hasher.hash_one(peer_addr(peers, position)),
+                hasher.hash_one(peer_key(peers, position)),
                 position as u32,
-                |&p| hasher.hash_one(peer_addr(peers, p as usize)),
+                |&p| hasher.hash_one(peer_key(peers, p as usize)),
             );
         }
         self.index = Some(Box::new(index));
@@ -281,11 +280,11 @@ impl<A: PeerAddr, X> PeerList<A, X> {
             assert_eq!(index.len(), self.peers.len());
         }
         for (position, peer) in self.peers.iter().enumerate() {
-            assert_eq!(self.find(&peer.addr, hasher), Some(position));
+            assert_eq!(self.find(peer.key(), hasher), Some(position));
         }
     }
 }
 
-fn peer_addr<A, X>(peers: &[Peer<A, X>], position: usize) -> &A {
-    &peers[position].addr
+fn peer_key<K, X>(peers: &[Peer<K, X>], position: usize) -> &K {
+    peers[position].key()
 }

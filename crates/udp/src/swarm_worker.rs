@@ -11,7 +11,7 @@ use std::time::Duration;
 use crossbeam_channel::{Receiver, RecvTimeoutError, SendTimeoutError};
 use rand::rngs::SmallRng;
 use shoal_common::{AccessControl, Shutdown};
-use shoal_swarm::{Announce, Clock, PeerAddr, ServerTime, TorrentMap};
+use shoal_swarm::{Announce, BitTorrentMap, Clock, DualStack, ListIn, PeerAddr, ServerTime};
 use shoal_udp_protocol::response::{
     write_announce_header, write_scrape_entry, write_scrape_header,
 };
@@ -38,7 +38,7 @@ pub(crate) struct SwarmWorker {
 impl SwarmWorker {
     pub(crate) fn run(self) -> anyhow::Result<()> {
         let mut shard = Shard {
-            torrents: TorrentMap::new(self.config.cleaning.peer_timeout),
+            torrents: BitTorrentMap::new(self.config.cleaning.peer_timeout),
             rng: rand::make_rng(),
             interval: self.config.protocol.announce_interval,
         };
@@ -99,13 +99,13 @@ impl SwarmWorker {
     }
 }
 
-fn publish(gauges: &SwarmGauges, torrents: &TorrentMap<()>) {
+fn publish(gauges: &SwarmGauges, torrents: &BitTorrentMap<()>) {
     gauges.publish(torrents.torrent_count(), torrents.peer_count());
 }
 
 /// A swarm worker's state, separate from its channels so it can be driven directly.
 pub(crate) struct Shard {
-    pub(crate) torrents: TorrentMap<()>,
+    pub(crate) torrents: BitTorrentMap<()>,
     pub(crate) rng: SmallRng,
     pub(crate) interval: u32,
 }
@@ -169,7 +169,7 @@ impl Shard {
         scrape_hashes.clear();
     }
 
-    fn announce<A: PeerAddr>(
+    fn announce<A: PeerAddr + ListIn<DualStack<()>>>(
         &mut self,
         work: &AnnounceWork,
         addr: A,
@@ -180,17 +180,18 @@ impl Shard {
         let header = out.len();
         write_announce_header(out, transaction_id, self.interval, 0, 0);
         let announce = Announce {
-            addr,
+            key: addr,
             extra: (),
             event: work.event,
-            seeder: work.seeder,
+            seeder: Some(work.seeder),
             peers_wanted: usize::from(work.peers_wanted),
         };
-        let counts =
-            self.torrents
-                .announce(&work.info_hash, &announce, now, &mut self.rng, |peer| {
-                    out.extend_from_slice(peer.addr.as_bytes());
-                });
+        let counts = self
+            .torrents
+            .announce(&work.info_hash, announce, now, &mut self.rng, |peer| {
+                out.extend_from_slice(peer.key().as_bytes());
+            })
+            .unwrap_or_default(); // BitTorrent peers (addresses) belong to nobody
         // The counts are known only after the update; patch them into the header.
         out[header + 12..header + 16].copy_from_slice(&counts.leechers.to_be_bytes());
         out[header + 16..header + 20].copy_from_slice(&counts.seeders.to_be_bytes());

@@ -57,6 +57,9 @@ pub enum ToConnection {
     /// An answer that was not relayed: no such offer was sent to the answering peer,
     /// or it expired.
     AnswerRefused(Id20),
+    /// An announce refused: its peer id belongs to a peer announced on another
+    /// connection (until that connection closes or the peer times out).
+    PeerIdTaken(Id20),
     /// A request was shed: its swarm worker's queue was full.
     Shed {
         /// The announce's torrent.

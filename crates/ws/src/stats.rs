@@ -25,6 +25,8 @@ shoal_common::counters! {
         answers_relayed,
         /// Answers refused: no such offer was sent to the answering peer, or it expired.
         answers_refused,
+        /// Announces refused because another connection owns their peer id.
+        peer_ids_taken,
         /// Scrapes.
         scrapes,
         /// Messages that could not be read (malformed JSON, missing fields, binary).
@@ -60,7 +62,7 @@ pub fn summary(now: &StatsSnapshot, before: &StatsSnapshot, seconds: f64) -> Str
     let rate = |count: u64| count as f64 / seconds.max(0.001);
     format!(
         "announces/s {:.0}, offers/s {:.0}, answers/s {:.0}, scrapes/s {:.0}, new connections/s {:.0}, \
-         open connections {}; per interval: refused answers {}, bad messages {}, oversized {}, \
+         open connections {}; per interval: refused answers {}, peer ids taken {}, bad messages {}, oversized {}, \
          denied {}, rate-limited {}, too many torrents {}, busy {}, slow readers {}, idle timeouts {}, \
          bad handshakes {}, TLS failures {}, refused connections {}; torrents {}, peers {}",
         rate(d.announces),
@@ -70,6 +72,7 @@ pub fn summary(now: &StatsSnapshot, before: &StatsSnapshot, seconds: f64) -> Str
         rate(d.accepted),
         now.requests.open_connections,
         d.answers_refused,
+        d.peer_ids_taken,
         d.bad_messages,
         d.oversized_messages,
         d.access_denied,

@@ -3,6 +3,12 @@
 //! forwarded to random peers and remembered until answered or expired, so an
 //! answer is relayed only for an offer the tracker really sent to the answering peer.
 //!
+//! Peers live in `shoal_swarm`'s storage, like every tracker's: one list per torrent,
+//! keyed by peer id, with the same rules for expiry, selection (never an expired peer),
+//! downloads (once per peer) and cleaning as UDP and HTTP. What is WebTorrent's own is
+//! [`WsPeer`]: the connection that owns the peer id (nobody else may change, stop or
+//! answer for it) and the offers waiting for the peer's answer.
+//!
 //! A pending offer costs 16 bytes, kept with the peer it was sent to: a keyed hash of
 //! (offer id, offering peer) and its expiry. Each peer keeps at most
 //! `max_pending_offers`, the oldest giving way, so memory stays bounded however many
@@ -13,10 +19,12 @@
 
 use std::hash::Hasher as _;
 
-use hashbrown::HashMap;
 use rand::RngExt as _;
 use rand::rngs::SmallRng;
-use shoal_swarm::ServerTime;
+use shoal_swarm::{
+    Announce, AnnounceEvent as SwarmEvent, PeerData, PeerList, PeerTaken, ScrapeStats, ServerTime,
+    TorrentMap,
+};
 use shoal_ws_protocol::{
     AnnounceEvent, AnnounceRequest, AnnounceResponse, ForwardedAnswer, ForwardedOffer, Id20,
     ScrapeFile, ServerMessage, WebRtcAnswer,
@@ -38,180 +46,62 @@ pub struct SwarmSettings {
     pub max_pending_offers: usize,
 }
 
+/// What the tracker keeps with each WebTorrent peer.
 #[derive(Debug)]
-struct Peer {
-    id: Id20,
+pub struct WsPeer {
+    /// The connection that announced the peer id, and owns it.
     connection: ConnectionRef,
-    expires: ServerTime,
     /// Offers sent to this peer and not answered yet, oldest first.
     offers: Vec<PendingOffer>,
 }
 
-/// Where a peer is: which list, and where in it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Slot {
-    seeder: bool,
-    at: usize,
+impl WsPeer {
+    /// The data an announce from `connection` brings.
+    fn on(connection: ConnectionRef) -> Self {
+        Self {
+            connection,
+            offers: Vec::new(),
+        }
+    }
+}
+
+impl PeerData for WsPeer {
+    /// An offer between two seeders would connect browsers with nothing to trade.
+    const SEEDERS_MEET_SEEDERS: bool = false;
+
+    fn may_change(&self, by: &Self) -> bool {
+        self.connection == by.connection
+    }
+
+    fn refresh(&mut self, _: Self) {
+        // Same connection (may_change said so); the pending offers stay.
+    }
+
+    fn tidy(&mut self, now: ServerTime) {
+        self.offers.retain(|offer| offer.expires >= now);
+        if self.offers.is_empty() {
+            self.offers = Vec::new();
+        }
+    }
 }
 
 /// An offer forwarded and not yet answered.
 #[derive(Clone, Copy, Debug)]
 struct PendingOffer {
-    /// [`Swarms::offer_key`] of the offer id and the offering peer.
+    /// [`offer_key`] of the offer id and the offering peer.
     key: u64,
     expires: ServerTime,
 }
 
-#[derive(Debug, Default)]
-struct Torrent {
-    /// Leechers and seeders apart, so a seeder's offers can go to leechers only;
-    /// `index` finds a peer by id, and removal swaps the last of its list in.
-    leechers: Vec<Peer>,
-    seeders: Vec<Peer>,
-    index: HashMap<Id20, Slot>,
-    downloads: u64,
-}
-
-impl Torrent {
-    fn counts(&self) -> ScrapeFile {
-        ScrapeFile {
-            complete: self.seeders.len() as u64,
-            incomplete: self.leechers.len() as u64,
-            downloaded: self.downloads,
-        }
-    }
-
-    fn list(&mut self, seeder: bool) -> &mut Vec<Peer> {
-        if seeder {
-            &mut self.seeders
-        } else {
-            &mut self.leechers
-        }
-    }
-
-    fn get(&self, slot: Slot) -> &Peer {
-        if slot.seeder {
-            &self.seeders[slot.at]
-        } else {
-            &self.leechers[slot.at]
-        }
-    }
-
-    fn get_mut(&mut self, slot: Slot) -> &mut Peer {
-        &mut self.list(slot.seeder)[slot.at]
-    }
-
-    fn peer(&self, id: &Id20) -> Option<&Peer> {
-        self.index.get(id).map(|&slot| self.get(slot))
-    }
-
-    /// Removes the peer `id` if it is on `connection` (a peer that moved to another
-    /// connection stays).
-    fn remove(&mut self, id: &Id20, connection: ConnectionRef) {
-        let Some(&slot) = self.index.get(id) else {
-            return;
-        };
-        if self.get(slot).connection == connection {
-            self.take(slot);
-        }
-    }
-
-    fn take(&mut self, slot: Slot) -> Peer {
-        let list = self.list(slot.seeder);
-        let peer = list.swap_remove(slot.at);
-        let moved = list.get(slot.at).map(|moved| moved.id);
-        self.index.remove(&peer.id);
-        if let Some(moved) = moved {
-            self.index.insert(moved, slot);
-        }
-        peer
-    }
-
-    fn put(&mut self, peer: Peer, seeder: bool) {
-        let list = self.list(seeder);
-        let slot = Slot {
-            seeder,
-            at: list.len(),
-        };
-        let id = peer.id;
-        list.push(peer);
-        self.index.insert(id, slot);
-    }
-
-    /// Adds or refreshes a peer; returns whether it is a seeder now (`left` unknown
-    /// keeps what it was).
-    fn upsert(
-        &mut self,
-        id: Id20,
-        connection: ConnectionRef,
-        left: Option<u64>,
-        expires: ServerTime,
-    ) -> bool {
-        let existing = self.index.get(&id).copied();
-        let seeder = match (left, existing) {
-            (Some(left), _) => left == 0,
-            (None, Some(slot)) => slot.seeder,
-            (None, None) => false,
-        };
-        if let Some(slot) = existing
-            && slot.seeder == seeder
-        {
-            let peer = self.get_mut(slot);
-            peer.connection = connection;
-            peer.expires = expires;
-            return seeder;
-        }
-        let offers = match existing {
-            Some(slot) => self.take(slot).offers,
-            None => Vec::new(),
-        };
-        self.put(
-            Peer {
-                id,
-                connection,
-                expires,
-                offers,
-            },
-            seeder,
-        );
-        seeder
-    }
-
-    /// Drops peers whose time is up and offers nobody answered in time.
-    fn expire(&mut self, now: ServerTime) {
-        for seeder in [false, true] {
-            let mut at = 0;
-            while at < self.list(seeder).len() {
-                let peer = &mut self.list(seeder)[at];
-                if peer.expires < now {
-                    self.take(Slot { seeder, at });
-                    continue;
-                }
-                peer.offers.retain(|offer| offer.expires >= now);
-                if peer.offers.is_empty() {
-                    peer.offers = Vec::new();
-                }
-                at += 1;
-            }
-        }
-    }
-
-    fn peer_count(&self) -> usize {
-        self.leechers.len() + self.seeders.len()
-    }
-
-    fn is_empty(&self) -> bool {
-        self.peer_count() == 0
-    }
-}
+/// The torrents of one swarm worker: `shoal_swarm`'s map, one peer list per torrent.
+type Torrents = TorrentMap<PeerList<Id20, WsPeer>>;
 
 /// The torrents of one swarm worker.
 #[derive(Debug)]
 pub struct Swarms {
-    torrents: HashMap<Id20, Torrent>,
+    torrents: Torrents,
     settings: SwarmSettings,
     rng: SmallRng,
-    chosen: Vec<Slot>,
     /// SipHash keys for offer keys, random per worker.
     offer_keys: (u64, u64),
 }
@@ -220,12 +110,21 @@ impl Swarms {
     /// Empty swarms.
     pub fn new(settings: SwarmSettings, mut rng: SmallRng) -> Self {
         Self {
-            torrents: HashMap::new(),
+            torrents: Torrents::new(settings.peer_timeout),
             settings,
             offer_keys: (rng.random(), rng.random()),
             rng,
-            chosen: Vec::new(),
         }
+    }
+
+    /// Number of torrents.
+    pub fn torrent_count(&self) -> usize {
+        self.torrents.torrent_count()
+    }
+
+    /// Number of peers.
+    pub fn peer_count(&self) -> usize {
+        self.torrents.peer_count()
     }
 
     /// Serves one request at `now`; the messages it causes go to `out`.
@@ -244,20 +143,16 @@ impl Swarms {
             } => {
                 let files = info_hashes
                     .into_iter()
-                    .map(|hash| {
-                        let counts = self.torrents.get(&hash).map(Torrent::counts);
-                        (hash, counts.unwrap_or_default())
-                    })
+                    .map(|hash| (hash, scrape_file(self.torrents.scrape(&hash.0))))
                     .collect();
                 out.push((from, ToConnection::ScrapePart { scrape_id, files }));
             }
             RequestKind::Leave(peers) => {
                 for (info_hash, peer_id) in peers {
-                    // An emptied torrent stays, downloads count and all, until the
-                    // next cleaning (as in the UDP and HTTP trackers).
-                    if let Some(torrent) = self.torrents.get_mut(&info_hash) {
-                        torrent.remove(&peer_id, from);
-                    }
+                    // Only the connection's own peers; an emptied torrent stays,
+                    // downloads count and all, until the next cleaning.
+                    self.torrents
+                        .remove(&info_hash.0, &peer_id, &WsPeer::on(from), now);
                 }
             }
         }
@@ -276,71 +171,64 @@ impl Swarms {
             self.relay_answer(&request, answer, from, now, out);
             return;
         }
-        let stopped = request.event == AnnounceEvent::Stopped;
-        if stopped && !self.torrents.contains_key(&info_hash) {
-            out.push((
-                from,
-                announce_reply(info_hash, ScrapeFile::default(), &self.settings),
-            ));
-            return;
-        }
-        let torrent = self.torrents.entry(info_hash).or_default();
-        let mut seeder = false;
-        if stopped {
-            torrent.remove(&request.peer_id, from);
-        } else {
-            let expires = now.plus(self.settings.peer_timeout);
-            let was_seeder = torrent
-                .index
-                .get(&request.peer_id)
-                .is_some_and(|slot| slot.seeder);
-            seeder = torrent.upsert(request.peer_id, from, request.left, expires);
-            // A download completes once per peer: a seeder repeating "completed"
-            // is not another one.
-            if request.event == AnnounceEvent::Completed && !was_seeder {
-                torrent.downloads += 1;
+        let offerer = request.peer_id;
+        let offer_expires = now.plus(self.settings.offer_lifetime);
+        let limit = self.settings.max_pending_offers;
+        let keys = self.offer_keys;
+        let mut offers = request.offers.into_iter();
+        let announce = Announce {
+            key: offerer,
+            extra: WsPeer::on(from),
+            event: match request.event {
+                AnnounceEvent::Started => SwarmEvent::Started,
+                AnnounceEvent::Stopped => SwarmEvent::Stopped,
+                AnnounceEvent::Completed => SwarmEvent::Completed,
+                AnnounceEvent::Update => SwarmEvent::None,
+            },
+            seeder: request.left.map(|left| left == 0),
+            peers_wanted: offers.len(),
+        };
+        // Each chosen peer is sent one offer, and remembers it.
+        let result =
+            self.torrents
+                .announce(&info_hash.0, announce, now, &mut self.rng, |recipient| {
+                    let Some(offer) = offers.next() else { return };
+                    let key = offer_key(keys, &offer.offer_id, &offerer);
+                    let pending = &mut recipient.extra.offers;
+                    // Oldest first: expired offers are at the front, and the oldest give
+                    // way at the limit.
+                    let stale = pending
+                        .iter()
+                        .take_while(|pending| pending.expires < now)
+                        .count();
+                    let excess = (pending.len() - stale + 1).saturating_sub(limit);
+                    pending.drain(..stale + excess);
+                    pending.push(PendingOffer {
+                        key,
+                        expires: offer_expires,
+                    });
+                    out.push((
+                        recipient.extra.connection,
+                        ToConnection::Message(ServerMessage::Offer(ForwardedOffer {
+                            info_hash,
+                            peer_id: offerer,
+                            offer_id: offer.offer_id,
+                            offer: offer.offer,
+                        })),
+                    ));
+                });
+        let reply = match result {
+            Ok(counts) => {
+                let counts = ScrapeStats {
+                    seeders: counts.seeders,
+                    leechers: counts.leechers,
+                    downloads: 0,
+                };
+                announce_reply(info_hash, scrape_file(counts), &self.settings)
             }
-        }
-        out.push((
-            from,
-            announce_reply(info_hash, torrent.counts(), &self.settings),
-        ));
-
-        if !stopped && !request.offers.is_empty() {
-            choose_recipients(
-                torrent,
-                &request.peer_id,
-                seeder,
-                request.offers.len(),
-                &mut self.rng,
-                &mut self.chosen,
-            );
-            let expires = now.plus(self.settings.offer_lifetime);
-            let limit = self.settings.max_pending_offers;
-            for (&slot, offer) in self.chosen.iter().zip(request.offers) {
-                let key = offer_key(self.offer_keys, &offer.offer_id, &request.peer_id);
-                let recipient = torrent.get_mut(slot);
-                // Oldest first: expired offers are at the front, and the oldest give
-                // way at the limit.
-                let stale = recipient
-                    .offers
-                    .iter()
-                    .take_while(|pending| pending.expires < now)
-                    .count();
-                let excess = (recipient.offers.len() - stale + 1).saturating_sub(limit);
-                recipient.offers.drain(..stale + excess);
-                recipient.offers.push(PendingOffer { key, expires });
-                out.push((
-                    recipient.connection,
-                    ToConnection::Message(ServerMessage::Offer(ForwardedOffer {
-                        info_hash,
-                        peer_id: request.peer_id,
-                        offer_id: offer.offer_id,
-                        offer: offer.offer,
-                    })),
-                ));
-            }
-        }
+            Err(PeerTaken) => ToConnection::PeerIdTaken(info_hash),
+        };
+        out.push((from, reply));
     }
 
     fn relay_answer(
@@ -377,32 +265,30 @@ impl Swarms {
         from: ConnectionRef,
         now: ServerTime,
     ) -> Result<ConnectionRef, &'static str> {
+        let info_hash = &request.info_hash.0;
         let key = offer_key(self.offer_keys, &answer.offer_id, &answer.to_peer_id);
-        let torrent = self
+        let offerer = self
             .torrents
-            .get_mut(&request.info_hash)
-            .ok_or("unknown torrent")?;
+            .peer(info_hash, &answer.to_peer_id)
+            .map(|peer| peer.extra.connection);
+        let expires = self.torrents.expiry(now);
         // The answering peer must be the one the offer went to, on this connection.
-        let &slot = torrent
-            .index
-            .get(&request.peer_id)
+        let answerer = self
+            .torrents
+            .peer_mut(info_hash, &request.peer_id)
             .ok_or("the answering peer is not in the swarm")?;
-        if torrent.get(slot).connection != from {
+        if answerer.extra.connection != from {
             return Err("the answering peer announced on another connection");
         }
-        let pending = torrent
-            .get(slot)
+        let pending = answerer
+            .extra
             .offers
             .iter()
             .position(|pending| pending.key == key && pending.expires >= now)
             .ok_or("no such offer pending for the answering peer")?;
-        let offerer = torrent
-            .peer(&answer.to_peer_id)
-            .map(|peer| peer.connection)
-            .ok_or("the offering peer left")?;
-        let answerer = torrent.get_mut(slot);
-        answerer.offers.remove(pending);
-        answerer.expires = now.plus(self.settings.peer_timeout);
+        let offerer = offerer.ok_or("the offering peer left")?;
+        answerer.extra.offers.remove(pending);
+        answerer.expires = expires;
         Ok(offerer)
     }
 
@@ -410,16 +296,8 @@ impl Swarms {
     /// left empty and torrents `allowed` refuses (the access list changed). Returns
     /// the torrents and peers kept.
     pub fn clean(&mut self, now: ServerTime, allowed: impl Fn(&Id20) -> bool) -> (usize, usize) {
-        let mut peers = 0;
-        self.torrents.retain(|info_hash, torrent| {
-            if !allowed(info_hash) {
-                return false;
-            }
-            torrent.expire(now);
-            peers += torrent.peer_count();
-            !torrent.is_empty()
-        });
-        (self.torrents.len(), peers)
+        self.torrents.clean(now, |hash| allowed(&Id20(*hash)));
+        (self.torrents.torrent_count(), self.torrents.peer_count())
     }
 }
 
@@ -432,6 +310,14 @@ fn offer_key(keys: (u64, u64), offer_id: &Id20, offerer: &Id20) -> u64 {
     hasher.finish()
 }
 
+fn scrape_file(stats: ScrapeStats) -> ScrapeFile {
+    ScrapeFile {
+        complete: stats.seeders.into(),
+        incomplete: stats.leechers.into(),
+        downloaded: stats.downloads.into(),
+    }
+}
+
 fn announce_reply(info_hash: Id20, counts: ScrapeFile, settings: &SwarmSettings) -> ToConnection {
     ToConnection::Message(ServerMessage::AnnounceResponse(AnnounceResponse {
         info_hash,
@@ -439,39 +325,6 @@ fn announce_reply(info_hash: Id20, counts: ScrapeFile, settings: &SwarmSettings)
         incomplete: counts.incomplete,
         interval: settings.announce_interval.into(),
     }))
-}
-
-/// Puts into `chosen` up to `wanted` random peers other than `announcer`; a seeder
-/// is only given leechers (two seeders have nothing to trade).
-fn choose_recipients(
-    torrent: &Torrent,
-    announcer: &Id20,
-    seeder: bool,
-    wanted: usize,
-    rng: &mut SmallRng,
-    chosen: &mut Vec<Slot>,
-) {
-    chosen.clear();
-    // Candidates are numbered leechers first, then seeders.
-    let leechers = torrent.leechers.len();
-    let count = if seeder {
-        leechers
-    } else {
-        leechers + torrent.seeders.len()
-    };
-    let slot = |n: usize| Slot {
-        seeder: n >= leechers,
-        at: if n >= leechers { n - leechers } else { n },
-    };
-    let others = |slot: &Slot| torrent.get(*slot).id != *announcer;
-    if count <= wanted + 1 {
-        chosen.extend((0..count).map(slot).filter(others).take(wanted));
-        return;
-    }
-    // One more than needed, in case the announcer is among them. Few picks out of a
-    // big swarm: Floyd's algorithm, no allocation proportional to the swarm.
-    let picks = rand::seq::index::sample(rng, count, wanted + 1);
-    chosen.extend(picks.into_iter().map(slot).filter(others).take(wanted));
 }
 
 #[cfg(test)]
@@ -837,8 +690,55 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
-        assert_eq!(swarms.clean(ServerTime(300), |_| true), (1, 1));
-        assert_eq!(swarms.clean(ServerTime(301), |_| true), (0, 0));
+        // Peers live until peer_timeout (300) after their announce, as in every
+        // tracker: present at 299, gone at 300.
+        assert_eq!(swarms.clean(ServerTime(299), |_| true), (1, 1));
+        assert_eq!(swarms.clean(ServerTime(300), |_| true), (0, 0));
+    }
+
+    #[test]
+    fn a_peer_id_belongs_to_its_connection_until_it_times_out() {
+        let mut swarms = swarms();
+        send(
+            &mut swarms,
+            conn(1),
+            announce_kind(announce(peer(1), Some(5), 0)),
+            0,
+        );
+        // Another connection can neither take the peer id over nor stop it.
+        let taken = |out: Vec<(ConnectionRef, ToConnection)>| matches!(out[..], [(to, ToConnection::PeerIdTaken(HASH))] if to == conn(9));
+        assert!(taken(send(
+            &mut swarms,
+            conn(9),
+            announce_kind(announce(peer(1), Some(0), 0)),
+            1
+        )));
+        let mut stopped = announce(peer(1), Some(5), 0);
+        stopped.event = AnnounceEvent::Stopped;
+        assert!(taken(send(&mut swarms, conn(9), announce_kind(stopped), 1)));
+        // Offers for peer 1 still go to connection 1.
+        let out = send(
+            &mut swarms,
+            conn(2),
+            announce_kind(announce(peer(2), Some(5), 1)),
+            2,
+        );
+        assert_eq!(offers(&out), [(conn(1), Id20([100; 20]))]);
+        // Once it timed out, the peer id is free for anyone.
+        let out = send(
+            &mut swarms,
+            conn(9),
+            announce_kind(announce(peer(1), Some(5), 0)),
+            300,
+        );
+        assert_eq!(counts(&out), (0, 2));
+        let out = send(
+            &mut swarms,
+            conn(2),
+            announce_kind(announce(peer(2), Some(5), 1)),
+            301,
+        );
+        assert_eq!(offers(&out), [(conn(9), Id20([100; 20]))]);
     }
 
     #[test]

@@ -16,16 +16,16 @@ fn v4(last: u8, port: u16) -> V4Addr {
 
 fn announce(addr: V4Addr, seeder: bool, event: AnnounceEvent) -> Announce<V4Addr, ()> {
     Announce {
-        addr,
+        key: addr,
         extra: (),
         event,
-        seeder,
+        seeder: Some(seeder),
         peers_wanted: 50,
     }
 }
 
 struct Harness {
-    map: TorrentMap<()>,
+    map: BitTorrentMap<()>,
     rng: SmallRng,
     now: ServerTime,
 }
@@ -39,13 +39,17 @@ impl Harness {
         }
     }
 
-    fn announce<A: PeerAddr>(&mut self, request: Announce<A, ()>) -> (SwarmCounts, Vec<A>) {
+    fn announce<A: ListIn<DualStack<()>>>(
+        &mut self,
+        request: Announce<A, ()>,
+    ) -> (SwarmCounts, Vec<A>) {
         let mut peers = Vec::new();
         let counts = self
             .map
-            .announce(&HASH, &request, self.now, &mut self.rng, |peer| {
-                peers.push(peer.addr)
-            });
+            .announce(&HASH, request, self.now, &mut self.rng, |peer| {
+                peers.push(*peer.key())
+            })
+            .expect("BitTorrent peers are never taken");
         (counts, peers)
     }
 }
@@ -220,11 +224,11 @@ fn ipv4_and_ipv6_peers_are_kept_apart_but_counted_together() {
     let a6 = V6Addr::new("2001:db8::1".parse().unwrap(), 1);
     let b6 = V6Addr::new("2001:db8::2".parse().unwrap(), 1);
     h.announce(announce(v4(1, 1), false, AnnounceEvent::Started));
-    let six = |addr| Announce {
-        addr,
+    let six = |key| Announce {
+        key,
         extra: (),
         event: AnnounceEvent::None,
-        seeder: true,
+        seeder: Some(true),
         peers_wanted: 50,
     };
     let (counts, peers) = h.announce(six(a6));
@@ -291,13 +295,15 @@ fn cleaning_drops_torrents_the_caller_no_longer_allows() {
     let mut h = Harness::new();
     h.announce(announce(v4(1, 1), false, AnnounceEvent::Started));
     let other = [9; 20];
-    h.map.announce(
-        &other,
-        &announce(v4(1, 1), false, AnnounceEvent::Started),
-        h.now,
-        &mut h.rng,
-        |_| {},
-    );
+    h.map
+        .announce(
+            &other,
+            announce(v4(1, 1), false, AnnounceEvent::Started),
+            h.now,
+            &mut h.rng,
+            |_| {},
+        )
+        .unwrap();
     let report = h.map.clean(h.now, |hash| *hash != other);
     assert_eq!(
         report,
@@ -399,7 +405,148 @@ proptest! {
             }
             prop_assert_eq!(h.map.peer_count(), model.len());
             if let Some(torrent) = h.map.get(&HASH) {
-                torrent.v4().assert_consistent(&h.map.peer_hasher);
+                torrent.peers().v4().assert_consistent(&h.map.peer_hasher);
+                prop_assert_eq!(torrent.scrape_stats().downloads, downloads);
+            }
+        }
+    }
+}
+
+/// What a WebTorrent tracker keeps per peer, reduced to what the storage's rules look
+/// at: the connection that owns the peer id.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Owner(u8);
+
+impl PeerData for Owner {
+    const SEEDERS_MEET_SEEDERS: bool = false;
+
+    fn may_change(&self, by: &Self) -> bool {
+        self == by
+    }
+}
+
+/// Peers keyed by a peer id (one byte is enough to make ids collide often).
+type ById = TorrentMap<PeerList<u8, Owner>>;
+
+#[derive(Clone, Debug)]
+enum IdOp {
+    Announce {
+        id: u8,
+        owner: u8,
+        seeder: Option<bool>,
+        event: u8,
+    },
+    Leave {
+        id: u8,
+        owner: u8,
+    },
+    Tick(u8),
+    Clean,
+}
+
+fn id_op() -> impl Strategy<Value = IdOp> {
+    prop_oneof![
+        8 => (0..60u8, 0..3u8, proptest::option::of(any::<bool>()), 0..4u8)
+            .prop_map(|(id, owner, seeder, event)| IdOp::Announce { id, owner, seeder, event }),
+        2 => (0..60u8, 0..3u8).prop_map(|(id, owner)| IdOp::Leave { id, owner }),
+        1 => (0..60u8).prop_map(IdOp::Tick),
+        1 => Just(IdOp::Clean),
+    ]
+}
+
+/// A model peer: owner, seeder, expires.
+type ModelPeer = (u8, bool, ServerTime);
+
+proptest! {
+    /// The WebTorrent use of the storage (peers by id, owned by a connection, one
+    /// list, seeders never sent seeders) agrees with a simple model.
+    #[test]
+    fn peers_by_id_match_a_simple_model(ops in proptest::collection::vec(id_op(), 1..400)) {
+        let mut map = ById::new(TIMEOUT);
+        let mut rng = SmallRng::seed_from_u64(3);
+        let mut now = ServerTime(0);
+        let mut model: BTreeMap<u8, ModelPeer> = BTreeMap::new();
+        let mut downloads = 0u32;
+        let free = |peer: Option<&ModelPeer>, owner: u8, now: ServerTime| {
+            peer.is_none_or(|&(o, _, expires)| o == owner || expires <= now)
+        };
+        for op in ops {
+            match op {
+                IdOp::Announce { id, owner, seeder, event } => {
+                    let event = [AnnounceEvent::None, AnnounceEvent::Started,
+                                 AnnounceEvent::Completed, AnnounceEvent::Stopped][event as usize];
+                    let request = Announce {
+                        key: id,
+                        extra: Owner(owner),
+                        event,
+                        seeder,
+                        peers_wanted: 10,
+                    };
+                    let mut sent = Vec::new();
+                    let result = map.announce(&HASH, request, now, &mut rng, |peer| {
+                        sent.push(*peer.key())
+                    });
+                    let before = model.get(&id).copied();
+                    if !free(before.as_ref(), owner, now) {
+                        prop_assert_eq!(result, Err(PeerTaken));
+                        prop_assert!(sent.is_empty());
+                    } else if event == AnnounceEvent::Stopped {
+                        model.remove(&id);
+                        prop_assert!(result.is_ok());
+                        prop_assert!(sent.is_empty());
+                    } else {
+                        let was_seeder = before.is_some_and(|(_, s, _)| s);
+                        let is_seeder = seeder.unwrap_or(was_seeder);
+                        model.insert(id, (owner, is_seeder, now.plus(TIMEOUT)));
+                        if event == AnnounceEvent::Completed && !was_seeder {
+                            downloads += 1;
+                        }
+                        prop_assert!(result.is_ok());
+                        prop_assert!(!sent.contains(&id));
+                        prop_assert!(sent.len() <= 10);
+                        for peer in &sent {
+                            let (_, peer_seeder, expires) = model[peer];
+                            prop_assert!(expires > now, "an expired peer was sent");
+                            prop_assert!(!(is_seeder && peer_seeder), "a seeder met a seeder");
+                        }
+                        let live = model.iter().filter(|&(other, &(_, s, e))| {
+                            *other != id && e > now && !(is_seeder && s)
+                        }).count();
+                        prop_assert_eq!(sent.len(), live.min(10));
+                    }
+                    if let Ok(counts) = result {
+                        let seeders = model.values().filter(|(_, s, _)| *s).count() as u32;
+                        let leechers = model.len() as u32 - seeders;
+                        if map.get(&HASH).is_some() {
+                            prop_assert_eq!(counts, SwarmCounts { seeders, leechers });
+                        }
+                    }
+                }
+                IdOp::Leave { id, owner } => {
+                    let removed = map.remove(&HASH, &id, &Owner(owner), now);
+                    let present = model.contains_key(&id);
+                    let allowed = free(model.get(&id), owner, now);
+                    prop_assert_eq!(removed, present && allowed);
+                    if removed {
+                        model.remove(&id);
+                    }
+                }
+                IdOp::Tick(seconds) => now = now.plus(u32::from(seconds)),
+                IdOp::Clean => {
+                    map.clean(now, |_| true);
+                    model.retain(|_, (_, _, expires)| *expires > now);
+                    if model.is_empty() {
+                        downloads = 0;
+                    }
+                }
+            }
+            prop_assert_eq!(map.peer_count(), model.len());
+            for (id, &(owner, _, _)) in &model {
+                let peer = map.peer(&HASH, id);
+                prop_assert_eq!(peer.map(|peer| peer.extra), Some(Owner(owner)));
+            }
+            if let Some(torrent) = map.get(&HASH) {
+                torrent.peers().assert_consistent(&map.peer_hasher);
                 prop_assert_eq!(torrent.scrape_stats().downloads, downloads);
             }
         }

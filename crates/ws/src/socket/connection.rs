@@ -44,6 +44,9 @@ pub const RATE_LIMITED: &str = "too many requests, slow down";
 pub const ANSWER_REFUSED: &str =
     "answer not relayed: no such offer was sent to this peer, or it expired";
 
+/// Error reply to an announce whose peer id another connection owns.
+pub const PEER_ID_TAKEN: &str = "peer_id is in use by another connection";
+
 /// How long writing to a client may take before the connection is given up.
 const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Bytes read from the socket at a time.
@@ -389,7 +392,11 @@ impl<'a> Session<'a> {
         let workers = self.local.router.borrow().swarm_workers();
         let worker = swarm_worker_for(&info_hash, workers);
         if announce.event == AnnounceEvent::Stopped {
-            self.announced.remove(&info_hash);
+            // Only a stop of the peer this connection announced ends its part in the
+            // torrent; a stop under another peer id removes nothing of ours.
+            if self.announced.get(&info_hash) == Some(&announce.peer_id) {
+                self.announced.remove(&info_hash);
+            }
         } else if !is_answer {
             let limit = self.local.config.limits.max_torrents_per_connection;
             match self.announced.get(&info_hash) {
@@ -495,6 +502,10 @@ impl<'a> Session<'a> {
             ToConnection::AnswerRefused(info_hash) => {
                 self.local.counters.borrow_mut().answers_refused += 1;
                 error_message(Action::Announce, Some(info_hash), ANSWER_REFUSED)
+            }
+            ToConnection::PeerIdTaken(info_hash) => {
+                self.local.counters.borrow_mut().peer_ids_taken += 1;
+                error_message(Action::Announce, Some(info_hash), PEER_ID_TAKEN)
             }
             ToConnection::Shed {
                 info_hash,

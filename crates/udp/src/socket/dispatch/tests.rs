@@ -5,7 +5,7 @@ use rand::SeedableRng;
 use rand::rngs::SmallRng;
 use shoal_common::AccessListMode;
 use shoal_common::access_list::AccessList;
-use shoal_swarm::TorrentMap;
+use shoal_swarm::BitTorrentMap;
 use shoal_udp_protocol::*;
 
 use super::*;
@@ -26,7 +26,7 @@ fn rig_with(swarm_workers: usize, queue_len: usize, access: AccessControl, confi
     let dispatcher = Dispatcher::new(0, &config, ids, Arc::new(access), senders);
     let shards = (0..swarm_workers)
         .map(|i| Shard {
-            torrents: TorrentMap::new(config.cleaning.peer_timeout),
+            torrents: BitTorrentMap::new(config.cleaning.peer_timeout),
             rng: SmallRng::seed_from_u64(i as u64),
             interval: config.protocol.announce_interval,
         })
