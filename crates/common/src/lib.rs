@@ -7,6 +7,9 @@
 //!   logging, run, report errors with their whole cause chain, exit non-zero on failure.
 //! * [`config`]: the [`TrackerConfig`](config::TrackerConfig) trait, loading TOML with
 //!   errors that name the file and key, and validation that reports every bad value.
+//! * [`tracker_config`]: the file every tracker shares in shape
+//!   ([`Config`](tracker_config::Config) over a [`TrackerKind`](tracker_config::TrackerKind)),
+//!   and the listening addresses every `[network]` section starts with.
 //! * [`access_list`]: allow/deny lists of info hashes, swapped atomically on reload so
 //!   workers never wait for it.
 //! * [`supervisor`]: named worker threads; if one panics or returns, the process exits.
@@ -44,6 +47,7 @@ pub mod supervisor;
 pub mod tcp;
 #[cfg(feature = "glommio")]
 pub mod tls;
+pub mod tracker_config;
 pub mod udp_batch;
 
 pub use access_list::{AccessControl, AccessListConfig, AccessListMode};

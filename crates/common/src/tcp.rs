@@ -6,19 +6,6 @@ use std::net::{SocketAddr, TcpListener};
 use anyhow::Context as _;
 use socket2::{Domain, Protocol, Socket, Type};
 
-/// The addresses a tracker listens on: IPv4 and/or IPv6, as enabled.
-pub fn enabled_addresses(
-    use_ipv4: bool,
-    ipv4: SocketAddr,
-    use_ipv6: bool,
-    ipv6: SocketAddr,
-) -> Vec<SocketAddr> {
-    [(use_ipv4, ipv4), (use_ipv6, ipv6)]
-        .into_iter()
-        .filter_map(|(enabled, addr)| enabled.then_some(addr))
-        .collect()
-}
-
 /// Binds `workers` listening sockets to each of `addresses`. Returns the sockets per
 /// worker and the bound addresses (port 0 resolved to the port the first socket got,
 /// which the others then share).

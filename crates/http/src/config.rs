@@ -1,104 +1,40 @@
 //! `shoal_http` configuration: every key documented once here (`shoal_http -p`).
 
-use std::net::SocketAddr;
-use std::path::PathBuf;
-
 use serde::{Deserialize, Serialize};
-use shoal_common::config::{Problems, available_cpus};
-use shoal_common::{
-    AccessListConfig, CleaningConfig, CpuPinningConfig, LogLevel, PrivilegeConfig,
-    StatisticsConfig, TrackerConfig,
-};
+use shoal_common::config::Problems;
+use shoal_common::tracker_config::{TlsFiles as _, TrackerKind};
 use shoal_http_protocol::request::MAX_HEADERS_LIMIT;
 use shoal_toml_config::TomlConfig;
 
-/// shoal_http: a BitTorrent tracker over HTTP and HTTPS (BEP 3, 7, 23 and 48).
-///
-/// Every key is optional; a key left out keeps the default shown here.
-/// Durations are in seconds, sizes in bytes.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, TomlConfig)]
-#[serde(default, deny_unknown_fields)]
-pub struct Config {
-    /// How much to log to stderr.
-    pub log_level: LogLevel,
-    /// Socket workers: threads (glommio executors, io_uring) that accept connections,
-    /// parse requests and write responses. 0 means one per available CPU.
-    pub socket_workers: usize,
-    /// Swarm workers: threads that own the torrents, each a shard chosen by info hash.
-    /// 0 chooses: with one socket worker, it keeps the torrents itself (no thread
-    /// hand-off per batch of requests, 1.6-1.9x faster on a single core); with more,
-    /// one swarm worker per four socket workers.
-    pub swarm_workers: usize,
+/// The HTTP tracker's sections of the shared [config shape](shoal_common::tracker_config).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Http;
+
+/// `shoal_http`'s configuration file.
+pub type Config = shoal_common::tracker_config::Config<Http>;
+
+shoal_common::network_config! {
     /// Addresses, TLS and connections.
-    pub network: NetworkConfig,
-    /// What the tracker tells clients.
-    pub protocol: ProtocolConfig,
-    /// When peers and torrents are forgotten.
-    pub cleaning: CleaningConfig,
-    /// Queue and memory sizes.
-    pub limits: LimitsConfig,
-    /// Periodic statistics in the log.
-    pub statistics: StatisticsConfig,
-    /// Which torrents are served.
-    pub access_list: AccessListConfig,
-    /// Giving up root after binding.
-    pub privileges: PrivilegeConfig,
-    /// Pinning workers to CPU cores.
-    pub cpu_pinning: CpuPinningConfig,
-}
-
-impl Default for Config {
-    fn default() -> Self {
-        Self {
-            log_level: LogLevel::Info,
-            socket_workers: 1,
-            swarm_workers: 0,
-            network: NetworkConfig::default(),
-            protocol: ProtocolConfig::default(),
-            cleaning: CleaningConfig::default(),
-            limits: LimitsConfig::default(),
-            statistics: StatisticsConfig::default(),
-            access_list: AccessListConfig::default(),
-            privileges: PrivilegeConfig::default(),
-            cpu_pinning: CpuPinningConfig::default(),
-        }
+    pub struct NetworkConfig {
+        port: 6969,
+        tls,
+        /// Keep connections open between requests (HTTP keep-alive).
+        pub keep_alive: bool = true,
+        /// Most open connections per socket worker; further ones get a 503 and are closed.
+        pub max_connections: usize = 10_000,
+        /// Seconds a connection may stay open without completing a request (idle
+        /// keep-alive connections and slow clients alike).
+        pub idle_timeout: u32 = 30,
+        /// Seconds a TLS handshake may take.
+        pub tls_handshake_timeout: u32 = 10,
+        /// When behind a reverse proxy (nginx, haproxy): the request header carrying the
+        /// client's address, e.g. "X-Forwarded-For". Empty: use the TCP peer address.
+        /// When set, requests without a valid header get a failure reply.
+        pub reverse_proxy_ip_header: String = String::new(),
+        /// Which address of a multi-address proxy header to use: "first" (the client as
+        /// the first proxy saw it) or "last" (the address your own proxy appended).
+        pub reverse_proxy_ip_header_position: HeaderPosition = HeaderPosition::Last,
     }
-}
-
-/// Addresses, TLS and connections.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, TomlConfig)]
-#[serde(default, deny_unknown_fields)]
-pub struct NetworkConfig {
-    /// Listen on IPv4.
-    pub use_ipv4: bool,
-    /// IPv4 address and port to listen on. Port 0 picks a free port.
-    pub address_ipv4: SocketAddr,
-    /// Listen on IPv6 (an IPv6-only socket).
-    pub use_ipv6: bool,
-    /// IPv6 address and port to listen on.
-    pub address_ipv6: SocketAddr,
-    /// Serve HTTPS with the certificate and key below instead of plain HTTP.
-    pub enable_tls: bool,
-    /// PEM file with the certificate chain, leaf first. Reloaded on SIGUSR1.
-    pub tls_certificate_path: PathBuf,
-    /// PEM file with the private key (PKCS#8, PKCS#1/RSA or SEC1/EC). Reloaded on SIGUSR1.
-    pub tls_private_key_path: PathBuf,
-    /// Keep connections open between requests (HTTP keep-alive).
-    pub keep_alive: bool,
-    /// Most open connections per socket worker; further ones get a 503 and are closed.
-    pub max_connections: usize,
-    /// Seconds a connection may stay open without completing a request (idle
-    /// keep-alive connections and slow clients alike).
-    pub idle_timeout: u32,
-    /// Seconds a TLS handshake may take.
-    pub tls_handshake_timeout: u32,
-    /// When behind a reverse proxy (nginx, haproxy): the request header carrying the
-    /// client's address, e.g. "X-Forwarded-For". Empty: use the TCP peer address.
-    /// When set, requests without a valid header get a failure reply.
-    pub reverse_proxy_ip_header: String,
-    /// Which address of a multi-address proxy header to use: "first" (the client as
-    /// the first proxy saw it) or "last" (the address your own proxy appended).
-    pub reverse_proxy_ip_header_position: HeaderPosition,
 }
 
 /// Which address of a comma-separated header to take.
@@ -111,26 +47,6 @@ pub enum HeaderPosition {
     /// a client cannot forge.
     #[default]
     Last,
-}
-
-impl Default for NetworkConfig {
-    fn default() -> Self {
-        Self {
-            use_ipv4: true,
-            address_ipv4: "0.0.0.0:6969".parse().expect("valid address"),
-            use_ipv6: true,
-            address_ipv6: "[::]:6969".parse().expect("valid address"),
-            enable_tls: false,
-            tls_certificate_path: PathBuf::new(),
-            tls_private_key_path: PathBuf::new(),
-            keep_alive: true,
-            max_connections: 10_000,
-            idle_timeout: 30,
-            tls_handshake_timeout: 10,
-            reverse_proxy_ip_header: String::new(),
-            reverse_proxy_ip_header_position: HeaderPosition::Last,
-        }
-    }
 }
 
 /// What the tracker tells clients.
@@ -203,69 +119,22 @@ impl Default for LimitsConfig {
     }
 }
 
-impl Config {
-    /// Number of socket workers to start (0 in the file means one per CPU).
-    pub fn socket_worker_count(&self) -> usize {
-        if self.socket_workers == 0 {
-            available_cpus()
-        } else {
-            self.socket_workers
-        }
+impl TrackerKind for Http {
+    const ABOUT: &'static str = "shoal_http: a BitTorrent tracker over HTTP and HTTPS (BEP 3, 7, 23 and 48).\n\n\
+        Every key is optional; a key left out keeps the default shown here.\n\
+        Durations are in seconds, sizes in bytes.";
+    type Network = NetworkConfig;
+    type Protocol = ProtocolConfig;
+    type Limits = LimitsConfig;
+
+    fn announce_interval(protocol: &ProtocolConfig) -> u32 {
+        protocol.announce_interval
     }
 
-    /// Number of swarm worker threads to start; 0 means the only socket worker keeps
-    /// the torrents itself (see the `swarm_workers` key).
-    pub fn swarm_worker_count(&self) -> usize {
-        match (self.swarm_workers, self.socket_worker_count()) {
-            (0, 1) => 0,
-            (0, sockets) => sockets.div_ceil(4),
-            (swarms, _) => swarms,
-        }
-    }
-}
-
-impl TrackerConfig for Config {
-    fn validate(&self, problems: &mut Problems) {
-        problems.check(
-            self.socket_workers <= 1024,
-            "socket_workers",
-            "must be at most 1024",
-        );
-        problems.check(
-            self.swarm_workers <= 1024,
-            "swarm_workers",
-            "must be at most 1024",
-        );
-
-        let network = &self.network;
+    fn validate(config: &Config, problems: &mut Problems) {
+        let network = &config.network;
         problems.section("network", |p| {
-            p.check(
-                network.use_ipv4 || network.use_ipv6,
-                "use_ipv4",
-                "use_ipv4 and use_ipv6 cannot both be false",
-            );
-            p.check(
-                network.address_ipv4.is_ipv4(),
-                "address_ipv4",
-                "must be an IPv4 address",
-            );
-            p.check(
-                network.address_ipv6.is_ipv6(),
-                "address_ipv6",
-                "must be an IPv6 address",
-            );
-            if network.enable_tls {
-                p.check(
-                    !network.tls_certificate_path.as_os_str().is_empty(),
-                    "tls_certificate_path",
-                    "must name a PEM file when enable_tls is true",
-                );
-                p.check(
-                    !network.tls_private_key_path.as_os_str().is_empty(),
-                    "tls_private_key_path",
-                    "must name a PEM file when enable_tls is true",
-                );
-            }
+            network.validate_tls(p);
             p.check(
                 network.max_connections >= 1,
                 "max_connections",
@@ -291,7 +160,7 @@ impl TrackerConfig for Config {
             );
         });
 
-        let protocol = &self.protocol;
+        let protocol = &config.protocol;
         problems.section("protocol", |p| {
             for (key, path) in [
                 ("announce_path", &protocol.announce_path),
@@ -340,11 +209,7 @@ impl TrackerConfig for Config {
             );
         });
 
-        problems.section("cleaning", |p| {
-            self.cleaning.validate(p, protocol.announce_interval)
-        });
-
-        let limits = &self.limits;
+        let limits = &config.limits;
         problems.section("limits", |p| {
             p.check(
                 (256..=1 << 20).contains(&limits.max_request_size),
@@ -367,14 +232,6 @@ impl TrackerConfig for Config {
                 "must be at least 65536",
             );
         });
-
-        problems.section("access_list", |p| self.access_list.validate(p));
-        problems.section("privileges", |p| self.privileges.validate(p));
-        problems.section("cpu_pinning", |p| self.cpu_pinning.validate(p));
-    }
-
-    fn log_level(&self) -> LogLevel {
-        self.log_level
     }
 }
 

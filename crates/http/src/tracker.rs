@@ -7,6 +7,7 @@ use anyhow::Context as _;
 use shoal_common::cpu::maybe_pin_current_thread;
 use shoal_common::memlock;
 use shoal_common::tls::TlsConfig;
+use shoal_common::tracker_config::Listen as _;
 use shoal_common::{AccessControl, Running, Shutdown, Supervisor, TrackerConfig};
 use shoal_swarm::Clock;
 
@@ -153,12 +154,7 @@ pub fn start_with_clock(config: Config, clock: Arc<Clock>) -> anyhow::Result<Run
 /// Binds every socket worker's listeners; returns them and the bound addresses.
 fn bind_all(config: &Config, workers: usize) -> anyhow::Result<(Vec<Listeners>, Vec<SocketAddr>)> {
     let network = &config.network;
-    let addresses = shoal_common::tcp::enabled_addresses(
-        network.use_ipv4,
-        network.address_ipv4,
-        network.use_ipv6,
-        network.address_ipv6,
-    );
+    let addresses = network.addresses();
     let (sockets, bound) = shoal_common::tcp::bind_listeners(&addresses, workers)?;
     let listeners = sockets
         .into_iter()

@@ -7,13 +7,16 @@
 //! * On an enum of unit variants, every variant becomes a documented choice; the
 //!   printed value is whatever serde serializes the variant to, so `rename_all`
 //!   attributes are respected without this macro having to understand them.
+//! * `#[toml_config(about = EXPR)]` on a type replaces its doc comment as the
+//!   type's own documentation with a `&'static str` expression: a generic config
+//!   type takes its header from its type parameter (`T::ABOUT`).
 
 use proc_macro::TokenStream;
 use proc_macro2::TokenStream as TokenStream2;
 use quote::quote;
 use syn::{Attribute, Data, DeriveInput, Expr, Fields, Lit, Meta, parse_macro_input};
 
-#[proc_macro_derive(TomlConfig)]
+#[proc_macro_derive(TomlConfig, attributes(toml_config))]
 pub fn derive_toml_config(input: TokenStream) -> TokenStream {
     let input = parse_macro_input!(input as DeriveInput);
     match expand(&input) {
@@ -24,7 +27,13 @@ pub fn derive_toml_config(input: TokenStream) -> TokenStream {
 
 fn expand(input: &DeriveInput) -> syn::Result<TokenStream2> {
     let name = &input.ident;
-    let type_doc = doc_comment(&input.attrs);
+    let type_doc = match about(&input.attrs)? {
+        Some(expr) => quote! { #expr },
+        None => {
+            let doc = doc_comment(&input.attrs);
+            quote! { #doc }
+        }
+    };
     let (impl_generics, ty_generics, where_clause) = input.generics.split_for_impl();
 
     let body = match &input.data {
@@ -103,6 +112,25 @@ fn expand(input: &DeriveInput) -> syn::Result<TokenStream2> {
             }
         }
     })
+}
+
+/// The expression of a `#[toml_config(about = EXPR)]` attribute, if there is one.
+fn about(attrs: &[Attribute]) -> syn::Result<Option<Expr>> {
+    let mut found = None;
+    for attr in attrs {
+        if !attr.path().is_ident("toml_config") {
+            continue;
+        }
+        attr.parse_nested_meta(|meta| {
+            if meta.path.is_ident("about") {
+                found = Some(meta.value()?.parse::<Expr>()?);
+                Ok(())
+            } else {
+                Err(meta.error("expected `about = EXPR`"))
+            }
+        })?;
+    }
+    Ok(found)
 }
 
 /// Joins the `///` lines of an item, dropping the single space rustdoc puts after `///`.

@@ -1,14 +1,9 @@
 //! `shoal_udp` configuration: every key, its unit and its default, documented once here.
 //! `shoal_udp -p` prints these doc comments as the comments of a TOML file.
 
-use std::net::SocketAddr;
-
 use serde::{Deserialize, Serialize};
-use shoal_common::config::{Problems, available_cpus};
-use shoal_common::{
-    AccessListConfig, CleaningConfig, CpuPinningConfig, LogLevel, PrivilegeConfig,
-    StatisticsConfig, TrackerConfig,
-};
+use shoal_common::config::Problems;
+use shoal_common::tracker_config::TrackerKind;
 use shoal_toml_config::TomlConfig;
 use shoal_udp_protocol::response::{ANNOUNCE_RESPONSE_HEADER_LEN, V6_PEER_LEN};
 
@@ -18,84 +13,21 @@ const MAX_UDP_PAYLOAD: usize = 65_507;
 /// The largest scrape accepted, in info hashes; bounded by the receive buffer.
 pub const MAX_SCRAPE_TORRENTS_LIMIT: usize = 255;
 
-/// shoal_udp: a BEP 15 UDP BitTorrent tracker.
-///
-/// Every key is optional; a key left out keeps the default shown here.
-/// Durations are in seconds, sizes in bytes.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, TomlConfig)]
-#[serde(default, deny_unknown_fields)]
-pub struct Config {
-    /// How much to log to stderr.
-    pub log_level: LogLevel,
-    /// Socket workers: threads that own the sockets, parse requests, answer connect
-    /// requests and send every reply. 0 means one per available CPU.
-    pub socket_workers: usize,
-    /// Swarm workers: threads that own the torrents, each a shard chosen by info hash.
-    /// One handles several hundred thousand announces per second.
-    pub swarm_workers: usize,
+/// The UDP tracker's sections of the shared [config shape](shoal_common::tracker_config).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Udp;
+
+/// `shoal_udp`'s configuration file.
+pub type Config = shoal_common::tracker_config::Config<Udp>;
+
+shoal_common::network_config! {
     /// Addresses and sockets.
-    pub network: NetworkConfig,
-    /// What the tracker tells clients.
-    pub protocol: ProtocolConfig,
-    /// When peers and torrents are forgotten.
-    pub cleaning: CleaningConfig,
-    /// Queue sizes. When a queue is full, work is dropped and counted, never waited for.
-    pub limits: LimitsConfig,
-    /// Periodic statistics in the log.
-    pub statistics: StatisticsConfig,
-    /// Which torrents are served.
-    pub access_list: AccessListConfig,
-    /// Giving up root after binding.
-    pub privileges: PrivilegeConfig,
-    /// Pinning workers to CPU cores.
-    pub cpu_pinning: CpuPinningConfig,
-}
-
-impl Default for Config {
-    fn default() -> Self {
-        Self {
-            log_level: LogLevel::Info,
-            socket_workers: 1,
-            swarm_workers: 1,
-            network: NetworkConfig::default(),
-            protocol: ProtocolConfig::default(),
-            cleaning: CleaningConfig::default(),
-            limits: LimitsConfig::default(),
-            statistics: StatisticsConfig::default(),
-            access_list: AccessListConfig::default(),
-            privileges: PrivilegeConfig::default(),
-            cpu_pinning: CpuPinningConfig::default(),
-        }
-    }
-}
-
-/// Addresses and sockets.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, TomlConfig)]
-#[serde(default, deny_unknown_fields)]
-pub struct NetworkConfig {
-    /// Listen on IPv4.
-    pub use_ipv4: bool,
-    /// IPv4 address and port to listen on. Port 0 picks a free port.
-    pub address_ipv4: SocketAddr,
-    /// Listen on IPv6 (an IPv6-only socket; IPv4 clients use the IPv4 socket).
-    pub use_ipv6: bool,
-    /// IPv6 address and port to listen on.
-    pub address_ipv6: SocketAddr,
-    /// Kernel receive buffer per socket, in bytes; 0 keeps the system default. A large
-    /// buffer absorbs bursts. Linux caps it at net.core.rmem_max unless the tracker
-    /// starts as root; the size obtained is logged.
-    pub socket_recv_buffer_size: usize,
-}
-
-impl Default for NetworkConfig {
-    fn default() -> Self {
-        Self {
-            use_ipv4: true,
-            address_ipv4: "0.0.0.0:6969".parse().expect("valid address"),
-            use_ipv6: true,
-            address_ipv6: "[::]:6969".parse().expect("valid address"),
-            socket_recv_buffer_size: 8 * 1024 * 1024,
-        }
+    pub struct NetworkConfig {
+        port: 6969,
+        /// Kernel receive buffer per socket, in bytes; 0 keeps the system default. A large
+        /// buffer absorbs bursts. Linux caps it at net.core.rmem_max unless the tracker
+        /// starts as root; the size obtained is logged.
+        pub socket_recv_buffer_size: usize = 8 * 1024 * 1024,
     }
 }
 
@@ -130,7 +62,7 @@ impl Default for ProtocolConfig {
     }
 }
 
-/// Queue sizes.
+/// Queue sizes. When a queue is full, work is dropped and counted, never waited for.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, TomlConfig)]
 #[serde(default, deny_unknown_fields)]
 pub struct LimitsConfig {
@@ -155,50 +87,20 @@ impl Default for LimitsConfig {
     }
 }
 
-impl Config {
-    /// Number of socket workers to start (0 in the file means one per CPU).
-    pub fn socket_worker_count(&self) -> usize {
-        if self.socket_workers == 0 {
-            available_cpus()
-        } else {
-            self.socket_workers
-        }
+impl TrackerKind for Udp {
+    const ABOUT: &'static str = "shoal_udp: a BEP 15 UDP BitTorrent tracker.\n\n\
+        Every key is optional; a key left out keeps the default shown here.\n\
+        Durations are in seconds, sizes in bytes.";
+    type Network = NetworkConfig;
+    type Protocol = ProtocolConfig;
+    type Limits = LimitsConfig;
+
+    fn announce_interval(protocol: &ProtocolConfig) -> u32 {
+        protocol.announce_interval
     }
-}
 
-impl TrackerConfig for Config {
-    fn validate(&self, problems: &mut Problems) {
-        problems.check(
-            self.socket_workers <= 1024,
-            "socket_workers",
-            "must be at most 1024",
-        );
-        problems.check(
-            (1..=1024).contains(&self.swarm_workers),
-            "swarm_workers",
-            "must be between 1 and 1024",
-        );
-
-        let network = &self.network;
-        problems.section("network", |p| {
-            p.check(
-                network.use_ipv4 || network.use_ipv6,
-                "use_ipv4",
-                "use_ipv4 and use_ipv6 cannot both be false",
-            );
-            p.check(
-                network.address_ipv4.is_ipv4(),
-                "address_ipv4",
-                "must be an IPv4 address",
-            );
-            p.check(
-                network.address_ipv6.is_ipv6(),
-                "address_ipv6",
-                "must be an IPv6 address",
-            );
-        });
-
-        let protocol = &self.protocol;
+    fn validate(config: &Config, problems: &mut Problems) {
+        let protocol = &config.protocol;
         let most_peers = (MAX_UDP_PAYLOAD - ANNOUNCE_RESPONSE_HEADER_LEN) / V6_PEER_LEN;
         problems.section("protocol", |p| {
             p.check(
@@ -228,42 +130,24 @@ impl TrackerConfig for Config {
             );
         });
 
-        problems.section("cleaning", |p| {
-            self.cleaning.validate(p, protocol.announce_interval)
-        });
-
-        let limits = &self.limits;
+        let limits = &config.limits;
         problems.section("limits", |p| {
-            p.check(
-                limits.swarm_queue_len >= 1,
-                "swarm_queue_len",
-                "must be at least 1",
-            );
-            p.check(
-                limits.max_pending_scrapes >= 1,
-                "max_pending_scrapes",
-                "must be at least 1",
-            );
-            p.check(
-                limits.send_queue_len >= 1,
-                "send_queue_len",
-                "must be at least 1",
-            );
+            for (key, value) in [
+                ("swarm_queue_len", limits.swarm_queue_len),
+                ("max_pending_scrapes", limits.max_pending_scrapes),
+                ("send_queue_len", limits.send_queue_len),
+            ] {
+                p.check(value >= 1, key, "must be at least 1");
+            }
         });
-
-        problems.section("access_list", |p| self.access_list.validate(p));
-        problems.section("privileges", |p| self.privileges.validate(p));
-        problems.section("cpu_pinning", |p| self.cpu_pinning.validate(p));
-    }
-
-    fn log_level(&self) -> LogLevel {
-        self.log_level
     }
 }
 
 #[cfg(test)]
 mod tests {
     use shoal_common::config::{parse, to_toml};
+
+    use shoal_common::CleaningConfig;
 
     use super::*;
 
@@ -317,12 +201,12 @@ mod tests {
     #[test]
     fn bad_values_are_all_reported_with_their_keys() {
         let err = parse::<Config>(
-            "swarm_workers = 0\n[protocol]\nmax_peers = 0\nannounce_interval = 5000\n[network]\naddress_ipv4 = \"[::1]:1\"\n",
+            "swarm_workers = 2000\n[protocol]\nmax_peers = 0\nannounce_interval = 5000\n[network]\naddress_ipv4 = \"[::1]:1\"\n",
         )
         .unwrap_err();
         let text = err.to_string();
         for expected in [
-            "swarm_workers: must be between 1 and 1024",
+            "swarm_workers: must be at most 1024",
             "network.address_ipv4: must be an IPv4 address",
             "protocol.max_peers: must be between 1 and",
             "protocol.default_peers: must not exceed max_peers (0)",

@@ -74,7 +74,7 @@ pub fn start_with_clock(config: Config, clock: Arc<Clock>) -> anyhow::Result<Run
     let (sockets, addrs) = bind_all(&config)?;
 
     let socket_workers = sockets.len();
-    let swarm_workers = config.swarm_workers;
+    let swarm_workers = config.swarm_worker_count().max(1);
     let stats = Stats::new(socket_workers, swarm_workers);
     let shutdown = Shutdown::new();
     let mut supervisor = Supervisor::new(shutdown.clone());

@@ -1,119 +1,34 @@
 //! `shoal_ws` configuration: every key documented once here (`shoal_ws -p`).
 
-use std::net::SocketAddr;
-use std::path::PathBuf;
-
 use serde::{Deserialize, Serialize};
-use shoal_common::config::{Problems, available_cpus};
-use shoal_common::{
-    AccessListConfig, CleaningConfig, CpuPinningConfig, LogLevel, PrivilegeConfig,
-    StatisticsConfig, TrackerConfig,
-};
+use shoal_common::CleaningConfig;
+use shoal_common::config::Problems;
+use shoal_common::tracker_config::{TlsFiles as _, TrackerKind};
 use shoal_toml_config::TomlConfig;
 
-/// shoal_ws: a WebTorrent tracker over WebSocket (ws and wss) that relays WebRTC
-/// offers and answers between browsers.
-///
-/// Every key is optional; a key left out keeps the default shown here.
-/// Durations are in seconds, sizes in bytes.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, TomlConfig)]
-#[serde(default, deny_unknown_fields)]
-pub struct Config {
-    /// How much to log to stderr.
-    pub log_level: LogLevel,
-    /// Socket workers: threads (glommio executors, io_uring) that accept connections,
-    /// run the WebSocket protocol and write messages. 0 means one per available CPU.
-    pub socket_workers: usize,
-    /// Swarm workers: threads that own the torrents, each a shard chosen by info hash.
-    /// 0 chooses: with one socket worker, it keeps the torrents itself (no thread
-    /// hand-off); with more, one swarm worker per four socket workers.
-    pub swarm_workers: usize,
+/// The WebTorrent tracker's sections of the shared [config shape](shoal_common::tracker_config).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Ws;
+
+/// `shoal_ws`'s configuration file.
+pub type Config = shoal_common::tracker_config::Config<Ws>;
+
+shoal_common::network_config! {
     /// Addresses, TLS and connections.
-    pub network: NetworkConfig,
-    /// What the tracker tells clients and how offers are relayed.
-    pub protocol: ProtocolConfig,
-    /// When peers and torrents are forgotten.
-    pub cleaning: CleaningConfig,
-    /// Limits on messages, rates and queues.
-    pub limits: LimitsConfig,
-    /// Periodic statistics in the log.
-    pub statistics: StatisticsConfig,
-    /// Which torrents are served.
-    pub access_list: AccessListConfig,
-    /// Giving up root after binding.
-    pub privileges: PrivilegeConfig,
-    /// Pinning workers to CPU cores.
-    pub cpu_pinning: CpuPinningConfig,
-}
-
-impl Default for Config {
-    fn default() -> Self {
-        Self {
-            log_level: LogLevel::Info,
-            socket_workers: 1,
-            swarm_workers: 0,
-            network: NetworkConfig::default(),
-            protocol: ProtocolConfig::default(),
-            cleaning: CleaningConfig {
-                peer_timeout: 300,
-                interval: 30,
-            },
-            limits: LimitsConfig::default(),
-            statistics: StatisticsConfig::default(),
-            access_list: AccessListConfig::default(),
-            privileges: PrivilegeConfig::default(),
-            cpu_pinning: CpuPinningConfig::default(),
-        }
-    }
-}
-
-/// Addresses, TLS and connections.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, TomlConfig)]
-#[serde(default, deny_unknown_fields)]
-pub struct NetworkConfig {
-    /// Listen on IPv4.
-    pub use_ipv4: bool,
-    /// IPv4 address and port to listen on. Port 0 picks a free port.
-    pub address_ipv4: SocketAddr,
-    /// Listen on IPv6 (an IPv6-only socket).
-    pub use_ipv6: bool,
-    /// IPv6 address and port to listen on.
-    pub address_ipv6: SocketAddr,
-    /// Serve wss:// (WebSocket over TLS) with the certificate and key below instead
-    /// of ws://. Browsers on https:// pages can only use wss:// trackers.
-    pub enable_tls: bool,
-    /// PEM file with the certificate chain, leaf first. Reloaded on SIGUSR1.
-    pub tls_certificate_path: PathBuf,
-    /// PEM file with the private key (PKCS#8, PKCS#1/RSA or SEC1/EC). Reloaded on SIGUSR1.
-    pub tls_private_key_path: PathBuf,
-    /// Most open connections per socket worker; further ones get a 503 and are
-    /// closed. Each open connection also needs a file descriptor (LimitNOFILE=).
-    pub max_connections: usize,
-    /// Seconds the TLS handshake and the WebSocket upgrade request may take together.
-    pub handshake_timeout: u32,
-    /// Seconds a connection may stay open without sending anything. Must exceed
-    /// protocol.announce_interval: clients only talk when they announce.
-    pub idle_timeout: u32,
-    /// A plain HTTP GET of this path answers "200 ok" (for load balancers and
-    /// monitoring); every other path upgrades to WebSocket. Empty turns it off.
-    pub health_check_path: String,
-}
-
-impl Default for NetworkConfig {
-    fn default() -> Self {
-        Self {
-            use_ipv4: true,
-            address_ipv4: "0.0.0.0:8000".parse().expect("valid address"),
-            use_ipv6: true,
-            address_ipv6: "[::]:8000".parse().expect("valid address"),
-            enable_tls: false,
-            tls_certificate_path: PathBuf::new(),
-            tls_private_key_path: PathBuf::new(),
-            max_connections: 50_000,
-            handshake_timeout: 10,
-            idle_timeout: 300,
-            health_check_path: "/health".into(),
-        }
+    pub struct NetworkConfig {
+        port: 8000,
+        tls,
+        /// Most open connections per socket worker; further ones get a 503 and are
+        /// closed. Each open connection also needs a file descriptor (LimitNOFILE=).
+        pub max_connections: usize = 50_000,
+        /// Seconds the TLS handshake and the WebSocket upgrade request may take together.
+        pub handshake_timeout: u32 = 10,
+        /// Seconds a connection may stay open without sending anything. Must exceed
+        /// protocol.announce_interval: clients only talk when they announce.
+        pub idle_timeout: u32 = 300,
+        /// A plain HTTP GET of this path answers "200 ok" (for load balancers and
+        /// monitoring); every other path upgrades to WebSocket. Empty turns it off.
+        pub health_check_path: String = "/health".into(),
     }
 }
 
@@ -199,69 +114,32 @@ impl Default for LimitsConfig {
     }
 }
 
-impl Config {
-    /// Number of socket workers to start (0 in the file means one per CPU).
-    pub fn socket_worker_count(&self) -> usize {
-        if self.socket_workers == 0 {
-            available_cpus()
-        } else {
-            self.socket_workers
+impl TrackerKind for Ws {
+    const ABOUT: &'static str = "shoal_ws: a WebTorrent tracker over WebSocket (ws and wss) that relays WebRTC\n\
+        offers and answers between browsers.\n\n\
+        Every key is optional; a key left out keeps the default shown here.\n\
+        Durations are in seconds, sizes in bytes.";
+    type Network = NetworkConfig;
+    type Protocol = ProtocolConfig;
+    type Limits = LimitsConfig;
+
+    /// Browsers re-announce every two minutes; their peers need not live an hour.
+    fn default_cleaning() -> CleaningConfig {
+        CleaningConfig {
+            peer_timeout: 300,
+            interval: 30,
         }
     }
 
-    /// Number of swarm worker threads to start; 0 means the only socket worker keeps
-    /// the torrents itself (see the `swarm_workers` key).
-    pub fn swarm_worker_count(&self) -> usize {
-        match (self.swarm_workers, self.socket_worker_count()) {
-            (0, 1) => 0,
-            (0, sockets) => sockets.div_ceil(4),
-            (swarms, _) => swarms,
-        }
+    fn announce_interval(protocol: &ProtocolConfig) -> u32 {
+        protocol.announce_interval
     }
-}
 
-impl TrackerConfig for Config {
-    fn validate(&self, problems: &mut Problems) {
-        problems.check(
-            self.socket_workers <= 1024,
-            "socket_workers",
-            "must be at most 1024",
-        );
-        problems.check(
-            self.swarm_workers <= 1024,
-            "swarm_workers",
-            "must be at most 1024",
-        );
-        let protocol = &self.protocol;
-        let network = &self.network;
+    fn validate(config: &Config, problems: &mut Problems) {
+        let protocol = &config.protocol;
+        let network = &config.network;
         problems.section("network", |p| {
-            p.check(
-                network.use_ipv4 || network.use_ipv6,
-                "use_ipv4",
-                "use_ipv4 and use_ipv6 cannot both be false",
-            );
-            p.check(
-                network.address_ipv4.is_ipv4(),
-                "address_ipv4",
-                "must be an IPv4 address",
-            );
-            p.check(
-                network.address_ipv6.is_ipv6(),
-                "address_ipv6",
-                "must be an IPv6 address",
-            );
-            if network.enable_tls {
-                p.check(
-                    !network.tls_certificate_path.as_os_str().is_empty(),
-                    "tls_certificate_path",
-                    "must name a PEM file when enable_tls is true",
-                );
-                p.check(
-                    !network.tls_private_key_path.as_os_str().is_empty(),
-                    "tls_private_key_path",
-                    "must name a PEM file when enable_tls is true",
-                );
-            }
+            network.validate_tls(p);
             p.check(
                 network.max_connections >= 1,
                 "max_connections",
@@ -314,10 +192,7 @@ impl TrackerConfig for Config {
                 "must be between 1 and 1000",
             );
         });
-        problems.section("cleaning", |p| {
-            self.cleaning.validate(p, protocol.announce_interval)
-        });
-        let limits = &self.limits;
+        let limits = &config.limits;
         problems.section("limits", |p| {
             p.check(
                 (1024..=16 << 20).contains(&limits.max_message_size),
@@ -360,13 +235,6 @@ impl TrackerConfig for Config {
                 "must be at least 65536",
             );
         });
-        problems.section("access_list", |p| self.access_list.validate(p));
-        problems.section("privileges", |p| self.privileges.validate(p));
-        problems.section("cpu_pinning", |p| self.cpu_pinning.validate(p));
-    }
-
-    fn log_level(&self) -> LogLevel {
-        self.log_level
     }
 }
 

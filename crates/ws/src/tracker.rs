@@ -6,6 +6,7 @@ use anyhow::Context as _;
 use shoal_common::cpu::maybe_pin_current_thread;
 use shoal_common::memlock;
 use shoal_common::tls::TlsConfig;
+use shoal_common::tracker_config::Listen as _;
 use shoal_common::{AccessControl, Running, Shutdown, Supervisor, TrackerConfig};
 use shoal_swarm::Clock;
 
@@ -98,12 +99,7 @@ pub fn start_with_clock(config: Config, clock: Arc<Clock>) -> anyhow::Result<Run
         &network.tls_certificate_path,
         &network.tls_private_key_path,
     )?;
-    let addresses = shoal_common::tcp::enabled_addresses(
-        network.use_ipv4,
-        network.address_ipv4,
-        network.use_ipv6,
-        network.address_ipv6,
-    );
+    let addresses = network.addresses();
     let (sockets, addrs) = shoal_common::tcp::bind_listeners(&addresses, socket_workers)?;
 
     let settings = SwarmSettings {

@@ -1,0 +1,343 @@
+//! The shape every tracker's configuration file shares.
+//!
+//! A tracker's file has the same top-level keys and sections whatever the protocol:
+//! logging, worker counts, `[network]`, `[protocol]`, `[cleaning]`, `[limits]`,
+//! `[statistics]`, `[access_list]`, `[privileges]` and `[cpu_pinning]`. Three of them
+//! differ in content (`network`, `protocol`, `limits`); a [`TrackerKind`] names those
+//! and adds its own checks, and [`Config`] is the file, written and validated once
+//! here. Keys mean the same in every tracker (`socket_workers = 0`, `swarm_workers = 0`
+//! included), and a misspelt key is still rejected by name: every section keeps
+//! serde's `deny_unknown_fields`.
+//!
+//! The listening addresses every `[network]` starts with are declared once, in
+//! [`network_config!`](crate::network_config).
+
+use std::fmt::Debug;
+use std::net::SocketAddr;
+use std::path::Path;
+
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use shoal_toml_config::TomlConfig;
+
+use crate::config::{CleaningConfig, Problems, StatisticsConfig, TrackerConfig, available_cpus};
+use crate::{AccessListConfig, CpuPinningConfig, LogLevel, PrivilegeConfig};
+
+/// The most socket or swarm workers a config may ask for.
+pub const MAX_WORKERS: usize = 1024;
+
+/// One config section: what serde, `-p` and equality need.
+pub trait Section:
+    Clone + Debug + Default + PartialEq + Eq + Serialize + DeserializeOwned + TomlConfig + 'static
+{
+}
+
+impl<T> Section for T where
+    T: Clone
+        + Debug
+        + Default
+        + PartialEq
+        + Eq
+        + Serialize
+        + DeserializeOwned
+        + TomlConfig
+        + 'static
+{
+}
+
+/// What makes one tracker's file its own: three sections, a few defaults and the
+/// checks that look at them.
+pub trait TrackerKind: Clone + Debug + Default + PartialEq + Eq + 'static {
+    /// The comment at the top of the printed file.
+    const ABOUT: &'static str;
+    /// Addresses and sockets.
+    type Network: Section + Listen;
+    /// What the tracker tells clients.
+    type Protocol: Section;
+    /// Limits and queue sizes.
+    type Limits: Section;
+
+    /// The `[cleaning]` defaults (WebTorrent peers re-announce far more often).
+    fn default_cleaning() -> CleaningConfig {
+        CleaningConfig::default()
+    }
+
+    /// Seconds between announces that clients are told, which peers must outlive.
+    fn announce_interval(protocol: &Self::Protocol) -> u32;
+
+    /// Checks the tracker's own sections; `problems` is at the top level, so keys are
+    /// named with their section (`problems.section("network", …)`).
+    fn validate(config: &Config<Self>, problems: &mut Problems);
+}
+
+/// A `[network]` section: where the tracker listens.
+pub trait Listen {
+    /// The addresses to listen on, IPv4 first, those turned off left out.
+    fn addresses(&self) -> Vec<SocketAddr>;
+    /// Checks the address keys.
+    fn validate_addresses(&self, problems: &mut Problems);
+}
+
+/// A tracker's configuration file.
+///
+/// Every key is optional; a key left out keeps the default shown here.
+/// Durations are in seconds, sizes in bytes.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, TomlConfig)]
+#[serde(default, deny_unknown_fields, bound = "")]
+#[toml_config(about = T::ABOUT)]
+pub struct Config<T: TrackerKind> {
+    /// How much to log to stderr.
+    pub log_level: LogLevel,
+    /// Socket workers: threads that own the sockets, parse requests and send every
+    /// reply. 0 means one per available CPU.
+    pub socket_workers: usize,
+    /// Swarm workers: threads that own the torrents, each a shard chosen by info hash.
+    /// 0 chooses: with one socket worker, it keeps the torrents itself (no hand-off to
+    /// another thread per batch of requests, fastest on a single core); with more, one
+    /// swarm worker per four socket workers.
+    pub swarm_workers: usize,
+    /// Addresses and sockets.
+    pub network: T::Network,
+    /// What the tracker tells clients.
+    pub protocol: T::Protocol,
+    /// When peers and torrents are forgotten.
+    pub cleaning: CleaningConfig,
+    /// Limits and queue sizes. Each one is counted when it triggers; work over a limit
+    /// is refused or dropped, never waited for.
+    pub limits: T::Limits,
+    /// Periodic statistics in the log.
+    pub statistics: StatisticsConfig,
+    /// Which torrents are served.
+    pub access_list: AccessListConfig,
+    /// Giving up root after binding.
+    pub privileges: PrivilegeConfig,
+    /// Pinning workers to CPU cores.
+    pub cpu_pinning: CpuPinningConfig,
+}
+
+impl<T: TrackerKind> Default for Config<T> {
+    fn default() -> Self {
+        Self {
+            log_level: LogLevel::Info,
+            socket_workers: 1,
+            swarm_workers: 0,
+            network: T::Network::default(),
+            protocol: T::Protocol::default(),
+            cleaning: T::default_cleaning(),
+            limits: T::Limits::default(),
+            statistics: StatisticsConfig::default(),
+            access_list: AccessListConfig::default(),
+            privileges: PrivilegeConfig::default(),
+            cpu_pinning: CpuPinningConfig::default(),
+        }
+    }
+}
+
+impl<T: TrackerKind> Config<T> {
+    /// Number of socket workers to start (0 in the file means one per CPU).
+    pub fn socket_worker_count(&self) -> usize {
+        if self.socket_workers == 0 {
+            available_cpus()
+        } else {
+            self.socket_workers
+        }
+    }
+
+    /// Number of swarm worker threads to start; 0 means the only socket worker keeps
+    /// the torrents itself (see the `swarm_workers` key).
+    pub fn swarm_worker_count(&self) -> usize {
+        match (self.swarm_workers, self.socket_worker_count()) {
+            (0, 1) => 0,
+            (0, sockets) => sockets.div_ceil(4),
+            (swarms, _) => swarms,
+        }
+    }
+}
+
+impl<T: TrackerKind> TrackerConfig for Config<T> {
+    fn validate(&self, problems: &mut Problems) {
+        for (key, value) in [
+            ("socket_workers", self.socket_workers),
+            ("swarm_workers", self.swarm_workers),
+        ] {
+            problems.check(
+                value <= MAX_WORKERS,
+                key,
+                format!("must be at most {MAX_WORKERS}"),
+            );
+        }
+        problems.section("network", |p| self.network.validate_addresses(p));
+        T::validate(self, problems);
+        let interval = T::announce_interval(&self.protocol);
+        problems.section("cleaning", |p| self.cleaning.validate(p, interval));
+        problems.section("access_list", |p| self.access_list.validate(p));
+        problems.section("privileges", |p| self.privileges.validate(p));
+        problems.section("cpu_pinning", |p| self.cpu_pinning.validate(p));
+    }
+
+    fn log_level(&self) -> LogLevel {
+        self.log_level
+    }
+}
+
+/// Declares a tracker's `[network]` section: the listening addresses every tracker
+/// has (declared, defaulted and checked here once), then the tracker's own keys with
+/// their defaults.
+///
+/// ```
+/// shoal_common::network_config! {
+///     /// Addresses and sockets.
+///     pub struct NetworkConfig {
+///         port: 6969,
+///         /// Kernel receive buffer per socket, in bytes.
+///         pub socket_recv_buffer_size: usize = 1 << 20,
+///     }
+/// }
+/// use shoal_common::tracker_config::Listen as _;
+/// let network = NetworkConfig::default();
+/// assert_eq!(network.addresses().len(), 2);
+/// assert_eq!(network.socket_recv_buffer_size, 1 << 20);
+/// ```
+///
+/// With `tls,` after the port, the section also gets the TLS keys (`enable_tls` and the
+/// PEM files, reloaded on SIGUSR1) and implements [`TlsFiles`].
+#[macro_export]
+macro_rules! network_config {
+    (
+        $(#[$meta:meta])*
+        pub struct $name:ident {
+            port: $port:literal,
+            tls,
+            $( $(#[$field_meta:meta])* pub $field:ident : $ty:ty = $default:expr ),* $(,)?
+        }
+    ) => {
+        $crate::network_config! {
+            $(#[$meta])*
+            pub struct $name {
+                port: $port,
+                /// Serve TLS (HTTPS, or wss:// for WebTorrent) with the certificate and key
+                /// below. Browsers on https:// pages can only use wss:// trackers.
+                pub enable_tls: bool = false,
+                /// PEM file with the certificate chain, leaf first. Reloaded on SIGUSR1.
+                pub tls_certificate_path: ::std::path::PathBuf = ::std::path::PathBuf::new(),
+                /// PEM file with the private key (PKCS#8, PKCS#1/RSA or SEC1/EC). Reloaded on
+                /// SIGUSR1.
+                pub tls_private_key_path: ::std::path::PathBuf = ::std::path::PathBuf::new(),
+                $( $(#[$field_meta])* pub $field: $ty = $default, )*
+            }
+        }
+
+        impl $crate::tracker_config::TlsFiles for $name {
+            fn tls_files(&self) -> ::std::option::Option<(&::std::path::Path, &::std::path::Path)> {
+                self.enable_tls
+                    .then(|| (self.tls_certificate_path.as_path(), self.tls_private_key_path.as_path()))
+            }
+        }
+    };
+    (
+        $(#[$meta:meta])*
+        pub struct $name:ident {
+            port: $port:literal,
+            $( $(#[$field_meta:meta])* pub $field:ident : $ty:ty = $default:expr ),* $(,)?
+        }
+    ) => {
+        $(#[$meta])*
+        #[derive(
+            Clone, Debug, PartialEq, Eq,
+            ::serde::Serialize, ::serde::Deserialize, ::shoal_toml_config::TomlConfig,
+        )]
+        #[serde(default, deny_unknown_fields)]
+        pub struct $name {
+            /// Listen on IPv4.
+            pub use_ipv4: bool,
+            /// IPv4 address and port to listen on. Port 0 picks a free port.
+            pub address_ipv4: ::std::net::SocketAddr,
+            /// Listen on IPv6 (an IPv6-only socket; IPv4 clients use the IPv4 socket).
+            pub use_ipv6: bool,
+            /// IPv6 address and port to listen on.
+            pub address_ipv6: ::std::net::SocketAddr,
+            $( $(#[$field_meta])* pub $field: $ty, )*
+        }
+
+        impl ::std::default::Default for $name {
+            fn default() -> Self {
+                Self {
+                    use_ipv4: true,
+                    address_ipv4: ::std::net::SocketAddr::from(([0, 0, 0, 0], $port)),
+                    use_ipv6: true,
+                    address_ipv6: ::std::net::SocketAddr::from(([0u16; 8], $port)),
+                    $( $field: $default, )*
+                }
+            }
+        }
+
+        impl $crate::tracker_config::Listen for $name {
+            fn addresses(&self) -> ::std::vec::Vec<::std::net::SocketAddr> {
+                $crate::tracker_config::enabled_addresses(
+                    self.use_ipv4,
+                    self.address_ipv4,
+                    self.use_ipv6,
+                    self.address_ipv6,
+                )
+            }
+
+            fn validate_addresses(&self, problems: &mut $crate::config::Problems) {
+                $crate::tracker_config::validate_addresses(
+                    problems,
+                    (self.use_ipv4, self.address_ipv4),
+                    (self.use_ipv6, self.address_ipv6),
+                );
+            }
+        }
+    };
+}
+
+/// A `[network]` section with TLS keys (see [`network_config!`](crate::network_config)).
+pub trait TlsFiles {
+    /// The certificate chain and private key files, when TLS is on.
+    fn tls_files(&self) -> Option<(&Path, &Path)>;
+
+    /// Checks that TLS, when on, names its files.
+    fn validate_tls(&self, problems: &mut Problems) {
+        if let Some((certificate, key)) = self.tls_files() {
+            for (name, path) in [
+                ("tls_certificate_path", certificate),
+                ("tls_private_key_path", key),
+            ] {
+                problems.check(
+                    !path.as_os_str().is_empty(),
+                    name,
+                    "must name a PEM file when enable_tls is true",
+                );
+            }
+        }
+    }
+}
+
+/// The addresses a tracker listens on: IPv4 and/or IPv6, as enabled.
+pub fn enabled_addresses(
+    use_ipv4: bool,
+    ipv4: SocketAddr,
+    use_ipv6: bool,
+    ipv6: SocketAddr,
+) -> Vec<SocketAddr> {
+    [(use_ipv4, ipv4), (use_ipv6, ipv6)]
+        .into_iter()
+        .filter_map(|(enabled, addr)| enabled.then_some(addr))
+        .collect()
+}
+
+/// The checks of [`network_config!`]'s address keys.
+pub fn validate_addresses(
+    problems: &mut Problems,
+    (use_ipv4, ipv4): (bool, SocketAddr),
+    (use_ipv6, ipv6): (bool, SocketAddr),
+) {
+    problems.check(
+        use_ipv4 || use_ipv6,
+        "use_ipv4",
+        "use_ipv4 and use_ipv6 cannot both be false",
+    );
+    problems.check(ipv4.is_ipv4(), "address_ipv4", "must be an IPv4 address");
+    problems.check(ipv6.is_ipv6(), "address_ipv6", "must be an IPv6 address");
+}
