@@ -12,6 +12,11 @@ fn tracker(tls_dir: Option<&std::path::Path>) -> shoal_ws::RunningTracker {
     config.network.use_ipv6 = false;
     config.statistics.interval = 0;
     config.limits.max_requests_per_second = 0;
+    // Two connections trading offers as fast as they can: at tens of thousands of
+    // offers a second an answer can trail more than the default 32 newer offers to the
+    // same peer, which the tracker then rightly refuses. This test is about the load
+    // tester, so let offers wait.
+    config.protocol.max_pending_offers = 1000;
     // Two trackers may run at once in this process; stay far below a 8 MiB memlock.
     config.limits.io_memory = 256 * 1024;
     if let Some(dir) = tls_dir {
