@@ -20,7 +20,8 @@
 //! * [`logging`]: a small stderr logger with timestamps and thread names.
 //! * [`metrics`]: per-worker counters flushed into padded atomics.
 //! * [`udp_batch`]: many datagrams per system call (`recvmmsg`/`sendmmsg`).
-//! * [`tcp`]: listening sockets shared by socket workers (SO_REUSEPORT).
+//! * [`sockets`]: binding each socket worker's own sockets to the same addresses
+//!   (SO_REUSEPORT), TCP listeners.
 //! * [`memlock`]: the locked-memory check io_uring (glommio) needs before any
 //!   executor starts.
 //! * [`executor`] (feature `glommio`): socket workers' glommio executors and accept
@@ -43,8 +44,8 @@ pub mod privileges;
 pub mod reply_route;
 pub mod running;
 pub mod signals;
+pub mod sockets;
 pub mod supervisor;
-pub mod tcp;
 #[cfg(feature = "glommio")]
 pub mod tls;
 pub mod tracker_config;

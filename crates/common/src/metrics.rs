@@ -45,11 +45,26 @@ impl SwarmGauges {
     }
 }
 
+/// One swarm worker's gauges, owned by whatever keeps its torrents (a swarm worker
+/// thread, or a socket worker that keeps them itself).
+#[derive(Clone, Debug)]
+pub struct GaugeSlot {
+    all: std::sync::Arc<[CachePadded<SwarmGauges>]>,
+    index: usize,
+}
+
+impl GaugeSlot {
+    /// Records the shard's current size.
+    pub fn publish(&self, torrents: usize, peers: usize) {
+        self.all[self.index].publish(torrents, peers);
+    }
+}
+
 /// The statistics of a tracker: counters per socket worker, gauges per swarm worker.
 #[derive(Debug)]
 pub struct WorkerStats<C> {
     sockets: Vec<CachePadded<C>>,
-    swarms: Vec<CachePadded<SwarmGauges>>,
+    swarms: std::sync::Arc<[CachePadded<SwarmGauges>]>,
 }
 
 /// A point-in-time sum over all workers.
@@ -84,13 +99,22 @@ impl<C: Counters> WorkerStats<C> {
         &self.swarms[index]
     }
 
+    /// Swarm worker `index`'s gauges, for the worker to keep.
+    pub fn gauge_slot(&self, index: usize) -> GaugeSlot {
+        assert!(index < self.swarms.len(), "no swarm worker {index}");
+        GaugeSlot {
+            all: self.swarms.clone(),
+            index,
+        }
+    }
+
     /// Sums everything.
     pub fn snapshot(&self) -> StatsSnapshot<C::Totals> {
         let mut snapshot = StatsSnapshot::default();
         for counters in &self.sockets {
             counters.add_to(&mut snapshot.requests);
         }
-        for gauges in &self.swarms {
+        for gauges in self.swarms.iter() {
             snapshot.torrents += gauges.torrents.load(std::sync::atomic::Ordering::Relaxed);
             snapshot.peers += gauges.peers.load(std::sync::atomic::Ordering::Relaxed);
         }

@@ -155,7 +155,7 @@ pub fn start_with_clock(config: Config, clock: Arc<Clock>) -> anyhow::Result<Run
 fn bind_all(config: &Config, workers: usize) -> anyhow::Result<(Vec<Listeners>, Vec<SocketAddr>)> {
     let network = &config.network;
     let addresses = network.addresses();
-    let (sockets, bound) = shoal_common::tcp::bind_listeners(&addresses, workers)?;
+    let (sockets, bound) = shoal_common::sockets::bind_listeners(&addresses, workers)?;
     let listeners = sockets
         .into_iter()
         .map(|sockets| Listeners { sockets })

@@ -24,7 +24,7 @@ mod selection;
 pub mod time;
 pub mod torrents;
 
-pub use peer::{Peer, PeerAddr, PeerData, PeerKey, V4Addr, V6Addr};
+pub use peer::{Peer, PeerAddr, PeerAddress, PeerData, PeerKey, V4Addr, V6Addr};
 pub use peer_list::PeerList;
 pub use time::{Clock, ServerTime};
 pub use torrents::{

@@ -6,7 +6,7 @@
 
 use std::fmt;
 use std::hash::Hash;
-use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
 
 use crate::time::ServerTime;
 
@@ -61,6 +61,27 @@ impl fmt::Debug for V4Addr {
 impl fmt::Debug for V6Addr {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}", self.to_socket_addr())
+    }
+}
+
+/// A BitTorrent peer's address, of either family.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PeerAddress {
+    /// IPv4.
+    V4(V4Addr),
+    /// IPv6.
+    V6(V6Addr),
+}
+
+impl PeerAddress {
+    /// The address of a client at `ip` listening on `port`. An IPv4 address mapped into
+    /// IPv6 (`::ffff:a.b.c.d`, as a dual-stack socket sees IPv4 clients) is an IPv4
+    /// peer, so that IPv4 clients are sent it.
+    pub fn new(ip: IpAddr, port: u16) -> Self {
+        match ip.to_canonical() {
+            IpAddr::V4(ip) => Self::V4(V4Addr::new(ip, port)),
+            IpAddr::V6(ip) => Self::V6(V6Addr::new(ip, port)),
+        }
     }
 }
 
@@ -177,6 +198,17 @@ mod tests {
         assert_eq!(&v6.0[16..], &51413u16.to_be_bytes());
         assert_eq!(v6.to_socket_addr(), "[2001:db8::1]:51413".parse().unwrap());
         assert_eq!(format!("{v6:?}"), "[2001:db8::1]:51413");
+    }
+
+    #[test]
+    fn mapped_ipv4_clients_get_ipv4_peer_addresses() {
+        let mapped: IpAddr = "::ffff:192.0.2.7".parse().unwrap();
+        assert_eq!(
+            PeerAddress::new(mapped, 6881),
+            PeerAddress::V4(V4Addr::new([192, 0, 2, 7].into(), 6881))
+        );
+        let v6: IpAddr = "2001:db8::1".parse().unwrap();
+        assert!(matches!(PeerAddress::new(v6, 1), PeerAddress::V6(_)));
     }
 
     #[test]

@@ -22,29 +22,29 @@ use siphasher::sip::SipHasher13;
 
 /// Issues and checks connection ids.
 #[derive(Clone, Debug)]
-pub struct ConnectionIds {
+pub(crate) struct ConnectionIds {
     keys: (u64, u64),
     lifetime: u32,
 }
 
 impl ConnectionIds {
     /// Ids valid for `lifetime` seconds, under a fresh random key.
-    pub fn new(lifetime: u32) -> Self {
+    pub(crate) fn new(lifetime: u32) -> Self {
         Self::with_keys(rand::random(), lifetime)
     }
 
     /// Ids under a given key (tests).
-    pub fn with_keys(keys: (u64, u64), lifetime: u32) -> Self {
+    pub(crate) fn with_keys(keys: (u64, u64), lifetime: u32) -> Self {
         Self { keys, lifetime }
     }
 
     /// A new id for `ip`.
-    pub fn issue(&self, ip: IpAddr, now: ServerTime) -> ConnectionId {
+    pub(crate) fn issue(&self, ip: IpAddr, now: ServerTime) -> ConnectionId {
         ConnectionId(u64::from(now.0) << 32 | u64::from(self.mac(ip, now.0)))
     }
 
     /// Whether `id` was issued to `ip` by this tracker within the lifetime.
-    pub fn is_valid(&self, id: ConnectionId, ip: IpAddr, now: ServerTime) -> bool {
+    pub(crate) fn is_valid(&self, id: ConnectionId, ip: IpAddr, now: ServerTime) -> bool {
         let issued = (id.0 >> 32) as u32;
         let fresh = now
             .seconds_since(ServerTime(issued))

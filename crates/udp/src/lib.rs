@@ -11,23 +11,24 @@
 //! ```
 //!
 //! * [`config`]: every setting, documented once (printed by `-p`).
-//! * [`connection_id`]: stateless, keyed-MAC connection ids.
-//! * [`socket`]: socket workers — sockets, the event loop, per-datagram dispatch, and
+//! * `connection_id`: stateless, keyed-MAC connection ids.
+//! * `messages`: the `Job` that carries a batch of requests to a swarm worker and the
+//!   replies back, reusing its buffers; what both sides depend on.
+//! * `socket`: socket workers — sockets, the event loop, per-datagram dispatch, and
 //!   scrapes merged from several swarm workers.
-//! * [`swarm_worker`]: swarm workers — each owns the torrents whose info hashes map to
-//!   it; torrent logic itself lives in `shoal_swarm`.
-//! * [`messages`]: the [`Job`](messages::Job) that carries a batch of requests to a
-//!   swarm worker and the replies back, reusing its buffers.
+//! * `shard`: the torrents of one swarm worker (`shoal_swarm`'s map) and how a job is
+//!   served on them; `shoal_runtime` runs it on a swarm worker thread, or inside the
+//!   only socket worker when `swarm_workers = 0`.
 //! * [`stats`]: counters and the periodic statistics line.
 //! * [`tracker`]: binding, wiring and starting everything; [`run`] adds signals and
 //!   privilege dropping for the binary.
 
 pub mod config;
-pub mod connection_id;
-pub mod messages;
-pub mod socket;
+mod connection_id;
+mod messages;
+mod shard;
+mod socket;
 pub mod stats;
-pub mod swarm_worker;
 pub mod tracker;
 
 use std::sync::Arc;

@@ -10,15 +10,15 @@
 use std::net::SocketAddr;
 use std::ops::Range;
 
-use shoal_swarm::{AnnounceEvent, InfoHash, ScrapeStats, V4Addr, V6Addr};
+use shoal_swarm::{AnnounceEvent, InfoHash, PeerAddress, ScrapeStats};
 use shoal_udp_protocol::TransactionId;
 
 /// Requests per job before a socket worker sends it off.
-pub const MAX_JOB_REQUESTS: usize = 64;
+pub(crate) const MAX_JOB_REQUESTS: usize = 64;
 
 /// A batch of requests for one swarm worker and the buffers for their replies.
 #[derive(Debug, Default)]
-pub struct Job {
+pub(crate) struct Job {
     /// Index of the socket worker the job belongs to (and returns to).
     pub socket_worker: usize,
     /// The requests.
@@ -31,7 +31,7 @@ pub struct Job {
 
 impl Job {
     /// An empty job belonging to `socket_worker`.
-    pub fn new(socket_worker: usize) -> Self {
+    pub(crate) fn new(socket_worker: usize) -> Self {
         Self {
             socket_worker,
             ..Self::default()
@@ -39,16 +39,26 @@ impl Job {
     }
 
     /// Empties the job, keeping its buffers.
-    pub fn clear(&mut self) {
+    pub(crate) fn clear(&mut self) {
         self.requests.clear();
         self.scrape_hashes.clear();
         self.replies.clear();
     }
 }
 
+impl shoal_runtime::Batch for Job {
+    fn len(&self) -> usize {
+        self.requests.len()
+    }
+
+    fn clear(&mut self) {
+        Job::clear(self);
+    }
+}
+
 /// One request for a swarm worker.
 #[derive(Clone, Debug)]
-pub struct SwarmRequest {
+pub(crate) struct SwarmRequest {
     /// Where the reply goes.
     pub client: SocketAddr,
     /// Echoed in the reply.
@@ -59,7 +69,7 @@ pub struct SwarmRequest {
 
 /// What a swarm worker is asked to do.
 #[derive(Clone, Debug)]
-pub enum RequestKind {
+pub(crate) enum RequestKind {
     /// An announce; the swarm worker writes the whole reply.
     Announce(AnnounceWork),
     /// A scrape whose every hash belongs to this swarm worker; it writes the reply.
@@ -79,7 +89,7 @@ pub enum RequestKind {
 
 /// An announce, checked and resolved by the socket worker.
 #[derive(Clone, Copy, Debug)]
-pub struct AnnounceWork {
+pub(crate) struct AnnounceWork {
     /// The torrent.
     pub info_hash: InfoHash,
     /// The peer: source IP of the packet, port from the request.
@@ -92,31 +102,9 @@ pub struct AnnounceWork {
     pub peers_wanted: u16,
 }
 
-/// A peer address of either family.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum PeerAddress {
-    /// IPv4.
-    V4(V4Addr),
-    /// IPv6.
-    V6(V6Addr),
-}
-
-impl PeerAddress {
-    /// The compact address of a client at `client` listening on `port`.
-    pub fn new(client: SocketAddr, port: u16) -> Self {
-        match client {
-            SocketAddr::V4(addr) => Self::V4(V4Addr::new(*addr.ip(), port)),
-            SocketAddr::V6(addr) => match addr.ip().to_ipv4_mapped() {
-                Some(ip) => Self::V4(V4Addr::new(ip, port)),
-                None => Self::V6(V6Addr::new(*addr.ip(), port)),
-            },
-        }
-    }
-}
-
 /// An info hash and its position in the scrape request it came from.
 #[derive(Clone, Copy, Debug)]
-pub struct ScrapeHash {
+pub(crate) struct ScrapeHash {
     /// Index in the original request.
     pub position: u8,
     /// The torrent.
@@ -126,7 +114,7 @@ pub struct ScrapeHash {
 /// Names a pending scrape in a socket worker's table; the generation tells a late part
 /// of an expired scrape from a part of a newer one in the same slot.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ScrapeSlot {
+pub(crate) struct ScrapeSlot {
     /// Slot index.
     pub index: u32,
     /// Slot generation.
@@ -135,7 +123,7 @@ pub struct ScrapeSlot {
 
 /// Replies encoded by a swarm worker.
 #[derive(Debug, Default)]
-pub struct Replies {
+pub(crate) struct Replies {
     /// Encoded packets, back to back.
     pub bytes: Vec<u8>,
     /// Where each packet in `bytes` ends and where it goes.
@@ -148,15 +136,16 @@ pub struct Replies {
 
 impl Replies {
     /// Empties the replies, keeping the buffers.
-    pub fn clear(&mut self) {
+    pub(crate) fn clear(&mut self) {
         self.bytes.clear();
         self.packets.clear();
         self.scrape_parts.clear();
         self.scrape_stats.clear();
     }
 
-    /// The encoded packets with their destinations and kinds.
-    pub fn iter_packets(&self) -> impl Iterator<Item = (&[u8], &ReplyPacket)> {
+    /// The encoded packets with their destinations and kinds (tests read replies so).
+    #[cfg(test)]
+    pub(crate) fn iter_packets(&self) -> impl Iterator<Item = (&[u8], &ReplyPacket)> {
         let mut start = 0;
         self.packets.iter().map(move |packet| {
             let end = packet.end as usize;
@@ -169,7 +158,7 @@ impl Replies {
 
 /// One encoded reply.
 #[derive(Clone, Copy, Debug)]
-pub struct ReplyPacket {
+pub(crate) struct ReplyPacket {
     /// Where it goes.
     pub client: SocketAddr,
     /// End offset in [`Replies::bytes`].
@@ -180,7 +169,7 @@ pub struct ReplyPacket {
 
 /// Kinds of replies.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ReplyKind {
+pub(crate) enum ReplyKind {
     /// A connect reply.
     Connect,
     /// An announce reply.
@@ -193,7 +182,7 @@ pub enum ReplyKind {
 
 impl Replies {
     /// Records that the bytes written since the previous packet are a packet for `client`.
-    pub fn finish_packet(&mut self, client: SocketAddr, kind: ReplyKind) {
+    pub(crate) fn finish_packet(&mut self, client: SocketAddr, kind: ReplyKind) {
         self.packets.push(ReplyPacket {
             client,
             end: self.bytes.len() as u32,
@@ -204,7 +193,7 @@ impl Replies {
 
 /// A swarm worker's counts for its part of a scrape.
 #[derive(Clone, Debug)]
-pub struct ScrapePartReply {
+pub(crate) struct ScrapePartReply {
     /// Which pending scrape.
     pub slot: ScrapeSlot,
     /// Range of [`Replies::scrape_stats`].
@@ -213,43 +202,18 @@ pub struct ScrapePartReply {
 
 /// Counts for one info hash of a scrape, with its position in the request.
 #[derive(Clone, Copy, Debug)]
-pub struct PositionedStats {
+pub(crate) struct PositionedStats {
     /// Index in the original request.
     pub position: u8,
     /// The counts.
     pub stats: ScrapeStats,
 }
 
-/// The swarm worker that owns `info_hash` among `swarm_workers`.
-pub fn swarm_worker_for(info_hash: &InfoHash, swarm_workers: usize) -> usize {
-    // Info hashes are SHA-1 digests: any four bytes are uniformly distributed.
-    u32::from_le_bytes([info_hash[0], info_hash[1], info_hash[2], info_hash[3]]) as usize
-        % swarm_workers
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn mapped_ipv4_clients_get_ipv4_peer_addresses() {
-        let mapped: SocketAddr = "[::ffff:192.0.2.7]:1000".parse().unwrap();
-        assert_eq!(
-            PeerAddress::new(mapped, 6881),
-            PeerAddress::V4(V4Addr::new([192, 0, 2, 7].into(), 6881))
-        );
-        let v6: SocketAddr = "[2001:db8::1]:1000".parse().unwrap();
-        assert!(matches!(PeerAddress::new(v6, 1), PeerAddress::V6(_)));
-    }
-
-    #[test]
-    fn info_hashes_spread_over_workers() {
-        let mut counts = [0; 4];
-        for i in 0..4000u32 {
-            let mut hash = [0u8; 20];
-            hash[..4].copy_from_slice(&i.wrapping_mul(2_654_435_761).to_le_bytes());
-            counts[swarm_worker_for(&hash, 4)] += 1;
-        }
-        assert!(counts.iter().all(|&c| c > 800), "{counts:?}");
+/// The protocol crate's scrape entry for the swarm crate's counts.
+pub(crate) fn wire_stats(stats: ScrapeStats) -> shoal_udp_protocol::ScrapeStats {
+    shoal_udp_protocol::ScrapeStats {
+        seeders: stats.seeders,
+        completed: stats.downloads,
+        leechers: stats.leechers,
     }
 }

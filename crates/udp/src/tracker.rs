@@ -8,15 +8,22 @@ use shoal_common::cpu::maybe_pin_current_thread;
 use shoal_common::{AccessControl, Running, Shutdown, Supervisor, TrackerConfig};
 use shoal_swarm::Clock;
 
+use shoal_common::sockets::bind_per_worker;
+use shoal_common::tracker_config::Listen as _;
+use shoal_runtime::{
+    Context, LocalSwarm, SwarmWorkerSettings, reply_capacity, spawn_swarm_workers, swarm_channels,
+};
+use shoal_swarm::BitTorrentMap;
+
 use crate::config::Config;
 use crate::connection_id::ConnectionIds;
 use crate::messages::Job;
+use crate::shard::UdpShard;
 use crate::socket::dispatch::Dispatcher;
 use crate::socket::{
-    ReplyRoute, SocketWorker, SocketWorkerParts, WorkerSockets, bind_socket, recv_slot_len,
+    LocalTorrents, SocketWorker, SocketWorkerParts, WorkerSockets, bind_socket, recv_slot_len,
 };
 use crate::stats::{Stats, StatsSnapshot, summary};
-use crate::swarm_worker::SwarmWorker;
 
 /// A tracker whose sockets are bound and whose workers are running.
 ///
@@ -74,34 +81,53 @@ pub fn start_with_clock(config: Config, clock: Arc<Clock>) -> anyhow::Result<Run
     let (sockets, addrs) = bind_all(&config)?;
 
     let socket_workers = sockets.len();
-    let swarm_workers = config.swarm_worker_count().max(1);
-    let stats = Stats::new(socket_workers, swarm_workers);
+    let swarm_workers = config.swarm_worker_count();
+    // With swarm_workers = 0 the only socket worker keeps the torrents; it reports
+    // their size as swarm worker 0.
+    let stats = Stats::new(socket_workers, swarm_workers.max(1));
     let shutdown = Shutdown::new();
+    let context = Context {
+        clock: clock.clone(),
+        access: access.clone(),
+        stats: stats.clone(),
+        shutdown: shutdown.clone(),
+    };
     let mut supervisor = Supervisor::new(shutdown.clone());
     let ids = ConnectionIds::new(config.protocol.connection_id_lifetime);
+    let queue_len = config.limits.swarm_queue_len;
+    let shard = |_: usize| UdpShard {
+        torrents: BitTorrentMap::new(config.cleaning.peer_timeout),
+        rng: rand::make_rng(),
+        interval: config.protocol.announce_interval,
+    };
 
-    let (job_senders, job_receivers): (Vec<_>, Vec<_>) = (0..swarm_workers)
-        .map(|_| crossbeam_channel::bounded::<Job>(config.limits.swarm_queue_len))
-        .unzip();
-    // Every job a socket worker has in flight fits in its reply channel, so a swarm
-    // worker returning a job never waits for long.
-    let reply_capacity = swarm_workers * (config.limits.swarm_queue_len + 1) + 64;
-
+    let (job_senders, job_receivers) = swarm_channels::<Job>(swarm_workers, queue_len);
     let mut routes = Vec::with_capacity(socket_workers);
     let mut socket_threads = Vec::with_capacity(socket_workers);
     for (index, sockets) in sockets.into_iter().enumerate() {
-        let (reply_sender, returned_jobs) = crossbeam_channel::bounded(reply_capacity);
-        let dispatcher = Dispatcher::new(
-            index,
-            &config,
-            ids.clone(),
-            access.clone(),
-            job_senders.clone(),
-        );
-        let (worker, wake) = SocketWorker::new(SocketWorkerParts {
+        // A socket worker that keeps the torrents sends its jobs to itself.
+        let (senders, local) = if swarm_workers == 0 {
+            let (senders, mut receivers) = swarm_channels::<Job>(1, queue_len);
+            let local = LocalTorrents {
+                requests: receivers.remove(0),
+                swarm: LocalSwarm::new(
+                    shard(0),
+                    clock.clone(),
+                    config.cleaning.interval,
+                    stats.gauge_slot(0),
+                ),
+                access: access.clone(),
+            };
+            (senders, Some(local))
+        } else {
+            (job_senders.clone(), None)
+        };
+        let dispatcher = Dispatcher::new(index, &config, ids.clone(), access.clone(), senders);
+        let (worker, route) = SocketWorker::new(SocketWorkerParts {
             index,
             sockets,
-            returned_jobs,
+            reply_capacity: reply_capacity(swarm_workers, queue_len),
+            local,
             dispatcher,
             clock: clock.clone(),
             shutdown: shutdown.clone(),
@@ -109,31 +135,24 @@ pub fn start_with_clock(config: Config, clock: Arc<Clock>) -> anyhow::Result<Run
             send_queue_len: config.limits.send_queue_len,
             recv_slot_len: recv_slot_len(config.protocol.max_scrape_torrents),
         })?;
-        routes.push(ReplyRoute {
-            jobs: reply_sender,
-            wake,
-        });
+        routes.push(route);
         socket_threads.push(worker);
     }
     drop(job_senders);
 
-    for (index, jobs) in job_receivers.into_iter().enumerate() {
-        let worker = SwarmWorker {
-            config: config.clone(),
-            clock: clock.clone(),
-            access: access.clone(),
-            jobs,
-            routes: routes.clone(),
-            gauges: stats.clone(),
-            index,
-            shutdown: shutdown.clone(),
-        };
-        let core = config.cpu_pinning.core_for(socket_workers + index);
-        supervisor.spawn(format!("swarm-{index}"), move || {
-            maybe_pin_current_thread(core);
-            worker.run()
-        })?;
-    }
+    let settings = SwarmWorkerSettings {
+        clean_every: config.cleaning.interval,
+        pinning: config.cpu_pinning.clone(),
+        first_core: socket_workers,
+    };
+    spawn_swarm_workers(
+        &mut supervisor,
+        &context,
+        &settings,
+        job_receivers,
+        &routes,
+        shard,
+    )?;
     for (index, worker) in socket_threads.into_iter().enumerate() {
         let core = config.cpu_pinning.core_for(index);
         supervisor.spawn(format!("socket-{index}"), move || {
@@ -152,33 +171,26 @@ pub fn start_with_clock(config: Config, clock: Arc<Clock>) -> anyhow::Result<Run
 
 /// Binds every socket worker's sockets; returns them and the bound addresses.
 fn bind_all(config: &Config) -> anyhow::Result<(Vec<WorkerSockets>, Vec<SocketAddr>)> {
-    let workers = config.socket_worker_count();
     let network = &config.network;
-    let mut sockets: Vec<WorkerSockets> = (0..workers).map(|_| WorkerSockets::default()).collect();
-    let mut addrs = Vec::new();
-    for (enabled, configured) in [
-        (network.use_ipv4, network.address_ipv4),
-        (network.use_ipv6, network.address_ipv6),
-    ] {
-        if !enabled {
-            continue;
-        }
-        // With port 0 the first bind picks the port; the others join it.
-        let mut addr = configured;
-        for worker in &mut sockets {
-            let socket = bind_socket(addr, network.socket_recv_buffer_size)?;
-            if addrs.len() < 2 && addr == configured {
-                addr = socket
-                    .local_addr()
-                    .context("cannot read the bound address")?;
-                addrs.push(addr);
+    let (per_worker, bound) = bind_per_worker(
+        &network.addresses(),
+        config.socket_worker_count(),
+        |addr| bind_socket(addr, network.socket_recv_buffer_size),
+        std::net::UdpSocket::local_addr,
+    )?;
+    let sockets = per_worker
+        .into_iter()
+        .map(|sockets| {
+            let mut worker = WorkerSockets::default();
+            for socket in sockets {
+                let family = socket.local_addr().map(|addr| addr.is_ipv4());
+                match family {
+                    Ok(true) => worker.v4 = Some(socket),
+                    _ => worker.v6 = Some(socket),
+                }
             }
-            if addr.is_ipv4() {
-                worker.v4 = Some(socket);
-            } else {
-                worker.v6 = Some(socket);
-            }
-        }
-    }
-    Ok((sockets, addrs))
+            worker
+        })
+        .collect();
+    Ok((sockets, bound))
 }

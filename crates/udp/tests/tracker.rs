@@ -368,6 +368,46 @@ fn ipv6_on_loopback() {
     assert_eq!(bob.scrape_stats(b, TORRENT).leechers, 3);
 }
 
+/// A UDP port free on both 127.0.0.1 and ::1 right now.
+fn free_port_on_both_loopbacks() -> u16 {
+    loop {
+        let v4 = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let port = v4.local_addr().unwrap().port();
+        if std::net::UdpSocket::bind(("::1", port)).is_ok() {
+            return port;
+        }
+    }
+}
+
+#[test]
+fn a_fixed_port_with_two_workers_reports_and_serves_both_families() {
+    if !ipv6_available() {
+        eprintln!("skipped: ::1 is not available on this host");
+        return;
+    }
+    let port = free_port_on_both_loopbacks();
+    let mut config = loopback_config(true);
+    config.socket_workers = 2;
+    config.network.address_ipv4 = SocketAddr::from(([127, 0, 0, 1], port));
+    config.network.address_ipv6 = SocketAddr::from((std::net::Ipv6Addr::LOCALHOST, port));
+    let tracker = start(config.clone());
+    assert_eq!(
+        tracker.local_addrs(),
+        [config.network.address_ipv4, config.network.address_ipv6],
+        "one address per family, as configured"
+    );
+    for server in tracker.local_addrs() {
+        // Clients from several source ports land on both workers' sockets.
+        for source in 0..4 {
+            let mut client = Client::new(*server);
+            let id = client.connect();
+            let reply = client.announce(id, Announce::new(TORRENT, 7000 + source));
+            assert_eq!(reply.interval, 1800);
+        }
+    }
+    tracker.stop().unwrap();
+}
+
 #[test]
 fn no_request_is_lost_silently_under_load() {
     // A tiny swarm queue and a burst far larger than it: every announce that reached

@@ -100,7 +100,7 @@ pub fn start_with_clock(config: Config, clock: Arc<Clock>) -> anyhow::Result<Run
         &network.tls_private_key_path,
     )?;
     let addresses = network.addresses();
-    let (sockets, addrs) = shoal_common::tcp::bind_listeners(&addresses, socket_workers)?;
+    let (sockets, addrs) = shoal_common::sockets::bind_listeners(&addresses, socket_workers)?;
 
     let settings = SwarmSettings {
         announce_interval: config.protocol.announce_interval,

@@ -8,7 +8,7 @@ use socket2::{Domain, Protocol, Socket, Type};
 /// A non-blocking UDP socket bound to `addr` with SO_REUSEPORT (so every socket worker
 /// can bind the same address) and, for IPv6, IPV6_V6ONLY (IPv4 clients use the IPv4
 /// socket and are never seen as mapped addresses).
-pub fn bind_socket(
+pub(crate) fn bind_socket(
     addr: SocketAddr,
     recv_buffer_size: usize,
 ) -> anyhow::Result<std::net::UdpSocket> {

@@ -12,17 +12,17 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use crossbeam_channel::{Sender, TrySendError};
+use crossbeam_channel::Sender;
 use shoal_common::AccessControl;
-use shoal_swarm::{AnnounceEvent, PeerLimits, ServerTime};
+use shoal_runtime::{Outboxes, Sent, SwarmWorkerGone, shard_for};
+use shoal_swarm::{AnnounceEvent, PeerAddress, PeerLimits, ServerTime};
 use shoal_udp_protocol::response::{write_connect, write_error};
 use shoal_udp_protocol::{AnnounceRequest, Request, ScrapeRequest, TransactionId};
 
 use crate::config::Config;
 use crate::connection_id::ConnectionIds;
 use crate::messages::{
-    AnnounceWork, Job, MAX_JOB_REQUESTS, PeerAddress, Replies, ReplyKind, RequestKind, ScrapeHash,
-    SwarmRequest, swarm_worker_for,
+    AnnounceWork, Job, MAX_JOB_REQUESTS, Replies, ReplyKind, RequestKind, ScrapeHash, SwarmRequest,
 };
 use crate::socket::scrapes::PendingScrapes;
 use crate::stats::SocketCounters;
@@ -31,34 +31,28 @@ use crate::stats::SocketCounters;
 const POOL_SIZE: usize = 64;
 
 /// Error reply text for a refused info hash.
-pub const NOT_ALLOWED: &str = "info hash not allowed";
-
-/// A swarm worker has gone away; the tracker is shutting down or failing.
-#[derive(Debug)]
-pub struct SwarmWorkerGone;
+pub(crate) const NOT_ALLOWED: &str = "info hash not allowed";
 
 /// Per-datagram logic of one socket worker.
 #[derive(Debug)]
-pub struct Dispatcher {
+pub(crate) struct Dispatcher {
     socket_worker: usize,
     ids: ConnectionIds,
     access: Arc<AccessControl>,
     peer_limits: PeerLimits,
     max_scrape_torrents: usize,
-    swarms: Vec<Sender<Job>>,
-    open_jobs: Vec<Option<Job>>,
-    pool: Vec<Job>,
+    outboxes: Outboxes<Job>,
     /// Scrapes waiting for parts.
-    pub scrapes: PendingScrapes,
+    pub(crate) scrapes: PendingScrapes,
     /// What happened, flushed into shared statistics by the socket worker.
-    pub counters: SocketCounters,
+    pub(crate) counters: SocketCounters,
     /// Scratch: swarm workers touched by the scrape being split, with job offsets.
     touched: Vec<(usize, u32)>,
 }
 
 impl Dispatcher {
     /// A dispatcher for socket worker `socket_worker` sending to `swarms`.
-    pub fn new(
+    pub(crate) fn new(
         socket_worker: usize,
         config: &Config,
         ids: ConnectionIds,
@@ -74,9 +68,7 @@ impl Dispatcher {
                 max: config.protocol.max_peers,
             },
             max_scrape_torrents: config.protocol.max_scrape_torrents,
-            open_jobs: swarms.iter().map(|_| None).collect(),
-            swarms,
-            pool: Vec::new(),
+            outboxes: Outboxes::new(swarms, POOL_SIZE),
             scrapes: PendingScrapes::new(config.limits.max_pending_scrapes),
             counters: SocketCounters::default(),
             touched: Vec::new(),
@@ -84,7 +76,7 @@ impl Dispatcher {
     }
 
     /// Handles one datagram from `client`; replies made here go into `out`.
-    pub fn handle_packet(
+    pub(crate) fn handle_packet(
         &mut self,
         packet: &[u8],
         client: SocketAddr,
@@ -149,12 +141,12 @@ impl Dispatcher {
         }
         let work = AnnounceWork {
             info_hash,
-            peer: PeerAddress::new(client, request.port),
+            peer: PeerAddress::new(client.ip(), request.port),
             event: swarm_event(request.event),
             seeder: request.left == 0,
             peers_wanted: self.peer_limits.resolve(i64::from(request.peers_wanted)) as u16,
         };
-        let worker = swarm_worker_for(&info_hash, self.swarms.len());
+        let worker = shard_for(&info_hash, self.outboxes.shards());
         self.push(
             worker,
             SwarmRequest {
@@ -190,10 +182,10 @@ impl Dispatcher {
             }
         }
 
-        let workers = self.swarms.len();
+        let workers = self.outboxes.shards();
         self.touched.clear();
         for hash in hashes.iter() {
-            let worker = swarm_worker_for(hash, workers);
+            let worker = shard_for(hash, workers);
             if !self.touched.iter().any(|&(w, _)| w == worker) {
                 self.touched.push((worker, 0));
             }
@@ -225,8 +217,8 @@ impl Dispatcher {
             self.touched[i].1 = self.open_job(worker).scrape_hashes.len() as u32;
         }
         for (position, hash) in hashes.iter().enumerate() {
-            let worker = swarm_worker_for(hash, workers);
-            let job = self.open_jobs[worker].as_mut().expect("opened above");
+            let worker = shard_for(hash, workers);
+            let job = self.open_job(worker);
             job.scrape_hashes.push(ScrapeHash {
                 position: position as u8,
                 info_hash: *hash,
@@ -234,11 +226,7 @@ impl Dispatcher {
         }
         for i in 0..self.touched.len() {
             let (worker, start) = self.touched[i];
-            let end = self.open_jobs[worker]
-                .as_ref()
-                .expect("opened above")
-                .scrape_hashes
-                .len() as u32;
+            let end = self.open_job(worker).scrape_hashes.len() as u32;
             let hashes = start..end;
             let kind = match slot {
                 None => RequestKind::Scrape { hashes },
@@ -256,70 +244,52 @@ impl Dispatcher {
     }
 
     fn open_job(&mut self, worker: usize) -> &mut Job {
-        let (pool, socket_worker) = (&mut self.pool, self.socket_worker);
-        self.open_jobs[worker]
-            .get_or_insert_with(|| pool.pop().unwrap_or_else(|| Job::new(socket_worker)))
+        let socket_worker = self.socket_worker;
+        self.outboxes.open(worker, || Job::new(socket_worker))
     }
 
     fn push(&mut self, worker: usize, request: SwarmRequest) {
         let job = self.open_job(worker);
         job.requests.push(request);
         if job.requests.len() >= MAX_JOB_REQUESTS {
-            // A full job goes now; errors surface at the next flush.
-            let _ = self.send(worker);
+            // A full job goes now; a gone swarm worker surfaces at the next flush.
+            if let Ok(Sent::Full(job)) = self.outboxes.send(worker) {
+                self.shed(job);
+            }
         }
     }
 
     /// Sends every open job to its swarm worker.
-    pub fn flush_jobs(&mut self) -> Result<(), SwarmWorkerGone> {
-        for worker in 0..self.open_jobs.len() {
-            self.send(worker)?;
+    pub(crate) fn flush_jobs(&mut self) -> Result<(), SwarmWorkerGone> {
+        let mut shed = Vec::new();
+        self.outboxes.send_all(|_, job| shed.push(job))?;
+        for job in shed {
+            self.shed(job);
         }
         Ok(())
     }
 
-    fn send(&mut self, worker: usize) -> Result<(), SwarmWorkerGone> {
-        let Some(job) = self.open_jobs[worker].take() else {
-            return Ok(());
-        };
-        if job.requests.is_empty() {
-            self.open_jobs[worker] = Some(job);
-            return Ok(());
-        }
-        match self.swarms[worker].try_send(job) {
-            Ok(()) => Ok(()),
-            Err(TrySendError::Full(job)) => {
-                self.counters.shed += job.requests.len() as u64;
-                for request in &job.requests {
-                    if let RequestKind::ScrapePart { slot, .. } = &request.kind {
-                        let slot = *slot;
-                        self.scrapes.cancel(slot);
-                    }
-                }
-                self.recycle(job);
-                Ok(())
+    /// Drops a job whose swarm worker's queue was full: its requests are counted as
+    /// shed, and scrapes waiting for a part of it are cancelled.
+    fn shed(&mut self, job: Job) {
+        self.counters.shed += job.requests.len() as u64;
+        for request in &job.requests {
+            if let RequestKind::ScrapePart { slot, .. } = &request.kind {
+                self.scrapes.cancel(*slot);
             }
-            Err(TrySendError::Disconnected(_)) => Err(SwarmWorkerGone),
         }
+        self.outboxes.recycle(job);
     }
 
     /// Takes a job back from a swarm worker: merges its scrape parts into `out` and
     /// keeps the job for reuse. The caller has sent the job's own reply packets.
-    pub fn finish_job(&mut self, mut job: Job, out: &mut Replies) {
+    pub(crate) fn finish_job(&mut self, job: Job, out: &mut Replies) {
         let replies = &job.replies;
         for part in &replies.scrape_parts {
             let stats = &replies.scrape_stats[part.stats.start as usize..part.stats.end as usize];
             self.scrapes.add_part(part.slot, stats, out);
         }
-        job.clear();
-        self.recycle(job);
-    }
-
-    fn recycle(&mut self, mut job: Job) {
-        if self.pool.len() < POOL_SIZE {
-            job.clear();
-            self.pool.push(job);
-        }
+        self.outboxes.recycle(job);
     }
 }
 

@@ -18,38 +18,39 @@
 //! batch costs no system call beyond its sends.
 
 mod bind;
-pub mod dispatch;
+pub(crate) mod dispatch;
 mod outbound;
-pub mod scrapes;
+pub(crate) mod scrapes;
 
 use std::io::ErrorKind;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use anyhow::Context as _;
-use crossbeam_channel::{Receiver, Sender};
+use crossbeam_channel::Receiver;
 use mio::net::UdpSocket;
 use mio::{Events, Interest, Poll, Token, Waker};
-use shoal_common::Shutdown;
 use shoal_common::udp_batch::RecvBatch;
+use shoal_common::{AccessControl, Shutdown};
+use shoal_runtime::{LocalSwarm, ReplyRoute, Wake, reply_channel};
 use shoal_swarm::Clock;
 
-pub use self::bind::bind_socket;
+pub(crate) use self::bind::bind_socket;
 use self::dispatch::Dispatcher;
 use self::outbound::{Endpoint, Endpoints, Outbound};
 use crate::messages::{Job, Replies};
+use crate::shard::UdpShard;
 
 /// Datagrams read from one socket per round before the loop looks at everything else.
-pub const MAX_READS_PER_ROUND: usize = 1024;
+const MAX_READS_PER_ROUND: usize = 1024;
 /// Datagrams per `recvmmsg`.
-pub const RECV_BATCH: usize = 64;
+const RECV_BATCH: usize = 64;
 /// Receive slots are at least this long; any valid announce fits.
 const MIN_RECV_SLOT: usize = 2048;
 
 /// The receive slot size for a config: room for a scrape one hash over the limit, so
 /// that it still gets a "too many info hashes" reply; longer datagrams are dropped.
-pub fn recv_slot_len(max_scrape_torrents: usize) -> usize {
+pub(crate) fn recv_slot_len(max_scrape_torrents: usize) -> usize {
     (shoal_udp_protocol::HEADER_LEN + 20 * (max_scrape_torrents + 1)).max(MIN_RECV_SLOT)
 }
 
@@ -57,46 +58,33 @@ const V4: Token = Token(0);
 const V6: Token = Token(1);
 const WAKE: Token = Token(2);
 
-/// Lets swarm workers wake a socket worker that waits in `epoll`.
-#[derive(Debug)]
-pub struct WakeSignal {
-    sleeping: AtomicBool,
-    waker: Waker,
-}
-
-/// How a swarm worker returns jobs to one socket worker.
-#[derive(Debug, Clone)]
-pub struct ReplyRoute {
-    /// The socket worker's channel of returned jobs.
-    pub jobs: Sender<Job>,
-    /// Its wake-up signal.
-    pub wake: Arc<WakeSignal>,
-}
-
-impl ReplyRoute {
-    /// Wakes the socket worker if it is waiting in `epoll`.
-    pub fn wake_if_sleeping(&self) {
-        if self.wake.sleeping.swap(false, Ordering::SeqCst) {
-            let _ = self.wake.waker.wake();
-        }
-    }
-}
-
 /// The sockets of one worker, one per family in use.
 #[derive(Debug, Default)]
-pub struct WorkerSockets {
+pub(crate) struct WorkerSockets {
     /// The IPv4 socket.
-    pub v4: Option<std::net::UdpSocket>,
+    pub(crate) v4: Option<std::net::UdpSocket>,
     /// The IPv6 socket.
-    pub v6: Option<std::net::UdpSocket>,
+    pub(crate) v6: Option<std::net::UdpSocket>,
+}
+
+/// The torrents of a socket worker that keeps them itself (`swarm_workers = 0`): its
+/// jobs go through a channel to itself and are served at the end of each round.
+pub(crate) struct LocalTorrents {
+    /// Jobs the dispatcher sent to "swarm worker 0".
+    pub(crate) requests: Receiver<Job>,
+    /// The torrents.
+    pub(crate) swarm: LocalSwarm<UdpShard>,
+    /// The access list, for cleaning.
+    pub(crate) access: Arc<AccessControl>,
 }
 
 /// A socket worker, ready to run on its own thread.
-pub struct SocketWorker {
+pub(crate) struct SocketWorker {
     poll: Poll,
     endpoints: Endpoints,
-    wake: Arc<WakeSignal>,
+    wake: Arc<Wake>,
     returned_jobs: Receiver<Job>,
+    local: Option<LocalTorrents>,
     dispatcher: Dispatcher,
     clock: Arc<Clock>,
     shutdown: Shutdown,
@@ -104,8 +92,10 @@ pub struct SocketWorker {
     index: usize,
     recv: RecvBatch,
     outbound: Outbound,
+    /// Jobs back from swarm workers (or the local torrents), to send and recycle.
+    ready: Vec<Job>,
     /// Replies made on this thread: connects, errors, merged scrapes.
-    local: Replies,
+    own_replies: Replies,
 }
 
 impl std::fmt::Debug for SocketWorker {
@@ -117,37 +107,41 @@ impl std::fmt::Debug for SocketWorker {
 }
 
 /// What [`SocketWorker::new`] needs.
-#[derive(Debug)]
-pub struct SocketWorkerParts {
+pub(crate) struct SocketWorkerParts {
     /// Worker index.
-    pub index: usize,
+    pub(crate) index: usize,
     /// Its sockets.
-    pub sockets: WorkerSockets,
-    /// Where swarm workers return its jobs.
-    pub returned_jobs: Receiver<Job>,
+    pub(crate) sockets: WorkerSockets,
+    /// Jobs swarm workers can have in flight back to it at once.
+    pub(crate) reply_capacity: usize,
+    /// The torrents, when it keeps them itself.
+    pub(crate) local: Option<LocalTorrents>,
     /// Per-datagram logic.
-    pub dispatcher: Dispatcher,
+    pub(crate) dispatcher: Dispatcher,
     /// Time source.
-    pub clock: Arc<Clock>,
+    pub(crate) clock: Arc<Clock>,
     /// Shutdown flag.
-    pub shutdown: Shutdown,
+    pub(crate) shutdown: Shutdown,
     /// Statistics.
-    pub stats: Arc<crate::stats::Stats>,
+    pub(crate) stats: Arc<crate::stats::Stats>,
     /// Limit on queued replies per socket.
-    pub send_queue_len: usize,
+    pub(crate) send_queue_len: usize,
     /// Receive slot size (see [`recv_slot_len`]).
-    pub recv_slot_len: usize,
+    pub(crate) recv_slot_len: usize,
 }
 
 impl SocketWorker {
-    /// Registers the sockets and creates the wake-up signal.
-    pub fn new(parts: SocketWorkerParts) -> anyhow::Result<(Self, Arc<WakeSignal>)> {
+    /// Registers the sockets and creates the channel swarm workers return jobs by.
+    pub(crate) fn new(parts: SocketWorkerParts) -> anyhow::Result<(Self, ReplyRoute<Job>)> {
         let poll = Poll::new().context("cannot create epoll instance")?;
-        let waker = Waker::new(poll.registry(), WAKE).context("cannot create waker")?;
-        let wake = Arc::new(WakeSignal {
-            sleeping: AtomicBool::new(false),
-            waker,
-        });
+        let waker = Arc::new(Waker::new(poll.registry(), WAKE).context("cannot create waker")?);
+        let wake = {
+            let waker = waker.clone();
+            Wake::new(move || {
+                let _ = waker.wake();
+            })
+        };
+        let (route, returned_jobs) = reply_channel(parts.reply_capacity, wake.clone());
         let mut endpoints = [None, None];
         for (slot, socket, token) in [(0, parts.sockets.v4, V4), (1, parts.sockets.v6, V6)] {
             if let Some(socket) = socket {
@@ -158,15 +152,15 @@ impl SocketWorker {
                 endpoints[slot] = Some(Endpoint::new(socket, token));
             }
         }
-        let shutdown_wake = wake.clone();
         parts.shutdown.on_request(move || {
-            let _ = shutdown_wake.waker.wake();
+            let _ = waker.wake();
         });
         let worker = Self {
             poll,
             endpoints,
-            wake: wake.clone(),
-            returned_jobs: parts.returned_jobs,
+            wake,
+            returned_jobs,
+            local: parts.local,
             dispatcher: parts.dispatcher,
             clock: parts.clock,
             shutdown: parts.shutdown,
@@ -174,21 +168,22 @@ impl SocketWorker {
             index: parts.index,
             recv: RecvBatch::new(RECV_BATCH, parts.recv_slot_len),
             outbound: Outbound::new(parts.send_queue_len),
-            local: Replies::default(),
+            ready: Vec::new(),
+            own_replies: Replies::default(),
         };
-        Ok((worker, wake))
+        Ok((worker, route))
     }
 
     /// Runs until shutdown.
-    pub fn run(mut self) -> anyhow::Result<()> {
+    pub(crate) fn run(mut self) -> anyhow::Result<()> {
         let mut events = Events::with_capacity(16);
         let mut last_expiry = self.clock.now();
         while !self.shutdown.is_requested() {
             let timeout = if self.has_work() {
                 Duration::ZERO
             } else {
-                self.wake.sleeping.store(true, Ordering::SeqCst);
-                // A job returned after the check above finds `sleeping` set and wakes us.
+                self.wake.going_to_sleep();
+                // A job returned after the check above finds the flag set and wakes us.
                 if self.returned_jobs.is_empty() {
                     Shutdown::POLL_INTERVAL
                 } else {
@@ -200,7 +195,7 @@ impl SocketWorker {
                 Err(err) if err.kind() == ErrorKind::Interrupted => {}
                 Err(err) => return Err(err).context("epoll failed"),
             }
-            self.wake.sleeping.store(false, Ordering::SeqCst);
+            self.wake.awake();
             for event in &events {
                 for endpoint in self.endpoints.iter_mut().flatten() {
                     if event.token() == endpoint.token && event.is_readable() {
@@ -221,6 +216,9 @@ impl SocketWorker {
             if now != last_expiry {
                 self.dispatcher.counters.scrapes_timed_out +=
                     self.dispatcher.scrapes.expire(now) as u64;
+                if let Some(local) = &mut self.local {
+                    local.swarm.clean_if_due(&local.access);
+                }
                 last_expiry = now;
             }
             self.dispatcher
@@ -236,13 +234,15 @@ impl SocketWorker {
 
     /// Reads from the socket in `slot` until it would block or the budget runs out.
     fn read(&mut self, slot: usize) -> anyhow::Result<()> {
-        let now = self.clock.now();
         let mut read = 0;
         while read < MAX_READS_PER_ROUND {
             let endpoint = self.endpoints[slot].as_mut().expect("slot in use");
             match self.recv.recv(&endpoint.socket) {
                 Ok(count) => {
                     read += count;
+                    // Per batch: a reply sent earlier in this round may already have
+                    // been answered by a request that must see a later time.
+                    let now = self.clock.now();
                     for datagram in self.recv.iter() {
                         let Some(client) = datagram.source else {
                             continue;
@@ -252,8 +252,12 @@ impl SocketWorker {
                             self.dispatcher.counters.invalid_requests += 1;
                             continue;
                         }
-                        self.dispatcher
-                            .handle_packet(datagram.bytes, client, now, &mut self.local);
+                        self.dispatcher.handle_packet(
+                            datagram.bytes,
+                            client,
+                            now,
+                            &mut self.own_replies,
+                        );
                     }
                     self.hand_off()?;
                 }
@@ -273,25 +277,34 @@ impl SocketWorker {
         Ok(())
     }
 
-    /// Sends the open jobs, then every reply that is ready.
+    /// Sends the open jobs (serving them here when this worker keeps the torrents),
+    /// then every reply that is ready.
     fn hand_off(&mut self) -> anyhow::Result<()> {
+        self.dispatcher.flush_jobs()?;
+        if let Some(local) = &mut self.local {
+            while let Ok(job) = local.requests.try_recv() {
+                local.swarm.handle(job, &mut |_, job| self.ready.push(job));
+            }
+        }
+        self.ready.extend(self.returned_jobs.try_iter());
+        // Counters before replies: whoever sees a reply sees what led to it counted.
         self.dispatcher
-            .flush_jobs()
-            .map_err(|_| anyhow::anyhow!("a swarm worker is gone"))?;
-        while let Ok(job) = self.returned_jobs.try_recv() {
+            .counters
+            .flush_into(self.shared_counters.socket(self.index));
+        for job in self.ready.drain(..) {
             self.outbound.send(
                 &mut self.endpoints,
                 &job.replies,
                 &mut self.dispatcher.counters,
             );
-            self.dispatcher.finish_job(job, &mut self.local);
+            self.dispatcher.finish_job(job, &mut self.own_replies);
         }
         self.outbound.send(
             &mut self.endpoints,
-            &self.local,
+            &self.own_replies,
             &mut self.dispatcher.counters,
         );
-        self.local.clear();
+        self.own_replies.clear();
         Ok(())
     }
 

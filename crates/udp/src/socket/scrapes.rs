@@ -12,11 +12,10 @@ use shoal_swarm::{ScrapeStats, ServerTime};
 use shoal_udp_protocol::TransactionId;
 use shoal_udp_protocol::response::{write_scrape_entry, write_scrape_header};
 
-use crate::messages::{PositionedStats, Replies, ReplyKind, ScrapeSlot};
-use crate::swarm_worker::wire_stats;
+use crate::messages::{PositionedStats, Replies, ReplyKind, ScrapeSlot, wire_stats};
 
 /// Seconds a scrape may wait for its parts.
-pub const PART_TIMEOUT: u32 = 5;
+pub(crate) const PART_TIMEOUT: u32 = 5;
 
 #[derive(Debug)]
 struct Pending {
@@ -36,7 +35,7 @@ struct Slot {
 
 /// The pending scrapes of one socket worker.
 #[derive(Debug)]
-pub struct PendingScrapes {
+pub(crate) struct PendingScrapes {
     slots: Vec<Slot>,
     free: Vec<u32>,
     max: usize,
@@ -44,7 +43,7 @@ pub struct PendingScrapes {
 
 impl PendingScrapes {
     /// A table of at most `max` concurrent scrapes.
-    pub fn new(max: usize) -> Self {
+    pub(crate) fn new(max: usize) -> Self {
         Self {
             slots: Vec::new(),
             free: Vec::new(),
@@ -54,7 +53,7 @@ impl PendingScrapes {
 
     /// Registers a scrape of `torrents` hashes answered in `parts` parts; `None` when
     /// the table is full.
-    pub fn start(
+    pub(crate) fn start(
         &mut self,
         client: SocketAddr,
         transaction_id: TransactionId,
@@ -92,7 +91,7 @@ impl PendingScrapes {
 
     /// Fills in one part; when it was the last, writes the reply into `out` and frees
     /// the slot. Parts for expired or cancelled scrapes are ignored.
-    pub fn add_part(&mut self, id: ScrapeSlot, part: &[PositionedStats], out: &mut Replies) {
+    pub(crate) fn add_part(&mut self, id: ScrapeSlot, part: &[PositionedStats], out: &mut Replies) {
         let Some(slot) = self.live_slot(id) else {
             return;
         };
@@ -116,7 +115,7 @@ impl PendingScrapes {
     }
 
     /// Drops a scrape that cannot complete (one of its parts was shed).
-    pub fn cancel(&mut self, id: ScrapeSlot) {
+    pub(crate) fn cancel(&mut self, id: ScrapeSlot) {
         if let Some(slot) = self.live_slot(id) {
             slot.pending = None;
             self.free.push(id.index);
@@ -124,7 +123,7 @@ impl PendingScrapes {
     }
 
     /// Drops scrapes older than [`PART_TIMEOUT`]; returns how many.
-    pub fn expire(&mut self, now: ServerTime) -> usize {
+    pub(crate) fn expire(&mut self, now: ServerTime) -> usize {
         let mut expired = 0;
         for (index, slot) in self.slots.iter_mut().enumerate() {
             let stale = slot.pending.as_ref().is_some_and(|p| {
@@ -141,13 +140,9 @@ impl PendingScrapes {
     }
 
     /// Number of scrapes waiting.
-    pub fn len(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
         self.slots.len() - self.free.len()
-    }
-
-    /// Whether no scrape is waiting.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 
     fn live_slot(&mut self, id: ScrapeSlot) -> Option<&mut Slot> {

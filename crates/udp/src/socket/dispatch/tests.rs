@@ -9,12 +9,12 @@ use shoal_swarm::BitTorrentMap;
 use shoal_udp_protocol::*;
 
 use super::*;
-use crate::swarm_worker::Shard;
+use crate::shard::UdpShard;
 
 struct Rig {
     dispatcher: Dispatcher,
     queues: Vec<Receiver<Job>>,
-    shards: Vec<Shard>,
+    shards: Vec<UdpShard>,
     now: ServerTime,
 }
 
@@ -25,7 +25,7 @@ fn rig_with(swarm_workers: usize, queue_len: usize, access: AccessControl, confi
     let ids = ConnectionIds::with_keys((7, 8), config.protocol.connection_id_lifetime);
     let dispatcher = Dispatcher::new(0, &config, ids, Arc::new(access), senders);
     let shards = (0..swarm_workers)
-        .map(|i| Shard {
+        .map(|i| UdpShard {
             torrents: BitTorrentMap::new(config.cleaning.peer_timeout),
             rng: SmallRng::seed_from_u64(i as u64),
             interval: config.protocol.announce_interval,
@@ -62,7 +62,7 @@ impl Rig {
         self.dispatcher.flush_jobs().unwrap();
         for (queue, shard) in self.queues.iter().zip(&mut self.shards) {
             while let Ok(mut job) = queue.try_recv() {
-                shard.handle(&mut job, self.now);
+                shard.serve(&mut job, self.now);
                 for (bytes, packet) in job.replies.iter_packets() {
                     out.bytes.extend_from_slice(bytes);
                     out.finish_packet(packet.client, packet.kind);

@@ -1,0 +1,72 @@
+//! The worker core every shoal tracker runs on, free of transports and protocols.
+//!
+//! A tracker is protocol code (parsing, answering) plus a [`Shard`]: the torrents one
+//! swarm worker owns and how requests change them. Everything between is here, once:
+//!
+//! ```text
+//!  socket worker                                  swarm worker (thread)
+//!    route by info hash (shard_for)                 SwarmWorker loop: handle a batch
+//!    Outboxes: one open batch per swarm worker ───►  at `now`, publish gauges, clean
+//!    sent without blocking; a full queue sheds       on schedule (CleaningSchedule)
+//!    ◄──────────── ReplyRoute (+ Wake) ─────────────  one reply message per socket worker
+//!
+//!  or, with swarm_workers = 0 and one socket worker: LocalSwarm, the shard inside the
+//!  socket worker, served in place and cleaned on the same schedule.
+//! ```
+//!
+//! # Layout
+//!
+//! * [`shard`]: the [`Shard`] trait, [`ByWorker`] grouping of replies and the cleaning
+//!   schedule.
+//! * [`swarm_worker`]: swarm worker threads, their channels and how they are started.
+//! * [`local`]: the shard inside a socket worker.
+//! * [`outbox`]: routing by info hash and batching towards swarm workers, with load
+//!   shedding when a queue is full.
+//! * [`reply`]: reply channels back to socket workers that wake them only when they
+//!   sleep.
+//! * [`inbox`] (feature `glommio`): the receiving end of a reply channel inside a
+//!   glommio executor.
+
+#[cfg(feature = "glommio")]
+pub mod inbox;
+pub mod local;
+pub mod outbox;
+pub mod reply;
+pub mod shard;
+pub mod swarm_worker;
+
+use std::sync::Arc;
+
+use shoal_common::metrics::WorkerStats;
+use shoal_common::{AccessControl, Shutdown};
+use shoal_swarm::Clock;
+
+pub use local::LocalSwarm;
+pub use outbox::{Batch, Outboxes, Sent, SwarmWorkerGone, shard_for};
+pub use reply::{ReplyRoute, Wake, reply_capacity, reply_channel};
+pub use shard::{ByWorker, CleaningSchedule, Shard};
+pub use swarm_worker::{SwarmWorkerSettings, spawn_swarm_workers, swarm_channels};
+
+/// What every worker of one running tracker shares.
+#[derive(Debug)]
+pub struct Context<C> {
+    /// The tracker's clock.
+    pub clock: Arc<Clock>,
+    /// The access list.
+    pub access: Arc<AccessControl>,
+    /// Statistics: counters per socket worker, gauges per swarm worker.
+    pub stats: Arc<WorkerStats<C>>,
+    /// The shutdown flag.
+    pub shutdown: Shutdown,
+}
+
+impl<C> Clone for Context<C> {
+    fn clone(&self) -> Self {
+        Self {
+            clock: self.clock.clone(),
+            access: self.access.clone(),
+            stats: self.stats.clone(),
+            shutdown: self.shutdown.clone(),
+        }
+    }
+}

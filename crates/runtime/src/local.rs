@@ -1,0 +1,58 @@
+//! Torrents kept by a socket worker itself (`swarm_workers = 0` with one socket
+//! worker): no hand-off to another thread, no context switch per batch, which is the
+//! fastest way to use a single core.
+//!
+//! The socket worker serves its requests straight from the shard and cleans it on the
+//! same schedule a swarm worker would; the gauges are those of swarm worker 0.
+
+use std::sync::Arc;
+
+use shoal_common::AccessControl;
+use shoal_common::metrics::GaugeSlot;
+use shoal_swarm::{Clock, ServerTime};
+
+use crate::shard::{CleaningSchedule, Shard, clean};
+use crate::swarm_worker::publish;
+
+/// A shard inside a socket worker.
+#[derive(Debug)]
+pub struct LocalSwarm<S> {
+    shard: S,
+    clock: Arc<Clock>,
+    cleaning: CleaningSchedule,
+    gauges: GaugeSlot,
+}
+
+impl<S: Shard> LocalSwarm<S> {
+    /// `shard`, cleaned every `clean_every` seconds of `clock`, reporting to `gauges`.
+    pub fn new(shard: S, clock: Arc<Clock>, clean_every: u32, gauges: GaugeSlot) -> Self {
+        Self {
+            cleaning: CleaningSchedule::new(clean_every, clock.now()),
+            shard,
+            clock,
+            gauges,
+        }
+    }
+
+    /// Runs `serve` on the shard at the current time and publishes its size.
+    pub fn serve<T>(&mut self, serve: impl FnOnce(&mut S, ServerTime) -> T) -> T {
+        let result = serve(&mut self.shard, self.clock.now());
+        publish(&self.shard, &self.gauges);
+        result
+    }
+
+    /// Serves a batch as a swarm worker would, handing the replies to `reply`.
+    pub fn handle(&mut self, batch: S::Batch, reply: &mut impl FnMut(usize, S::Reply)) {
+        self.serve(|shard, now| shard.handle(batch, now, reply));
+    }
+
+    /// Cleans the shard if a pass is due; call it regularly (socket workers do every
+    /// [`Shutdown::POLL_INTERVAL`](shoal_common::Shutdown::POLL_INTERVAL)).
+    pub fn clean_if_due(&mut self, access: &AccessControl) {
+        let now = self.clock.now();
+        if self.cleaning.due(now) {
+            clean(&mut self.shard, now, access);
+            publish(&self.shard, &self.gauges);
+        }
+    }
+}

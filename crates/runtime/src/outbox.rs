@@ -1,0 +1,187 @@
+//! Requests on their way from one socket worker to the swarm workers.
+//!
+//! A socket worker routes each request by info hash ([`shard_for`]) into an open
+//! batch for that swarm worker, and sends the batches when its round of work is done
+//! (or a batch is full): one channel operation per batch, not per request. Sending
+//! never blocks. A swarm worker whose queue is full gets nothing: the batch comes back
+//! as [`Sent::Full`] and the socket worker sheds its requests (counting them, and
+//! answering "busy" where the protocol can), since a socket worker that waited would
+//! stop answering everyone.
+//!
+//! Emptied batches can be given back ([`Outboxes::recycle`]) and are reused, so a
+//! tracker that sends its batches back and forth (UDP) allocates nothing per batch.
+
+use crossbeam_channel::{Sender, TrySendError};
+
+/// The swarm worker that owns `info_hash`, out of `shards`.
+pub fn shard_for(info_hash: &[u8; 20], shards: usize) -> usize {
+    // Info hashes are SHA-1 digests: any four bytes are uniformly distributed.
+    u32::from_le_bytes([info_hash[0], info_hash[1], info_hash[2], info_hash[3]]) as usize
+        % shards.max(1)
+}
+
+/// A batch of requests for one swarm worker.
+pub trait Batch: Send + 'static {
+    /// Requests in the batch.
+    fn len(&self) -> usize;
+    /// Whether it has no requests.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// Empties it for reuse, keeping its buffers.
+    fn clear(&mut self);
+}
+
+impl<T: Send + 'static> Batch for Vec<T> {
+    fn len(&self) -> usize {
+        Vec::len(self)
+    }
+
+    fn clear(&mut self) {
+        Vec::clear(self);
+    }
+}
+
+/// What became of a batch.
+#[derive(Debug)]
+pub enum Sent<B> {
+    /// It is on its way (or there was nothing to send).
+    Sent,
+    /// The swarm worker's queue is full: here it is back, to shed.
+    Full(B),
+}
+
+/// A swarm worker's channel is closed: the tracker is stopping or failing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SwarmWorkerGone;
+
+impl std::fmt::Display for SwarmWorkerGone {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a swarm worker is gone")
+    }
+}
+
+impl std::error::Error for SwarmWorkerGone {}
+
+/// One socket worker's open batches, one per swarm worker.
+#[derive(Debug)]
+pub struct Outboxes<B> {
+    senders: Vec<Sender<B>>,
+    open: Vec<Option<B>>,
+    pool: Vec<B>,
+    pool_size: usize,
+}
+
+impl<B: Batch> Outboxes<B> {
+    /// Outboxes to the swarm workers behind `senders`, keeping up to `pool_size`
+    /// emptied batches for reuse.
+    pub fn new(senders: Vec<Sender<B>>, pool_size: usize) -> Self {
+        Self {
+            open: senders.iter().map(|_| None).collect(),
+            senders,
+            pool: Vec::new(),
+            pool_size,
+        }
+    }
+
+    /// Number of swarm workers.
+    pub fn shards(&self) -> usize {
+        self.senders.len()
+    }
+
+    /// The open batch for `shard`, opened (from the pool, or by `make`) if needed.
+    pub fn open(&mut self, shard: usize, make: impl FnOnce() -> B) -> &mut B {
+        let pool = &mut self.pool;
+        self.open[shard].get_or_insert_with(|| pool.pop().unwrap_or_else(make))
+    }
+
+    /// Whether any batch holds requests.
+    pub fn has_open(&self) -> bool {
+        self.open.iter().flatten().any(|batch| !batch.is_empty())
+    }
+
+    /// Sends `shard`'s open batch if it holds requests.
+    pub fn send(&mut self, shard: usize) -> Result<Sent<B>, SwarmWorkerGone> {
+        let Some(batch) = self.open[shard].take() else {
+            return Ok(Sent::Sent);
+        };
+        if batch.is_empty() {
+            self.open[shard] = Some(batch);
+            return Ok(Sent::Sent);
+        }
+        match self.senders[shard].try_send(batch) {
+            Ok(()) => Ok(Sent::Sent),
+            Err(TrySendError::Full(batch)) => Ok(Sent::Full(batch)),
+            Err(TrySendError::Disconnected(_)) => Err(SwarmWorkerGone),
+        }
+    }
+
+    /// Sends every open batch; batches that found a full queue go to `shed`.
+    pub fn send_all(&mut self, mut shed: impl FnMut(usize, B)) -> Result<(), SwarmWorkerGone> {
+        for shard in 0..self.senders.len() {
+            if let Sent::Full(batch) = self.send(shard)? {
+                shed(shard, batch);
+            }
+        }
+        Ok(())
+    }
+
+    /// Keeps an emptied batch for reuse (if the pool has room).
+    pub fn recycle(&mut self, mut batch: B) {
+        if self.pool.len() < self.pool_size {
+            batch.clear();
+            self.pool.push(batch);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn info_hashes_spread_over_shards() {
+        let mut counts = [0; 4];
+        for i in 0..4000u32 {
+            let mut hash = [0u8; 20];
+            hash[..4].copy_from_slice(&i.wrapping_mul(2_654_435_761).to_le_bytes());
+            counts[shard_for(&hash, 4)] += 1;
+        }
+        assert!(counts.iter().all(|&c| c > 800), "{counts:?}");
+        assert_eq!(shard_for(&[9; 20], 1), 0);
+    }
+
+    #[test]
+    fn batches_go_whole_and_a_full_queue_hands_them_back() {
+        let (sender, receiver) = crossbeam_channel::bounded::<Vec<u32>>(1);
+        let mut outboxes = Outboxes::new(vec![sender], 4);
+        outboxes.open(0, Vec::new).extend([1, 2]);
+        outboxes.open(0, Vec::new).push(3);
+        assert!(outboxes.has_open());
+        let mut shed = Vec::new();
+        outboxes.send_all(|_, batch| shed.push(batch)).unwrap();
+        assert_eq!(receiver.try_recv().unwrap(), vec![1, 2, 3]);
+        assert!(!outboxes.has_open());
+
+        outboxes.open(0, Vec::new).push(4);
+        outboxes.send_all(|_, batch| shed.push(batch)).unwrap();
+        outboxes.open(0, Vec::new).push(5);
+        outboxes.send_all(|_, batch| shed.push(batch)).unwrap();
+        assert_eq!(shed, vec![vec![5]], "the queue held one batch");
+
+        drop(receiver);
+        outboxes.open(0, Vec::new).push(6);
+        assert_eq!(outboxes.send(0).unwrap_err(), SwarmWorkerGone);
+    }
+
+    #[test]
+    fn recycled_batches_are_reused_empty() {
+        let (sender, _receiver) = crossbeam_channel::bounded::<Vec<u32>>(1);
+        let mut outboxes = Outboxes::new(vec![sender], 1);
+        outboxes.recycle(Vec::with_capacity(100));
+        outboxes.recycle(vec![1]); // over the pool size: dropped
+        let batch = outboxes.open(0, Vec::new);
+        assert!(batch.is_empty());
+        assert!(batch.capacity() >= 100);
+    }
+}

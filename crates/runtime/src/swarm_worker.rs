@@ -1,0 +1,107 @@
+//! Swarm worker threads: each owns one [`Shard`] and serves the batches socket workers
+//! send it. No sockets, no shared data, no locks.
+//!
+//! One loop for every tracker: take a batch, serve it at the current time, send each
+//! socket worker its replies, publish the shard's size; between batches, clean when
+//! due. Waiting for a batch wakes up every [`Shutdown::POLL_INTERVAL`], so shutdown
+//! and cleaning happen on time on an idle tracker too.
+
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
+use shoal_common::metrics::{Counters, GaugeSlot};
+use shoal_common::{CpuPinningConfig, Shutdown, Supervisor};
+
+use crate::Context;
+use crate::reply::ReplyRoute;
+use crate::shard::{CleaningSchedule, Shard, clean};
+
+/// The request channels of `workers` swarm workers, `queue_len` batches each.
+pub fn swarm_channels<B>(workers: usize, queue_len: usize) -> (Vec<Sender<B>>, Vec<Receiver<B>>) {
+    (0..workers)
+        .map(|_| crossbeam_channel::bounded(queue_len))
+        .unzip()
+}
+
+/// How swarm worker threads are placed and when they clean.
+#[derive(Clone, Debug)]
+pub struct SwarmWorkerSettings {
+    /// Seconds between cleaning passes.
+    pub clean_every: u32,
+    /// Core pinning.
+    pub pinning: CpuPinningConfig,
+    /// Worker index of the first swarm worker for pinning (socket workers come first).
+    pub first_core: usize,
+}
+
+/// Starts one swarm worker thread per receiver under `supervisor`, named `swarm-N`,
+/// with the shard `make(N)`; replies go out through `routes` (one per socket worker).
+pub fn spawn_swarm_workers<S: Shard, C: Counters + 'static>(
+    supervisor: &mut Supervisor,
+    context: &Context<C>,
+    settings: &SwarmWorkerSettings,
+    receivers: Vec<Receiver<S::Batch>>,
+    routes: &[ReplyRoute<S::Reply>],
+    mut make: impl FnMut(usize) -> S,
+) -> anyhow::Result<()> {
+    for (index, requests) in receivers.into_iter().enumerate() {
+        let worker = SwarmWorker {
+            shard: make(index),
+            requests,
+            routes: routes.to_vec(),
+            context: context.clone(),
+            gauges: context.stats.gauge_slot(index),
+            clean_every: settings.clean_every,
+        };
+        let core = settings.pinning.core_for(settings.first_core + index);
+        supervisor.spawn(format!("swarm-{index}"), move || {
+            shoal_common::cpu::maybe_pin_current_thread(core);
+            worker.run()
+        })?;
+    }
+    Ok(())
+}
+
+/// One swarm worker, ready to run on its own thread.
+struct SwarmWorker<S: Shard, C> {
+    shard: S,
+    requests: Receiver<S::Batch>,
+    routes: Vec<ReplyRoute<S::Reply>>,
+    context: Context<C>,
+    gauges: GaugeSlot,
+    clean_every: u32,
+}
+
+impl<S: Shard, C> SwarmWorker<S, C> {
+    fn run(mut self) -> anyhow::Result<()> {
+        let Context {
+            clock,
+            access,
+            shutdown,
+            ..
+        } = &self.context;
+        let mut cleaning = CleaningSchedule::new(self.clean_every, clock.now());
+        while !shutdown.is_requested() {
+            match self.requests.recv_timeout(Shutdown::POLL_INTERVAL) {
+                Ok(batch) => {
+                    let routes = &self.routes;
+                    self.shard.handle(batch, clock.now(), &mut |worker, reply| {
+                        routes[worker].send(reply, shutdown);
+                    });
+                    publish(&self.shard, &self.gauges);
+                }
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => return Ok(()),
+            }
+            let now = clock.now();
+            if cleaning.due(now) {
+                clean(&mut self.shard, now, access);
+                publish(&self.shard, &self.gauges);
+            }
+        }
+        Ok(())
+    }
+}
+
+pub(crate) fn publish<S: Shard>(shard: &S, gauges: &GaugeSlot) {
+    let (torrents, peers) = shard.sizes();
+    gauges.publish(torrents, peers);
+}

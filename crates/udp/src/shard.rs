@@ -1,0 +1,130 @@
+//! The torrents of one swarm worker, as the UDP tracker serves them.
+//!
+//! A [`UdpShard`] takes a [`Job`], runs each request against its torrent map, encodes
+//! the replies straight into the job's buffers and hands the same job back to the
+//! socket worker it came from. The runtime (`shoal_runtime`) runs it on a swarm worker
+//! thread, or inside the socket worker when that keeps the torrents itself.
+
+use rand::rngs::SmallRng;
+use shoal_common::access_list::AccessSnapshot;
+use shoal_runtime::Shard;
+use shoal_swarm::{
+    Announce, BitTorrentMap, CleanReport, DualStack, ListIn, PeerAddr, PeerAddress, ServerTime,
+};
+use shoal_udp_protocol::TransactionId;
+use shoal_udp_protocol::response::{
+    write_announce_header, write_scrape_entry, write_scrape_header,
+};
+
+use crate::messages::{
+    AnnounceWork, Job, PositionedStats, ReplyKind, RequestKind, ScrapePartReply, wire_stats,
+};
+
+/// The torrents of one swarm worker.
+#[derive(Debug)]
+pub(crate) struct UdpShard {
+    pub(crate) torrents: BitTorrentMap<()>,
+    pub(crate) rng: SmallRng,
+    /// The announce interval told to clients.
+    pub(crate) interval: u32,
+}
+
+impl Shard for UdpShard {
+    type Batch = Job;
+    type Reply = Job;
+
+    fn handle(&mut self, mut job: Job, now: ServerTime, reply: &mut impl FnMut(usize, Job)) {
+        self.serve(&mut job, now);
+        reply(job.socket_worker, job);
+    }
+
+    fn clean(&mut self, now: ServerTime, access: &AccessSnapshot) -> CleanReport {
+        self.torrents
+            .clean(now, |info_hash| access.allows(info_hash))
+    }
+
+    fn sizes(&self) -> (usize, usize) {
+        (self.torrents.torrent_count(), self.torrents.peer_count())
+    }
+}
+
+impl UdpShard {
+    /// Runs every request of `job` and leaves the replies in it.
+    pub(crate) fn serve(&mut self, job: &mut Job, now: ServerTime) {
+        let Job {
+            requests,
+            scrape_hashes,
+            replies,
+            ..
+        } = job;
+        for request in requests.drain(..) {
+            match request.kind {
+                RequestKind::Announce(work) => {
+                    let (transaction_id, out) = (request.transaction_id, &mut replies.bytes);
+                    match work.peer {
+                        PeerAddress::V4(addr) => {
+                            self.announce(&work, addr, transaction_id, now, out)
+                        }
+                        PeerAddress::V6(addr) => {
+                            self.announce(&work, addr, transaction_id, now, out)
+                        }
+                    }
+                    replies.finish_packet(request.client, ReplyKind::Announce);
+                }
+                RequestKind::Scrape { hashes } => {
+                    write_scrape_header(&mut replies.bytes, request.transaction_id);
+                    for hash in &scrape_hashes[hashes.start as usize..hashes.end as usize] {
+                        write_scrape_entry(
+                            &mut replies.bytes,
+                            wire_stats(self.torrents.scrape(&hash.info_hash)),
+                        );
+                    }
+                    replies.finish_packet(request.client, ReplyKind::Scrape);
+                }
+                RequestKind::ScrapePart { slot, hashes } => {
+                    let start = replies.scrape_stats.len() as u32;
+                    for hash in &scrape_hashes[hashes.start as usize..hashes.end as usize] {
+                        replies.scrape_stats.push(PositionedStats {
+                            position: hash.position,
+                            stats: self.torrents.scrape(&hash.info_hash),
+                        });
+                    }
+                    let end = replies.scrape_stats.len() as u32;
+                    replies.scrape_parts.push(ScrapePartReply {
+                        slot,
+                        stats: start..end,
+                    });
+                }
+            }
+        }
+        scrape_hashes.clear();
+    }
+
+    fn announce<A: PeerAddr + ListIn<DualStack<()>>>(
+        &mut self,
+        work: &AnnounceWork,
+        addr: A,
+        transaction_id: TransactionId,
+        now: ServerTime,
+        out: &mut Vec<u8>,
+    ) {
+        let header = out.len();
+        write_announce_header(out, transaction_id, self.interval, 0, 0);
+        let announce = Announce {
+            key: addr,
+            extra: (),
+            event: work.event,
+            seeder: Some(work.seeder),
+            peers_wanted: usize::from(work.peers_wanted),
+        };
+        let counts = self
+            .torrents
+            .announce(&work.info_hash, announce, now, &mut self.rng, |peer| {
+                out.extend_from_slice(peer.key().as_bytes());
+            })
+            .unwrap_or_default(); // BitTorrent peers (addresses) belong to nobody
+        // The counts are known only after the update; patch them into the header.
+        out[header + 12..header + 16].copy_from_slice(&counts.leechers.to_be_bytes());
+        out[header + 16..header + 20].copy_from_slice(&counts.seeders.to_be_bytes());
+    }
+}
