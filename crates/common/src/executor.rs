@@ -6,7 +6,9 @@
 use std::future::Future;
 use std::net::SocketAddr;
 use std::os::fd::{FromRawFd as _, IntoRawFd as _};
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+use futures_lite::{AsyncWrite, AsyncWriteExt as _};
 
 use glommio::net::{TcpListener, TcpStream};
 use glommio::{LocalExecutorBuilder, Placement};
@@ -53,4 +55,31 @@ pub async fn accept_connections(
             }
         }
     }
+}
+
+/// Runs `future` for at most `limit`; `None` if the time ran out first.
+pub async fn within<T>(limit: Duration, future: impl Future<Output = T>) -> Option<T> {
+    futures_lite::future::or(async { Some(future.await) }, async {
+        glommio::timer::sleep(limit).await;
+        None
+    })
+    .await
+}
+
+/// Runs `future` until `deadline` at the latest; `None` if it came first.
+pub async fn before<T>(deadline: Instant, future: impl Future<Output = T>) -> Option<T> {
+    within(deadline.saturating_duration_since(Instant::now()), future).await
+}
+
+/// Writes and flushes `bytes` before `deadline`; false if that failed.
+pub async fn write_all_before<S: AsyncWrite + Unpin>(
+    stream: &mut S,
+    bytes: &[u8],
+    deadline: Instant,
+) -> bool {
+    let write = async {
+        stream.write_all(bytes).await?;
+        stream.flush().await
+    };
+    matches!(before(deadline, write).await, Some(Ok(())))
 }

@@ -22,8 +22,12 @@ impl<T> std::ops::Deref for CachePadded<T> {
 pub trait Counters: Default + Send + Sync {
     /// The plain sum readers see.
     type Totals: Default + Copy;
+    /// The plain counters a worker counts in and flushes from.
+    type Local: Default;
     /// Adds the current values into `totals`.
     fn add_to(&self, totals: &mut Self::Totals);
+    /// Adds `local` into these counters and resets it.
+    fn flush(&self, local: &mut Self::Local);
 }
 
 /// Sizes a swarm worker reports (gauges: stored, not added).
@@ -210,9 +214,14 @@ macro_rules! counters {
 
         impl $crate::metrics::Counters for $shared {
             type Totals = $snapshot;
+            type Local = $local;
 
             fn add_to(&self, totals: &mut $snapshot) {
                 totals.add(self);
+            }
+
+            fn flush(&self, local: &mut $local) {
+                local.flush_into(self);
             }
         }
 

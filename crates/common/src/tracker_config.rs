@@ -47,15 +47,15 @@ impl<T> Section for T where
 
 /// What makes one tracker's file its own: three sections, a few defaults and the
 /// checks that look at them.
-pub trait TrackerKind: Clone + Debug + Default + PartialEq + Eq + 'static {
+pub trait TrackerKind: Clone + Debug + Default + PartialEq + Eq + Send + Sync + 'static {
     /// The comment at the top of the printed file.
     const ABOUT: &'static str;
     /// Addresses and sockets.
-    type Network: Section + Listen;
+    type Network: Section + Listen + Send + Sync;
     /// What the tracker tells clients.
-    type Protocol: Section;
+    type Protocol: Section + Send + Sync;
     /// Limits and queue sizes.
-    type Limits: Section;
+    type Limits: Section + Send + Sync;
 
     /// The `[cleaning]` defaults (WebTorrent peers re-announce far more often).
     fn default_cleaning() -> CleaningConfig {

@@ -8,11 +8,11 @@
 use std::net::SocketAddr;
 
 use shoal_http_protocol::{InfoHash, PeerId};
-use shoal_swarm::{AnnounceEvent, ScrapeStats, V4Addr, V6Addr};
+use shoal_swarm::{AnnounceEvent, PeerAddress, ScrapeStats};
 
 /// Where a reply goes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ReplyTo {
+pub(crate) struct ReplyTo {
     /// The socket worker.
     pub socket_worker: u16,
     /// The slot in that worker's table.
@@ -23,7 +23,7 @@ pub struct ReplyTo {
 /// generation tells a reply for an abandoned request (the client went away) from one
 /// for the slot's next user.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Slot {
+pub(crate) struct Slot {
     /// Index.
     pub index: u32,
     /// Generation.
@@ -32,7 +32,7 @@ pub struct Slot {
 
 /// One request for a swarm worker.
 #[derive(Clone, Debug)]
-pub struct SwarmRequest {
+pub(crate) struct SwarmRequest {
     /// Where the reply goes.
     pub reply_to: ReplyTo,
     /// What to do.
@@ -41,7 +41,7 @@ pub struct SwarmRequest {
 
 /// What a swarm worker is asked.
 #[derive(Clone, Debug)]
-pub enum SwarmRequestKind {
+pub(crate) enum SwarmRequestKind {
     /// An announce.
     Announce(AnnounceWork),
     /// Counts for these torrents (this worker's share of a scrape).
@@ -52,7 +52,7 @@ pub enum SwarmRequestKind {
 
 /// An announce, checked and resolved by the socket worker.
 #[derive(Clone, Copy, Debug)]
-pub struct AnnounceWork {
+pub(crate) struct AnnounceWork {
     /// The torrent.
     pub info_hash: InfoHash,
     /// Where the peer listens.
@@ -70,29 +70,9 @@ pub struct AnnounceWork {
     pub with_peer_ids: bool,
 }
 
-/// A peer address of either family.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum PeerAddress {
-    /// IPv4.
-    V4(V4Addr),
-    /// IPv6.
-    V6(V6Addr),
-}
-
-impl PeerAddress {
-    /// The address of a client at `ip` listening on `port` (mapped IPv4 addresses are
-    /// IPv4 peers).
-    pub fn new(ip: std::net::IpAddr, port: u16) -> Self {
-        match ip.to_canonical() {
-            std::net::IpAddr::V4(ip) => Self::V4(V4Addr::new(ip, port)),
-            std::net::IpAddr::V6(ip) => Self::V6(V6Addr::new(ip, port)),
-        }
-    }
-}
-
 /// A reply from a swarm worker.
 #[derive(Clone, Debug)]
-pub struct SwarmReply {
+pub(crate) struct SwarmReply {
     /// The slot it belongs to.
     pub slot: Slot,
     /// The answer.
@@ -101,7 +81,7 @@ pub struct SwarmReply {
 
 /// The answer of a swarm worker.
 #[derive(Clone, Debug)]
-pub enum SwarmReplyKind {
+pub(crate) enum SwarmReplyKind {
     /// For an announce.
     Announce {
         /// Seeders.
@@ -117,16 +97,9 @@ pub enum SwarmReplyKind {
 
 /// Peers for an announce reply.
 #[derive(Clone, Debug)]
-pub enum AnnouncedPeers {
+pub(crate) enum AnnouncedPeers {
     /// Compact: 6 or 18 bytes each, all of the announcer's family.
     Compact(Vec<u8>),
     /// With peer ids, for dictionary-model replies.
     WithIds(Vec<(SocketAddr, PeerId)>),
-}
-
-/// The swarm worker that owns `info_hash` among `swarm_workers`.
-pub fn swarm_worker_for(info_hash: &InfoHash, swarm_workers: usize) -> usize {
-    // Info hashes are SHA-1 digests: any four bytes are uniformly distributed.
-    u32::from_le_bytes([info_hash[0], info_hash[1], info_hash[2], info_hash[3]]) as usize
-        % swarm_workers
 }

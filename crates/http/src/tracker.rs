@@ -1,164 +1,120 @@
-//! Starting and stopping the HTTP tracker.
+//! Starting the HTTP tracker: what makes it a [`TcpTracker`]; the start-up itself is
+//! the TCP trackers' shared one (`shoal_runtime::tcp`).
 
+use std::cell::RefCell;
 use std::net::SocketAddr;
+use std::rc::Rc;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
-use anyhow::Context as _;
-use shoal_common::cpu::maybe_pin_current_thread;
-use shoal_common::memlock;
-use shoal_common::tls::TlsConfig;
-use shoal_common::tracker_config::Listen as _;
-use shoal_common::{AccessControl, Running, Shutdown, Supervisor, TrackerConfig};
+use crossbeam_channel::Sender;
+use futures_lite::{AsyncRead, AsyncWrite};
+use shoal_common::metrics::SummaryLine;
+use shoal_common::tracker_config::Config;
+use shoal_runtime::tcp::{ConnectionCounters as _, RunningTcpTracker, TcpSettings, TcpTracker};
+use shoal_runtime::{Listening, LocalSwarm};
 use shoal_swarm::Clock;
 
-use crate::config::Config;
-use crate::socket::router::LocalSwarm;
-use crate::socket::{Listeners, socket_worker};
-use crate::stats::{Stats, StatsSnapshot, summary};
-use crate::swarm_worker::SwarmWorker;
+use crate::config::Http;
+use crate::messages::{SwarmReply, SwarmRequest};
+use crate::shard::HttpShard;
+use crate::socket::connection::{exchange, refuse};
+use crate::socket::router::Router;
+use crate::socket::{State, Worker};
+use crate::stats::{SharedSocketCounters, SocketTotals, summary};
 
 /// A running HTTP tracker; dropping it shuts it down.
+pub type RunningTracker = RunningTcpTracker<SharedSocketCounters>;
+
+shoal_runtime::connection_counters!(crate::stats::SocketCounters, SharedSocketCounters);
+
+/// The HTTP tracker as the shared TCP start-up sees it.
 #[derive(Debug)]
-pub struct RunningTracker {
-    running: Running,
-    tls: Option<Arc<TlsConfig>>,
-    clock: Arc<Clock>,
-    stats: Arc<Stats>,
-}
+pub(crate) struct HttpTracker;
 
-impl RunningTracker {
-    /// The clock (tests advance it).
-    pub fn clock(&self) -> &Arc<Clock> {
-        &self.clock
+impl TcpTracker for HttpTracker {
+    type Kind = Http;
+    type Shard = HttpShard;
+    type Counters = SharedSocketCounters;
+    type State = State;
+
+    const NAME: &'static str = "http";
+
+    fn settings(config: &Config<Http>) -> TcpSettings {
+        TcpSettings {
+            io_memory: config.limits.io_memory,
+            swarm_queue_len: config.limits.swarm_queue_len,
+            max_connections: config.network.max_connections,
+            handshake_timeout: Duration::from_secs(config.network.tls_handshake_timeout.into()),
+        }
     }
 
-    /// The TLS config, when serving HTTPS.
-    pub fn tls(&self) -> Option<&Arc<TlsConfig>> {
-        self.tls.as_ref()
+    fn shard(config: &Config<Http>) -> HttpShard {
+        HttpShard::new(config.cleaning.peer_timeout)
     }
 
-    /// Current statistics.
-    pub fn stats(&self) -> StatsSnapshot {
-        self.stats.snapshot()
+    fn summary() -> SummaryLine<SocketTotals> {
+        summary
     }
 
-    /// Blocks until shutdown or a worker failure.
-    pub fn wait(self) -> anyhow::Result<()> {
-        self.running.wait()
+    fn describe(config: &Config<Http>, tls: bool, addr: SocketAddr) -> Listening {
+        let scheme = if tls { "https" } else { "http" };
+        let path = &config.protocol.announce_path;
+        Listening {
+            url: format!("{scheme}://{addr}"),
+            note: format!("announce at {scheme}://{addr}{path}"),
+        }
     }
 
-    /// Requests shutdown and waits.
-    pub fn stop(self) -> anyhow::Result<()> {
-        self.running.stop()
+    fn state(
+        index: usize,
+        _: &Config<Http>,
+        swarms: Vec<Sender<Vec<SwarmRequest>>>,
+        local: Option<LocalSwarm<HttpShard>>,
+    ) -> State {
+        State {
+            router: Rc::new(RefCell::new(Router::new(index, swarms, local))),
+            full_scrape: RefCell::default(),
+        }
     }
-}
 
-impl std::ops::Deref for RunningTracker {
-    type Target = Running;
+    async fn refuse<S: AsyncWrite + Unpin>(stream: &mut S) {
+        refuse(stream).await;
+    }
 
-    /// Addresses, access list and shutdown flag.
-    fn deref(&self) -> &Running {
-        &self.running
+    async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
+        worker: &Worker,
+        stream: S,
+        peer: SocketAddr,
+        _: Instant,
+    ) {
+        exchange(stream, peer, worker).await;
+    }
+
+    fn deliver(worker: &Worker, replies: Vec<SwarmReply>) {
+        worker.state.router.borrow_mut().deliver(replies);
+    }
+
+    fn tick(worker: &Worker) {
+        let mut router = worker.state.router.borrow_mut();
+        // With no swarm workers this worker keeps the torrents: it cleans them too.
+        router.clean_local(&worker.context.access);
+        worker
+            .counters
+            .borrow_mut()
+            .shed(std::mem::take(&mut router.shed));
     }
 }
 
 /// Starts a tracker with its own clock.
-pub fn start(config: Config) -> anyhow::Result<RunningTracker> {
+pub fn start(config: crate::Config) -> anyhow::Result<RunningTracker> {
     start_with_clock(config, Arc::new(Clock::new()))
 }
 
-/// Starts a tracker on a given clock.
-pub fn start_with_clock(config: Config, clock: Arc<Clock>) -> anyhow::Result<RunningTracker> {
-    config.check().context("invalid configuration")?;
-    let socket_workers = config.socket_worker_count();
-    memlock::ensure_for(socket_workers, config.limits.io_memory)?;
-    let config = Arc::new(config);
-    let access = Arc::new(
-        AccessControl::from_config(&config.access_list).context("cannot load the access list")?,
-    );
-    let network = &config.network;
-    let tls = TlsConfig::load_if(
-        "http",
-        network.enable_tls,
-        &network.tls_certificate_path,
-        &network.tls_private_key_path,
-    )?;
-    let (listeners, addrs) = bind_all(&config, socket_workers)?;
-
-    let swarm_workers = config.swarm_worker_count();
-    // With swarm_workers = 0 the only socket worker keeps the torrents; it reports
-    // their size as swarm worker 0.
-    let stats = Stats::new(socket_workers, swarm_workers.max(1));
-    let shutdown = Shutdown::new();
-    let mut supervisor = Supervisor::new(shutdown.clone());
-    let (request_senders, request_receivers): (Vec<_>, Vec<_>) = (0..swarm_workers)
-        .map(|_| crossbeam_channel::bounded(config.limits.swarm_queue_len))
-        .unzip();
-
-    let mut routes = Vec::with_capacity(socket_workers);
-    let mut workers = Vec::with_capacity(socket_workers);
-    for (index, listeners) in listeners.into_iter().enumerate() {
-        let (worker, route) = socket_worker(
-            index,
-            config.clone(),
-            listeners,
-            request_senders.clone(),
-            (swarm_workers == 0).then(|| {
-                LocalSwarm::new(
-                    config.cleaning.peer_timeout,
-                    config.cleaning.interval,
-                    clock.clone(),
-                )
-            }),
-            access.clone(),
-            tls.clone(),
-            clock.clone(),
-            stats.clone(),
-            shutdown.clone(),
-        )?;
-        routes.push(route);
-        workers.push(worker);
-    }
-    drop(request_senders);
-
-    for (index, requests) in request_receivers.into_iter().enumerate() {
-        let worker = SwarmWorker {
-            config: config.clone(),
-            clock: clock.clone(),
-            access: access.clone(),
-            requests,
-            routes: routes.clone(),
-            stats: stats.clone(),
-            index,
-            shutdown: shutdown.clone(),
-        };
-        let core = config.cpu_pinning.core_for(socket_workers + index);
-        supervisor.spawn(format!("swarm-{index}"), move || {
-            maybe_pin_current_thread(core);
-            worker.run()
-        })?;
-    }
-    for (index, worker) in workers.into_iter().enumerate() {
-        // The executor pins itself (glommio placement) when pinning is on.
-        supervisor.spawn(format!("socket-{index}"), move || worker.run())?;
-    }
-    stats.log_under(&mut supervisor, &config.statistics, summary)?;
-    Ok(RunningTracker {
-        running: Running::new(addrs, supervisor, access),
-        tls,
-        clock,
-        stats,
-    })
-}
-
-/// Binds every socket worker's listeners; returns them and the bound addresses.
-fn bind_all(config: &Config, workers: usize) -> anyhow::Result<(Vec<Listeners>, Vec<SocketAddr>)> {
-    let network = &config.network;
-    let addresses = network.addresses();
-    let (sockets, bound) = shoal_common::sockets::bind_listeners(&addresses, workers)?;
-    let listeners = sockets
-        .into_iter()
-        .map(|sockets| Listeners { sockets })
-        .collect();
-    Ok((listeners, bound))
+/// Starts a tracker on a given clock (tests share one to move time forward).
+pub fn start_with_clock(
+    config: crate::Config,
+    clock: Arc<Clock>,
+) -> anyhow::Result<RunningTracker> {
+    shoal_runtime::tcp::start::<HttpTracker>(config, clock)
 }

@@ -24,26 +24,35 @@
 //!   shedding when a queue is full.
 //! * [`reply`]: reply channels back to socket workers that wake them only when they
 //!   sleep.
+//! * [`running`]: a started tracker's handle, and what a tracker binary does with it
+//!   (signals, privileges, waiting).
 //! * [`inbox`] (feature `glommio`): the receiving end of a reply channel inside a
 //!   glommio executor.
+//! * [`tcp`] (feature `glommio`): the TCP trackers' (HTTP, WebTorrent) shared start-up,
+//!   socket workers, connection limit and TLS handshake.
 
 #[cfg(feature = "glommio")]
 pub mod inbox;
 pub mod local;
 pub mod outbox;
 pub mod reply;
+pub mod running;
 pub mod shard;
 pub mod swarm_worker;
+#[cfg(feature = "glommio")]
+pub mod tcp;
 
 use std::sync::Arc;
 
-use shoal_common::metrics::WorkerStats;
-use shoal_common::{AccessControl, Shutdown};
+use anyhow::Context as _;
+use shoal_common::metrics::{Counters, WorkerStats};
+use shoal_common::{AccessControl, AccessListConfig, Shutdown};
 use shoal_swarm::Clock;
 
 pub use local::LocalSwarm;
 pub use outbox::{Batch, Outboxes, Sent, SwarmWorkerGone, shard_for};
 pub use reply::{ReplyRoute, Wake, reply_capacity, reply_channel};
+pub use running::{Listening, Reload, RunningTracker, access_list_reload, run_until_stopped};
 pub use shard::{ByWorker, CleaningSchedule, Shard};
 pub use swarm_worker::{SwarmWorkerSettings, spawn_swarm_workers, swarm_channels};
 
@@ -68,5 +77,25 @@ impl<C> Clone for Context<C> {
             stats: self.stats.clone(),
             shutdown: self.shutdown.clone(),
         }
+    }
+}
+
+impl<C: Counters> Context<C> {
+    /// A tracker's shared state: its access list loaded, statistics for its workers, a
+    /// fresh shutdown flag.
+    pub fn new(
+        access_list: &AccessListConfig,
+        clock: Arc<Clock>,
+        socket_workers: usize,
+        swarm_gauges: usize,
+    ) -> anyhow::Result<Self> {
+        let access =
+            AccessControl::from_config(access_list).context("cannot load the access list")?;
+        Ok(Self {
+            clock,
+            access: Arc::new(access),
+            stats: WorkerStats::new(socket_workers, swarm_gauges),
+            shutdown: Shutdown::new(),
+        })
     }
 }

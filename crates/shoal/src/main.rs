@@ -8,12 +8,13 @@
 //! ```
 
 use std::process::ExitCode;
-use std::sync::Arc;
 
 use anyhow::Context as _;
 use shoal_common::cli::run_cli_with_args;
+use shoal_common::metrics::Counters;
 use shoal_common::signals::{ReloadHook, spawn_signal_thread};
 use shoal_common::{AppInfo, Shutdown, logging};
+use shoal_runtime::RunningTracker;
 
 const VERSION: &str = env!("CARGO_PKG_VERSION");
 
@@ -99,8 +100,24 @@ fn run_all_with_defaults() -> ExitCode {
 struct Started {
     name: &'static str,
     shutdown: Shutdown,
-    reload: ReloadHook,
+    reload: Vec<ReloadHook>,
     wait: Box<dyn FnOnce() -> anyhow::Result<()> + Send>,
+}
+
+impl Started {
+    fn new<C, E>(name: &'static str, tracker: RunningTracker<C, E>) -> Self
+    where
+        C: Counters + 'static,
+        E: Send + 'static,
+    {
+        tracker.log_addresses();
+        Self {
+            name,
+            shutdown: tracker.shutdown_handle().clone(),
+            reload: tracker.reload_hooks(),
+            wait: Box::new(move || tracker.wait()),
+        }
+    }
 }
 
 /// Runs the UDP, HTTP and WebTorrent trackers in one process: one signal thread
@@ -111,39 +128,20 @@ fn run_all(
     http_config: shoal_http::Config,
     ws_config: shoal_ws::Config,
 ) -> anyhow::Result<()> {
-    let udp = shoal_udp::start(udp_config).context("UDP tracker")?;
-    let http = shoal_http::start(http_config).context("HTTP tracker")?;
-    let ws = shoal_ws::start(ws_config).context("WebTorrent tracker")?;
-    for addr in udp.local_addrs() {
-        log::info!("listening on udp://{addr}");
-    }
-    for addr in http.local_addrs() {
-        log::info!("listening on http://{addr}");
-    }
-    ws.log_addresses();
-
-    let mut started = Vec::new();
-    let access = Arc::clone(udp.access_control());
-    started.push(Started {
-        name: "UDP tracker",
-        shutdown: udp.shutdown_handle().clone(),
-        reload: Box::new(move || access.reload_and_log("udp")),
-        wait: Box::new(move || udp.wait()),
-    });
-    let access = Arc::clone(http.access_control());
-    started.push(Started {
-        name: "HTTP tracker",
-        shutdown: http.shutdown_handle().clone(),
-        reload: Box::new(move || access.reload_and_log("http")),
-        wait: Box::new(move || http.wait()),
-    });
-    let access = Arc::clone(ws.access_control());
-    started.push(Started {
-        name: "WebTorrent tracker",
-        shutdown: ws.shutdown_handle().clone(),
-        reload: Box::new(move || access.reload_and_log("ws")),
-        wait: Box::new(move || ws.wait()),
-    });
+    let started = vec![
+        Started::new(
+            "UDP tracker",
+            shoal_udp::start(udp_config).context("UDP tracker")?,
+        ),
+        Started::new(
+            "HTTP tracker",
+            shoal_http::start(http_config).context("HTTP tracker")?,
+        ),
+        Started::new(
+            "WebTorrent tracker",
+            shoal_ws::start(ws_config).context("WebTorrent tracker")?,
+        ),
+    ];
 
     let everything = Shutdown::new();
     let mut hooks: Vec<ReloadHook> = Vec::new();
@@ -152,7 +150,7 @@ fn run_all(
     for tracker in started {
         let shutdown = tracker.shutdown;
         everything.on_request(move || shutdown.request());
-        hooks.push(tracker.reload);
+        hooks.extend(tracker.reload);
         waiting.push((tracker.name, tracker.wait));
     }
     spawn_signal_thread(everything.clone(), hooks)?;

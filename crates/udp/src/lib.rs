@@ -31,11 +31,7 @@ mod socket;
 pub mod stats;
 pub mod tracker;
 
-use std::sync::Arc;
-
-use anyhow::Context as _;
 use shoal_common::AppInfo;
-use shoal_common::signals::spawn_signal_thread;
 
 pub use config::Config;
 pub use tracker::{RunningTracker, start, start_with_clock};
@@ -52,15 +48,5 @@ pub const APP: AppInfo = AppInfo {
 /// privileges if configured, then waits.
 pub fn run(config: Config) -> anyhow::Result<()> {
     let privileges = config.privileges.clone();
-    let tracker = start(config)?;
-    for addr in tracker.local_addrs() {
-        log::info!("listening on udp://{addr}");
-    }
-    let access = Arc::clone(tracker.access_control());
-    spawn_signal_thread(
-        tracker.shutdown_handle().clone(),
-        vec![Box::new(move || access.reload_and_log("udp"))],
-    )?;
-    shoal_common::privileges::drop_privileges(&privileges).context("cannot drop privileges")?;
-    tracker.wait()
+    shoal_runtime::run_until_stopped(start(config)?, &privileges)
 }

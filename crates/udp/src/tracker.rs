@@ -5,13 +5,14 @@ use std::sync::Arc;
 
 use anyhow::Context as _;
 use shoal_common::cpu::maybe_pin_current_thread;
-use shoal_common::{AccessControl, Running, Shutdown, Supervisor, TrackerConfig};
+use shoal_common::{Running, Supervisor, TrackerConfig};
 use shoal_swarm::Clock;
 
 use shoal_common::sockets::bind_per_worker;
 use shoal_common::tracker_config::Listen as _;
 use shoal_runtime::{
-    Context, LocalSwarm, SwarmWorkerSettings, reply_capacity, spawn_swarm_workers, swarm_channels,
+    Context, Listening, LocalSwarm, SwarmWorkerSettings, access_list_reload, reply_capacity,
+    spawn_swarm_workers, swarm_channels,
 };
 use shoal_swarm::BitTorrentMap;
 
@@ -23,48 +24,12 @@ use crate::socket::dispatch::Dispatcher;
 use crate::socket::{
     LocalTorrents, SocketWorker, SocketWorkerParts, WorkerSockets, bind_socket, recv_slot_len,
 };
-use crate::stats::{Stats, StatsSnapshot, summary};
+use crate::stats::{SharedSocketCounters, summary};
 
 /// A tracker whose sockets are bound and whose workers are running.
 ///
 /// Dropping it shuts the tracker down and waits (briefly) for its threads.
-#[derive(Debug)]
-pub struct RunningTracker {
-    running: Running,
-    clock: Arc<Clock>,
-    stats: Arc<Stats>,
-}
-
-impl RunningTracker {
-    /// The tracker's clock; tests advance it to expire peers and connection ids.
-    pub fn clock(&self) -> &Arc<Clock> {
-        &self.clock
-    }
-
-    /// Current statistics.
-    pub fn stats(&self) -> StatsSnapshot {
-        self.stats.snapshot()
-    }
-
-    /// Blocks until shutdown is requested or a worker fails.
-    pub fn wait(self) -> anyhow::Result<()> {
-        self.running.wait()
-    }
-
-    /// Requests shutdown and waits for the workers.
-    pub fn stop(self) -> anyhow::Result<()> {
-        self.running.stop()
-    }
-}
-
-impl std::ops::Deref for RunningTracker {
-    type Target = Running;
-
-    /// Addresses, access list and shutdown flag.
-    fn deref(&self) -> &Running {
-        &self.running
-    }
-}
+pub type RunningTracker = shoal_runtime::RunningTracker<SharedSocketCounters>;
 
 /// Starts a tracker with its own clock.
 pub fn start(config: Config) -> anyhow::Result<RunningTracker> {
@@ -75,23 +40,23 @@ pub fn start(config: Config) -> anyhow::Result<RunningTracker> {
 pub fn start_with_clock(config: Config, clock: Arc<Clock>) -> anyhow::Result<RunningTracker> {
     config.check().context("invalid configuration")?;
     let config = Arc::new(config);
-    let access = Arc::new(
-        AccessControl::from_config(&config.access_list).context("cannot load the access list")?,
-    );
     let (sockets, addrs) = bind_all(&config)?;
-
     let socket_workers = sockets.len();
     let swarm_workers = config.swarm_worker_count();
     // With swarm_workers = 0 the only socket worker keeps the torrents; it reports
     // their size as swarm worker 0.
-    let stats = Stats::new(socket_workers, swarm_workers.max(1));
-    let shutdown = Shutdown::new();
-    let context = Context {
-        clock: clock.clone(),
-        access: access.clone(),
-        stats: stats.clone(),
-        shutdown: shutdown.clone(),
-    };
+    let context = Context::<SharedSocketCounters>::new(
+        &config.access_list,
+        clock,
+        socket_workers,
+        swarm_workers.max(1),
+    )?;
+    let Context {
+        clock,
+        access,
+        stats,
+        shutdown,
+    } = context.clone();
     let mut supervisor = Supervisor::new(shutdown.clone());
     let ids = ConnectionIds::new(config.protocol.connection_id_lifetime);
     let queue_len = config.limits.swarm_queue_len;
@@ -162,11 +127,22 @@ pub fn start_with_clock(config: Config, clock: Arc<Clock>) -> anyhow::Result<Run
     }
     stats.log_under(&mut supervisor, &config.statistics, summary)?;
 
-    Ok(RunningTracker {
-        running: Running::new(addrs, supervisor, access),
-        clock,
-        stats,
-    })
+    let listening = addrs
+        .iter()
+        .map(|addr| Listening {
+            url: format!("udp://{addr}"),
+            note: String::new(),
+        })
+        .collect();
+    let reloads = vec![access_list_reload(&context, "udp")];
+    let running = Running::new(addrs, supervisor, access);
+    Ok(RunningTracker::new(
+        running,
+        &context,
+        listening,
+        reloads,
+        (),
+    ))
 }
 
 /// Binds every socket worker's sockets; returns them and the bound addresses.

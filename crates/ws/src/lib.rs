@@ -10,33 +10,34 @@
 //!   TCP ─► socket::connection (glommio task per connection: upgrade, frames, JSON)
 //!               │  socket::router: batch per swarm worker
 //!               ▼
-//!          crossbeam channel ─► swarm_worker (thread, swarm::Swarms shard) ─┐
-//!               ▲                                                            │
-//!   connection queues ◄── reply inbox ◄── channel + socket-pair wake-up ◄────┘
+//!          crossbeam channel ─► swarm::Swarms (shard, on a swarm worker thread) ─┐
+//!               ▲                                                                  │
+//!   connection queues ◄── reply inbox ◄── channel + socket-pair wake-up ◄─────────┘
 //! ```
 //!
-//! * [`config`]: every setting, documented once (printed by `-p`).
-//! * [`socket`]: socket workers (glommio executors): accepting, the opening HTTP
-//!   request, WebSocket framing (tungstenite), per-connection limits and queues.
-//! * [`swarm`]: peers by peer id, offer forwarding and answer checks; no I/O.
-//! * [`swarm_worker`]: swarm worker threads, one shard of torrents each.
-//! * [`messages`]: what socket and swarm workers send each other.
+//! Executors, accept loops, the connection limit, TLS, swarm worker threads and the
+//! start-up are `shoal_runtime`'s, shared with the HTTP tracker; peers are stored in
+//! `shoal_swarm` like every tracker's. This crate is the WebTorrent protocol: the
+//! upgrade, messages, and offer/answer bookkeeping.
+//!
+//! * [`config`]: the WebTorrent sections of the config, documented once (`-p`).
+//! * `socket`: the opening HTTP request, WebSocket framing (tungstenite),
+//!   per-connection limits and queues, and the router to swarm workers.
+//! * `swarm`: the shard: peers by peer id (owned by their connection), offer
+//!   forwarding and answer checks; no I/O.
+//! * `messages`: what socket and swarm workers send each other; both depend on it.
 //! * [`stats`]: counters and the statistics line.
-//! * [`tracker`]: binding, wiring and starting; [`run`] adds signals and privileges.
+//! * [`tracker`]: the WebTorrent tracker as a `shoal_runtime` TCP tracker; [`run`]
+//!   adds signals and privileges.
 
 pub mod config;
-pub mod messages;
-pub mod socket;
+mod messages;
+mod socket;
 pub mod stats;
-pub mod swarm;
-pub(crate) mod swarm_worker;
+mod swarm;
 pub mod tracker;
 
-use std::sync::Arc;
-
-use anyhow::Context as _;
 use shoal_common::AppInfo;
-use shoal_common::signals::{ReloadHook, spawn_signal_thread};
 
 pub use config::Config;
 pub use tracker::{RunningTracker, start, start_with_clock};
@@ -52,15 +53,5 @@ pub const APP: AppInfo = AppInfo {
 /// access list and the TLS certificate.
 pub fn run(config: Config) -> anyhow::Result<()> {
     let privileges = config.privileges.clone();
-    let tracker = start(config)?;
-    tracker.log_addresses();
-    let access = Arc::clone(tracker.access_control());
-    let mut hooks: Vec<ReloadHook> = vec![Box::new(move || access.reload_and_log("ws"))];
-    if let Some(tls) = tracker.tls() {
-        let tls = Arc::clone(tls);
-        hooks.push(Box::new(move || tls.reload_and_log()));
-    }
-    spawn_signal_thread(tracker.shutdown_handle().clone(), hooks)?;
-    shoal_common::privileges::drop_privileges(&privileges).context("cannot drop privileges")?;
-    tracker.wait()
+    shoal_runtime::run_until_stopped(start(config)?, &privileges)
 }

@@ -9,7 +9,7 @@ use shoal_ws_protocol::{AnnounceRequest, Id20, ScrapeFile, ServerMessage};
 
 /// A connection of a socket worker: where messages go.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct ConnectionRef {
+pub(crate) struct ConnectionRef {
     /// The socket worker.
     pub worker: u16,
     /// The connection, unique within its worker for the life of the process.
@@ -18,7 +18,7 @@ pub struct ConnectionRef {
 
 /// One request for a swarm worker.
 #[derive(Debug)]
-pub struct SwarmRequest {
+pub(crate) struct SwarmRequest {
     /// The connection it came from.
     pub from: ConnectionRef,
     /// What to do.
@@ -27,7 +27,7 @@ pub struct SwarmRequest {
 
 /// What a swarm worker is asked.
 #[derive(Debug)]
-pub enum RequestKind {
+pub(crate) enum RequestKind {
     /// An announce, checked by the socket worker (access list, rate, offers capped).
     Announce(Box<AnnounceRequest>),
     /// Counts for these torrents: the part of scrape `scrape_id` this worker owns.
@@ -37,21 +37,14 @@ pub enum RequestKind {
         /// The torrents.
         info_hashes: Vec<Id20>,
     },
-    /// The connection closed: these (info hash, peer id) leave their swarms.
+    /// The connection closed: these (info hash, peer id) leave their swarms. Never
+    /// shed: a full queue keeps it for the next flush, or its peers would linger.
     Leave(Vec<(Id20, Id20)>),
-}
-
-impl RequestKind {
-    /// Whether the request may be dropped when a queue is full (the client gets a
-    /// "busy" error); a `Leave` must not, or its peers would linger.
-    pub fn sheddable(&self) -> bool {
-        !matches!(self, Self::Leave(_))
-    }
 }
 
 /// A message for one connection.
 #[derive(Debug)]
-pub enum ToConnection {
+pub(crate) enum ToConnection {
     /// A message to write as it is (announce reply, offer, answer, error).
     Message(ServerMessage),
     /// An answer that was not relayed: no such offer was sent to the answering peer,
@@ -77,16 +70,4 @@ pub enum ToConnection {
 }
 
 /// A message and the connection (of the receiving socket worker) it is for.
-pub type Delivery = (u64, ToConnection);
-
-/// The swarm worker that owns `info_hash`, out of `workers`.
-pub fn swarm_worker_for(info_hash: &Id20, workers: usize) -> usize {
-    // Info hashes are SHA-1 output: any bytes are uniform.
-    let value = u32::from_le_bytes([
-        info_hash.0[0],
-        info_hash.0[1],
-        info_hash.0[2],
-        info_hash.0[3],
-    ]);
-    (value as usize) % workers.max(1)
-}
+pub(crate) type Delivery = (u64, ToConnection);

@@ -21,9 +21,11 @@ use std::hash::Hasher as _;
 
 use rand::RngExt as _;
 use rand::rngs::SmallRng;
+use shoal_common::access_list::AccessSnapshot;
+use shoal_runtime::{ByWorker, Shard};
 use shoal_swarm::{
-    Announce, AnnounceEvent as SwarmEvent, PeerData, PeerList, PeerTaken, ScrapeStats, ServerTime,
-    TorrentMap,
+    Announce, AnnounceEvent as SwarmEvent, CleanReport, PeerData, PeerList, PeerTaken, ScrapeStats,
+    ServerTime, TorrentMap,
 };
 use shoal_ws_protocol::{
     AnnounceEvent, AnnounceRequest, AnnounceResponse, ForwardedAnswer, ForwardedOffer, Id20,
@@ -31,11 +33,11 @@ use shoal_ws_protocol::{
 };
 use siphasher::sip::SipHasher13;
 
-use crate::messages::{ConnectionRef, RequestKind, SwarmRequest, ToConnection};
+use crate::messages::{ConnectionRef, Delivery, RequestKind, SwarmRequest, ToConnection};
 
 /// Timing the swarms need.
 #[derive(Clone, Copy, Debug)]
-pub struct SwarmSettings {
+pub(crate) struct SwarmSettings {
     /// Seconds between announces, told to clients.
     pub announce_interval: u32,
     /// Seconds after its last announce that a peer is dropped.
@@ -48,7 +50,7 @@ pub struct SwarmSettings {
 
 /// What the tracker keeps with each WebTorrent peer.
 #[derive(Debug)]
-pub struct WsPeer {
+pub(crate) struct WsPeer {
     /// The connection that announced the peer id, and owns it.
     connection: ConnectionRef,
     /// Offers sent to this peer and not answered yet, oldest first.
@@ -98,37 +100,65 @@ type Torrents = TorrentMap<PeerList<Id20, WsPeer>>;
 
 /// The torrents of one swarm worker.
 #[derive(Debug)]
-pub struct Swarms {
+pub(crate) struct Swarms {
     torrents: Torrents,
     settings: SwarmSettings,
     rng: SmallRng,
     /// SipHash keys for offer keys, random per worker.
     offer_keys: (u64, u64),
+    /// Messages of the request being served.
+    produced: Vec<(ConnectionRef, ToConnection)>,
+    /// Messages of the batch being served, by socket worker.
+    deliveries: ByWorker<Delivery>,
+}
+
+impl Shard for Swarms {
+    type Batch = Vec<SwarmRequest>;
+    type Reply = Vec<Delivery>;
+
+    fn handle(
+        &mut self,
+        batch: Vec<SwarmRequest>,
+        now: ServerTime,
+        reply: &mut impl FnMut(usize, Vec<Delivery>),
+    ) {
+        let mut produced = std::mem::take(&mut self.produced);
+        for request in batch {
+            self.serve(request, now, &mut produced);
+            for (to, message) in produced.drain(..) {
+                self.deliveries
+                    .push(usize::from(to.worker), (to.id, message));
+            }
+        }
+        self.produced = produced;
+        self.deliveries.send_all(reply);
+    }
+
+    fn clean(&mut self, now: ServerTime, access: &AccessSnapshot) -> CleanReport {
+        self.torrents
+            .clean(now, |info_hash| access.allows(info_hash))
+    }
+
+    fn sizes(&self) -> (usize, usize) {
+        (self.torrents.torrent_count(), self.torrents.peer_count())
+    }
 }
 
 impl Swarms {
     /// Empty swarms.
-    pub fn new(settings: SwarmSettings, mut rng: SmallRng) -> Self {
+    pub(crate) fn new(settings: SwarmSettings, mut rng: SmallRng) -> Self {
         Self {
             torrents: Torrents::new(settings.peer_timeout),
             settings,
             offer_keys: (rng.random(), rng.random()),
             rng,
+            produced: Vec::new(),
+            deliveries: ByWorker::default(),
         }
     }
 
-    /// Number of torrents.
-    pub fn torrent_count(&self) -> usize {
-        self.torrents.torrent_count()
-    }
-
-    /// Number of peers.
-    pub fn peer_count(&self) -> usize {
-        self.torrents.peer_count()
-    }
-
     /// Serves one request at `now`; the messages it causes go to `out`.
-    pub fn handle(
+    pub(crate) fn serve(
         &mut self,
         request: SwarmRequest,
         now: ServerTime,
@@ -291,14 +321,6 @@ impl Swarms {
         answerer.expires = expires;
         Ok(offerer)
     }
-
-    /// Drops peers that stopped announcing, offers nobody answered in time, torrents
-    /// left empty and torrents `allowed` refuses (the access list changed). Returns
-    /// the torrents and peers kept.
-    pub fn clean(&mut self, now: ServerTime, allowed: impl Fn(&Id20) -> bool) -> (usize, usize) {
-        self.torrents.clean(now, |hash| allowed(&Id20(*hash)));
-        (self.torrents.torrent_count(), self.torrents.peer_count())
-    }
 }
 
 /// Who made which offer, in 8 bytes. Keyed (random keys per swarm worker), so a
@@ -385,7 +407,7 @@ mod tests {
         now: u32,
     ) -> Vec<(ConnectionRef, ToConnection)> {
         let mut out = Vec::new();
-        swarms.handle(SwarmRequest { from, kind }, ServerTime(now), &mut out);
+        swarms.serve(SwarmRequest { from, kind }, ServerTime(now), &mut out);
         out
     }
 
@@ -692,8 +714,15 @@ mod tests {
         }
         // Peers live until peer_timeout (300) after their announce, as in every
         // tracker: present at 299, gone at 300.
-        assert_eq!(swarms.clean(ServerTime(299), |_| true), (1, 1));
-        assert_eq!(swarms.clean(ServerTime(300), |_| true), (0, 0));
+        let everything = shoal_common::AccessControl::with_list(
+            shoal_common::AccessListMode::Off,
+            shoal_common::access_list::AccessList::default(),
+        )
+        .snapshot();
+        swarms.clean(ServerTime(299), &everything);
+        assert_eq!(swarms.sizes(), (1, 1));
+        swarms.clean(ServerTime(300), &everything);
+        assert_eq!(swarms.sizes(), (0, 0));
     }
 
     #[test]

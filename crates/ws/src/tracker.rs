@@ -1,170 +1,127 @@
-//! Starting and stopping the WebTorrent tracker.
+//! Starting the WebTorrent tracker: what makes it a [`TcpTracker`]; the start-up itself
+//! is the TCP trackers' shared one (`shoal_runtime::tcp`).
 
+use std::cell::RefCell;
+use std::net::SocketAddr;
+use std::rc::Rc;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
-use anyhow::Context as _;
-use shoal_common::cpu::maybe_pin_current_thread;
-use shoal_common::memlock;
-use shoal_common::tls::TlsConfig;
-use shoal_common::tracker_config::Listen as _;
-use shoal_common::{AccessControl, Running, Shutdown, Supervisor, TrackerConfig};
+use crossbeam_channel::Sender;
+use futures_lite::{AsyncRead, AsyncWrite};
+use shoal_common::metrics::SummaryLine;
+use shoal_common::tracker_config::Config;
+use shoal_runtime::tcp::{ConnectionCounters as _, RunningTcpTracker, TcpSettings, TcpTracker};
+use shoal_runtime::{Listening, LocalSwarm};
 use shoal_swarm::Clock;
 
-use crate::config::Config;
-use crate::socket::router::LocalSwarm;
-use crate::socket::{Listeners, SocketWorkerParts, socket_worker};
-use crate::stats::{Stats, StatsSnapshot, summary};
-use crate::swarm::SwarmSettings;
-use crate::swarm_worker::SwarmWorker;
+use crate::config::Ws;
+use crate::messages::{Delivery, SwarmRequest};
+use crate::socket::connection::{refuse, serve};
+use crate::socket::router::Router;
+use crate::socket::{State, Worker};
+use crate::stats::{SharedSocketCounters, SocketTotals, summary};
+use crate::swarm::{SwarmSettings, Swarms};
 
 /// A running WebTorrent tracker; dropping it shuts it down.
+pub type RunningTracker = RunningTcpTracker<SharedSocketCounters>;
+
+shoal_runtime::connection_counters!(crate::stats::SocketCounters, SharedSocketCounters);
+
+/// The WebTorrent tracker as the shared TCP start-up sees it.
 #[derive(Debug)]
-pub struct RunningTracker {
-    running: Running,
-    tls: Option<Arc<TlsConfig>>,
-    clock: Arc<Clock>,
-    stats: Arc<Stats>,
-}
+pub(crate) struct WsTracker;
 
-impl RunningTracker {
-    /// The clock (tests advance it).
-    pub fn clock(&self) -> &Arc<Clock> {
-        &self.clock
-    }
+impl TcpTracker for WsTracker {
+    type Kind = Ws;
+    type Shard = Swarms;
+    type Counters = SharedSocketCounters;
+    type State = State;
 
-    /// The TLS config, when serving wss.
-    pub fn tls(&self) -> Option<&Arc<TlsConfig>> {
-        self.tls.as_ref()
-    }
+    const NAME: &'static str = "ws";
 
-    /// Current statistics.
-    pub fn stats(&self) -> StatsSnapshot {
-        self.stats.snapshot()
-    }
-
-    /// The URLs clients announce to, one per listening address.
-    pub fn urls(&self) -> Vec<String> {
-        let scheme = if self.tls.is_some() { "wss" } else { "ws" };
-        self.local_addrs()
-            .iter()
-            .map(|addr| format!("{scheme}://{addr}"))
-            .collect()
-    }
-
-    /// Logs where the tracker listens.
-    pub fn log_addresses(&self) {
-        for url in self.urls() {
-            log::info!("listening on {url}");
+    fn settings(config: &Config<Ws>) -> TcpSettings {
+        TcpSettings {
+            io_memory: config.limits.io_memory,
+            swarm_queue_len: config.limits.swarm_queue_len,
+            max_connections: config.network.max_connections,
+            handshake_timeout: Duration::from_secs(config.network.handshake_timeout.into()),
         }
     }
 
-    /// Blocks until shutdown or a worker failure.
-    pub fn wait(self) -> anyhow::Result<()> {
-        self.running.wait()
+    fn shard(config: &Config<Ws>) -> Swarms {
+        let settings = SwarmSettings {
+            announce_interval: config.protocol.announce_interval,
+            peer_timeout: config.cleaning.peer_timeout,
+            offer_lifetime: config.protocol.offer_lifetime,
+            max_pending_offers: config.protocol.max_pending_offers,
+        };
+        Swarms::new(settings, rand::make_rng())
     }
 
-    /// Requests shutdown and waits.
-    pub fn stop(self) -> anyhow::Result<()> {
-        self.running.stop()
+    fn summary() -> SummaryLine<SocketTotals> {
+        summary
     }
-}
 
-impl std::ops::Deref for RunningTracker {
-    type Target = Running;
+    fn describe(_: &Config<Ws>, tls: bool, addr: SocketAddr) -> Listening {
+        let scheme = if tls { "wss" } else { "ws" };
+        Listening {
+            url: format!("{scheme}://{addr}"),
+            note: String::new(),
+        }
+    }
 
-    /// Addresses, access list and shutdown flag.
-    fn deref(&self) -> &Running {
-        &self.running
+    fn state(
+        index: usize,
+        _: &Config<Ws>,
+        swarms: Vec<Sender<Vec<SwarmRequest>>>,
+        local: Option<LocalSwarm<Swarms>>,
+    ) -> State {
+        State {
+            router: Rc::new(RefCell::new(Router::new(index, swarms, local))),
+        }
+    }
+
+    async fn refuse<S: AsyncWrite + Unpin>(stream: &mut S) {
+        refuse(stream).await;
+    }
+
+    async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
+        worker: &Worker,
+        stream: S,
+        peer: SocketAddr,
+        deadline: Instant,
+    ) {
+        serve(stream, peer, worker, deadline).await;
+    }
+
+    fn deliver(worker: &Worker, deliveries: Vec<Delivery>) {
+        worker.state.router.borrow_mut().deliver(deliveries);
+    }
+
+    fn tick(worker: &Worker) {
+        let mut router = worker.state.router.borrow_mut();
+        // Leave notices a full queue turned back go out again.
+        if router.has_waiting() {
+            router.flush();
+        }
+        router.clean_local(&worker.context.access);
+        worker
+            .counters
+            .borrow_mut()
+            .shed(std::mem::take(&mut router.shed));
     }
 }
 
 /// Starts a tracker with its own clock.
-pub fn start(config: Config) -> anyhow::Result<RunningTracker> {
+pub fn start(config: crate::Config) -> anyhow::Result<RunningTracker> {
     start_with_clock(config, Arc::new(Clock::new()))
 }
 
-/// Starts a tracker on a given clock.
-pub fn start_with_clock(config: Config, clock: Arc<Clock>) -> anyhow::Result<RunningTracker> {
-    config.check().context("invalid configuration")?;
-    let socket_workers = config.socket_worker_count();
-    memlock::ensure_for(socket_workers, config.limits.io_memory)?;
-    let config = Arc::new(config);
-    let access = Arc::new(
-        AccessControl::from_config(&config.access_list).context("cannot load the access list")?,
-    );
-    let network = &config.network;
-    let tls = TlsConfig::load_if(
-        "ws",
-        network.enable_tls,
-        &network.tls_certificate_path,
-        &network.tls_private_key_path,
-    )?;
-    let addresses = network.addresses();
-    let (sockets, addrs) = shoal_common::sockets::bind_listeners(&addresses, socket_workers)?;
-
-    let settings = SwarmSettings {
-        announce_interval: config.protocol.announce_interval,
-        peer_timeout: config.cleaning.peer_timeout,
-        offer_lifetime: config.protocol.offer_lifetime,
-        max_pending_offers: config.protocol.max_pending_offers,
-    };
-    let swarm_workers = config.swarm_worker_count();
-    // With swarm_workers = 0 the only socket worker keeps the torrents; it reports
-    // their size as swarm worker 0.
-    let stats = Stats::new(socket_workers, swarm_workers.max(1));
-    let shutdown = Shutdown::new();
-    let mut supervisor = Supervisor::new(shutdown.clone());
-    let (request_senders, request_receivers): (Vec<_>, Vec<_>) = (0..swarm_workers)
-        .map(|_| crossbeam_channel::bounded(config.limits.swarm_queue_len))
-        .unzip();
-
-    let mut routes = Vec::with_capacity(socket_workers);
-    let mut workers = Vec::with_capacity(socket_workers);
-    for (index, sockets) in sockets.into_iter().enumerate() {
-        let parts = SocketWorkerParts {
-            config: config.clone(),
-            swarms: request_senders.clone(),
-            local_swarm: (swarm_workers == 0)
-                .then(|| LocalSwarm::new(settings, config.cleaning.interval, clock.clone())),
-            access: access.clone(),
-            tls: tls.clone(),
-            clock: clock.clone(),
-            stats: stats.clone(),
-            shutdown: shutdown.clone(),
-        };
-        let (worker, route) = socket_worker(index, Listeners { sockets }, parts)?;
-        routes.push(route);
-        workers.push(worker);
-    }
-    drop(request_senders);
-
-    for (index, requests) in request_receivers.into_iter().enumerate() {
-        let worker = SwarmWorker {
-            settings,
-            clean_every: config.cleaning.interval,
-            clock: clock.clone(),
-            access: access.clone(),
-            requests,
-            routes: routes.clone(),
-            stats: stats.clone(),
-            index,
-            shutdown: shutdown.clone(),
-        };
-        let core = config.cpu_pinning.core_for(socket_workers + index);
-        supervisor.spawn(format!("swarm-{index}"), move || {
-            maybe_pin_current_thread(core);
-            worker.run()
-        })?;
-    }
-    for (index, worker) in workers.into_iter().enumerate() {
-        // The executor pins itself (glommio placement) when pinning is on.
-        supervisor.spawn(format!("socket-{index}"), move || worker.run())?;
-    }
-    stats.log_under(&mut supervisor, &config.statistics, summary)?;
-    Ok(RunningTracker {
-        running: Running::new(addrs, supervisor, access),
-        tls,
-        clock,
-        stats,
-    })
+/// Starts a tracker on a given clock (tests share one to move time forward).
+pub fn start_with_clock(
+    config: crate::Config,
+    clock: Arc<Clock>,
+) -> anyhow::Result<RunningTracker> {
+    shoal_runtime::tcp::start::<WsTracker>(config, clock)
 }

@@ -9,13 +9,12 @@
 //!   failure reason, then the connection closes. A refused info hash gets a 200 with a
 //!   failure reason (what BEP 3 clients show to users) and the connection stays open.
 
-use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use futures_lite::{AsyncRead, AsyncReadExt as _, AsyncWrite, AsyncWriteExt as _};
-use glommio::net::TcpStream;
+use shoal_common::executor::{within, write_all_before};
 use shoal_http_protocol::request::ProxyHeader;
 use shoal_http_protocol::response::write_framed;
 use shoal_http_protocol::{
@@ -25,17 +24,18 @@ use shoal_http_protocol::{
 };
 use shoal_swarm::{AnnounceEvent, PeerLimits, ServerTime};
 
-use super::Local;
+use shoal_runtime::shard_for;
+use shoal_swarm::PeerAddress;
+
+use super::Worker;
 use super::router::{CallError, Merged, call};
 use crate::config::HeaderPosition;
-use crate::messages::{
-    AnnounceWork, AnnouncedPeers, PeerAddress, SwarmReplyKind, SwarmRequestKind, swarm_worker_for,
-};
+use crate::messages::{AnnounceWork, AnnouncedPeers, SwarmReplyKind, SwarmRequestKind};
 
 /// Reply to a refused info hash.
-pub const NOT_ALLOWED: &str = "info hash not allowed";
+pub(crate) const NOT_ALLOWED: &str = "info hash not allowed";
 /// Reply when a swarm worker's queue is full.
-pub const BUSY: &str = "tracker busy, try again later";
+pub(crate) const BUSY: &str = "tracker busy, try again later";
 
 /// The last full-scrape reply body of one socket worker.
 #[derive(Debug, Default)]
@@ -44,64 +44,22 @@ pub(crate) struct FullScrapeCache {
     building: bool,
 }
 
-/// Serves one accepted connection.
-pub(crate) async fn run(stream: TcpStream, peer: SocketAddr, local: Rc<Local>) {
-    let open = local.connections.get();
-    if open >= local.config.network.max_connections {
-        local.counters.borrow_mut().refused += 1;
-        let mut out = Vec::new();
-        write_failure(&mut out, 503, "too many connections", false);
-        let mut stream = stream;
-        let _ = within(Duration::from_secs(1), stream.write_all(&out)).await;
-        return;
-    }
-    local.connections.set(open + 1);
-    local.counters.borrow_mut().accepted += 1;
-    let _ = stream.set_nodelay(true);
-
-    match &local.tls {
-        None => serve(stream, peer, &local).await,
-        Some(tls) => {
-            let acceptor = futures_rustls::TlsAcceptor::from(tls.current());
-            let handshake = Duration::from_secs(local.config.network.tls_handshake_timeout.into());
-            match within(handshake, acceptor.accept(stream)).await {
-                Some(Ok(stream)) => serve(stream, peer, &local).await,
-                _ => local.counters.borrow_mut().tls_failures += 1,
-            }
-        }
-    }
-    local.connections.set(local.connections.get() - 1);
-}
-
-/// Runs `future` for at most `limit`.
-async fn within<T>(limit: Duration, future: impl Future<Output = T>) -> Option<T> {
-    futures_lite::future::or(async { Some(future.await) }, async {
-        glommio::timer::sleep(limit).await;
-        None
-    })
-    .await
+/// Answers a connection over the limit.
+pub(crate) async fn refuse<S: AsyncWrite + Unpin>(stream: &mut S) {
+    let mut out = Vec::new();
+    write_failure(&mut out, 503, "too many connections", false);
+    let _ = stream.write_all(&out).await;
 }
 
 async fn write_all<S: AsyncWrite + Unpin>(stream: &mut S, bytes: &[u8], limit: Duration) -> bool {
-    let write = async {
-        stream.write_all(bytes).await?;
-        stream.flush().await
-    };
-    matches!(within(limit, write).await, Some(Ok(())))
-}
-
-async fn serve<S: AsyncRead + AsyncWrite + Unpin>(mut stream: S, peer: SocketAddr, local: &Local) {
-    exchange(&mut stream, peer, local).await;
-    // End the connection properly: TLS sends close_notify (clients may otherwise take
-    // the close for a truncation attack), and TCP gets a FIN.
-    let _ = within(Duration::from_secs(1), stream.close()).await;
+    write_all_before(stream, bytes, Instant::now() + limit).await
 }
 
 /// Reads requests and writes responses until the connection should end.
-async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
+pub(crate) async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
     mut stream: S,
     peer: SocketAddr,
-    local: &Local,
+    local: &Worker,
 ) {
     let config = &local.config;
     let proxy = &config.network.reverse_proxy_ip_header;
@@ -169,7 +127,7 @@ async fn answer(
     parsed: &ParsedRequest,
     peer_ip: IpAddr,
     keep_alive: bool,
-    local: &Local,
+    local: &Worker,
     out: &mut Vec<u8>,
 ) -> bool {
     let ip = parsed.forwarded_ip.unwrap_or(peer_ip).to_canonical();
@@ -191,11 +149,11 @@ async fn announce(
     request: &AnnounceRequest,
     ip: IpAddr,
     keep_alive: bool,
-    local: &Local,
+    local: &Worker,
     out: &mut Vec<u8>,
 ) -> Result<(), CallError> {
     local.counters.borrow_mut().announces += 1;
-    if !local.access.allows(&request.info_hash) {
+    if !local.context.access.allows(&request.info_hash) {
         local.counters.borrow_mut().access_denied += 1;
         write_failure(out, 200, NOT_ALLOWED, keep_alive);
         return Ok(());
@@ -220,13 +178,16 @@ async fn announce(
         peers_wanted: limits.resolve(request.numwant.unwrap_or(0)) as u16,
         with_peer_ids: !request.compact && !request.no_peer_id,
     };
-    let worker = swarm_worker_for(&request.info_hash, local.router.borrow().swarm_workers());
+    let worker = shard_for(
+        &request.info_hash,
+        local.state.router.borrow().swarm_workers(),
+    );
     let Merged::Announce(SwarmReplyKind::Announce {
         complete,
         incomplete,
         peers,
     }) = call(
-        &local.router,
+        &local.state.router,
         vec![(worker, SwarmRequestKind::Announce(work))],
     )
     .await?
@@ -285,25 +246,25 @@ fn compact_port(chunk: &[u8]) -> u16 {
 async fn scrape(
     request: &ScrapeRequest,
     keep_alive: bool,
-    local: &Local,
+    local: &Worker,
     out: &mut Vec<u8>,
 ) -> Result<(), CallError> {
     local.counters.borrow_mut().scrapes += 1;
     if request.info_hashes.is_empty() {
         return full_scrape(keep_alive, local, out).await;
     }
-    if local.access.mode() != shoal_common::AccessListMode::Off {
-        let access = local.access.snapshot();
+    if local.context.access.mode() != shoal_common::AccessListMode::Off {
+        let access = local.context.access.snapshot();
         if !request.info_hashes.iter().all(|hash| access.allows(hash)) {
             local.counters.borrow_mut().access_denied += 1;
             write_failure(out, 200, NOT_ALLOWED, keep_alive);
             return Ok(());
         }
     }
-    let workers = local.router.borrow().swarm_workers();
+    let workers = local.state.router.borrow().swarm_workers();
     let mut parts: Vec<(usize, Vec<[u8; 20]>)> = Vec::new();
     for hash in &request.info_hashes {
-        let worker = swarm_worker_for(hash, workers);
+        let worker = shard_for(hash, workers);
         match parts.iter_mut().find(|(w, _)| *w == worker) {
             Some((_, hashes)) => hashes.push(*hash),
             None => parts.push((worker, vec![*hash])),
@@ -313,7 +274,7 @@ async fn scrape(
         .into_iter()
         .map(|(worker, hashes)| (worker, SwarmRequestKind::Scrape(hashes)))
         .collect();
-    let Merged::Scrape(counts) = call(&local.router, parts).await? else {
+    let Merged::Scrape(counts) = call(&local.state.router, parts).await? else {
         unreachable!("a scrape gets scrape replies");
     };
     let mut files = counts
@@ -326,15 +287,15 @@ async fn scrape(
 
 /// Full scrapes are built at most once per `full_scrape_interval` per socket worker and
 /// reused in between.
-async fn full_scrape(keep_alive: bool, local: &Local, out: &mut Vec<u8>) -> Result<(), CallError> {
+async fn full_scrape(keep_alive: bool, local: &Worker, out: &mut Vec<u8>) -> Result<(), CallError> {
     let protocol = &local.config.protocol;
     if !protocol.full_scrape {
         write_failure(out, 200, "full scrape is disabled", keep_alive);
         return Ok(());
     }
-    let now = local.clock.now();
+    let now = local.context.clock.now();
     let cached = {
-        let cache = local.full_scrape.borrow();
+        let cache = local.state.full_scrape.borrow();
         cache.body.as_ref().and_then(|(built, body)| {
             let fresh = now
                 .seconds_since(*built)
@@ -346,7 +307,7 @@ async fn full_scrape(keep_alive: bool, local: &Local, out: &mut Vec<u8>) -> Resu
         write_framed(out, 200, keep_alive, &body);
         return Ok(());
     }
-    if local.full_scrape.borrow().building {
+    if local.state.full_scrape.borrow().building {
         write_failure(
             out,
             200,
@@ -355,14 +316,14 @@ async fn full_scrape(keep_alive: bool, local: &Local, out: &mut Vec<u8>) -> Resu
         );
         return Ok(());
     }
-    local.full_scrape.borrow_mut().building = true;
+    local.state.full_scrape.borrow_mut().building = true;
     local.counters.borrow_mut().full_scrapes += 1;
-    let workers = local.router.borrow().swarm_workers();
+    let workers = local.state.router.borrow().swarm_workers();
     let parts = (0..workers)
         .map(|worker| (worker, SwarmRequestKind::FullScrape))
         .collect();
-    let result = call(&local.router, parts).await;
-    local.full_scrape.borrow_mut().building = false;
+    let result = call(&local.state.router, parts).await;
+    local.state.full_scrape.borrow_mut().building = false;
     let Merged::Scrape(counts) = result? else {
         unreachable!("a scrape gets scrape replies")
     };
@@ -373,7 +334,7 @@ async fn full_scrape(keep_alive: bool, local: &Local, out: &mut Vec<u8>) -> Resu
     let mut body = Vec::new();
     shoal_http_protocol::response::write_scrape_body(&mut body, &mut files);
     let body = Rc::new(body);
-    local.full_scrape.borrow_mut().body = Some((now, body.clone()));
+    local.state.full_scrape.borrow_mut().body = Some((now, body.clone()));
     write_framed(out, 200, keep_alive, &body);
     Ok(())
 }

@@ -14,26 +14,25 @@ use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{Context, Poll, Waker};
 
-use std::sync::Arc;
-
-use crossbeam_channel::{Sender, TrySendError};
+use crossbeam_channel::Sender;
+use shoal_common::AccessControl;
 use shoal_http_protocol::InfoHash;
+use shoal_runtime::{LocalSwarm, Outboxes, Sent};
 use shoal_swarm::ScrapeStats;
-use shoal_swarm::{Clock, ServerTime};
 
 use crate::messages::{ReplyTo, Slot, SwarmReply, SwarmReplyKind, SwarmRequest, SwarmRequestKind};
-use crate::swarm_worker::Shard;
+use crate::shard::HttpShard;
 
 /// Why a call has no reply.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum CallError {
+pub(crate) enum CallError {
     /// A swarm worker's queue was full: the request was shed.
     Busy,
 }
 
 /// What a call resolves to.
 #[derive(Debug)]
-pub enum Merged {
+pub(crate) enum Merged {
     /// An announce reply.
     Announce(SwarmReplyKind),
     /// Scrape counts from every part, in arrival order.
@@ -61,32 +60,30 @@ struct Entry {
 
 /// The router of one socket worker.
 #[derive(Debug)]
-pub struct Router {
+pub(crate) struct Router {
     socket_worker: u16,
-    swarms: Vec<Sender<Vec<SwarmRequest>>>,
+    outboxes: Outboxes<Vec<SwarmRequest>>,
     /// With `swarm_workers = 0`: the torrents this (only) socket worker keeps itself.
-    local: Option<LocalSwarm>,
-    outbox: Vec<Vec<SwarmRequest>>,
+    local: Option<LocalSwarm<HttpShard>>,
     flush_scheduled: bool,
     slots: Vec<Entry>,
     free: Vec<u32>,
     /// Requests shed because a swarm queue was full (for statistics).
-    pub shed: u64,
+    pub(crate) shed: u64,
 }
 
 impl Router {
     /// A router for `socket_worker` sending to `swarms`, or, when `local` is given,
     /// answering from its own torrents.
-    pub fn new(
-        socket_worker: u16,
+    pub(crate) fn new(
+        socket_worker: usize,
         swarms: Vec<Sender<Vec<SwarmRequest>>>,
-        local: Option<LocalSwarm>,
+        local: Option<LocalSwarm<HttpShard>>,
     ) -> Self {
         Self {
-            socket_worker,
+            socket_worker: socket_worker as u16,
             local,
-            outbox: swarms.iter().map(|_| Vec::new()).collect(),
-            swarms,
+            outboxes: Outboxes::new(swarms, 0),
             flush_scheduled: false,
             slots: Vec::new(),
             free: Vec::new(),
@@ -95,11 +92,11 @@ impl Router {
     }
 
     /// Number of swarm workers (1 when the torrents are kept here).
-    pub fn swarm_workers(&self) -> usize {
+    pub(crate) fn swarm_workers(&self) -> usize {
         if self.local.is_some() {
             1
         } else {
-            self.swarms.len()
+            self.outboxes.shards()
         }
     }
 
@@ -128,7 +125,9 @@ impl Router {
                 socket_worker: self.socket_worker,
                 slot,
             };
-            self.outbox[worker].push(SwarmRequest { reply_to, kind });
+            self.outboxes
+                .open(worker, Vec::new)
+                .push(SwarmRequest { reply_to, kind });
         }
         let schedule = !self.flush_scheduled;
         self.flush_scheduled = true;
@@ -137,27 +136,22 @@ impl Router {
 
     /// Sends every outbox to its swarm worker. Requests that find a full queue fail
     /// their calls with [`CallError::Busy`] at once.
-    pub fn flush(&mut self) {
+    pub(crate) fn flush(&mut self) {
         self.flush_scheduled = false;
-        for worker in 0..self.swarms.len() {
-            if self.outbox[worker].is_empty() {
-                continue;
-            }
-            let batch = std::mem::take(&mut self.outbox[worker]);
-            match self.swarms[worker].try_send(batch) {
-                Ok(()) => {}
-                Err(TrySendError::Full(batch) | TrySendError::Disconnected(batch)) => {
-                    self.shed += batch.len() as u64;
-                    for request in batch {
-                        self.finish(request.reply_to.slot, Err(CallError::Busy));
-                    }
+        for worker in 0..self.outboxes.shards() {
+            // A swarm worker that is gone takes its batch along: the tracker is
+            // stopping, and the connections waiting for it close with it.
+            if let Ok(Sent::Full(batch)) = self.outboxes.send(worker) {
+                self.shed += batch.len() as u64;
+                for request in batch {
+                    self.finish(request.reply_to.slot, Err(CallError::Busy));
                 }
             }
         }
     }
 
     /// Takes replies from a swarm worker.
-    pub fn deliver(&mut self, replies: Vec<SwarmReply>) {
+    pub(crate) fn deliver(&mut self, replies: Vec<SwarmReply>) {
         for reply in replies {
             let Some(entry) = self.live(reply.slot) else {
                 continue;
@@ -218,45 +212,29 @@ impl Router {
         let Some(local) = &mut self.local else {
             return Err(parts);
         };
-        let now = local.clock.now();
-        let mut announce = None;
-        let mut scrape = Vec::new();
-        for (_, kind) in parts {
-            match local.shard.handle(kind, now) {
-                SwarmReplyKind::Scrape(counts) => scrape.extend(counts),
-                other => announce = Some(other),
+        Ok(local.serve(|shard, now| {
+            let mut announce = None;
+            let mut scrape = Vec::new();
+            for (_, kind) in parts {
+                match shard.serve(kind, now) {
+                    SwarmReplyKind::Scrape(counts) => scrape.extend(counts),
+                    other => announce = Some(other),
+                }
             }
-        }
-        Ok(announce.map_or(Merged::Scrape(scrape), Merged::Announce))
+            announce.map_or(Merged::Scrape(scrape), Merged::Announce)
+        }))
     }
 
-    /// Cleans the local torrents if this worker keeps them and cleaning is due;
-    /// returns the torrent and peer counts afterwards.
-    pub fn clean_local(&mut self, access: &shoal_common::AccessControl) -> Option<(usize, usize)> {
-        let local = self.local.as_mut()?;
-        let now = local.clock.now();
-        if now >= local.next_clean {
-            let snapshot = access.snapshot();
-            local
-                .shard
-                .torrents
-                .clean(now, |hash| snapshot.allows(hash));
-            local.next_clean = now.plus(local.clean_every);
+    /// Cleans the local torrents if this worker keeps them and cleaning is due.
+    pub(crate) fn clean_local(&mut self, access: &AccessControl) {
+        if let Some(local) = &mut self.local {
+            local.clean_if_due(access);
         }
-        Some((
-            local.shard.torrents.torrent_count(),
-            local.shard.torrents.peer_count(),
-        ))
-    }
-
-    /// Requests waiting for a reply.
-    pub fn pending(&self) -> usize {
-        self.slots.len() - self.free.len()
     }
 }
 
 /// Sends `parts` and waits for the merged reply.
-pub async fn call(
+pub(crate) async fn call(
     router: &Rc<RefCell<Router>>,
     parts: Vec<(usize, SwarmRequestKind)>,
 ) -> Result<Merged, CallError> {
@@ -276,36 +254,6 @@ pub async fn call(
         done: false,
     }
     .await
-}
-
-/// The torrents of a socket worker that keeps them itself (`swarm_workers = 0`, for
-/// single-core deployments: no hand-off to another thread, no context switch per batch).
-pub struct LocalSwarm {
-    shard: Shard,
-    clock: Arc<Clock>,
-    clean_every: u32,
-    next_clean: ServerTime,
-}
-
-impl std::fmt::Debug for LocalSwarm {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("LocalSwarm")
-            .field("torrents", &self.shard.torrents.torrent_count())
-            .finish()
-    }
-}
-
-impl LocalSwarm {
-    /// Empty torrents with the configured peer timeout and cleaning interval.
-    pub fn new(peer_timeout: u32, clean_every: u32, clock: Arc<Clock>) -> Self {
-        let next_clean = clock.now().plus(clean_every);
-        Self {
-            shard: Shard::new(peer_timeout),
-            clock,
-            clean_every,
-            next_clean,
-        }
-    }
 }
 
 /// Resolves when the slot's reply is complete. Dropping it early (the connection went

@@ -18,8 +18,9 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use futures_lite::{AsyncRead, AsyncReadExt as _, AsyncWrite, AsyncWriteExt as _};
-use glommio::net::TcpStream;
 use hashbrown::HashMap;
+use shoal_common::executor::{within, write_all_before as write_all};
+use shoal_runtime::shard_for;
 use shoal_ws_protocol::{
     Action, AnnounceEvent, AnnounceRequest, ClientMessage, ErrorResponse, Id20, ScrapeFile,
     ScrapeRequest, ScrapeResponse, ServerMessage, parse_client_message, write_server_message,
@@ -28,68 +29,41 @@ use tungstenite::protocol::frame::coding::CloseCode;
 use tungstenite::protocol::{CloseFrame, Role, WebSocketConfig, WebSocketContext};
 use tungstenite::{Error as WsError, Message};
 
-use super::Local;
+use super::Worker;
 use super::handshake::{Opening, Refusal, open};
-use super::io::{within, write_all};
 use super::router::{ConnectionQueue, submit};
-use crate::messages::{ConnectionRef, RequestKind, SwarmRequest, ToConnection, swarm_worker_for};
+use crate::messages::{ConnectionRef, RequestKind, SwarmRequest, ToConnection};
 
 /// Error reply to a refused info hash.
-pub const NOT_ALLOWED: &str = "info hash not allowed";
+pub(crate) const NOT_ALLOWED: &str = "info hash not allowed";
 /// Error reply when a swarm worker's queue is full.
-pub const BUSY: &str = "tracker busy, try again later";
+pub(crate) const BUSY: &str = "tracker busy, try again later";
 /// Error reply past limits.max_requests_per_second.
-pub const RATE_LIMITED: &str = "too many requests, slow down";
+pub(crate) const RATE_LIMITED: &str = "too many requests, slow down";
 /// Error reply to an answer that is not relayed.
-pub const ANSWER_REFUSED: &str =
+pub(crate) const ANSWER_REFUSED: &str =
     "answer not relayed: no such offer was sent to this peer, or it expired";
 
 /// Error reply to an announce whose peer id another connection owns.
-pub const PEER_ID_TAKEN: &str = "peer_id is in use by another connection";
+pub(crate) const PEER_ID_TAKEN: &str = "peer_id is in use by another connection";
 
 /// How long writing to a client may take before the connection is given up.
 const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Bytes read from the socket at a time.
 const READ_CHUNK: usize = 4096;
 
-/// Serves one accepted connection.
-pub(crate) async fn run(stream: TcpStream, peer: SocketAddr, local: Rc<Local>) {
-    let mut stream = stream;
-    let open_now = local.connections.get();
-    if open_now >= local.config.network.max_connections {
-        local.counters.borrow_mut().refused += 1;
-        let refusal = Refusal::new(503, "too many connections");
-        let _ = write_all(
-            &mut stream,
-            &refusal.response(),
-            Instant::now() + Duration::from_secs(1),
-        )
+/// Answers a connection over the limit.
+pub(crate) async fn refuse<S: AsyncWrite + Unpin>(stream: &mut S) {
+    let _ = stream
+        .write_all(&Refusal::new(503, "too many connections").response())
         .await;
-        return;
-    }
-    local.connections.set(open_now + 1);
-    local.counters.borrow_mut().accepted += 1;
-    let _ = stream.set_nodelay(true);
-    let deadline =
-        Instant::now() + Duration::from_secs(local.config.network.handshake_timeout.into());
-    match &local.tls {
-        None => serve(stream, peer, &local, deadline).await,
-        Some(tls) => {
-            let acceptor = futures_rustls::TlsAcceptor::from(tls.current());
-            let left = deadline.saturating_duration_since(Instant::now());
-            match within(left, acceptor.accept(stream)).await {
-                Some(Ok(stream)) => serve(stream, peer, &local, deadline).await,
-                _ => local.counters.borrow_mut().tls_failures += 1,
-            }
-        }
-    }
-    local.connections.set(local.connections.get() - 1);
 }
 
-async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
+/// Serves a connection: the opening request, then WebSocket messages.
+pub(crate) async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
     mut stream: S,
     peer: SocketAddr,
-    local: &Local,
+    local: &Worker,
     deadline: Instant,
 ) {
     if let Opening::Upgraded(leftover) = open(&mut stream, local, deadline).await {
@@ -98,8 +72,6 @@ async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
         session.run(&mut stream).await;
         session.leave();
     }
-    // TLS sends close_notify, TCP a FIN.
-    let _ = within(Duration::from_secs(1), stream.close()).await;
 }
 
 /// tungstenite's view of the connection: bytes already read from the socket in,
@@ -168,7 +140,7 @@ struct PendingScrape {
 
 /// An upgraded connection.
 struct Session<'a> {
-    local: &'a Local,
+    local: &'a Worker,
     peer: SocketAddr,
     websocket: WebSocketContext,
     connection: ConnectionRef,
@@ -184,7 +156,7 @@ struct Session<'a> {
 }
 
 impl<'a> Session<'a> {
-    fn new(local: &'a Local, peer: SocketAddr, leftover: Vec<u8>) -> Self {
+    fn new(local: &'a Worker, peer: SocketAddr, leftover: Vec<u8>) -> Self {
         let limits = &local.config.limits;
         let config = WebSocketConfig::default()
             .read_buffer_size(READ_CHUNK)
@@ -192,6 +164,7 @@ impl<'a> Session<'a> {
             .max_message_size(Some(limits.max_message_size))
             .max_frame_size(Some(limits.max_frame_size));
         let (connection, queue) = local
+            .state
             .router
             .borrow_mut()
             .register(limits.max_outgoing_messages);
@@ -207,7 +180,7 @@ impl<'a> Session<'a> {
                 per_second: limits.max_requests_per_second,
                 burst: limits.request_burst,
                 tokens: limits.request_burst,
-                refilled: local.clock.now().0,
+                refilled: local.context.clock.now().0,
             },
             scrapes: HashMap::new(),
             next_scrape: 0,
@@ -380,17 +353,17 @@ impl<'a> Session<'a> {
         let is_answer = announce.answer.is_some();
         if !is_answer {
             self.local.counters.borrow_mut().announces += 1;
-            if !self.budget.take(self.local.clock.now().0) {
+            if !self.budget.take(self.local.context.clock.now().0) {
                 self.local.counters.borrow_mut().rate_limited += 1;
                 return self.refuse(Action::Announce, Some(info_hash), RATE_LIMITED);
             }
         }
-        if !self.local.access.allows(&info_hash.0) {
+        if !self.local.context.access.allows(&info_hash.0) {
             self.local.counters.borrow_mut().access_denied += 1;
             return self.refuse(Action::Announce, Some(info_hash), NOT_ALLOWED);
         }
-        let workers = self.local.router.borrow().swarm_workers();
-        let worker = swarm_worker_for(&info_hash, workers);
+        let workers = self.local.state.router.borrow().swarm_workers();
+        let worker = shard_for(&info_hash.0, workers);
         if announce.event == AnnounceEvent::Stopped {
             // Only a stop of the peer this connection announced ends its part in the
             // torrent; a stop under another peer id removes nothing of ours.
@@ -428,7 +401,7 @@ impl<'a> Session<'a> {
 
     fn scrape(&mut self, scrape: ScrapeRequest) {
         self.local.counters.borrow_mut().scrapes += 1;
-        if !self.budget.take(self.local.clock.now().0) {
+        if !self.budget.take(self.local.context.clock.now().0) {
             self.local.counters.borrow_mut().rate_limited += 1;
             return self.refuse(Action::Scrape, None, RATE_LIMITED);
         }
@@ -443,14 +416,17 @@ impl<'a> Session<'a> {
         if hashes.len() > self.local.config.protocol.max_scrape_torrents {
             return self.refuse(Action::Scrape, None, "too many info hashes in one scrape");
         }
-        if !hashes.iter().all(|hash| self.local.access.allows(&hash.0)) {
+        if !hashes
+            .iter()
+            .all(|hash| self.local.context.access.allows(&hash.0))
+        {
             self.local.counters.borrow_mut().access_denied += 1;
             return self.refuse(Action::Scrape, None, NOT_ALLOWED);
         }
-        let workers = self.local.router.borrow().swarm_workers();
+        let workers = self.local.state.router.borrow().swarm_workers();
         let mut parts: Vec<(usize, Vec<Id20>)> = Vec::new();
         for hash in hashes {
-            let worker = swarm_worker_for(&hash, workers);
+            let worker = shard_for(&hash.0, workers);
             match parts.iter_mut().find(|(w, _)| *w == worker) {
                 Some((_, hashes)) => hashes.push(hash),
                 None => parts.push((worker, vec![hash])),
@@ -484,7 +460,7 @@ impl<'a> Session<'a> {
             from: self.connection,
             kind,
         };
-        submit(&self.local.router, worker, request);
+        submit(&self.local.state.router, worker, request);
     }
 
     /// Turns a message from the queue into a frame in `out`.
@@ -571,11 +547,15 @@ impl<'a> Session<'a> {
 
     /// The connection is closing: its peers leave their swarms now.
     fn leave(&mut self) {
-        self.local.router.borrow_mut().unregister(self.connection);
-        let workers = self.local.router.borrow().swarm_workers();
+        self.local
+            .state
+            .router
+            .borrow_mut()
+            .unregister(self.connection);
+        let workers = self.local.state.router.borrow().swarm_workers();
         let mut parts: Vec<Vec<(Id20, Id20)>> = vec![Vec::new(); workers];
         for (info_hash, peer_id) in self.announced.drain() {
-            parts[swarm_worker_for(&info_hash, workers)].push((info_hash, peer_id));
+            parts[shard_for(&info_hash.0, workers)].push((info_hash, peer_id));
         }
         for (worker, peers) in parts.into_iter().enumerate() {
             if !peers.is_empty() {

@@ -10,8 +10,9 @@ use std::time::Instant;
 
 use futures_lite::{AsyncRead, AsyncReadExt as _, AsyncWrite};
 
-use super::Local;
-use super::io::{within, write_all};
+use shoal_common::executor::{within, write_all_before as write_all};
+
+use super::Worker;
 
 /// How the opening request ended.
 pub(crate) enum Opening {
@@ -27,7 +28,7 @@ const MAX_HEADERS: usize = 32;
 /// Reads the opening request until `deadline` and answers it.
 pub(crate) async fn open<S: AsyncRead + AsyncWrite + Unpin>(
     stream: &mut S,
-    local: &Local,
+    local: &Worker,
     deadline: Instant,
 ) -> Opening {
     let max = local.config.limits.max_handshake_size;
@@ -127,7 +128,7 @@ fn plain_response(status: u16, extra_header: &str, body: &str) -> Vec<u8> {
 }
 
 /// The response to a complete request: a 101 upgrade, or a health check's 200.
-fn answer(request: &httparse::Request<'_, '_>, local: &Local) -> Result<Vec<u8>, Refusal> {
+fn answer(request: &httparse::Request<'_, '_>, local: &Worker) -> Result<Vec<u8>, Refusal> {
     if request.method != Some("GET") {
         return Err(Refusal {
             extra_header: "Allow: GET\r\n",

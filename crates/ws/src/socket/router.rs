@@ -16,16 +16,15 @@ use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::future::poll_fn;
 use std::rc::Rc;
-use std::sync::Arc;
 use std::task::{Poll, Waker};
 
-use crossbeam_channel::{Sender, TrySendError};
+use crossbeam_channel::Sender;
 use hashbrown::HashMap;
 use shoal_common::AccessControl;
-use shoal_swarm::{Clock, ServerTime};
+use shoal_runtime::{LocalSwarm, Outboxes, Sent};
 
 use crate::messages::{ConnectionRef, Delivery, RequestKind, SwarmRequest, ToConnection};
-use crate::swarm::{SwarmSettings, Swarms};
+use crate::swarm::Swarms;
 
 /// Messages waiting to be written to one connection.
 pub(crate) struct ConnectionQueue {
@@ -104,55 +103,33 @@ impl ConnectionQueue {
     }
 }
 
-/// The torrents of a socket worker that has no swarm workers.
-#[derive(Debug)]
-pub struct LocalSwarm {
-    swarms: Swarms,
-    clock: Arc<Clock>,
-    clean_every: u32,
-    next_clean: ServerTime,
-}
-
-impl LocalSwarm {
-    /// Empty torrents, cleaned every `clean_every` seconds of `clock`.
-    pub fn new(settings: SwarmSettings, clean_every: u32, clock: Arc<Clock>) -> Self {
-        Self {
-            swarms: Swarms::new(settings, rand::make_rng()),
-            next_clean: clock.now().plus(clean_every),
-            clock,
-            clean_every,
-        }
-    }
-}
-
 /// The router of one socket worker.
 #[derive(Debug)]
-pub struct Router {
+pub(crate) struct Router {
     socket_worker: u16,
-    swarms: Vec<Sender<Vec<SwarmRequest>>>,
-    local: Option<LocalSwarm>,
-    outbox: Vec<Vec<SwarmRequest>>,
+    outboxes: Outboxes<Vec<SwarmRequest>>,
+    /// With `swarm_workers = 0`: the torrents this (only) socket worker keeps itself.
+    local: Option<LocalSwarm<Swarms>>,
     flush_scheduled: bool,
     connections: HashMap<u64, Rc<ConnectionQueue>>,
     next_connection: u64,
     produced: Vec<(ConnectionRef, ToConnection)>,
     /// Requests shed because a swarm queue was full (for statistics).
-    pub shed: u64,
+    pub(crate) shed: u64,
 }
 
 impl Router {
     /// A router for `socket_worker` sending to `swarms`, or, when `local` is given,
     /// answering from its own torrents.
-    pub fn new(
-        socket_worker: u16,
+    pub(crate) fn new(
+        socket_worker: usize,
         swarms: Vec<Sender<Vec<SwarmRequest>>>,
-        local: Option<LocalSwarm>,
+        local: Option<LocalSwarm<Swarms>>,
     ) -> Self {
         Self {
-            socket_worker,
+            socket_worker: socket_worker as u16,
             local,
-            outbox: swarms.iter().map(|_| Vec::new()).collect(),
-            swarms,
+            outboxes: Outboxes::new(swarms, 0),
             flush_scheduled: false,
             connections: HashMap::new(),
             next_connection: 0,
@@ -162,11 +139,11 @@ impl Router {
     }
 
     /// Number of swarm workers (1 when the torrents are kept here).
-    pub fn swarm_workers(&self) -> usize {
+    pub(crate) fn swarm_workers(&self) -> usize {
         if self.local.is_some() {
             1
         } else {
-            self.swarms.len()
+            self.outboxes.shards()
         }
     }
 
@@ -192,74 +169,63 @@ impl Router {
     /// the caller must schedule a [`Router::flush`].
     pub(crate) fn submit(&mut self, worker: usize, request: SwarmRequest) -> bool {
         if let Some(local) = &mut self.local {
-            local
-                .swarms
-                .handle(request, local.clock.now(), &mut self.produced);
-            let produced = std::mem::take(&mut self.produced);
-            self.deliver_local(produced);
+            let mut produced = std::mem::take(&mut self.produced);
+            local.serve(|swarms, now| swarms.serve(request, now, &mut produced));
+            for (to, message) in produced.drain(..) {
+                if let Some(queue) = self.connections.get(&to.id) {
+                    queue.push(message);
+                }
+            }
+            self.produced = produced;
             return false;
         }
-        self.outbox[worker].push(request);
+        self.outboxes.open(worker, Vec::new).push(request);
         let schedule = !self.flush_scheduled;
         self.flush_scheduled = true;
         schedule
     }
 
-    fn deliver_local(&mut self, mut produced: Vec<(ConnectionRef, ToConnection)>) {
-        for (to, message) in produced.drain(..) {
-            if let Some(queue) = self.connections.get(&to.id) {
-                queue.push(message);
-            }
-        }
-        self.produced = produced;
-    }
-
     /// Sends every outbox to its swarm worker. When a queue is full, requests a
     /// client waits for are answered "busy" at once; leave notices stay in the outbox
     /// for the next flush.
-    pub fn flush(&mut self) {
+    pub(crate) fn flush(&mut self) {
         self.flush_scheduled = false;
-        for worker in 0..self.swarms.len() {
-            if self.outbox[worker].is_empty() {
+        for worker in 0..self.outboxes.shards() {
+            // A swarm worker that is gone takes its batch along: the tracker is
+            // stopping.
+            let Ok(Sent::Full(batch)) = self.outboxes.send(worker) else {
                 continue;
-            }
-            let batch = std::mem::take(&mut self.outbox[worker]);
-            match self.swarms[worker].try_send(batch) {
-                Ok(()) => {}
-                Err(TrySendError::Full(batch) | TrySendError::Disconnected(batch)) => {
-                    for request in batch {
-                        if request.kind.sheddable() {
-                            self.shed += 1;
-                            let busy = match &request.kind {
-                                RequestKind::Announce(announce) => ToConnection::Shed {
-                                    info_hash: Some(announce.info_hash),
-                                    scrape_id: None,
-                                },
-                                RequestKind::Scrape { scrape_id, .. } => ToConnection::Shed {
-                                    info_hash: None,
-                                    scrape_id: Some(*scrape_id),
-                                },
-                                RequestKind::Leave(_) => unreachable!("leave is not sheddable"),
-                            };
-                            if let Some(queue) = self.connections.get(&request.from.id) {
-                                queue.push(busy);
-                            }
-                        } else {
-                            self.outbox[worker].push(request);
-                        }
+            };
+            for request in batch {
+                let busy = match &request.kind {
+                    RequestKind::Announce(announce) => ToConnection::Shed {
+                        info_hash: Some(announce.info_hash),
+                        scrape_id: None,
+                    },
+                    RequestKind::Scrape { scrape_id, .. } => ToConnection::Shed {
+                        info_hash: None,
+                        scrape_id: Some(*scrape_id),
+                    },
+                    RequestKind::Leave(_) => {
+                        self.outboxes.open(worker, Vec::new).push(request);
+                        continue;
                     }
+                };
+                self.shed += 1;
+                if let Some(queue) = self.connections.get(&request.from.id) {
+                    queue.push(busy);
                 }
             }
         }
     }
 
     /// Whether requests wait in an outbox (leave notices a full queue turned back).
-    pub fn has_waiting(&self) -> bool {
-        self.outbox.iter().any(|outbox| !outbox.is_empty())
+    pub(crate) fn has_waiting(&self) -> bool {
+        self.outboxes.has_open()
     }
 
     /// Takes a batch of messages from a swarm worker.
-    pub fn deliver(&mut self, batch: Vec<Delivery>) {
+    pub(crate) fn deliver(&mut self, batch: Vec<Delivery>) {
         for (connection, message) in batch {
             if let Some(queue) = self.connections.get(&connection) {
                 queue.push(message);
@@ -267,17 +233,11 @@ impl Router {
         }
     }
 
-    /// With no swarm workers, cleans this worker's torrents when it is time; returns
-    /// the torrents and peers kept.
-    pub fn clean_local(&mut self, access: &AccessControl) -> Option<(usize, usize)> {
-        let local = self.local.as_mut()?;
-        let now = local.clock.now();
-        if now < local.next_clean {
-            return None;
+    /// With no swarm workers, cleans this worker's torrents when it is time.
+    pub(crate) fn clean_local(&mut self, access: &AccessControl) {
+        if let Some(local) = &mut self.local {
+            local.clean_if_due(access);
         }
-        local.next_clean = now.plus(local.clean_every);
-        let access = access.snapshot();
-        Some(local.swarms.clean(now, |hash| access.allows(&hash.0)))
     }
 }
 

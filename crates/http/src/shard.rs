@@ -1,0 +1,133 @@
+//! The torrents of one swarm worker, as the HTTP tracker serves them.
+//!
+//! [`HttpShard::serve`] answers one request; as a [`Shard`] it answers a batch and
+//! returns the replies to the socket workers they belong to. The runtime
+//! (`shoal_runtime`) runs it on a swarm worker thread, or inside the only socket
+//! worker when that keeps the torrents itself.
+
+use rand::rngs::SmallRng;
+use shoal_common::access_list::AccessSnapshot;
+use shoal_http_protocol::PeerId;
+use shoal_runtime::{ByWorker, Shard};
+use shoal_swarm::{
+    Announce, BitTorrentMap, CleanReport, DualStack, ListIn, Peer, PeerAddr, PeerAddress,
+    ServerTime,
+};
+
+use crate::messages::{
+    AnnounceWork, AnnouncedPeers, SwarmReply, SwarmReplyKind, SwarmRequest, SwarmRequestKind,
+};
+
+/// The torrents of one swarm worker.
+#[derive(Debug)]
+pub(crate) struct HttpShard {
+    torrents: BitTorrentMap<PeerId>,
+    rng: SmallRng,
+    /// Replies of the batch being served, by socket worker.
+    replies: ByWorker<SwarmReply>,
+}
+
+impl Shard for HttpShard {
+    type Batch = Vec<SwarmRequest>;
+    type Reply = Vec<SwarmReply>;
+
+    fn handle(
+        &mut self,
+        batch: Vec<SwarmRequest>,
+        now: ServerTime,
+        reply: &mut impl FnMut(usize, Vec<SwarmReply>),
+    ) {
+        for request in batch {
+            let kind = self.serve(request.kind, now);
+            let to = request.reply_to;
+            self.replies.push(
+                usize::from(to.socket_worker),
+                SwarmReply {
+                    slot: to.slot,
+                    kind,
+                },
+            );
+        }
+        self.replies.send_all(reply);
+    }
+
+    fn clean(&mut self, now: ServerTime, access: &AccessSnapshot) -> CleanReport {
+        self.torrents
+            .clean(now, |info_hash| access.allows(info_hash))
+    }
+
+    fn sizes(&self) -> (usize, usize) {
+        (self.torrents.torrent_count(), self.torrents.peer_count())
+    }
+}
+
+impl HttpShard {
+    /// No torrents yet; peers expire `peer_timeout` seconds after their last announce.
+    pub(crate) fn new(peer_timeout: u32) -> Self {
+        Self {
+            torrents: BitTorrentMap::new(peer_timeout),
+            rng: rand::make_rng(),
+            replies: ByWorker::default(),
+        }
+    }
+
+    /// Answers one request at `now`.
+    pub(crate) fn serve(&mut self, request: SwarmRequestKind, now: ServerTime) -> SwarmReplyKind {
+        match request {
+            SwarmRequestKind::Announce(work) => match work.peer {
+                PeerAddress::V4(addr) => self.announce(&work, addr, now),
+                PeerAddress::V6(addr) => self.announce(&work, addr, now),
+            },
+            SwarmRequestKind::Scrape(info_hashes) => SwarmReplyKind::Scrape(
+                info_hashes
+                    .into_iter()
+                    .map(|hash| (hash, self.torrents.scrape(&hash)))
+                    .collect(),
+            ),
+            SwarmRequestKind::FullScrape => SwarmReplyKind::Scrape(self.torrents.scrape_all()),
+        }
+    }
+
+    fn announce<A: PeerAddr + ListIn<DualStack<PeerId>>>(
+        &mut self,
+        work: &AnnounceWork,
+        addr: A,
+        now: ServerTime,
+    ) -> SwarmReplyKind {
+        let announce = Announce {
+            key: addr,
+            extra: work.peer_id,
+            event: work.event,
+            seeder: Some(work.seeder),
+            peers_wanted: usize::from(work.peers_wanted),
+        };
+        let mut compact = Vec::new();
+        let mut with_ids = Vec::new();
+        let counts = self
+            .torrents
+            .announce(
+                &work.info_hash,
+                announce,
+                now,
+                &mut self.rng,
+                |peer: &mut Peer<A, PeerId>| {
+                    if work.with_peer_ids {
+                        with_ids.push((peer.key().socket_addr(), peer.extra));
+                    } else {
+                        compact.extend_from_slice(peer.key().as_bytes());
+                    }
+                },
+            )
+            .unwrap_or_default(); // BitTorrent peers (addresses) belong to nobody
+        let peers = if work.with_peer_ids {
+            AnnouncedPeers::WithIds(with_ids)
+        } else {
+            AnnouncedPeers::Compact(compact)
+        };
+        SwarmReplyKind::Announce {
+            complete: counts.seeders,
+            incomplete: counts.leechers,
+            peers,
+        }
+    }
+}

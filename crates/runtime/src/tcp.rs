@@ -1,0 +1,383 @@
+//! The TCP trackers' shared start-up and socket workers (HTTP and WebTorrent): glommio
+//! executors (io_uring, a thread each) that accept connections on their own
+//! SO_REUSEPORT listeners and run one task per connection.
+//!
+//! A tracker says what is its own through [`TcpTracker`]: its config, its shard, what
+//! its connection tasks share ([`TcpTracker::State`], the router), how it serves a
+//! connection and takes replies from swarm workers. Everything else is here once:
+//! checking locked memory, loading the access list and TLS, binding, wiring the swarm
+//! workers or the local shard, the connection limit, the TLS handshake under its
+//! deadline, the reply pump, flushing counters, and the statistics thread.
+
+use std::cell::{Cell, RefCell};
+use std::future::Future;
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use crossbeam_channel::Sender;
+use futures_lite::{AsyncRead, AsyncWrite, AsyncWriteExt as _};
+use glommio::net::TcpStream;
+use shoal_common::executor::{accept_connections, run_executor, within};
+use shoal_common::metrics::{Counters, SummaryLine};
+use shoal_common::tls::TlsConfig;
+use shoal_common::tracker_config::{Config, Listen as _, TlsFiles, TrackerKind};
+use shoal_common::{Running, Shutdown, Supervisor, TrackerConfig as _, memlock};
+use shoal_swarm::Clock;
+
+use crate::inbox::{ReplyInbox, glommio_reply_channel};
+use crate::running::{Listening, Reload, RunningTracker, access_list_reload};
+use crate::{
+    Context, LocalSwarm, Shard, SwarmWorkerSettings, reply_capacity, spawn_swarm_workers,
+    swarm_channels,
+};
+
+/// A TCP tracker's running handle: [`RunningTracker`] with its TLS config.
+pub type RunningTcpTracker<C> = RunningTracker<C, Option<Arc<TlsConfig>>>;
+
+impl<C: Counters> RunningTracker<C, Option<Arc<TlsConfig>>> {
+    /// The TLS config, when serving TLS (tests reload it).
+    pub fn tls(&self) -> Option<&Arc<TlsConfig>> {
+        self.extra().as_ref()
+    }
+}
+
+/// The sizes and deadlines the shared TCP code needs from a tracker's config.
+#[derive(Clone, Copy, Debug)]
+pub struct TcpSettings {
+    /// io_uring buffer memory per socket worker (locked).
+    pub io_memory: usize,
+    /// Batches waiting for each swarm worker.
+    pub swarm_queue_len: usize,
+    /// Most open connections per socket worker.
+    pub max_connections: usize,
+    /// How long a TLS handshake may take (and, for WebTorrent, the upgrade after it).
+    pub handshake_timeout: Duration,
+}
+
+/// The counters every TCP tracker keeps about connections, in its own counter set.
+pub trait ConnectionCounters {
+    /// A connection was accepted.
+    fn accepted(&mut self);
+    /// A connection was refused at the connection limit.
+    fn refused(&mut self);
+    /// A TLS handshake failed or took too long.
+    fn tls_failed(&mut self);
+    /// `requests` were shed because a swarm worker's queue was full.
+    fn shed(&mut self, requests: u64);
+    /// The number of open connections (a gauge).
+    fn set_open(shared: &Self::Shared, open: usize)
+    where
+        Self: Sized;
+    /// The shared counters these are flushed into.
+    type Shared;
+}
+
+/// What makes a TCP tracker its own.
+pub trait TcpTracker: Sized + 'static {
+    /// Its config sections.
+    type Kind: TrackerKind<Network: TlsFiles>;
+    /// Its torrents.
+    type Shard: Shard;
+    /// Its shared counters.
+    type Counters: Counters<Local: ConnectionCounters<Shared = Self::Counters>> + 'static;
+    /// What one socket worker's connection tasks share besides [`Worker`]'s fields:
+    /// the router, caches.
+    type State: 'static;
+
+    /// Its name in logs ("http", "ws").
+    const NAME: &'static str;
+
+    /// Sizes and deadlines from the config.
+    fn settings(config: &Config<Self::Kind>) -> TcpSettings;
+
+    /// An empty shard.
+    fn shard(config: &Config<Self::Kind>) -> Self::Shard;
+
+    /// The statistics line.
+    fn summary() -> SummaryLine<<Self::Counters as Counters>::Totals>;
+
+    /// How clients and the log name a listening address (`http://…`, `wss://…`).
+    fn describe(config: &Config<Self::Kind>, tls: bool, addr: SocketAddr) -> Listening;
+
+    /// The state of socket worker `index`, which sends to `swarms` or, with `local`,
+    /// keeps the torrents itself. Made on the worker's own thread.
+    fn state(
+        index: usize,
+        config: &Config<Self::Kind>,
+        swarms: Vec<Sender<<Self::Shard as Shard>::Batch>>,
+        local: Option<LocalSwarm<Self::Shard>>,
+    ) -> Self::State;
+
+    /// Answers a connection over the connection limit, then it is closed.
+    fn refuse<S: AsyncWrite + Unpin>(stream: &mut S) -> impl Future<Output = ()>;
+
+    /// Serves a connection (after TLS, when on) until it ends; `deadline` is when the
+    /// handshake time runs out.
+    fn serve<S: AsyncRead + AsyncWrite + Unpin>(
+        worker: &Worker<Self>,
+        stream: S,
+        peer: SocketAddr,
+        deadline: Instant,
+    ) -> impl Future<Output = ()>;
+
+    /// Takes a reply from a swarm worker.
+    fn deliver(worker: &Worker<Self>, reply: <Self::Shard as Shard>::Reply);
+
+    /// Runs every [`Shutdown::POLL_INTERVAL`]: retry what waits, clean the local shard,
+    /// move the router's counts into the counters.
+    fn tick(worker: &Worker<Self>);
+}
+
+/// One socket worker's shared state, on its own executor: what every connection task
+/// of the worker sees.
+pub struct Worker<T: TcpTracker> {
+    /// The worker's index.
+    pub index: usize,
+    /// The config.
+    pub config: Arc<Config<T::Kind>>,
+    /// Clock, access list, statistics and shutdown flag.
+    pub context: Context<T::Counters>,
+    /// TLS, when on.
+    pub tls: Option<Arc<TlsConfig>>,
+    /// Counters, flushed into the shared statistics every tick.
+    pub counters: RefCell<<T::Counters as Counters>::Local>,
+    /// Open connections.
+    pub connections: Cell<usize>,
+    /// What the tracker adds.
+    pub state: T::State,
+}
+
+impl<T: TcpTracker> std::fmt::Debug for Worker<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Worker")
+            .field("index", &self.index)
+            .field("connections", &self.connections.get())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Starts a TCP tracker on `clock`: checks, binds, wires and starts every worker.
+pub fn start<T: TcpTracker>(
+    config: Config<T::Kind>,
+    clock: Arc<Clock>,
+) -> anyhow::Result<RunningTcpTracker<T::Counters>> {
+    config.check().context("invalid configuration")?;
+    let settings = T::settings(&config);
+    let socket_workers = config.socket_worker_count();
+    let swarm_workers = config.swarm_worker_count();
+    memlock::ensure_for(socket_workers, settings.io_memory)?;
+    let config = Arc::new(config);
+    // With swarm_workers = 0 the only socket worker keeps the torrents; it reports
+    // their size as swarm worker 0.
+    let context = Context::<T::Counters>::new(
+        &config.access_list,
+        clock,
+        socket_workers,
+        swarm_workers.max(1),
+    )?;
+    let tls = match config.network.tls_files() {
+        Some((certificate, key)) => Some(Arc::new(
+            TlsConfig::load(T::NAME, certificate, key).context("cannot load TLS")?,
+        )),
+        None => None,
+    };
+    let (listeners, addrs) =
+        shoal_common::sockets::bind_listeners(&config.network.addresses(), socket_workers)?;
+
+    let mut supervisor = Supervisor::new(context.shutdown.clone());
+    let (senders, receivers) = swarm_channels(swarm_workers, settings.swarm_queue_len);
+    let mut routes = Vec::with_capacity(socket_workers);
+    let mut workers = Vec::with_capacity(socket_workers);
+    for (index, listeners) in listeners.into_iter().enumerate() {
+        let (route, inbox) =
+            glommio_reply_channel(reply_capacity(swarm_workers, settings.swarm_queue_len))?;
+        let local = (swarm_workers == 0).then(|| {
+            LocalSwarm::new(
+                T::shard(&config),
+                context.clock.clone(),
+                config.cleaning.interval,
+                context.stats.gauge_slot(0),
+            )
+        });
+        routes.push(route);
+        workers.push(SocketWorker::<T> {
+            index,
+            config: config.clone(),
+            listeners,
+            swarms: senders.clone(),
+            inbox,
+            local,
+            context: context.clone(),
+            tls: tls.clone(),
+        });
+    }
+    drop(senders);
+
+    let swarm_settings = SwarmWorkerSettings {
+        clean_every: config.cleaning.interval,
+        pinning: config.cpu_pinning.clone(),
+        first_core: socket_workers,
+    };
+    spawn_swarm_workers(
+        &mut supervisor,
+        &context,
+        &swarm_settings,
+        receivers,
+        &routes,
+        |_| T::shard(&config),
+    )?;
+    for worker in workers {
+        // The executor pins itself (glommio placement) when pinning is on.
+        supervisor.spawn(format!("socket-{}", worker.index), move || worker.run())?;
+    }
+    context
+        .stats
+        .log_under(&mut supervisor, &config.statistics, T::summary())?;
+
+    let listening = addrs
+        .iter()
+        .map(|&addr| T::describe(&config, tls.is_some(), addr))
+        .collect();
+    let mut reloads = vec![access_list_reload(&context, T::NAME)];
+    if let Some(tls) = &tls {
+        let tls = tls.clone();
+        reloads.push(Arc::new(move || tls.reload_and_log()) as Reload);
+    }
+    let running = Running::new(addrs, supervisor, context.access.clone());
+    Ok(RunningTracker::new(
+        running, &context, listening, reloads, tls,
+    ))
+}
+
+/// A socket worker, ready to run on its own thread.
+struct SocketWorker<T: TcpTracker> {
+    index: usize,
+    config: Arc<Config<T::Kind>>,
+    listeners: Vec<std::net::TcpListener>,
+    swarms: Vec<Sender<<T::Shard as Shard>::Batch>>,
+    inbox: ReplyInbox<<T::Shard as Shard>::Reply>,
+    local: Option<LocalSwarm<T::Shard>>,
+    context: Context<T::Counters>,
+    tls: Option<Arc<TlsConfig>>,
+}
+
+impl<T: TcpTracker> SocketWorker<T> {
+    /// Runs the executor on the calling thread until shutdown.
+    fn run(self) -> anyhow::Result<()> {
+        let name = format!("socket-{}", self.index);
+        let core = self.config.cpu_pinning.core_for(self.index);
+        let io_memory = T::settings(&self.config).io_memory;
+        run_executor(&name, core, io_memory, self.serve())
+    }
+
+    async fn serve(self) -> anyhow::Result<()> {
+        let state = T::state(self.index, &self.config, self.swarms, self.local);
+        let worker = Rc::new(Worker::<T> {
+            index: self.index,
+            config: self.config,
+            context: self.context,
+            tls: self.tls,
+            counters: RefCell::default(),
+            connections: Cell::new(0),
+            state,
+        });
+        for listener in self.listeners {
+            let worker = worker.clone();
+            glommio::spawn_local(accept_connections(listener, move |stream, peer| {
+                glommio::spawn_local(connection(worker.clone(), stream, peer)).detach();
+            }))
+            .detach();
+        }
+        let pumped = worker.clone();
+        glommio::spawn_local(self.inbox.pump(move |reply| T::deliver(&pumped, reply))).detach();
+
+        let shared = worker.context.stats.socket(worker.index);
+        while !worker.context.shutdown.is_requested() {
+            glommio::timer::sleep(Shutdown::POLL_INTERVAL).await;
+            T::tick(&worker);
+            shared.flush(&mut worker.counters.borrow_mut());
+            <<T::Counters as Counters>::Local as ConnectionCounters>::set_open(
+                shared,
+                worker.connections.get(),
+            );
+        }
+        Ok(())
+    }
+}
+
+/// One accepted connection: the connection limit, TLS under the handshake deadline,
+/// then the tracker's own protocol.
+async fn connection<T: TcpTracker>(worker: Rc<Worker<T>>, mut stream: TcpStream, peer: SocketAddr) {
+    let settings = T::settings(&worker.config);
+    let open = worker.connections.get();
+    if open >= settings.max_connections {
+        worker.counters.borrow_mut().refused();
+        let _ = within(Duration::from_secs(1), T::refuse(&mut stream)).await;
+        return;
+    }
+    worker.connections.set(open + 1);
+    worker.counters.borrow_mut().accepted();
+    let _ = stream.set_nodelay(true);
+    let deadline = Instant::now() + settings.handshake_timeout;
+    match &worker.tls {
+        None => serve_and_close(&worker, stream, peer, deadline).await,
+        Some(tls) => {
+            let acceptor = futures_rustls::TlsAcceptor::from(tls.current());
+            let left = deadline.saturating_duration_since(Instant::now());
+            match within(left, acceptor.accept(stream)).await {
+                Some(Ok(stream)) => serve_and_close(&worker, stream, peer, deadline).await,
+                _ => worker.counters.borrow_mut().tls_failed(),
+            }
+        }
+    }
+    worker.connections.set(worker.connections.get() - 1);
+}
+
+async fn serve_and_close<T: TcpTracker, S: AsyncRead + AsyncWrite + Unpin>(
+    worker: &Worker<T>,
+    mut stream: S,
+    peer: SocketAddr,
+    deadline: Instant,
+) {
+    T::serve(worker, &mut stream, peer, deadline).await;
+    // End the connection properly: TLS sends close_notify (clients may otherwise take
+    // the close for a truncation attack), and TCP gets a FIN.
+    let _ = within(Duration::from_secs(1), stream.close()).await;
+}
+
+/// Implements [`ConnectionCounters`] for a tracker's counters made by
+/// `shoal_common::counters!` with the fields `accepted`, `refused`, `tls_failures`,
+/// `shed` and `open_connections`.
+#[macro_export]
+macro_rules! connection_counters {
+    ($local:ty, $shared:ty) => {
+        impl $crate::tcp::ConnectionCounters for $local {
+            type Shared = $shared;
+
+            fn accepted(&mut self) {
+                self.accepted += 1;
+            }
+
+            fn refused(&mut self) {
+                self.refused += 1;
+            }
+
+            fn tls_failed(&mut self) {
+                self.tls_failures += 1;
+            }
+
+            fn shed(&mut self, requests: u64) {
+                self.shed += requests;
+            }
+
+            fn set_open(shared: &$shared, open: usize) {
+                shared
+                    .open_connections
+                    .store(open as u64, ::std::sync::atomic::Ordering::Relaxed);
+            }
+        }
+    };
+}
