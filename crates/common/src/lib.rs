@@ -19,6 +19,7 @@
 //! * [`cpu`]: pinning worker threads to cores.
 //! * [`logging`]: a small stderr logger with timestamps and thread names.
 //! * [`metrics`]: per-worker counters flushed into padded atomics.
+//! * `testing` (feature `testing`): the integration tests' `eventually`.
 //! * [`udp_batch`]: many datagrams per system call (`recvmmsg`/`sendmmsg`).
 //! * [`sockets`]: binding each socket worker's own sockets to the same addresses
 //!   (SO_REUSEPORT), TCP listeners.
@@ -46,6 +47,8 @@ pub mod running;
 pub mod signals;
 pub mod sockets;
 pub mod supervisor;
+#[cfg(feature = "testing")]
+pub mod testing;
 #[cfg(feature = "glommio")]
 pub mod tls;
 pub mod tracker_config;

@@ -26,18 +26,46 @@ pub fn ensure_for(executors: usize, io_memory: usize) -> anyhow::Result<()> {
 /// Makes sure the soft limit covers `needed` bytes, raising it if the hard limit allows.
 pub fn ensure(needed: u64, executors: usize, io_memory: usize) -> anyhow::Result<()> {
     let (soft, hard) = current_limits()?;
+    match decide(needed, soft, hard) {
+        Decision::Enough => Ok(()),
+        Decision::Raise if set_soft_limit(needed, hard).is_ok() => {
+            log::info!(
+                "raised the locked-memory limit from {} KiB to {} KiB for io_uring",
+                soft / 1024,
+                needed / 1024
+            );
+            Ok(())
+        }
+        Decision::Raise | Decision::Refuse => {
+            bail!("{}", explain(needed, soft, hard, executors, io_memory))
+        }
+    }
+}
+
+/// What to do about a soft and hard locked-memory limit when `needed` bytes are.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Decision {
+    /// The soft limit covers it.
+    Enough,
+    /// The hard limit would: raise the soft one.
+    Raise,
+    /// Nothing this process may do covers it.
+    Refuse,
+}
+
+fn decide(needed: u64, soft: u64, hard: u64) -> Decision {
     if soft >= needed {
-        return Ok(());
+        Decision::Enough
+    } else if hard >= needed {
+        Decision::Raise
+    } else {
+        Decision::Refuse
     }
-    if hard >= needed && set_soft_limit(needed, hard).is_ok() {
-        log::info!(
-            "raised the locked-memory limit from {} KiB to {} KiB for io_uring",
-            soft / 1024,
-            needed / 1024
-        );
-        return Ok(());
-    }
-    bail!(
+}
+
+/// The error for a limit that is too low: the numbers, and every way to fix it.
+fn explain(needed: u64, soft: u64, hard: u64, executors: usize, io_memory: usize) -> String {
+    format!(
         "the locked-memory limit (RLIMIT_MEMLOCK) is {} KiB (hard limit {} KiB), but io_uring needs {} KiB \
          here: {executors} socket worker(s) × limits.io_memory = {} KiB, plus 512 KiB. Raise the limit \
          (`ulimit -l {}` in the starting shell, `LimitMEMLOCK={}` in a systemd unit, or a memlock line in \
@@ -82,14 +110,28 @@ fn set_soft_limit(soft: u64, hard: u64) -> std::io::Result<()> {
 mod tests {
     use super::*;
 
+    const KIB: u64 = 1024;
+
     #[test]
-    fn a_limit_nobody_can_reach_fails_with_the_fix() {
-        let err = ensure(u64::MAX, 4, 1 << 20).unwrap_err().to_string();
+    fn the_soft_limit_is_raised_only_when_the_hard_limit_allows() {
+        let needed = needed(4, 1 << 20);
+        assert_eq!(decide(needed, needed, needed), Decision::Enough);
+        assert_eq!(decide(needed, 64 * KIB, u64::MAX), Decision::Raise);
+        assert_eq!(decide(needed, 64 * KIB, needed), Decision::Raise);
+        assert_eq!(decide(needed, 64 * KIB, 1024 * KIB), Decision::Refuse);
+    }
+
+    #[test]
+    fn a_refusal_gives_the_numbers_and_the_fixes() {
+        let needed = needed(4, 1 << 20);
+        let text = explain(needed, 64 * KIB, 64 * KIB, 4, 1 << 20);
+        assert!(text.contains("is 64 KiB (hard limit 64 KiB)"), "{text}");
         assert!(
-            err.contains("4 socket worker(s) × limits.io_memory = 1024 KiB"),
-            "{err}"
+            text.contains("4 socket worker(s) × limits.io_memory = 1024 KiB"),
+            "{text}"
         );
-        assert!(err.contains("LimitMEMLOCK="), "{err}");
+        assert!(text.contains("`ulimit -l 4608`"), "{text}");
+        assert!(text.contains("LimitMEMLOCK=4718592"), "{text}");
     }
 
     #[test]

@@ -2,6 +2,7 @@
 
 mod support;
 
+use shoal_common::testing::eventually;
 use std::io::Write as _;
 use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;

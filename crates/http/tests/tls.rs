@@ -2,6 +2,7 @@
 
 mod support;
 
+use shoal_common::testing::eventually;
 use std::net::TcpStream;
 use std::path::Path;
 use std::sync::Arc;

@@ -5,6 +5,7 @@
 
 mod support;
 
+use shoal_common::testing::eventually;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -111,22 +112,17 @@ fn peers_expire_and_their_torrents_are_cleaned() {
     let id = client.connect();
     client.announce(id, Announce::new(TORRENT, 7001));
     assert_eq!(client.scrape_stats(id, TORRENT).leechers, 1);
-    assert!(eventually(Duration::from_secs(5), || tracker.stats().peers == 1));
+    assert!(eventually(|| tracker.stats().peers == 1));
 
     tracker.clock().advance(21);
     let id = client.connect();
     assert!(
-        eventually(Duration::from_secs(5), || client
-            .scrape_stats(id, TORRENT)
-            .leechers
-            == 0),
+        eventually(|| client.scrape_stats(id, TORRENT).leechers == 0),
         "the expired peer is cleaned within a cleaning interval"
     );
-    assert!(eventually(Duration::from_secs(5), || tracker
-        .stats()
-        .torrents
-        == 0
-        && tracker.stats().peers == 0));
+    assert!(eventually(
+        || tracker.stats().torrents == 0 && tracker.stats().peers == 0
+    ));
 }
 
 /// Sends `forged`, then a genuine announce, and checks the only reply is to the
@@ -425,7 +421,7 @@ fn no_request_is_lost_silently_under_load() {
         Request::Announce(announce.request(id, TransactionId(i))).write(&mut packet);
         client.send(&packet);
     }
-    let settled = eventually(Duration::from_secs(10), || {
+    let settled = eventually(|| {
         let requests = tracker.stats().requests;
         requests.announce_requests > 0
             && requests.announce_requests

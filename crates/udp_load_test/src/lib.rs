@@ -27,7 +27,7 @@ use shoal_common::{AppInfo, Shutdown, Supervisor};
 pub use config::Config;
 use shoal_load_test_common::cli::print_summary;
 use shoal_load_test_common::population::Population;
-use shoal_load_test_common::report::ReportSchedule;
+use shoal_load_test_common::report::{ReportSchedule, run_reported};
 use stats::{SharedCounters, Summary, Totals};
 use worker::Worker;
 
@@ -85,39 +85,17 @@ pub fn run_until(config: Config, shutdown: Shutdown) -> anyhow::Result<Summary> 
             worker.run()
         })?;
     }
-    let reporter_shutdown = shutdown.clone();
-    let (summary_sender, summary) = std::sync::mpsc::channel();
-    supervisor.spawn("report", move || {
-        let _ = summary_sender.send(report(&config, &counters, &reporter_shutdown));
-        reporter_shutdown.request();
-        Ok(())
-    })?;
-    supervisor.wait()?;
-    summary
-        .recv()
-        .map_err(|_| anyhow::anyhow!("the run ended without a summary"))
-}
-
-/// Samples the counters every second, logs progress, and returns the summary when the
-/// run ends (duration reached or shutdown requested).
-fn report(config: &Config, counters: &[Arc<SharedCounters>], shutdown: &Shutdown) -> Summary {
     let schedule = ReportSchedule {
         duration: config.duration,
         summarize_last: config.summarize_last,
         report_interval: config.report_interval,
     };
-    let total = || {
+    let total = move || {
         let mut totals = Totals::default();
-        for shared in counters {
+        for shared in counters.iter() {
             totals.add(shared);
         }
         totals
     };
-    shoal_load_test_common::report::report(
-        schedule,
-        shutdown,
-        total,
-        Summary::between,
-        Summary::line,
-    )
+    run_reported(supervisor, schedule, total, Summary::between, Summary::line)
 }

@@ -3,6 +3,7 @@
 
 mod support;
 
+use shoal_common::testing::eventually;
 use std::io::{Read as _, Write as _};
 use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;

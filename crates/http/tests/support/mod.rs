@@ -126,16 +126,3 @@ pub fn compact_v4(peers: &[u8]) -> Vec<SocketAddr> {
         .map(|c| SocketAddr::from(([c[0], c[1], c[2], c[3]], u16::from_be_bytes([c[4], c[5]]))))
         .collect()
 }
-
-/// Retries `condition` until it holds or five seconds pass (statistics are flushed by
-/// the workers every 100 ms).
-pub fn eventually(mut condition: impl FnMut() -> bool) -> bool {
-    let deadline = std::time::Instant::now() + Duration::from_secs(5);
-    while std::time::Instant::now() < deadline {
-        if condition() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    condition()
-}

@@ -2,7 +2,7 @@
 #![allow(dead_code, unreachable_pub)] // each test binary uses a different subset
 
 use std::net::{SocketAddr, UdpSocket};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use shoal_udp::Config;
 use shoal_udp_protocol::*;
@@ -24,18 +24,6 @@ pub fn loopback_config(ipv6: bool) -> Config {
 /// Whether this host can use ::1.
 pub fn ipv6_available() -> bool {
     UdpSocket::bind("[::1]:0").is_ok()
-}
-
-/// Retries `condition` until it holds or `timeout` passes.
-pub fn eventually(timeout: Duration, mut condition: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + timeout;
-    while Instant::now() < deadline {
-        if condition() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    condition()
 }
 
 /// A UDP tracker client on its own socket.

@@ -4,7 +4,7 @@
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::{Value, json};
 use shoal_ws_protocol::{Id20, ServerMessage, parse_server_message};
@@ -19,18 +19,6 @@ pub fn loopback_config() -> shoal_ws::Config {
     config.statistics.interval = 0;
     config.limits.max_requests_per_second = 0;
     config
-}
-
-/// Waits up to five seconds for `condition`.
-pub fn eventually(mut condition: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while Instant::now() < deadline {
-        if condition() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    condition()
 }
 
 /// An id from a short label, padded to 20 bytes.
