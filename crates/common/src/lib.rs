@@ -28,8 +28,6 @@
 //! * [`executor`] (feature `glommio`): socket workers' glommio executors and accept
 //!   loops.
 //! * [`tls`] (feature `glommio`): certificates from PEM files, reloaded on SIGUSR1.
-//! * [`reply_route`] (feature `glommio`): replies from swarm worker threads to a
-//!   glommio socket worker, with a wake-up only when it sleeps.
 
 pub mod access_list;
 pub mod cli;
@@ -41,8 +39,6 @@ pub mod logging;
 pub mod memlock;
 pub mod metrics;
 pub mod privileges;
-#[cfg(feature = "glommio")]
-pub mod reply_route;
 pub mod running;
 pub mod signals;
 pub mod sockets;

@@ -12,6 +12,18 @@ use anyhow::bail;
 /// glommio's own minimum for the whole process.
 pub const GLOMMIO_MINIMUM: u64 = 512 * 1024;
 
+/// The least `limits.io_memory` a socket worker can run with.
+pub const MIN_IO_MEMORY: usize = 64 * 1024;
+
+/// Checks a `limits.io_memory` value.
+pub fn validate_io_memory(problems: &mut crate::Problems, io_memory: usize) {
+    problems.check(
+        io_memory >= MIN_IO_MEMORY,
+        "io_memory",
+        format!("must be at least {MIN_IO_MEMORY}"),
+    );
+}
+
 /// Locked memory needed for `executors` executors with `io_memory` bytes each.
 pub fn needed(executors: usize, io_memory: usize) -> u64 {
     executors as u64 * io_memory as u64 + GLOMMIO_MINIMUM

@@ -23,6 +23,10 @@ use shoal_toml_config::TomlConfig;
 use crate::config::{CleaningConfig, Problems, StatisticsConfig, TrackerConfig, available_cpus};
 use crate::{AccessListConfig, CpuPinningConfig, LogLevel, PrivilegeConfig};
 
+/// What the printed file says under the tracker's own header.
+const FILE_NOTE: &str = "Every key is optional; a key left out keeps the default shown here.\n\
+                         Durations are in seconds, sizes in bytes.";
+
 /// The most socket or swarm workers a config may ask for.
 pub const MAX_WORKERS: usize = 1024;
 
@@ -48,14 +52,14 @@ impl<T> Section for T where
 /// What makes one tracker's file its own: three sections, a few defaults and the
 /// checks that look at them.
 pub trait TrackerKind: Clone + Debug + Default + PartialEq + Eq + Send + Sync + 'static {
-    /// The comment at the top of the printed file.
+    /// The comment at the top of the printed file: what the tracker is.
     const ABOUT: &'static str;
     /// Addresses and sockets.
     type Network: Section + Listen + Send + Sync;
     /// What the tracker tells clients.
     type Protocol: Section + Send + Sync;
     /// Limits and queue sizes.
-    type Limits: Section + Send + Sync;
+    type Limits: Section + QueueLimits + Send + Sync;
 
     /// The `[cleaning]` defaults (WebTorrent peers re-announce far more often).
     fn default_cleaning() -> CleaningConfig {
@@ -68,6 +72,12 @@ pub trait TrackerKind: Clone + Debug + Default + PartialEq + Eq + Send + Sync + 
     /// Checks the tracker's own sections; `problems` is at the top level, so keys are
     /// named with their section (`problems.section("network", …)`).
     fn validate(config: &Config<Self>, problems: &mut Problems);
+}
+
+/// A `[limits]` section: every tracker has swarm worker queues.
+pub trait QueueLimits {
+    /// Batches of requests waiting for each swarm worker.
+    fn swarm_queue_len(&self) -> usize;
 }
 
 /// A `[network]` section: where the tracker listens.
@@ -84,7 +94,7 @@ pub trait Listen {
 /// Durations are in seconds, sizes in bytes.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, TomlConfig)]
 #[serde(default, deny_unknown_fields, bound = "")]
-#[toml_config(about = T::ABOUT)]
+#[toml_config(about = format!("{}\n\n{}", T::ABOUT, FILE_NOTE))]
 pub struct Config<T: TrackerKind> {
     /// How much to log to stderr.
     pub log_level: LogLevel,
@@ -167,8 +177,22 @@ impl<T: TrackerKind> TrackerConfig for Config<T> {
             );
         }
         problems.section("network", |p| self.network.validate_addresses(p));
-        T::validate(self, problems);
         let interval = T::announce_interval(&self.protocol);
+        problems.section("protocol", |p| {
+            p.check(
+                interval >= 1,
+                "announce_interval",
+                "must be at least 1 second",
+            );
+        });
+        problems.section("limits", |p| {
+            p.check(
+                self.limits.swarm_queue_len() >= 1,
+                "swarm_queue_len",
+                "must be at least 1",
+            );
+        });
+        T::validate(self, problems);
         problems.section("cleaning", |p| self.cleaning.validate(p, interval));
         problems.section("access_list", |p| self.access_list.validate(p));
         problems.section("privileges", |p| self.privileges.validate(p));

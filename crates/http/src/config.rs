@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 use shoal_common::config::Problems;
-use shoal_common::tracker_config::{TlsFiles as _, TrackerKind};
+use shoal_common::tracker_config::{QueueLimits, TlsFiles as _, TrackerKind};
 use shoal_http_protocol::request::MAX_HEADERS_LIMIT;
 use shoal_toml_config::TomlConfig;
 
@@ -119,10 +119,15 @@ impl Default for LimitsConfig {
     }
 }
 
+impl QueueLimits for LimitsConfig {
+    fn swarm_queue_len(&self) -> usize {
+        self.swarm_queue_len
+    }
+}
+
 impl TrackerKind for Http {
-    const ABOUT: &'static str = "shoal_http: a BitTorrent tracker over HTTP and HTTPS (BEP 3, 7, 23 and 48).\n\n\
-        Every key is optional; a key left out keeps the default shown here.\n\
-        Durations are in seconds, sizes in bytes.";
+    const ABOUT: &'static str =
+        "shoal_http: a BitTorrent tracker over HTTP and HTTPS (BEP 3, 7, 23 and 48).";
     type Network = NetworkConfig;
     type Protocol = ProtocolConfig;
     type Limits = LimitsConfig;
@@ -178,11 +183,6 @@ impl TrackerKind for Http {
                 "must differ from announce_path",
             );
             p.check(
-                protocol.announce_interval >= 1,
-                "announce_interval",
-                "must be at least 1 second",
-            );
-            p.check(
                 protocol.min_announce_interval <= protocol.announce_interval,
                 "min_announce_interval",
                 "must not exceed announce_interval",
@@ -221,16 +221,7 @@ impl TrackerKind for Http {
                 "max_headers",
                 format!("must be between 1 and {MAX_HEADERS_LIMIT}"),
             );
-            p.check(
-                limits.swarm_queue_len >= 1,
-                "swarm_queue_len",
-                "must be at least 1",
-            );
-            p.check(
-                limits.io_memory >= 64 * 1024,
-                "io_memory",
-                "must be at least 65536",
-            );
+            shoal_common::memlock::validate_io_memory(p, limits.io_memory);
         });
     }
 }

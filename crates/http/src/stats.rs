@@ -1,7 +1,5 @@
 //! HTTP tracker statistics.
 
-use shoal_common::metrics::WorkerStats;
-
 shoal_common::counters! {
     /// Counted by each socket worker.
     pub struct SocketCounters, SharedSocketCounters, SocketTotals {
@@ -29,9 +27,6 @@ shoal_common::counters! {
         tls_failures,
     }
 }
-
-/// All workers' statistics.
-pub type Stats = WorkerStats<SharedSocketCounters>;
 
 /// A sum over all workers.
 pub type StatsSnapshot = shoal_common::metrics::StatsSnapshot<SocketTotals>;

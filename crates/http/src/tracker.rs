@@ -96,13 +96,13 @@ impl TcpTracker for HttpTracker {
     }
 
     fn tick(worker: &Worker) {
-        let mut router = worker.state.router.borrow_mut();
-        // With no swarm workers this worker keeps the torrents: it cleans them too.
-        router.clean_local(&worker.context.access);
-        worker
-            .counters
+        let shed = worker
+            .state
+            .router
             .borrow_mut()
-            .shed(std::mem::take(&mut router.shed));
+            .link
+            .tick(&worker.context.access);
+        worker.counters.borrow_mut().shed(shed);
     }
 }
 

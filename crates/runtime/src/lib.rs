@@ -20,6 +20,8 @@
 //!   schedule.
 //! * [`swarm_worker`]: swarm worker threads, their channels and how they are started.
 //! * [`local`]: the shard inside a socket worker.
+//! * [`link`]: a socket worker's way to the torrents (batches or the local shard), as
+//!   the TCP trackers' routers use it.
 //! * [`outbox`]: routing by info hash and batching towards swarm workers, with load
 //!   shedding when a queue is full.
 //! * [`reply`]: reply channels back to socket workers that wake them only when they
@@ -33,6 +35,7 @@
 
 #[cfg(feature = "glommio")]
 pub mod inbox;
+pub mod link;
 pub mod local;
 pub mod outbox;
 pub mod reply;
@@ -49,12 +52,13 @@ use shoal_common::metrics::{Counters, WorkerStats};
 use shoal_common::{AccessControl, AccessListConfig, Shutdown};
 use shoal_swarm::Clock;
 
+pub use link::SwarmLink;
 pub use local::LocalSwarm;
 pub use outbox::{Batch, Outboxes, Sent, SwarmWorkerGone, shard_for};
 pub use reply::{ReplyRoute, Wake, reply_capacity, reply_channel};
 pub use running::{Listening, Reload, RunningTracker, access_list_reload, run_until_stopped};
 pub use shard::{ByWorker, CleaningSchedule, Shard};
-pub use swarm_worker::{SwarmWorkerSettings, spawn_swarm_workers, swarm_channels};
+pub use swarm_worker::{spawn_swarm_workers, swarm_channels};
 
 /// What every worker of one running tracker shares.
 #[derive(Debug)]

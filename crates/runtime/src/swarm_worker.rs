@@ -8,7 +8,8 @@
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use shoal_common::metrics::{Counters, GaugeSlot};
-use shoal_common::{CpuPinningConfig, Shutdown, Supervisor};
+use shoal_common::tracker_config::{Config, TrackerKind};
+use shoal_common::{Shutdown, Supervisor};
 
 use crate::Context;
 use crate::reply::ReplyRoute;
@@ -21,23 +22,14 @@ pub fn swarm_channels<B>(workers: usize, queue_len: usize) -> (Vec<Sender<B>>, V
         .unzip()
 }
 
-/// How swarm worker threads are placed and when they clean.
-#[derive(Clone, Debug)]
-pub struct SwarmWorkerSettings {
-    /// Seconds between cleaning passes.
-    pub clean_every: u32,
-    /// Core pinning.
-    pub pinning: CpuPinningConfig,
-    /// Worker index of the first swarm worker for pinning (socket workers come first).
-    pub first_core: usize,
-}
-
 /// Starts one swarm worker thread per receiver under `supervisor`, named `swarm-N`,
 /// with the shard `make(N)`; replies go out through `routes` (one per socket worker).
-pub fn spawn_swarm_workers<S: Shard, C: Counters + 'static>(
+/// They clean every `cleaning.interval` of `config` and are pinned after the socket
+/// workers (whose count `routes` gives).
+pub fn spawn_swarm_workers<S: Shard, C: Counters + 'static, K: TrackerKind>(
     supervisor: &mut Supervisor,
     context: &Context<C>,
-    settings: &SwarmWorkerSettings,
+    config: &Config<K>,
     receivers: Vec<Receiver<S::Batch>>,
     routes: &[ReplyRoute<S::Reply>],
     mut make: impl FnMut(usize) -> S,
@@ -49,9 +41,9 @@ pub fn spawn_swarm_workers<S: Shard, C: Counters + 'static>(
             routes: routes.to_vec(),
             context: context.clone(),
             gauges: context.stats.gauge_slot(index),
-            clean_every: settings.clean_every,
+            clean_every: config.cleaning.interval,
         };
-        let core = settings.pinning.core_for(settings.first_core + index);
+        let core = config.cpu_pinning.core_for(routes.len() + index);
         supervisor.spawn(format!("swarm-{index}"), move || {
             shoal_common::cpu::maybe_pin_current_thread(core);
             worker.run()

@@ -29,10 +29,7 @@ use shoal_swarm::Clock;
 
 use crate::inbox::{ReplyInbox, glommio_reply_channel};
 use crate::running::{Listening, Reload, RunningTracker, access_list_reload};
-use crate::{
-    Context, LocalSwarm, Shard, SwarmWorkerSettings, reply_capacity, spawn_swarm_workers,
-    swarm_channels,
-};
+use crate::{Context, LocalSwarm, Shard, reply_capacity, spawn_swarm_workers, swarm_channels};
 
 /// A TCP tracker's running handle: [`RunningTracker`] with its TLS config.
 pub type RunningTcpTracker<C> = RunningTracker<C, Option<Arc<TlsConfig>>>;
@@ -216,15 +213,10 @@ pub fn start<T: TcpTracker>(
     }
     drop(senders);
 
-    let swarm_settings = SwarmWorkerSettings {
-        clean_every: config.cleaning.interval,
-        pinning: config.cpu_pinning.clone(),
-        first_core: socket_workers,
-    };
     spawn_swarm_workers(
         &mut supervisor,
         &context,
-        &swarm_settings,
+        &config,
         receivers,
         &routes,
         |_| T::shard(&config),

@@ -32,8 +32,8 @@ pub enum Docs {
     Leaf,
     /// A table with documented keys, printed in declaration order.
     Struct {
-        /// The type's own doc comment.
-        doc: &'static str,
+        /// The type's own doc comment (or what `#[toml_config(about = …)]` made).
+        doc: std::borrow::Cow<'static, str>,
         /// One entry per field.
         fields: Vec<FieldDoc>,
     },

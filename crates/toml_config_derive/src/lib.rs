@@ -8,8 +8,8 @@
 //!   printed value is whatever serde serializes the variant to, so `rename_all`
 //!   attributes are respected without this macro having to understand them.
 //! * `#[toml_config(about = EXPR)]` on a type replaces its doc comment as the
-//!   type's own documentation with a `&'static str` expression: a generic config
-//!   type takes its header from its type parameter (`T::ABOUT`).
+//!   type's own documentation with a string expression: a generic config type takes
+//!   its header from its type parameter.
 
 use proc_macro::TokenStream;
 use proc_macro2::TokenStream as TokenStream2;
@@ -27,11 +27,12 @@ pub fn derive_toml_config(input: TokenStream) -> TokenStream {
 
 fn expand(input: &DeriveInput) -> syn::Result<TokenStream2> {
     let name = &input.ident;
+    let plain_doc = doc_comment(&input.attrs);
     let type_doc = match about(&input.attrs)? {
-        Some(expr) => quote! { #expr },
+        Some(expr) => quote! { ::std::borrow::Cow::Owned(::std::string::String::from(#expr)) },
         None => {
             let doc = doc_comment(&input.attrs);
-            quote! { #doc }
+            quote! { ::std::borrow::Cow::Borrowed(#doc) }
         }
     };
     let (impl_generics, ty_generics, where_clause) = input.generics.split_for_impl();
@@ -92,7 +93,7 @@ fn expand(input: &DeriveInput) -> syn::Result<TokenStream2> {
             }
             quote! {
                 ::shoal_toml_config::Docs::Choice {
-                    doc: #type_doc,
+                    doc: #plain_doc,
                     choices: ::std::vec![#(#choices),*],
                 }
             }

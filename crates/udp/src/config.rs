@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 use shoal_common::config::Problems;
-use shoal_common::tracker_config::TrackerKind;
+use shoal_common::tracker_config::{QueueLimits, TrackerKind};
 use shoal_toml_config::TomlConfig;
 use shoal_udp_protocol::response::{ANNOUNCE_RESPONSE_HEADER_LEN, V6_PEER_LEN};
 
@@ -87,10 +87,14 @@ impl Default for LimitsConfig {
     }
 }
 
+impl QueueLimits for LimitsConfig {
+    fn swarm_queue_len(&self) -> usize {
+        self.swarm_queue_len
+    }
+}
+
 impl TrackerKind for Udp {
-    const ABOUT: &'static str = "shoal_udp: a BEP 15 UDP BitTorrent tracker.\n\n\
-        Every key is optional; a key left out keeps the default shown here.\n\
-        Durations are in seconds, sizes in bytes.";
+    const ABOUT: &'static str = "shoal_udp: a BEP 15 UDP BitTorrent tracker.";
     type Network = NetworkConfig;
     type Protocol = ProtocolConfig;
     type Limits = LimitsConfig;
@@ -103,11 +107,6 @@ impl TrackerKind for Udp {
         let protocol = &config.protocol;
         let most_peers = (MAX_UDP_PAYLOAD - ANNOUNCE_RESPONSE_HEADER_LEN) / V6_PEER_LEN;
         problems.section("protocol", |p| {
-            p.check(
-                protocol.announce_interval >= 1,
-                "announce_interval",
-                "must be at least 1 second",
-            );
             p.check(
                 (1..=most_peers).contains(&protocol.max_peers),
                 "max_peers",
@@ -133,7 +132,6 @@ impl TrackerKind for Udp {
         let limits = &config.limits;
         problems.section("limits", |p| {
             for (key, value) in [
-                ("swarm_queue_len", limits.swarm_queue_len),
                 ("max_pending_scrapes", limits.max_pending_scrapes),
                 ("send_queue_len", limits.send_queue_len),
             ] {

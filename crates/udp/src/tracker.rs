@@ -11,8 +11,8 @@ use shoal_swarm::Clock;
 use shoal_common::sockets::bind_per_worker;
 use shoal_common::tracker_config::Listen as _;
 use shoal_runtime::{
-    Context, Listening, LocalSwarm, SwarmWorkerSettings, access_list_reload, reply_capacity,
-    spawn_swarm_workers, swarm_channels,
+    Context, Listening, LocalSwarm, access_list_reload, reply_capacity, spawn_swarm_workers,
+    swarm_channels,
 };
 use shoal_swarm::BitTorrentMap;
 
@@ -105,15 +105,10 @@ pub fn start_with_clock(config: Config, clock: Arc<Clock>) -> anyhow::Result<Run
     }
     drop(job_senders);
 
-    let settings = SwarmWorkerSettings {
-        clean_every: config.cleaning.interval,
-        pinning: config.cpu_pinning.clone(),
-        first_core: socket_workers,
-    };
     spawn_swarm_workers(
         &mut supervisor,
         &context,
-        &settings,
+        &config,
         job_receivers,
         &routes,
         shard,

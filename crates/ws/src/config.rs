@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 use shoal_common::CleaningConfig;
 use shoal_common::config::Problems;
-use shoal_common::tracker_config::{TlsFiles as _, TrackerKind};
+use shoal_common::tracker_config::{QueueLimits, TlsFiles as _, TrackerKind};
 use shoal_toml_config::TomlConfig;
 
 /// The WebTorrent tracker's sections of the shared [config shape](shoal_common::tracker_config).
@@ -114,11 +114,15 @@ impl Default for LimitsConfig {
     }
 }
 
+impl QueueLimits for LimitsConfig {
+    fn swarm_queue_len(&self) -> usize {
+        self.swarm_queue_len
+    }
+}
+
 impl TrackerKind for Ws {
     const ABOUT: &'static str = "shoal_ws: a WebTorrent tracker over WebSocket (ws and wss) that relays WebRTC\n\
-        offers and answers between browsers.\n\n\
-        Every key is optional; a key left out keeps the default shown here.\n\
-        Durations are in seconds, sizes in bytes.";
+        offers and answers between browsers.";
     type Network = NetworkConfig;
     type Protocol = ProtocolConfig;
     type Limits = LimitsConfig;
@@ -166,11 +170,6 @@ impl TrackerKind for Ws {
             );
         });
         problems.section("protocol", |p| {
-            p.check(
-                protocol.announce_interval >= 1,
-                "announce_interval",
-                "must be at least 1 second",
-            );
             p.check(
                 (1..=100).contains(&protocol.max_offers),
                 "max_offers",
@@ -224,16 +223,7 @@ impl TrackerKind for Ws {
                 "max_outgoing_messages",
                 "must be at least 1",
             );
-            p.check(
-                limits.swarm_queue_len >= 1,
-                "swarm_queue_len",
-                "must be at least 1",
-            );
-            p.check(
-                limits.io_memory >= 64 * 1024,
-                "io_memory",
-                "must be at least 65536",
-            );
+            shoal_common::memlock::validate_io_memory(p, limits.io_memory);
         });
     }
 }

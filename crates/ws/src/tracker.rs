@@ -102,14 +102,11 @@ impl TcpTracker for WsTracker {
     fn tick(worker: &Worker) {
         let mut router = worker.state.router.borrow_mut();
         // Leave notices a full queue turned back go out again.
-        if router.has_waiting() {
+        if router.link.has_waiting() {
             router.flush();
         }
-        router.clean_local(&worker.context.access);
-        worker
-            .counters
-            .borrow_mut()
-            .shed(std::mem::take(&mut router.shed));
+        let shed = router.link.tick(&worker.context.access);
+        worker.counters.borrow_mut().shed(shed);
     }
 }
 

@@ -15,9 +15,8 @@ use std::rc::Rc;
 use std::task::{Context, Poll, Waker};
 
 use crossbeam_channel::Sender;
-use shoal_common::AccessControl;
 use shoal_http_protocol::InfoHash;
-use shoal_runtime::{LocalSwarm, Outboxes, Sent};
+use shoal_runtime::{LocalSwarm, SwarmLink};
 use shoal_swarm::ScrapeStats;
 
 use crate::messages::{ReplyTo, Slot, SwarmReply, SwarmReplyKind, SwarmRequest, SwarmRequestKind};
@@ -62,14 +61,10 @@ struct Entry {
 #[derive(Debug)]
 pub(crate) struct Router {
     socket_worker: u16,
-    outboxes: Outboxes<Vec<SwarmRequest>>,
-    /// With `swarm_workers = 0`: the torrents this (only) socket worker keeps itself.
-    local: Option<LocalSwarm<HttpShard>>,
-    flush_scheduled: bool,
+    /// Batches for the swarm workers, or the torrents kept here.
+    pub(crate) link: SwarmLink<HttpShard>,
     slots: Vec<Entry>,
     free: Vec<u32>,
-    /// Requests shed because a swarm queue was full (for statistics).
-    pub(crate) shed: u64,
 }
 
 impl Router {
@@ -82,22 +77,15 @@ impl Router {
     ) -> Self {
         Self {
             socket_worker: socket_worker as u16,
-            local,
-            outboxes: Outboxes::new(swarms, 0),
-            flush_scheduled: false,
+            link: SwarmLink::new(swarms, local),
             slots: Vec::new(),
             free: Vec::new(),
-            shed: 0,
         }
     }
 
     /// Number of swarm workers (1 when the torrents are kept here).
     pub(crate) fn swarm_workers(&self) -> usize {
-        if self.local.is_some() {
-            1
-        } else {
-            self.outboxes.shards()
-        }
+        self.link.shards()
     }
 
     /// Queues `parts` (swarm worker, request) for one reply and returns the future of
@@ -125,27 +113,20 @@ impl Router {
                 socket_worker: self.socket_worker,
                 slot,
             };
-            self.outboxes
-                .open(worker, Vec::new)
+            self.link
+                .batch(worker)
                 .push(SwarmRequest { reply_to, kind });
         }
-        let schedule = !self.flush_scheduled;
-        self.flush_scheduled = true;
-        (slot, schedule)
+        (slot, self.link.needs_flush())
     }
 
     /// Sends every outbox to its swarm worker. Requests that find a full queue fail
     /// their calls with [`CallError::Busy`] at once.
     pub(crate) fn flush(&mut self) {
-        self.flush_scheduled = false;
-        for worker in 0..self.outboxes.shards() {
-            // A swarm worker that is gone takes its batch along: the tracker is
-            // stopping, and the connections waiting for it close with it.
-            if let Ok(Sent::Full(batch)) = self.outboxes.send(worker) {
-                self.shed += batch.len() as u64;
-                for request in batch {
-                    self.finish(request.reply_to.slot, Err(CallError::Busy));
-                }
+        for (_, batch) in self.link.flush() {
+            self.link.count_shed(batch.len());
+            for request in batch {
+                self.finish(request.reply_to.slot, Err(CallError::Busy));
             }
         }
     }
@@ -209,7 +190,7 @@ impl Router {
         &mut self,
         parts: Vec<(usize, SwarmRequestKind)>,
     ) -> Result<Merged, Vec<(usize, SwarmRequestKind)>> {
-        let Some(local) = &mut self.local else {
+        let Some(local) = self.link.local() else {
             return Err(parts);
         };
         Ok(local.serve(|shard, now| {
@@ -223,13 +204,6 @@ impl Router {
             }
             announce.map_or(Merged::Scrape(scrape), Merged::Announce)
         }))
-    }
-
-    /// Cleans the local torrents if this worker keeps them and cleaning is due.
-    pub(crate) fn clean_local(&mut self, access: &AccessControl) {
-        if let Some(local) = &mut self.local {
-            local.clean_if_due(access);
-        }
     }
 }
 

@@ -20,8 +20,7 @@ use std::task::{Poll, Waker};
 
 use crossbeam_channel::Sender;
 use hashbrown::HashMap;
-use shoal_common::AccessControl;
-use shoal_runtime::{LocalSwarm, Outboxes, Sent};
+use shoal_runtime::{LocalSwarm, SwarmLink};
 
 use crate::messages::{ConnectionRef, Delivery, RequestKind, SwarmRequest, ToConnection};
 use crate::swarm::Swarms;
@@ -107,15 +106,11 @@ impl ConnectionQueue {
 #[derive(Debug)]
 pub(crate) struct Router {
     socket_worker: u16,
-    outboxes: Outboxes<Vec<SwarmRequest>>,
-    /// With `swarm_workers = 0`: the torrents this (only) socket worker keeps itself.
-    local: Option<LocalSwarm<Swarms>>,
-    flush_scheduled: bool,
+    /// Batches for the swarm workers, or the torrents kept here.
+    pub(crate) link: SwarmLink<Swarms>,
     connections: HashMap<u64, Rc<ConnectionQueue>>,
     next_connection: u64,
     produced: Vec<(ConnectionRef, ToConnection)>,
-    /// Requests shed because a swarm queue was full (for statistics).
-    pub(crate) shed: u64,
 }
 
 impl Router {
@@ -128,23 +123,16 @@ impl Router {
     ) -> Self {
         Self {
             socket_worker: socket_worker as u16,
-            local,
-            outboxes: Outboxes::new(swarms, 0),
-            flush_scheduled: false,
+            link: SwarmLink::new(swarms, local),
             connections: HashMap::new(),
             next_connection: 0,
             produced: Vec::new(),
-            shed: 0,
         }
     }
 
     /// Number of swarm workers (1 when the torrents are kept here).
     pub(crate) fn swarm_workers(&self) -> usize {
-        if self.local.is_some() {
-            1
-        } else {
-            self.outboxes.shards()
-        }
+        self.link.shards()
     }
 
     /// A new connection and its queue of at most `limit` messages.
@@ -168,7 +156,7 @@ impl Router {
     /// Sends `request` to swarm worker `worker` (or serves it here). Returns whether
     /// the caller must schedule a [`Router::flush`].
     pub(crate) fn submit(&mut self, worker: usize, request: SwarmRequest) -> bool {
-        if let Some(local) = &mut self.local {
+        if let Some(local) = self.link.local() {
             let mut produced = std::mem::take(&mut self.produced);
             local.serve(|swarms, now| swarms.serve(request, now, &mut produced));
             for (to, message) in produced.drain(..) {
@@ -179,23 +167,15 @@ impl Router {
             self.produced = produced;
             return false;
         }
-        self.outboxes.open(worker, Vec::new).push(request);
-        let schedule = !self.flush_scheduled;
-        self.flush_scheduled = true;
-        schedule
+        self.link.batch(worker).push(request);
+        self.link.needs_flush()
     }
 
     /// Sends every outbox to its swarm worker. When a queue is full, requests a
     /// client waits for are answered "busy" at once; leave notices stay in the outbox
     /// for the next flush.
     pub(crate) fn flush(&mut self) {
-        self.flush_scheduled = false;
-        for worker in 0..self.outboxes.shards() {
-            // A swarm worker that is gone takes its batch along: the tracker is
-            // stopping.
-            let Ok(Sent::Full(batch)) = self.outboxes.send(worker) else {
-                continue;
-            };
+        for (worker, batch) in self.link.flush() {
             for request in batch {
                 let busy = match &request.kind {
                     RequestKind::Announce(announce) => ToConnection::Shed {
@@ -207,21 +187,16 @@ impl Router {
                         scrape_id: Some(*scrape_id),
                     },
                     RequestKind::Leave(_) => {
-                        self.outboxes.open(worker, Vec::new).push(request);
+                        self.link.batch(worker).push(request);
                         continue;
                     }
                 };
-                self.shed += 1;
+                self.link.count_shed(1);
                 if let Some(queue) = self.connections.get(&request.from.id) {
                     queue.push(busy);
                 }
             }
         }
-    }
-
-    /// Whether requests wait in an outbox (leave notices a full queue turned back).
-    pub(crate) fn has_waiting(&self) -> bool {
-        self.outboxes.has_open()
     }
 
     /// Takes a batch of messages from a swarm worker.
@@ -230,13 +205,6 @@ impl Router {
             if let Some(queue) = self.connections.get(&connection) {
                 queue.push(message);
             }
-        }
-    }
-
-    /// With no swarm workers, cleans this worker's torrents when it is time.
-    pub(crate) fn clean_local(&mut self, access: &AccessControl) {
-        if let Some(local) = &mut self.local {
-            local.clean_if_due(access);
         }
     }
 }
