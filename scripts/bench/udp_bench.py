@@ -90,7 +90,7 @@ class Bench:
     def tracker_cmd(self, tracker):
         a, port = self.a, self.a.port
         if tracker == "shoal":
-            swarm = a.swarm_workers or max(1, self.workers // 4)
+            swarm = max(1, self.workers // 4) if a.swarm_workers is None else a.swarm_workers
             config = self.write("shoal.toml", f"""
 socket_workers = {self.workers}
 swarm_workers = {swarm}
@@ -384,7 +384,8 @@ def main():
     p.add_argument("--tracker-cpus", default="0")
     p.add_argument("--load-cpus", default="1")
     p.add_argument("--workers", type=int, default=0, help="socket workers (default: one per tracker CPU)")
-    p.add_argument("--swarm-workers", type=int, default=0, help="shoal swarm workers (default: max(1, workers/4))")
+    p.add_argument("--swarm-workers", type=int, default=None,
+                   help="shoal swarm workers (default: max(1, workers/4); 0: the socket worker keeps the torrents)")
     p.add_argument("--load-workers", type=int, default=0, help="load tester workers (default: one per load CPU)")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--duration", type=int, default=20)

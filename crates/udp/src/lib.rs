@@ -3,12 +3,15 @@
 //! # Layout
 //!
 //! ```text
-//!             socket workers                              swarm workers
-//!  datagram ─► socket::SocketWorker ─► socket::dispatch ──Job──► swarm_worker
-//!              (recv, send)            parse, check id,          TorrentMap (shard)
-//!                                      access list, route        encodes replies
-//!  reply   ◄── send ◄──────────────────────────────────────Job── into the job
+//!             socket workers                              swarm workers (shoal_runtime)
+//!  datagram ─► socket::SocketWorker ─► socket::dispatch ──Job──► shard::UdpShard
+//!              (recv, send)            parse, check id,          TorrentMap, encodes
+//!                                      access list, route        replies into the job
+//!  reply   ◄── send ◄──────────────────────────────────────Job──
 //! ```
+//!
+//! Swarm worker threads, the local shard (`swarm_workers = 0`), outboxes and reply
+//! routes are `shoal_runtime`'s, shared with the other trackers.
 //!
 //! * [`config`]: every setting, documented once (printed by `-p`).
 //! * `connection_id`: stateless, keyed-MAC connection ids.
