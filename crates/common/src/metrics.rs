@@ -30,22 +30,52 @@ pub trait Counters: Default + Send + Sync {
     fn flush(&self, local: &mut Self::Local);
 }
 
-/// Sizes a swarm worker reports (gauges: stored, not added).
+/// What a shard of torrents reports: its size, and what its capacity limits refused
+/// since it started.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ShardStatus {
+    /// Torrents.
+    pub torrents: u64,
+    /// Peers.
+    pub peers: u64,
+    /// Announces refused because the shard held as many torrents as it may.
+    pub torrents_refused: u64,
+    /// New peers answered but not stored because their torrent or the shard was full.
+    pub peers_refused: u64,
+}
+
+/// What a swarm worker reports (stored, not added: the shard keeps the totals).
 #[derive(Debug, Default)]
 pub struct SwarmGauges {
     /// Torrents in the worker's shard.
     pub torrents: std::sync::atomic::AtomicU64,
     /// Peers in the worker's shard.
     pub peers: std::sync::atomic::AtomicU64,
+    /// See [`ShardStatus::torrents_refused`].
+    pub torrents_refused: std::sync::atomic::AtomicU64,
+    /// See [`ShardStatus::peers_refused`].
+    pub peers_refused: std::sync::atomic::AtomicU64,
 }
 
 impl SwarmGauges {
-    /// Records the shard's current size.
-    pub fn publish(&self, torrents: usize, peers: usize) {
-        self.torrents
-            .store(torrents as u64, std::sync::atomic::Ordering::Relaxed);
-        self.peers
-            .store(peers as u64, std::sync::atomic::Ordering::Relaxed);
+    /// Records the shard's current status.
+    pub fn publish(&self, status: ShardStatus) {
+        use std::sync::atomic::Ordering::Relaxed;
+        self.torrents.store(status.torrents, Relaxed);
+        self.peers.store(status.peers, Relaxed);
+        self.torrents_refused
+            .store(status.torrents_refused, Relaxed);
+        self.peers_refused.store(status.peers_refused, Relaxed);
+    }
+
+    fn load(&self) -> ShardStatus {
+        use std::sync::atomic::Ordering::Relaxed;
+        ShardStatus {
+            torrents: self.torrents.load(Relaxed),
+            peers: self.peers.load(Relaxed),
+            torrents_refused: self.torrents_refused.load(Relaxed),
+            peers_refused: self.peers_refused.load(Relaxed),
+        }
     }
 }
 
@@ -58,9 +88,9 @@ pub struct GaugeSlot {
 }
 
 impl GaugeSlot {
-    /// Records the shard's current size.
-    pub fn publish(&self, torrents: usize, peers: usize) {
-        self.all[self.index].publish(torrents, peers);
+    /// Records the shard's current status.
+    pub fn publish(&self, status: ShardStatus) {
+        self.all[self.index].publish(status);
     }
 }
 
@@ -80,6 +110,10 @@ pub struct StatsSnapshot<T> {
     pub torrents: u64,
     /// Peers over all shards.
     pub peers: u64,
+    /// Announces refused by the torrent limit, over all shards, since start.
+    pub torrents_refused: u64,
+    /// New peers not stored by the peer limits, over all shards, since start.
+    pub peers_refused: u64,
 }
 
 impl<C: Counters> WorkerStats<C> {
@@ -119,8 +153,11 @@ impl<C: Counters> WorkerStats<C> {
             counters.add_to(&mut snapshot.requests);
         }
         for gauges in self.swarms.iter() {
-            snapshot.torrents += gauges.torrents.load(std::sync::atomic::Ordering::Relaxed);
-            snapshot.peers += gauges.peers.load(std::sync::atomic::Ordering::Relaxed);
+            let status = gauges.load();
+            snapshot.torrents += status.torrents;
+            snapshot.peers += status.peers;
+            snapshot.torrents_refused += status.torrents_refused;
+            snapshot.peers_refused += status.peers_refused;
         }
         snapshot
     }

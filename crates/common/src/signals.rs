@@ -4,6 +4,14 @@
 //! the reload work (reading files, parsing) runs there and never in a signal handler
 //! or on a worker. A second SIGTERM/SIGINT while shutting down exits at once, for the
 //! operator who pressed Ctrl-C twice.
+//!
+//! A binary starts the thread before anything else ([`SignalThread::start`]) and adds
+//! what SIGUSR1 reloads once the tracker is up: a SIGUSR1 sent while it starts (a
+//! `systemctl reload` right after `start`) is logged and ignored instead of killing
+//! the process with the signal's default action, and a SIGTERM then stops it as soon
+//! as it is up.
+
+use std::sync::{Arc, Mutex};
 
 use anyhow::Context as _;
 use signal_hook::consts::{SIGINT, SIGTERM, SIGUSR1};
@@ -14,12 +22,46 @@ use crate::supervisor::Shutdown;
 /// Something to run on SIGUSR1: reload an access list, TLS certificates…
 pub type ReloadHook = Box<dyn Fn() + Send>;
 
-/// Starts the signal thread. Call before starting workers so that a signal arriving
-/// during start-up is not lost or fatal.
+/// The running signal thread; [`add_reloads`](Self::add_reloads) tells it what
+/// SIGUSR1 reloads.
+#[derive(Clone)]
+pub struct SignalThread {
+    reloads: Arc<Mutex<Vec<ReloadHook>>>,
+}
+
+impl std::fmt::Debug for SignalThread {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SignalThread").finish_non_exhaustive()
+    }
+}
+
+impl SignalThread {
+    /// Installs the handlers and starts the thread: from now on SIGTERM/SIGINT request
+    /// `shutdown`, and SIGUSR1 runs the reloads added so far.
+    pub fn start(shutdown: Shutdown) -> anyhow::Result<Self> {
+        let thread = Self {
+            reloads: Arc::new(Mutex::new(Vec::new())),
+        };
+        spawn(shutdown, thread.reloads.clone())?;
+        Ok(thread)
+    }
+
+    /// Adds what SIGUSR1 reloads.
+    pub fn add_reloads(&self, hooks: Vec<ReloadHook>) {
+        self.reloads.lock().expect("reloads lock").extend(hooks);
+    }
+}
+
+/// Starts the signal thread with a fixed set of reloads (load testers: none).
 pub fn spawn_signal_thread(
     shutdown: Shutdown,
     reload_hooks: Vec<ReloadHook>,
 ) -> anyhow::Result<()> {
+    SignalThread::start(shutdown)?.add_reloads(reload_hooks);
+    Ok(())
+}
+
+fn spawn(shutdown: Shutdown, reloads: Arc<Mutex<Vec<ReloadHook>>>) -> anyhow::Result<()> {
     let mut signals =
         Signals::new([SIGTERM, SIGINT, SIGUSR1]).context("cannot install signal handlers")?;
     std::thread::Builder::new()
@@ -28,8 +70,13 @@ pub fn spawn_signal_thread(
             for signal in signals.forever() {
                 match signal {
                     SIGUSR1 => {
-                        log::info!("SIGUSR1: reloading");
-                        for hook in &reload_hooks {
+                        let reloads = reloads.lock().expect("reloads lock");
+                        if reloads.is_empty() {
+                            log::info!("SIGUSR1: still starting, nothing to reload yet");
+                        } else {
+                            log::info!("SIGUSR1: reloading");
+                        }
+                        for hook in reloads.iter() {
                             hook();
                         }
                     }

@@ -66,6 +66,11 @@ pub trait TrackerKind: Clone + Debug + Default + PartialEq + Eq + Send + Sync + 
         CleaningConfig::default()
     }
 
+    /// The `[capacity]` defaults: what one such peer and torrent cost decides them.
+    fn default_capacity() -> CapacityConfig {
+        CapacityConfig::default()
+    }
+
     /// Seconds between announces that clients are told, which peers must outlive.
     fn announce_interval(protocol: &Self::Protocol) -> u32;
 
@@ -112,6 +117,9 @@ pub struct Config<T: TrackerKind> {
     pub protocol: T::Protocol,
     /// When peers and torrents are forgotten.
     pub cleaning: CleaningConfig,
+    /// How many torrents and peers the tracker keeps at most, so that memory stays
+    /// bounded whatever clients send. Refusals are counted in the statistics.
+    pub capacity: CapacityConfig,
     /// Limits and queue sizes. Each one is counted when it triggers; work over a limit
     /// is refused or dropped, never waited for.
     pub limits: T::Limits,
@@ -134,6 +142,7 @@ impl<T: TrackerKind> Default for Config<T> {
             network: T::Network::default(),
             protocol: T::Protocol::default(),
             cleaning: T::default_cleaning(),
+            capacity: T::default_capacity(),
             limits: T::Limits::default(),
             statistics: StatisticsConfig::default(),
             access_list: AccessListConfig::default(),
@@ -194,6 +203,7 @@ impl<T: TrackerKind> TrackerConfig for Config<T> {
         });
         T::validate(self, problems);
         problems.section("cleaning", |p| self.cleaning.validate(p, interval));
+        problems.section("capacity", |p| self.capacity.validate(p));
         problems.section("access_list", |p| self.access_list.validate(p));
         problems.section("privileges", |p| self.privileges.validate(p));
         problems.section("cpu_pinning", |p| self.cpu_pinning.validate(p));
@@ -201,6 +211,49 @@ impl<T: TrackerKind> TrackerConfig for Config<T> {
 
     fn log_level(&self) -> LogLevel {
         self.log_level
+    }
+}
+
+/// How many torrents and peers a tracker keeps at most.
+///
+/// When full, swarms that exist keep working: a new torrent is refused with an error
+/// ("tracker full"), and a new peer in a full swarm (or a full tracker) is answered
+/// with peers but not stored until others leave. Limits are split evenly over the
+/// swarm workers.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, TomlConfig)]
+#[serde(default, deny_unknown_fields)]
+pub struct CapacityConfig {
+    /// Most torrents (all swarm workers together). An announce that would start
+    /// another gets a "tracker full" error; known torrents keep working.
+    pub max_torrents: usize,
+    /// Most peers over all torrents. New peers past it are sent peers but not stored.
+    pub max_peers: usize,
+    /// Most peers in one torrent. New peers past it are sent peers but not stored.
+    pub max_peers_per_torrent: usize,
+}
+
+impl Default for CapacityConfig {
+    /// About 2.5 GB of torrents and peers for a BitTorrent tracker (≈ 100 bytes per
+    /// torrent and 30 per peer, measured), far above the busiest public trackers.
+    fn default() -> Self {
+        Self {
+            max_torrents: 10_000_000,
+            max_peers: 50_000_000,
+            max_peers_per_torrent: 200_000,
+        }
+    }
+}
+
+impl CapacityConfig {
+    /// Records problems: every limit must allow something.
+    pub fn validate(&self, problems: &mut Problems) {
+        for (key, value) in [
+            ("max_torrents", self.max_torrents),
+            ("max_peers", self.max_peers),
+            ("max_peers_per_torrent", self.max_peers_per_torrent),
+        ] {
+            problems.check(value >= 1, key, "must be at least 1");
+        }
     }
 }
 

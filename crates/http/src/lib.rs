@@ -32,10 +32,13 @@ mod socket;
 pub mod stats;
 pub mod tracker;
 
+use std::sync::Arc;
+
 use shoal_common::AppInfo;
+use shoal_swarm::Clock;
 
 pub use config::Config;
-pub use tracker::{RunningTracker, start, start_with_clock};
+pub use tracker::{RunningTracker, prepare, start, start_with_clock};
 
 /// How `shoal_http` introduces itself.
 pub const APP: AppInfo = AppInfo {
@@ -48,5 +51,5 @@ pub const APP: AppInfo = AppInfo {
 /// access list and the TLS certificate.
 pub fn run(config: Config) -> anyhow::Result<()> {
     let privileges = config.privileges.clone();
-    shoal_runtime::run_until_stopped(start(config)?, &privileges)
+    shoal_runtime::run_until_stopped(&privileges, || prepare(config, Arc::new(Clock::new())))
 }

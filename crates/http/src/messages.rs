@@ -93,6 +93,8 @@ pub(crate) enum SwarmReplyKind {
     },
     /// For a scrape or full scrape: counts per torrent.
     Scrape(Vec<(InfoHash, ScrapeStats)>),
+    /// For an announce that would start a torrent while the tracker is full.
+    TrackerFull,
 }
 
 /// Peers for an announce reply.

@@ -7,11 +7,12 @@
 
 use rand::rngs::SmallRng;
 use shoal_common::access_list::AccessSnapshot;
+use shoal_common::metrics::ShardStatus;
 use shoal_http_protocol::PeerId;
-use shoal_runtime::{ByWorker, Shard};
+use shoal_runtime::{ByWorker, Shard, status_of};
 use shoal_swarm::{
-    Announce, BitTorrentMap, CleanReport, DualStack, ListIn, Peer, PeerAddr, PeerAddress,
-    ServerTime,
+    Announce, Announced, BitTorrentMap, Capacity, CleanReport, DualStack, ListIn, Peer, PeerAddr,
+    PeerAddress, ServerTime,
 };
 
 use crate::messages::{
@@ -53,19 +54,20 @@ impl Shard for HttpShard {
 
     fn clean(&mut self, now: ServerTime, access: &AccessSnapshot) -> CleanReport {
         self.torrents
-            .clean(now, |info_hash| access.allows(info_hash))
+            .clean_step(now, |info_hash| access.allows(info_hash))
     }
 
-    fn sizes(&self) -> (usize, usize) {
-        (self.torrents.torrent_count(), self.torrents.peer_count())
+    fn status(&self) -> ShardStatus {
+        status_of(&self.torrents)
     }
 }
 
 impl HttpShard {
-    /// No torrents yet; peers expire `peer_timeout` seconds after their last announce.
-    pub(crate) fn new(peer_timeout: u32) -> Self {
+    /// No torrents yet; peers expire `peer_timeout` seconds after their last announce;
+    /// at most `capacity`.
+    pub(crate) fn new(peer_timeout: u32, capacity: Capacity) -> Self {
         Self {
-            torrents: BitTorrentMap::new(peer_timeout),
+            torrents: BitTorrentMap::new(peer_timeout, capacity),
             rng: rand::make_rng(),
             replies: ByWorker::default(),
         }
@@ -103,22 +105,24 @@ impl HttpShard {
         };
         let mut compact = Vec::new();
         let mut with_ids = Vec::new();
-        let counts = self
-            .torrents
-            .announce(
-                &work.info_hash,
-                announce,
-                now,
-                &mut self.rng,
-                |peer: &mut Peer<A, PeerId>| {
-                    if work.with_peer_ids {
-                        with_ids.push((peer.key().socket_addr(), peer.extra));
-                    } else {
-                        compact.extend_from_slice(peer.key().as_bytes());
-                    }
-                },
-            )
-            .unwrap_or_default(); // BitTorrent peers (addresses) belong to nobody
+        let result = self.torrents.announce(
+            &work.info_hash,
+            announce,
+            now,
+            &mut self.rng,
+            |peer: &mut Peer<A, PeerId>| {
+                if work.with_peer_ids {
+                    with_ids.push((peer.key().socket_addr(), peer.extra));
+                } else {
+                    compact.extend_from_slice(peer.key().as_bytes());
+                }
+            },
+        );
+        // BitTorrent peers (addresses) belong to nobody, so the only refusal is a
+        // full tracker.
+        let Ok(Announced { counts, .. }) = result else {
+            return SwarmReplyKind::TrackerFull;
+        };
         let peers = if work.with_peer_ids {
             AnnouncedPeers::WithIds(with_ids)
         } else {

@@ -10,9 +10,10 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::Sender;
 use futures_lite::{AsyncRead, AsyncWrite};
 use shoal_common::metrics::SummaryLine;
+use shoal_common::tls::TlsConfig;
 use shoal_common::tracker_config::Config;
 use shoal_runtime::tcp::{ConnectionCounters as _, RunningTcpTracker, TcpSettings, TcpTracker};
-use shoal_runtime::{Listening, LocalSwarm};
+use shoal_runtime::{Listening, LocalSwarm, Prepared, shard_capacity};
 use shoal_swarm::Clock;
 
 use crate::config::Http;
@@ -50,7 +51,7 @@ impl TcpTracker for HttpTracker {
     }
 
     fn shard(config: &Config<Http>) -> HttpShard {
-        HttpShard::new(config.cleaning.peer_timeout)
+        HttpShard::new(config.cleaning.peer_timeout, shard_capacity(config))
     }
 
     fn summary() -> SummaryLine<SocketTotals> {
@@ -104,6 +105,15 @@ impl TcpTracker for HttpTracker {
             .tick(&worker.context.access);
         worker.counters.borrow_mut().shed(shed);
     }
+}
+
+/// Prepares a tracker on `clock`: checks, loads files and binds; serving starts with
+/// `serve` on the result.
+pub fn prepare(
+    config: crate::Config,
+    clock: Arc<Clock>,
+) -> anyhow::Result<Prepared<SharedSocketCounters, Option<Arc<TlsConfig>>>> {
+    shoal_runtime::tcp::prepare::<HttpTracker>(config, clock)
 }
 
 /// Starts a tracker with its own clock.

@@ -56,8 +56,10 @@ pub use link::SwarmLink;
 pub use local::LocalSwarm;
 pub use outbox::{Batch, Outboxes, Sent, SwarmWorkerGone, shard_for};
 pub use reply::{ReplyRoute, Wake, reply_capacity, reply_channel};
-pub use running::{Listening, Reload, RunningTracker, access_list_reload, run_until_stopped};
-pub use shard::{ByWorker, CleaningSchedule, Shard};
+pub use running::{
+    Listening, Prepared, Reload, RunningTracker, access_list_reload, run_until_stopped,
+};
+pub use shard::{ByWorker, CleaningSchedule, Shard, status_of};
 pub use swarm_worker::{spawn_swarm_workers, swarm_channels};
 
 /// What every worker of one running tracker shares.
@@ -101,5 +103,20 @@ impl<C: Counters> Context<C> {
             stats: WorkerStats::new(socket_workers, swarm_gauges),
             shutdown: Shutdown::new(),
         })
+    }
+}
+
+/// One shard's share of the configured capacity: the limits split evenly over the
+/// swarm workers (rounded up), or all of them for a socket worker that keeps the
+/// torrents itself.
+pub fn shard_capacity<K: shoal_common::tracker_config::TrackerKind>(
+    config: &shoal_common::tracker_config::Config<K>,
+) -> shoal_swarm::Capacity {
+    let shards = config.swarm_worker_count().max(1);
+    let capacity = &config.capacity;
+    shoal_swarm::Capacity {
+        torrents: capacity.max_torrents.div_ceil(shards),
+        peers: capacity.max_peers.div_ceil(shards),
+        peers_per_torrent: capacity.max_peers_per_torrent,
     }
 }

@@ -11,7 +11,7 @@ use shoal_common::AccessControl;
 use shoal_common::metrics::GaugeSlot;
 use shoal_swarm::{Clock, ServerTime};
 
-use crate::shard::{CleaningSchedule, Shard, clean};
+use crate::shard::{CleaningSchedule, Shard, clean_some};
 use crate::swarm_worker::publish;
 
 /// A shard inside a socket worker.
@@ -46,13 +46,22 @@ impl<S: Shard> LocalSwarm<S> {
         self.serve(|shard, now| shard.handle(batch, now, reply));
     }
 
-    /// Cleans the shard if a pass is due; call it regularly (socket workers do every
+    /// Cleans a slice of the shard if a pass is due; call it often (every round of a
+    /// socket worker's loop, and at least every
     /// [`Shutdown::POLL_INTERVAL`](shoal_common::Shutdown::POLL_INTERVAL)).
     pub fn clean_if_due(&mut self, access: &AccessControl) {
-        let now = self.clock.now();
-        if self.cleaning.due(now) {
-            clean(&mut self.shard, now, access);
+        if clean_some(
+            &mut self.shard,
+            &mut self.cleaning,
+            self.clock.now(),
+            access,
+        ) {
             publish(&self.shard, &self.gauges);
         }
+    }
+
+    /// Whether a cleaning pass is under way (its owner should come back soon).
+    pub fn cleaning(&self) -> bool {
+        self.cleaning.in_pass()
     }
 }

@@ -4,8 +4,8 @@ use std::sync::Arc;
 
 use anyhow::Context as _;
 use shoal_common::metrics::{Counters, StatsSnapshot, WorkerStats};
-use shoal_common::signals::{ReloadHook, spawn_signal_thread};
-use shoal_common::{PrivilegeConfig, Running};
+use shoal_common::signals::{ReloadHook, SignalThread};
+use shoal_common::{PrivilegeConfig, Running, Shutdown};
 use shoal_swarm::Clock;
 
 use crate::Context;
@@ -79,12 +79,7 @@ impl<C: Counters, E> RunningTracker<C, E> {
 
     /// Logs where the tracker listens.
     pub fn log_addresses(&self) {
-        for Listening { url, note } in &self.listening {
-            log::info!("listening on {url}");
-            if !note.is_empty() {
-                log::info!("{url}: {note}");
-            }
-        }
+        log_listening(&self.listening);
     }
 
     /// What SIGUSR1 should run for this tracker.
@@ -123,16 +118,74 @@ impl<C: Counters, E> std::ops::Deref for RunningTracker<C, E> {
     }
 }
 
-/// What a tracker binary does once its tracker started: say where it listens, handle
-/// signals (SIGTERM/SIGINT stop, SIGUSR1 reloads), give up root if configured, and
+/// A tracker whose config is checked, files loaded and sockets bound, not serving yet:
+/// the moment to give up root. [`serve`](Self::serve) starts every thread.
+pub struct Prepared<C: Counters, E = ()> {
+    listening: Vec<Listening>,
+    serve: ServeFn<C, E>,
+}
+
+type ServeFn<C, E> = Box<dyn FnOnce(Vec<Listening>) -> anyhow::Result<RunningTracker<C, E>> + Send>;
+
+impl<C: Counters, E> std::fmt::Debug for Prepared<C, E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Prepared")
+            .field("listening", &self.listening)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<C: Counters, E> Prepared<C, E> {
+    /// A tracker listening as `listening` says, which `serve` starts (and hands the
+    /// same description on to its handle).
+    pub fn new(
+        listening: Vec<Listening>,
+        serve: impl FnOnce(Vec<Listening>) -> anyhow::Result<RunningTracker<C, E>> + Send + 'static,
+    ) -> Self {
+        Self {
+            listening,
+            serve: Box::new(serve),
+        }
+    }
+
+    /// Logs where the tracker listens (its sockets are bound and listening: the
+    /// kernel queues what arrives until it serves).
+    pub fn log_addresses(&self) {
+        log_listening(&self.listening);
+    }
+
+    /// Starts serving.
+    pub fn serve(self) -> anyhow::Result<RunningTracker<C, E>> {
+        (self.serve)(self.listening)
+    }
+}
+
+fn log_listening(listening: &[Listening]) {
+    for Listening { url, note } in listening {
+        log::info!("listening on {url}");
+        if !note.is_empty() {
+            log::info!("{url}: {note}");
+        }
+    }
+}
+
+/// What a tracker binary does: handle signals from the first moment (SIGTERM/SIGINT
+/// stop, SIGUSR1 reloads), prepare the tracker (config, files, sockets), give up root
+/// if configured before anything is served, start serving, say where it listens, and
 /// wait until shutdown or a worker failure.
 pub fn run_until_stopped<C: Counters, E>(
-    tracker: RunningTracker<C, E>,
     privileges: &PrivilegeConfig,
+    prepare: impl FnOnce() -> anyhow::Result<Prepared<C, E>>,
 ) -> anyhow::Result<()> {
-    tracker.log_addresses();
-    spawn_signal_thread(tracker.shutdown_handle().clone(), tracker.reload_hooks())?;
+    let shutdown = Shutdown::new();
+    let signals = SignalThread::start(shutdown.clone())?;
+    let prepared = prepare()?;
+    prepared.log_addresses();
     shoal_common::privileges::drop_privileges(privileges).context("cannot drop privileges")?;
+    let tracker = prepared.serve()?;
+    signals.add_reloads(tracker.reload_hooks());
+    let stop = tracker.shutdown_handle().clone();
+    shutdown.on_request(move || stop.request());
     tracker.wait()
 }
 

@@ -5,8 +5,11 @@
 //! rest the same way for every tracker: the thread loop, the cleaning schedule, the
 //! gauges, and sending each reply to the socket worker it belongs to.
 
+use std::time::{Duration, Instant};
+
 use shoal_common::access_list::AccessSnapshot;
-use shoal_swarm::{CleanReport, ServerTime};
+use shoal_common::metrics::ShardStatus;
+use shoal_swarm::{CleanReport, PeerSet, ServerTime, TorrentMap};
 
 /// The torrents of one swarm worker and how to serve requests on them.
 pub trait Shard: Send + 'static {
@@ -25,11 +28,24 @@ pub trait Shard: Send + 'static {
         reply: &mut impl FnMut(usize, Self::Reply),
     );
 
-    /// Drops what expired by `now` and the torrents `access` no longer allows.
+    /// One cleaning step ([`TorrentMap::clean_step`](shoal_swarm::TorrentMap::clean_step)):
+    /// drops what expired by `now` and the torrents `access` no longer allows in the
+    /// next part of the map; the report says when a pass is done.
     fn clean(&mut self, now: ServerTime, access: &AccessSnapshot) -> CleanReport;
 
-    /// Torrents and peers, for the statistics.
-    fn sizes(&self) -> (usize, usize);
+    /// Size and refusals, for the statistics ([`status_of`] makes it from a map).
+    fn status(&self) -> ShardStatus;
+}
+
+/// The status of a shard that keeps its torrents in `map`.
+pub fn status_of<S: PeerSet>(map: &TorrentMap<S>) -> ShardStatus {
+    let refusals = map.refusals();
+    ShardStatus {
+        torrents: map.torrent_count() as u64,
+        peers: map.peer_count() as u64,
+        torrents_refused: refusals.torrents,
+        peers_refused: refusals.peers,
+    }
 }
 
 /// Items grouped by the socket worker they go to: the replies a shard collects while
@@ -64,12 +80,22 @@ impl<T> ByWorker<T> {
     }
 }
 
-/// When the next cleaning pass is due.
+/// When cleaning passes start, and how far the current one got.
+///
+/// A pass starts every `every` seconds and goes a step at a time; whoever owns the
+/// shard calls [`clean_some`] between batches of requests, so a big map is cleaned in
+/// slices of at most [`CLEANING_SLICE`] and requests never wait for a whole pass.
 #[derive(Clone, Copy, Debug)]
 pub struct CleaningSchedule {
     every: u32,
     next: ServerTime,
+    in_pass: bool,
+    /// What the current pass removed so far.
+    removed: CleanReport,
 }
+
+/// The longest a cleaning slice runs before requests are served again.
+pub const CLEANING_SLICE: Duration = Duration::from_millis(1);
 
 impl CleaningSchedule {
     /// A pass every `every` seconds, the first `every` seconds after `now`.
@@ -77,33 +103,60 @@ impl CleaningSchedule {
         Self {
             every,
             next: now.plus(every),
+            in_pass: false,
+            removed: CleanReport::default(),
         }
     }
 
-    /// Whether a pass is due at `now`; if so, the next one is scheduled.
+    /// Whether a pass is under way (its owner should not sleep long).
+    pub fn in_pass(&self) -> bool {
+        self.in_pass
+    }
+
+    /// Whether cleaning is due at `now`: a pass under way, or one that starts now.
     pub fn due(&mut self, now: ServerTime) -> bool {
-        if now < self.next {
-            return false;
+        if !self.in_pass && now >= self.next {
+            self.in_pass = true;
+            self.next = now.plus(self.every);
         }
-        self.next = now.plus(self.every);
-        true
+        self.in_pass
     }
 }
 
-/// Cleans `shard` at `now` against the current access list and logs what went.
-pub(crate) fn clean<S: Shard>(
+/// Cleans `shard` for at most [`CLEANING_SLICE`] if cleaning is due at `now`; returns
+/// whether it did any.
+pub(crate) fn clean_some<S: Shard>(
     shard: &mut S,
+    schedule: &mut CleaningSchedule,
     now: ServerTime,
     access: &shoal_common::AccessControl,
-) -> CleanReport {
-    let report = shard.clean(now, &access.snapshot());
-    let (torrents, peers) = shard.sizes();
-    log::debug!(
-        "cleaned {} peers and {} torrents; {torrents} torrents and {peers} peers remain",
-        report.peers_removed,
-        report.torrents_removed,
-    );
-    report
+) -> bool {
+    if !schedule.due(now) {
+        return false;
+    }
+    let access = access.snapshot();
+    let started = Instant::now();
+    loop {
+        let step = shard.clean(now, &access);
+        schedule.removed.peers_removed += step.peers_removed;
+        schedule.removed.torrents_removed += step.torrents_removed;
+        if step.pass_done {
+            let ShardStatus {
+                torrents, peers, ..
+            } = shard.status();
+            log::debug!(
+                "cleaned {} peers and {} torrents; {torrents} torrents and {peers} peers remain",
+                schedule.removed.peers_removed,
+                schedule.removed.torrents_removed,
+            );
+            schedule.removed = CleanReport::default();
+            schedule.in_pass = false;
+            return true;
+        }
+        if started.elapsed() >= CLEANING_SLICE {
+            return true;
+        }
+    }
 }
 
 #[cfg(test)]
@@ -123,13 +176,16 @@ mod tests {
     }
 
     #[test]
-    fn cleaning_is_due_every_interval() {
+    fn a_pass_starts_every_interval_and_lasts_until_it_is_done() {
         let mut schedule = CleaningSchedule::new(10, ServerTime(5));
         assert!(!schedule.due(ServerTime(14)));
         assert!(schedule.due(ServerTime(15)));
+        assert!(schedule.due(ServerTime(16)), "still in the pass");
+        schedule.in_pass = false;
         assert!(!schedule.due(ServerTime(24)));
-        // A late check schedules from when it ran.
+        // A late start schedules the next from when it started.
         assert!(schedule.due(ServerTime(40)));
+        schedule.in_pass = false;
         assert!(!schedule.due(ServerTime(49)));
         assert!(schedule.due(ServerTime(50)));
     }

@@ -2,9 +2,12 @@
 //! send it. No sockets, no shared data, no locks.
 //!
 //! One loop for every tracker: take a batch, serve it at the current time, send each
-//! socket worker its replies, publish the shard's size; between batches, clean when
-//! due. Waiting for a batch wakes up every [`Shutdown::POLL_INTERVAL`], so shutdown
-//! and cleaning happen on time on an idle tracker too.
+//! socket worker its replies, publish the shard's size; between batches, clean a
+//! slice when a pass is under way. Waiting for a batch wakes up every
+//! [`Shutdown::POLL_INTERVAL`], so shutdown and cleaning happen on time on an idle
+//! tracker too.
+
+use std::time::Duration;
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use shoal_common::metrics::{Counters, GaugeSlot};
@@ -13,7 +16,7 @@ use shoal_common::{Shutdown, Supervisor};
 
 use crate::Context;
 use crate::reply::ReplyRoute;
-use crate::shard::{CleaningSchedule, Shard, clean};
+use crate::shard::{CleaningSchedule, Shard, clean_some};
 
 /// The request channels of `workers` swarm workers, `queue_len` batches each.
 pub fn swarm_channels<B>(workers: usize, queue_len: usize) -> (Vec<Sender<B>>, Vec<Receiver<B>>) {
@@ -72,7 +75,13 @@ impl<S: Shard, C> SwarmWorker<S, C> {
         } = &self.context;
         let mut cleaning = CleaningSchedule::new(self.clean_every, clock.now());
         while !shutdown.is_requested() {
-            match self.requests.recv_timeout(Shutdown::POLL_INTERVAL) {
+            // During a cleaning pass, only look for requests between slices.
+            let wait = if cleaning.in_pass() {
+                Duration::ZERO
+            } else {
+                Shutdown::POLL_INTERVAL
+            };
+            match self.requests.recv_timeout(wait) {
                 Ok(batch) => {
                     let routes = &self.routes;
                     self.shard.handle(batch, clock.now(), &mut |worker, reply| {
@@ -83,9 +92,7 @@ impl<S: Shard, C> SwarmWorker<S, C> {
                 Err(RecvTimeoutError::Timeout) => {}
                 Err(RecvTimeoutError::Disconnected) => return Ok(()),
             }
-            let now = clock.now();
-            if cleaning.due(now) {
-                clean(&mut self.shard, now, access);
+            if clean_some(&mut self.shard, &mut cleaning, clock.now(), access) {
                 publish(&self.shard, &self.gauges);
             }
         }
@@ -94,6 +101,5 @@ impl<S: Shard, C> SwarmWorker<S, C> {
 }
 
 pub(crate) fn publish<S: Shard>(shard: &S, gauges: &GaugeSlot) {
-    let (torrents, peers) = shard.sizes();
-    gauges.publish(torrents, peers);
+    gauges.publish(shard.status());
 }

@@ -28,7 +28,7 @@ use shoal_common::{Running, Shutdown, Supervisor, TrackerConfig as _, memlock};
 use shoal_swarm::Clock;
 
 use crate::inbox::{ReplyInbox, glommio_reply_channel};
-use crate::running::{Listening, Reload, RunningTracker, access_list_reload};
+use crate::running::{Listening, Prepared, Reload, RunningTracker, access_list_reload};
 use crate::{Context, LocalSwarm, Shard, reply_capacity, spawn_swarm_workers, swarm_channels};
 
 /// A TCP tracker's running handle: [`RunningTracker`] with its TLS config.
@@ -161,6 +161,16 @@ pub fn start<T: TcpTracker>(
     config: Config<T::Kind>,
     clock: Arc<Clock>,
 ) -> anyhow::Result<RunningTcpTracker<T::Counters>> {
+    prepare::<T>(config, clock)?.serve()
+}
+
+/// Prepares a TCP tracker on `clock`: checks the config and the locked-memory limit,
+/// loads the access list and TLS files and binds the listeners; serving (every
+/// thread) starts with [`Prepared::serve`].
+pub fn prepare<T: TcpTracker>(
+    config: Config<T::Kind>,
+    clock: Arc<Clock>,
+) -> anyhow::Result<Prepared<T::Counters, Option<Arc<TlsConfig>>>> {
     config.check().context("invalid configuration")?;
     let settings = T::settings(&config);
     let socket_workers = config.socket_worker_count();
@@ -183,7 +193,26 @@ pub fn start<T: TcpTracker>(
     };
     let (listeners, addrs) =
         shoal_common::sockets::bind_listeners(&config.network.addresses(), socket_workers)?;
+    let listening = addrs
+        .iter()
+        .map(|&addr| T::describe(&config, tls.is_some(), addr))
+        .collect();
+    Ok(Prepared::new(listening, move |listening| {
+        serve::<T>(config, context, tls, listeners, addrs, listening)
+    }))
+}
 
+/// Starts every worker of a prepared TCP tracker.
+fn serve<T: TcpTracker>(
+    config: Arc<Config<T::Kind>>,
+    context: Context<T::Counters>,
+    tls: Option<Arc<TlsConfig>>,
+    listeners: Vec<Vec<std::net::TcpListener>>,
+    addrs: Vec<SocketAddr>,
+    listening: Vec<Listening>,
+) -> anyhow::Result<RunningTcpTracker<T::Counters>> {
+    let settings = T::settings(&config);
+    let (socket_workers, swarm_workers) = (listeners.len(), config.swarm_worker_count());
     let mut supervisor = Supervisor::new(context.shutdown.clone());
     let (senders, receivers) = swarm_channels(swarm_workers, settings.swarm_queue_len);
     let mut routes = Vec::with_capacity(socket_workers);
@@ -229,10 +258,6 @@ pub fn start<T: TcpTracker>(
         .stats
         .log_under(&mut supervisor, &config.statistics, T::summary())?;
 
-    let listening = addrs
-        .iter()
-        .map(|&addr| T::describe(&config, tls.is_some(), addr))
-        .collect();
     let mut reloads = vec![access_list_reload(&context, T::NAME)];
     if let Some(tls) = &tls {
         let tls = tls.clone();

@@ -8,13 +8,15 @@
 //! ```
 
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use anyhow::Context as _;
 use shoal_common::cli::run_cli_with_args;
 use shoal_common::metrics::Counters;
-use shoal_common::signals::{ReloadHook, spawn_signal_thread};
+use shoal_common::signals::{ReloadHook, SignalThread};
 use shoal_common::{AppInfo, Shutdown, logging};
-use shoal_runtime::RunningTracker;
+use shoal_runtime::Prepared;
+use shoal_swarm::Clock;
 
 const VERSION: &str = env!("CARGO_PKG_VERSION");
 
@@ -105,55 +107,53 @@ struct Started {
 }
 
 impl Started {
-    fn new<C, E>(name: &'static str, tracker: RunningTracker<C, E>) -> Self
+    fn serve<C, E>(name: &'static str, prepared: Prepared<C, E>) -> anyhow::Result<Self>
     where
         C: Counters + 'static,
         E: Send + 'static,
     {
-        tracker.log_addresses();
-        Self {
+        let tracker = prepared.serve().context(name)?;
+        Ok(Self {
             name,
             shutdown: tracker.shutdown_handle().clone(),
             reload: tracker.reload_hooks(),
             wait: Box::new(move || tracker.wait()),
-        }
+        })
     }
 }
 
 /// Runs the UDP, HTTP and WebTorrent trackers in one process: one signal thread
-/// (SIGTERM stops all, SIGUSR1 reloads all), and if any fails, all stop and the
-/// process fails.
+/// (SIGTERM stops all, SIGUSR1 reloads all) from the first moment, every tracker bound
+/// before privileges are dropped and before any serves, and if any fails, all stop and
+/// the process fails.
 fn run_all(
     udp_config: shoal_udp::Config,
     http_config: shoal_http::Config,
     ws_config: shoal_ws::Config,
 ) -> anyhow::Result<()> {
+    let everything = Shutdown::new();
+    let signals = SignalThread::start(everything.clone())?;
+    let clock = Arc::new(Clock::new());
+    let udp = shoal_udp::prepare(udp_config, clock.clone()).context("UDP tracker")?;
+    let http = shoal_http::prepare(http_config, clock.clone()).context("HTTP tracker")?;
+    let ws = shoal_ws::prepare(ws_config, clock).context("WebTorrent tracker")?;
+    udp.log_addresses();
+    http.log_addresses();
+    ws.log_addresses();
     let started = vec![
-        Started::new(
-            "UDP tracker",
-            shoal_udp::start(udp_config).context("UDP tracker")?,
-        ),
-        Started::new(
-            "HTTP tracker",
-            shoal_http::start(http_config).context("HTTP tracker")?,
-        ),
-        Started::new(
-            "WebTorrent tracker",
-            shoal_ws::start(ws_config).context("WebTorrent tracker")?,
-        ),
+        Started::serve("UDP tracker", udp)?,
+        Started::serve("HTTP tracker", http)?,
+        Started::serve("WebTorrent tracker", ws)?,
     ];
 
-    let everything = Shutdown::new();
-    let mut hooks: Vec<ReloadHook> = Vec::new();
     let (done, finished) = std::sync::mpsc::channel();
     let mut waiting = Vec::new();
     for tracker in started {
         let shutdown = tracker.shutdown;
         everything.on_request(move || shutdown.request());
-        hooks.extend(tracker.reload);
+        signals.add_reloads(tracker.reload);
         waiting.push((tracker.name, tracker.wait));
     }
-    spawn_signal_thread(everything.clone(), hooks)?;
 
     // Whichever tracker stops first (shutdown or failure) stops the others.
     let count = waiting.len();

@@ -11,25 +11,30 @@
 //!   ([`PeerData`]) and the peer record.
 //! * [`peer_list`]: the peers of one torrent (and address family), seeders first,
 //!   with a hash index once a swarm grows large.
-//! * [`torrents`]: the map from info hash to torrent: announce, scrape, cleaning, for
-//!   BitTorrent ([`DualStack`]: IPv4 and IPv6 apart) and WebTorrent (one list by
-//!   peer id) alike.
+//! * [`peer_set`]: how a torrent keeps its peers: [`DualStack`] (BitTorrent: IPv4 and
+//!   IPv6 apart) or one [`PeerList`] (WebTorrent: by peer id).
+//! * [`torrents`]: the map from info hash to torrent: announce, scrape, cleaning one
+//!   partition at a time, and the [`Capacity`] limits of a full tracker.
 //!
 //! A tracker runs one [`TorrentMap`] per swarm worker; which info hashes a worker owns
 //! is the daemon's business, not this crate's.
 
+mod partitions;
 pub mod peer;
 pub mod peer_list;
+pub mod peer_set;
 mod selection;
 pub mod time;
 pub mod torrents;
 
+pub use partitions::PARTITIONS;
 pub use peer::{Peer, PeerAddr, PeerAddress, PeerData, PeerKey, V4Addr, V6Addr};
 pub use peer_list::PeerList;
+pub use peer_set::{DualStack, ListIn, PeerSet};
 pub use time::{Clock, ServerTime};
 pub use torrents::{
-    Announce, AnnounceEvent, BitTorrentMap, CleanReport, DualStack, ListIn, PeerLimits, PeerSet,
-    PeerTaken, ScrapeStats, SwarmCounts, Torrent, TorrentMap,
+    Announce, AnnounceEvent, Announced, BitTorrentMap, Capacity, CleanReport, PeerLimits, Refusals,
+    Refused, ScrapeStats, SwarmCounts, Torrent, TorrentMap,
 };
 
 /// A 20-byte SHA-1 info hash, the key of a torrent.

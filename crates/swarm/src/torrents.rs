@@ -6,14 +6,13 @@
 //! few rules that depend on it, come from its [`PeerData`]; expiry, selection (never an
 //! expired peer), downloads (once per peer) and cleaning are the same for all.
 
-use std::hash::BuildHasher;
-
-use hashbrown::{DefaultHashBuilder, HashMap};
+use hashbrown::DefaultHashBuilder;
 use rand::Rng;
 
 use crate::InfoHash;
-use crate::peer::{Peer, PeerData, PeerKey, V4Addr, V6Addr};
-use crate::peer_list::PeerList;
+use crate::partitions::{PARTITIONS, Partitions};
+use crate::peer::{Peer, PeerData};
+use crate::peer_set::{DualStack, ListIn, PeerSet};
 use crate::time::ServerTime;
 
 /// What an announce says about the peer's state change.
@@ -47,10 +46,57 @@ pub struct Announce<K, X> {
     pub peers_wanted: usize,
 }
 
-/// An announce, stop or leave refused because the peer it names belongs to someone
-/// else ([`PeerData::may_change`]).
+/// Why an announce changed nothing.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct PeerTaken;
+pub enum Refused {
+    /// The peer it names belongs to someone else ([`PeerData::may_change`]).
+    PeerTaken,
+    /// It would start a torrent, and the map holds as many as [`Capacity::torrents`].
+    TorrentsFull,
+}
+
+/// What an announce did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Announced {
+    /// The torrent's counts afterwards.
+    pub counts: SwarmCounts,
+    /// Whether the peer is stored: false when it is new and the torrent or the map is
+    /// full (see [`Capacity`]); it was still sent peers.
+    pub stored: bool,
+}
+
+/// How much one map may hold. What happens at each limit is the documented policy of
+/// a full tracker: swarms that exist keep working for the peers they have.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Capacity {
+    /// Torrents; an announce that would start another is refused
+    /// ([`Refused::TorrentsFull`]).
+    pub torrents: usize,
+    /// Peers over all torrents; a new peer past it is answered (sent peers) but not
+    /// stored.
+    pub peers: usize,
+    /// Peers in one torrent (both families); a new peer past it is answered but not
+    /// stored.
+    pub peers_per_torrent: usize,
+}
+
+impl Capacity {
+    /// No limits.
+    pub const UNLIMITED: Self = Self {
+        torrents: usize::MAX,
+        peers: usize::MAX,
+        peers_per_torrent: usize::MAX,
+    };
+}
+
+/// What the limits of [`Capacity`] refused since the map was made.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Refusals {
+    /// Announces refused because the map held as many torrents as it may.
+    pub torrents: u64,
+    /// New peers answered but not stored because their torrent or the map was full.
+    pub peers: u64,
+}
 
 /// Seeder and leecher counts of a torrent, over both address families.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -102,138 +148,8 @@ pub struct CleanReport {
     pub peers_removed: usize,
     /// Torrents that had no peers left or are no longer allowed.
     pub torrents_removed: usize,
-}
-
-/// How one torrent keeps its peers: one [`PeerList`] (WebTorrent, peers keyed by peer
-/// id), or one per address family ([`DualStack`], BitTorrent).
-pub trait PeerSet: Default {
-    /// What is kept with each peer.
-    type Data: PeerData;
-    /// Seeders and leechers over every list.
-    fn counts(&self) -> SwarmCounts;
-    /// Peers over every list.
-    fn len(&self) -> usize;
-    /// Whether there are no peers at all.
-    fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-    /// [`PeerList::remove_expired`] on every list; returns how many peers went.
-    fn remove_expired(&mut self, now: ServerTime, hasher: &impl BuildHasher) -> usize;
-}
-
-/// A key type and where peers with such keys live in a [`PeerSet`].
-pub trait ListIn<S: PeerSet>: PeerKey {
-    /// The list of this key type, if the set has one yet.
-    fn list(set: &S) -> Option<&PeerList<Self, S::Data>>;
-    /// The list of this key type, created empty if missing.
-    fn list_mut(set: &mut S) -> &mut PeerList<Self, S::Data>;
-}
-
-impl<K: PeerKey, X: PeerData> PeerSet for PeerList<K, X> {
-    type Data = X;
-
-    fn counts(&self) -> SwarmCounts {
-        SwarmCounts {
-            seeders: self.seeders(),
-            leechers: self.leechers(),
-        }
-    }
-
-    fn len(&self) -> usize {
-        PeerList::len(self)
-    }
-
-    fn remove_expired(&mut self, now: ServerTime, hasher: &impl BuildHasher) -> usize {
-        PeerList::remove_expired(self, now, hasher)
-    }
-}
-
-impl<K: PeerKey, X: PeerData> ListIn<PeerList<K, X>> for K {
-    fn list(set: &PeerList<K, X>) -> Option<&PeerList<K, X>> {
-        Some(set)
-    }
-
-    fn list_mut(set: &mut PeerList<K, X>) -> &mut PeerList<K, X> {
-        set
-    }
-}
-
-/// A BitTorrent torrent's peers: IPv4 and IPv6 kept apart, so that each family is
-/// sent peers it can reach.
-#[derive(Debug)]
-pub struct DualStack<X> {
-    v4: PeerList<V4Addr, X>,
-    /// Boxed and created on first use: most torrents never see an IPv6 peer.
-    v6: Option<Box<PeerList<V6Addr, X>>>,
-}
-
-impl<X> Default for DualStack<X> {
-    fn default() -> Self {
-        Self {
-            v4: PeerList::default(),
-            v6: None,
-        }
-    }
-}
-
-impl<X: PeerData> DualStack<X> {
-    /// The IPv4 peers.
-    pub fn v4(&self) -> &PeerList<V4Addr, X> {
-        &self.v4
-    }
-
-    /// The IPv6 peers, if any list exists.
-    pub fn v6(&self) -> Option<&PeerList<V6Addr, X>> {
-        self.v6.as_deref()
-    }
-}
-
-impl<X: PeerData> PeerSet for DualStack<X> {
-    type Data = X;
-
-    fn counts(&self) -> SwarmCounts {
-        let (mut seeders, mut leechers) = (self.v4.seeders(), self.v4.leechers());
-        if let Some(v6) = &self.v6 {
-            seeders += v6.seeders();
-            leechers += v6.leechers();
-        }
-        SwarmCounts { seeders, leechers }
-    }
-
-    fn len(&self) -> usize {
-        self.v4.len() + self.v6.as_ref().map_or(0, |v6| v6.len())
-    }
-
-    fn remove_expired(&mut self, now: ServerTime, hasher: &impl BuildHasher) -> usize {
-        let mut removed = self.v4.remove_expired(now, hasher);
-        if let Some(v6) = &mut self.v6 {
-            removed += v6.remove_expired(now, hasher);
-            if v6.is_empty() {
-                self.v6 = None;
-            }
-        }
-        removed
-    }
-}
-
-impl<X: PeerData> ListIn<DualStack<X>> for V4Addr {
-    fn list(set: &DualStack<X>) -> Option<&PeerList<Self, X>> {
-        Some(&set.v4)
-    }
-
-    fn list_mut(set: &mut DualStack<X>) -> &mut PeerList<Self, X> {
-        &mut set.v4
-    }
-}
-
-impl<X: PeerData> ListIn<DualStack<X>> for V6Addr {
-    fn list(set: &DualStack<X>) -> Option<&PeerList<Self, X>> {
-        set.v6.as_deref()
-    }
-
-    fn list_mut(set: &mut DualStack<X>) -> &mut PeerList<Self, X> {
-        set.v6.get_or_insert_with(Default::default)
-    }
+    /// Whether this step finished a pass over the whole map.
+    pub pass_done: bool,
 }
 
 /// One torrent: its peers and its downloads counter.
@@ -272,22 +188,30 @@ pub type BitTorrentMap<X> = TorrentMap<DualStack<X>>;
 /// The torrents of one swarm worker.
 #[derive(Debug)]
 pub struct TorrentMap<S> {
-    torrents: HashMap<InfoHash, Torrent<S>, DefaultHashBuilder>,
+    torrents: Partitions<Torrent<S>>,
     /// Hashes peer keys for the per-torrent indexes; seeded at random per map so
     /// that keys cannot be chosen to collide.
     pub(crate) peer_hasher: DefaultHashBuilder,
     peer_timeout: u32,
+    capacity: Capacity,
     peers: usize,
+    refusals: Refusals,
+    /// The partition the next cleaning step walks.
+    next_clean: usize,
 }
 
 impl<S: PeerSet> TorrentMap<S> {
-    /// An empty map whose peers expire `peer_timeout` seconds after their last announce.
-    pub fn new(peer_timeout: u32) -> Self {
+    /// An empty map whose peers expire `peer_timeout` seconds after their last
+    /// announce, holding at most `capacity`.
+    pub fn new(peer_timeout: u32, capacity: Capacity) -> Self {
         Self {
-            torrents: HashMap::default(),
+            torrents: Partitions::default(),
             peer_hasher: DefaultHashBuilder::default(),
             peer_timeout,
+            capacity,
             peers: 0,
+            refusals: Refusals::default(),
+            next_clean: 0,
         }
     }
 
@@ -299,6 +223,11 @@ impl<S: PeerSet> TorrentMap<S> {
     /// Number of peers over all torrents and lists.
     pub fn peer_count(&self) -> usize {
         self.peers
+    }
+
+    /// What the limits refused so far.
+    pub fn refusals(&self) -> Refusals {
+        self.refusals
     }
 
     /// A torrent, for inspection.
@@ -334,9 +263,11 @@ impl<S: PeerSet> TorrentMap<S> {
     ///
     /// The peer is inserted, refreshed or, on `Stopped`, removed; `Completed` from a
     /// peer not already known as a seeder counts one download. Returns the torrent's
-    /// counts after the update, including the announcer, or [`PeerTaken`] when the
-    /// peer belongs to someone else (then nothing changed and nobody was emitted). A
-    /// peer that timed out belongs to nobody: whoever announces it next takes it over.
+    /// counts after the update, including the announcer when it is stored; a new peer
+    /// past a [`Capacity`] limit is sent peers but not stored. Refused (nothing changed,
+    /// nobody emitted): a peer that belongs to someone else, and a new torrent when
+    /// the map is full. A peer that timed out belongs to nobody: whoever announces it
+    /// next takes it over.
     pub fn announce<K: ListIn<S>>(
         &mut self,
         info_hash: &InfoHash,
@@ -344,26 +275,38 @@ impl<S: PeerSet> TorrentMap<S> {
         now: ServerTime,
         rng: &mut impl Rng,
         emit: impl FnMut(&mut Peer<K, S::Data>),
-    ) -> Result<SwarmCounts, PeerTaken> {
+    ) -> Result<Announced, Refused> {
         let hasher = &self.peer_hasher;
         if announce.event == AnnounceEvent::Stopped {
             // Leaving: never create a torrent for it, and send no peers.
             let Some(torrent) = self.torrents.get_mut(info_hash) else {
-                return Ok(SwarmCounts::default());
+                return Ok(Announced::default());
             };
             let list = K::list_mut(&mut torrent.peers);
             if let Some(position) = list.find(&announce.key, hasher) {
                 if !may_change(&list.peers()[position], &announce.extra, now) {
-                    return Err(PeerTaken);
+                    return Err(Refused::PeerTaken);
                 }
                 list.remove(position, hasher);
                 self.peers -= 1;
             }
-            return Ok(torrent.counts());
+            return Ok(Announced {
+                counts: torrent.counts(),
+                stored: false,
+            });
         }
 
         let expires = now.plus(self.peer_timeout);
-        let torrent = self.torrents.entry(*info_hash).or_default();
+        let may_add_torrent = self.torrents.len() < self.capacity.torrents;
+        let Some(torrent) =
+            self.torrents
+                .get_or_insert(info_hash, may_add_torrent, Torrent::default)
+        else {
+            self.refusals.torrents += 1;
+            return Err(Refused::TorrentsFull);
+        };
+        let room = self.peers < self.capacity.peers
+            && torrent.peers.len() < self.capacity.peers_per_torrent;
         let list = K::list_mut(&mut torrent.peers);
         let (position, seeder, was_seeder) = match list.find(&announce.key, hasher) {
             Some(position) => {
@@ -371,7 +314,7 @@ impl<S: PeerSet> TorrentMap<S> {
                 let peer = list.get_mut(position);
                 if peer.expires > now {
                     if !peer.extra.may_change(&announce.extra) {
-                        return Err(PeerTaken);
+                        return Err(Refused::PeerTaken);
                     }
                     peer.extra.refresh(announce.extra);
                 } else {
@@ -381,30 +324,31 @@ impl<S: PeerSet> TorrentMap<S> {
                 peer.expires = expires;
                 let seeder = announce.seeder.unwrap_or(was_seeder);
                 (
-                    list.set_seeder(position, seeder, hasher),
+                    Some(list.set_seeder(position, seeder, hasher)),
                     seeder,
                     was_seeder,
                 )
             }
-            None => {
+            None if room => {
                 let seeder = announce.seeder.unwrap_or(false);
                 let peer = Peer::new(announce.key, expires, announce.extra);
                 self.peers += 1;
-                (list.insert(peer, seeder, hasher), seeder, false)
+                (Some(list.insert(peer, seeder, hasher)), seeder, false)
+            }
+            None => {
+                // Full: answered, not stored; it gets in when others leave.
+                self.refusals.peers += 1;
+                (None, announce.seeder.unwrap_or(false), false)
             }
         };
-        list.select(
-            Some(position),
-            seeder,
-            announce.peers_wanted,
-            now,
-            rng,
-            emit,
-        );
-        if announce.event == AnnounceEvent::Completed && !was_seeder {
+        list.select(position, seeder, announce.peers_wanted, now, rng, emit);
+        if position.is_some() && announce.event == AnnounceEvent::Completed && !was_seeder {
             torrent.downloads = torrent.downloads.saturating_add(1);
         }
-        Ok(torrent.counts())
+        Ok(Announced {
+            counts: torrent.counts(),
+            stored: position.is_some(),
+        })
     }
 
     /// Removes the peer known by `key` from torrent `info_hash` if `by` may
@@ -448,31 +392,53 @@ impl<S: PeerSet> TorrentMap<S> {
             .collect()
     }
 
-    /// Removes expired peers, torrents left without peers, and torrents for which
-    /// `keep_torrent` says no (e.g. no longer on the access list).
-    pub fn clean(
+    /// One cleaning step: in the next of the map's [`PARTITIONS`] partitions, removes
+    /// expired peers, torrents left without peers, and torrents for which
+    /// `keep_torrent` says no (e.g. no longer on the access list). A pass is
+    /// [`PARTITIONS`] steps; `pass_done` in the report says when one ended. Requests
+    /// can be served between steps, so cleaning a big map never stalls them for long.
+    pub fn clean_step(
         &mut self,
         now: ServerTime,
         mut keep_torrent: impl FnMut(&InfoHash) -> bool,
     ) -> CleanReport {
         let hasher = &self.peer_hasher;
         let mut report = CleanReport::default();
-        self.torrents.retain(|info_hash, torrent| {
-            if !keep_torrent(info_hash) {
-                report.peers_removed += torrent.peers.len();
-                report.torrents_removed += 1;
-                return false;
-            }
-            report.peers_removed += torrent.peers.remove_expired(now, hasher);
-            let keep = !torrent.peers.is_empty();
-            report.torrents_removed += usize::from(!keep);
-            keep
-        });
+        self.torrents
+            .retain_part(self.next_clean, |info_hash, torrent| {
+                if !keep_torrent(info_hash) {
+                    report.peers_removed += torrent.peers.len();
+                    report.torrents_removed += 1;
+                    return false;
+                }
+                report.peers_removed += torrent.peers.remove_expired(now, hasher);
+                let keep = !torrent.peers.is_empty();
+                report.torrents_removed += usize::from(!keep);
+                keep
+            });
         self.peers -= report.peers_removed;
-        if self.torrents.capacity() > 2 * self.torrents.len() + 64 {
-            self.torrents.shrink_to_fit();
-        }
+        self.next_clean = (self.next_clean + 1) % PARTITIONS;
+        report.pass_done = self.next_clean == 0;
         report
+    }
+
+    /// A whole cleaning pass at once, [`PARTITIONS`] steps of
+    /// [`clean_step`](Self::clean_step) (for tests, and maps too small to matter).
+    pub fn clean(
+        &mut self,
+        now: ServerTime,
+        mut keep_torrent: impl FnMut(&InfoHash) -> bool,
+    ) -> CleanReport {
+        let mut total = CleanReport {
+            pass_done: true,
+            ..CleanReport::default()
+        };
+        for _ in 0..PARTITIONS {
+            let step = self.clean_step(now, &mut keep_torrent);
+            total.peers_removed += step.peers_removed;
+            total.torrents_removed += step.torrents_removed;
+        }
+        total
     }
 }
 

@@ -7,14 +7,19 @@
 
 use rand::rngs::SmallRng;
 use shoal_common::access_list::AccessSnapshot;
-use shoal_runtime::Shard;
+use shoal_common::metrics::ShardStatus;
+use shoal_runtime::{Shard, status_of};
 use shoal_swarm::{
-    Announce, BitTorrentMap, CleanReport, DualStack, ListIn, PeerAddr, PeerAddress, ServerTime,
+    Announce, Announced, BitTorrentMap, CleanReport, DualStack, ListIn, PeerAddr, PeerAddress,
+    ServerTime,
 };
 use shoal_udp_protocol::TransactionId;
 use shoal_udp_protocol::response::{
-    write_announce_header, write_scrape_entry, write_scrape_header,
+    write_announce_header, write_error, write_scrape_entry, write_scrape_header,
 };
+
+/// Error reply to an announce that would start a torrent when the tracker is full.
+pub(crate) const TRACKER_FULL: &str = "tracker full: no new torrents accepted";
 
 use crate::messages::{
     AnnounceWork, Job, PositionedStats, ReplyKind, RequestKind, ScrapePartReply, wire_stats,
@@ -40,11 +45,11 @@ impl Shard for UdpShard {
 
     fn clean(&mut self, now: ServerTime, access: &AccessSnapshot) -> CleanReport {
         self.torrents
-            .clean(now, |info_hash| access.allows(info_hash))
+            .clean_step(now, |info_hash| access.allows(info_hash))
     }
 
-    fn sizes(&self) -> (usize, usize) {
-        (self.torrents.torrent_count(), self.torrents.peer_count())
+    fn status(&self) -> ShardStatus {
+        status_of(&self.torrents)
     }
 }
 
@@ -61,15 +66,20 @@ impl UdpShard {
             match request.kind {
                 RequestKind::Announce(work) => {
                     let (transaction_id, out) = (request.transaction_id, &mut replies.bytes);
-                    match work.peer {
+                    let answered = match work.peer {
                         PeerAddress::V4(addr) => {
                             self.announce(&work, addr, transaction_id, now, out)
                         }
                         PeerAddress::V6(addr) => {
                             self.announce(&work, addr, transaction_id, now, out)
                         }
-                    }
-                    replies.finish_packet(request.client, ReplyKind::Announce);
+                    };
+                    let kind = if answered {
+                        ReplyKind::Announce
+                    } else {
+                        ReplyKind::Error
+                    };
+                    replies.finish_packet(request.client, kind);
                 }
                 RequestKind::Scrape { hashes } => {
                     write_scrape_header(&mut replies.bytes, request.transaction_id);
@@ -100,6 +110,8 @@ impl UdpShard {
         scrape_hashes.clear();
     }
 
+    /// Writes the announce reply into `out`, or an error reply when the torrent cannot
+    /// be started (the tracker is full); returns whether it was an announce reply.
     fn announce<A: PeerAddr + ListIn<DualStack<()>>>(
         &mut self,
         work: &AnnounceWork,
@@ -107,7 +119,7 @@ impl UdpShard {
         transaction_id: TransactionId,
         now: ServerTime,
         out: &mut Vec<u8>,
-    ) {
+    ) -> bool {
         let header = out.len();
         write_announce_header(out, transaction_id, self.interval, 0, 0);
         let announce = Announce {
@@ -117,14 +129,21 @@ impl UdpShard {
             seeder: Some(work.seeder),
             peers_wanted: usize::from(work.peers_wanted),
         };
-        let counts = self
-            .torrents
-            .announce(&work.info_hash, announce, now, &mut self.rng, |peer| {
-                out.extend_from_slice(peer.key().as_bytes());
-            })
-            .unwrap_or_default(); // BitTorrent peers (addresses) belong to nobody
+        let result =
+            self.torrents
+                .announce(&work.info_hash, announce, now, &mut self.rng, |peer| {
+                    out.extend_from_slice(peer.key().as_bytes());
+                });
+        // BitTorrent peers (addresses) belong to nobody, so the only refusal is a
+        // full tracker.
+        let Ok(Announced { counts, .. }) = result else {
+            out.truncate(header);
+            write_error(out, transaction_id, TRACKER_FULL);
+            return false;
+        };
         // The counts are known only after the update; patch them into the header.
         out[header + 12..header + 16].copy_from_slice(&counts.leechers.to_be_bytes());
         out[header + 16..header + 20].copy_from_slice(&counts.seeders.to_be_bytes());
+        true
     }
 }

@@ -11,8 +11,8 @@ use shoal_swarm::Clock;
 use shoal_common::sockets::bind_per_worker;
 use shoal_common::tracker_config::Listen as _;
 use shoal_runtime::{
-    Context, Listening, LocalSwarm, access_list_reload, reply_capacity, spawn_swarm_workers,
-    swarm_channels,
+    Context, Listening, LocalSwarm, Prepared, access_list_reload, reply_capacity, shard_capacity,
+    spawn_swarm_workers, swarm_channels,
 };
 use shoal_swarm::BitTorrentMap;
 
@@ -38,19 +38,48 @@ pub fn start(config: Config) -> anyhow::Result<RunningTracker> {
 
 /// Starts a tracker on a given clock (tests share one to move time forward).
 pub fn start_with_clock(config: Config, clock: Arc<Clock>) -> anyhow::Result<RunningTracker> {
+    prepare(config, clock)?.serve()
+}
+
+/// Prepares a tracker on `clock`: checks the config, loads the access list and binds
+/// the sockets; serving (every thread) starts with [`Prepared::serve`].
+pub fn prepare(
+    config: Config,
+    clock: Arc<Clock>,
+) -> anyhow::Result<Prepared<SharedSocketCounters>> {
     config.check().context("invalid configuration")?;
     let config = Arc::new(config);
-    let (sockets, addrs) = bind_all(&config)?;
-    let socket_workers = sockets.len();
-    let swarm_workers = config.swarm_worker_count();
     // With swarm_workers = 0 the only socket worker keeps the torrents; it reports
     // their size as swarm worker 0.
     let context = Context::<SharedSocketCounters>::new(
         &config.access_list,
         clock,
-        socket_workers,
-        swarm_workers.max(1),
+        config.socket_worker_count(),
+        config.swarm_worker_count().max(1),
     )?;
+    let (sockets, addrs) = bind_all(&config)?;
+    let listening = addrs
+        .iter()
+        .map(|addr| Listening {
+            url: format!("udp://{addr}"),
+            note: String::new(),
+        })
+        .collect();
+    Ok(Prepared::new(listening, move |listening| {
+        serve(config, context, sockets, addrs, listening)
+    }))
+}
+
+/// Starts every worker of a prepared tracker.
+fn serve(
+    config: Arc<Config>,
+    context: Context<SharedSocketCounters>,
+    sockets: Vec<WorkerSockets>,
+    addrs: Vec<SocketAddr>,
+    listening: Vec<Listening>,
+) -> anyhow::Result<RunningTracker> {
+    let socket_workers = sockets.len();
+    let swarm_workers = config.swarm_worker_count();
     let Context {
         clock,
         access,
@@ -61,7 +90,7 @@ pub fn start_with_clock(config: Config, clock: Arc<Clock>) -> anyhow::Result<Run
     let ids = ConnectionIds::new(config.protocol.connection_id_lifetime);
     let queue_len = config.limits.swarm_queue_len;
     let shard = |_: usize| UdpShard {
-        torrents: BitTorrentMap::new(config.cleaning.peer_timeout),
+        torrents: BitTorrentMap::new(config.cleaning.peer_timeout, shard_capacity(&config)),
         rng: rand::make_rng(),
         interval: config.protocol.announce_interval,
     };
@@ -122,13 +151,6 @@ pub fn start_with_clock(config: Config, clock: Arc<Clock>) -> anyhow::Result<Run
     }
     stats.log_under(&mut supervisor, &config.statistics, summary)?;
 
-    let listening = addrs
-        .iter()
-        .map(|addr| Listening {
-            url: format!("udp://{addr}"),
-            note: String::new(),
-        })
-        .collect();
     let reloads = vec![access_list_reload(&context, "udp")];
     let running = Running::new(addrs, supervisor, access);
     Ok(RunningTracker::new(

@@ -53,6 +53,8 @@ pub(crate) enum ToConnection {
     /// An announce refused: its peer id belongs to a peer announced on another
     /// connection (until that connection closes or the peer times out).
     PeerIdTaken(Id20),
+    /// An announce refused: it would start a torrent while the tracker is full.
+    TrackerFull(Id20),
     /// A request was shed: its swarm worker's queue was full.
     Shed {
         /// The announce's torrent.

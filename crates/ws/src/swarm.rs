@@ -22,10 +22,11 @@ use std::hash::Hasher as _;
 use rand::RngExt as _;
 use rand::rngs::SmallRng;
 use shoal_common::access_list::AccessSnapshot;
-use shoal_runtime::{ByWorker, Shard};
+use shoal_common::metrics::ShardStatus;
+use shoal_runtime::{ByWorker, Shard, status_of};
 use shoal_swarm::{
-    Announce, AnnounceEvent as SwarmEvent, CleanReport, PeerData, PeerList, PeerTaken, ScrapeStats,
-    ServerTime, TorrentMap,
+    Announce, AnnounceEvent as SwarmEvent, Announced, Capacity, CleanReport, PeerData, PeerList,
+    Refused, ScrapeStats, ServerTime, TorrentMap,
 };
 use shoal_ws_protocol::{
     AnnounceEvent, AnnounceRequest, AnnounceResponse, ForwardedAnswer, ForwardedOffer, Id20,
@@ -136,19 +137,19 @@ impl Shard for Swarms {
 
     fn clean(&mut self, now: ServerTime, access: &AccessSnapshot) -> CleanReport {
         self.torrents
-            .clean(now, |info_hash| access.allows(info_hash))
+            .clean_step(now, |info_hash| access.allows(info_hash))
     }
 
-    fn sizes(&self) -> (usize, usize) {
-        (self.torrents.torrent_count(), self.torrents.peer_count())
+    fn status(&self) -> ShardStatus {
+        status_of(&self.torrents)
     }
 }
 
 impl Swarms {
-    /// Empty swarms.
-    pub(crate) fn new(settings: SwarmSettings, mut rng: SmallRng) -> Self {
+    /// Empty swarms holding at most `capacity`.
+    pub(crate) fn new(settings: SwarmSettings, capacity: Capacity, mut rng: SmallRng) -> Self {
         Self {
-            torrents: Torrents::new(settings.peer_timeout),
+            torrents: Torrents::new(settings.peer_timeout, capacity),
             settings,
             offer_keys: (rng.random(), rng.random()),
             rng,
@@ -248,7 +249,7 @@ impl Swarms {
                     ));
                 });
         let reply = match result {
-            Ok(counts) => {
+            Ok(Announced { counts, .. }) => {
                 let counts = ScrapeStats {
                     seeders: counts.seeders,
                     leechers: counts.leechers,
@@ -256,7 +257,8 @@ impl Swarms {
                 };
                 announce_reply(info_hash, scrape_file(counts), &self.settings)
             }
-            Err(PeerTaken) => ToConnection::PeerIdTaken(info_hash),
+            Err(Refused::PeerTaken) => ToConnection::PeerIdTaken(info_hash),
+            Err(Refused::TorrentsFull) => ToConnection::TrackerFull(info_hash),
         };
         out.push((from, reply));
     }
@@ -366,7 +368,7 @@ mod tests {
     const HASH: Id20 = Id20([7; 20]);
 
     fn swarms() -> Swarms {
-        Swarms::new(SETTINGS, SmallRng::seed_from_u64(1))
+        Swarms::new(SETTINGS, Capacity::UNLIMITED, SmallRng::seed_from_u64(1))
     }
 
     fn conn(id: u64) -> ConnectionRef {
@@ -719,10 +721,18 @@ mod tests {
             shoal_common::access_list::AccessList::default(),
         )
         .snapshot();
-        swarms.clean(ServerTime(299), &everything);
-        assert_eq!(swarms.sizes(), (1, 1));
-        swarms.clean(ServerTime(300), &everything);
-        assert_eq!(swarms.sizes(), (0, 0));
+        let sizes = |swarms: &Swarms| {
+            let status = swarms.status();
+            (status.torrents, status.peers)
+        };
+        swarms
+            .torrents
+            .clean(ServerTime(299), |hash| everything.allows(hash));
+        assert_eq!(sizes(&swarms), (1, 1));
+        swarms
+            .torrents
+            .clean(ServerTime(300), |hash| everything.allows(hash));
+        assert_eq!(sizes(&swarms), (0, 0));
     }
 
     #[test]

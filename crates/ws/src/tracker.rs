@@ -10,9 +10,10 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::Sender;
 use futures_lite::{AsyncRead, AsyncWrite};
 use shoal_common::metrics::SummaryLine;
+use shoal_common::tls::TlsConfig;
 use shoal_common::tracker_config::Config;
 use shoal_runtime::tcp::{ConnectionCounters as _, RunningTcpTracker, TcpSettings, TcpTracker};
-use shoal_runtime::{Listening, LocalSwarm};
+use shoal_runtime::{Listening, LocalSwarm, Prepared, shard_capacity};
 use shoal_swarm::Clock;
 
 use crate::config::Ws;
@@ -56,7 +57,7 @@ impl TcpTracker for WsTracker {
             offer_lifetime: config.protocol.offer_lifetime,
             max_pending_offers: config.protocol.max_pending_offers,
         };
-        Swarms::new(settings, rand::make_rng())
+        Swarms::new(settings, shard_capacity(config), rand::make_rng())
     }
 
     fn summary() -> SummaryLine<SocketTotals> {
@@ -108,6 +109,15 @@ impl TcpTracker for WsTracker {
         let shed = router.link.tick(&worker.context.access);
         worker.counters.borrow_mut().shed(shed);
     }
+}
+
+/// Prepares a tracker on `clock`: checks, loads files and binds; serving starts with
+/// `serve` on the result.
+pub fn prepare(
+    config: crate::Config,
+    clock: Arc<Clock>,
+) -> anyhow::Result<Prepared<SharedSocketCounters, Option<Arc<TlsConfig>>>> {
+    shoal_runtime::tcp::prepare::<WsTracker>(config, clock)
 }
 
 /// Starts a tracker with its own clock.

@@ -34,6 +34,8 @@ use crate::messages::{AnnounceWork, AnnouncedPeers, SwarmReplyKind, SwarmRequest
 
 /// Reply to a refused info hash.
 pub(crate) const NOT_ALLOWED: &str = "info hash not allowed";
+/// Reply to an announce that would start a torrent while the tracker is full.
+pub(crate) const TRACKER_FULL: &str = "tracker full: no new torrents accepted";
 /// Reply when a swarm worker's queue is full.
 pub(crate) const BUSY: &str = "tracker busy, try again later";
 
@@ -182,17 +184,22 @@ async fn announce(
         &request.info_hash,
         local.state.router.borrow().swarm_workers(),
     );
-    let Merged::Announce(SwarmReplyKind::Announce {
-        complete,
-        incomplete,
-        peers,
-    }) = call(
+    let reply = call(
         &local.state.router,
         vec![(worker, SwarmRequestKind::Announce(work))],
     )
-    .await?
-    else {
-        unreachable!("an announce gets an announce reply");
+    .await?;
+    let (complete, incomplete, peers) = match reply {
+        Merged::Announce(SwarmReplyKind::Announce {
+            complete,
+            incomplete,
+            peers,
+        }) => (complete, incomplete, peers),
+        Merged::Announce(SwarmReplyKind::TrackerFull) => {
+            write_failure(out, 200, TRACKER_FULL, keep_alive);
+            return Ok(());
+        }
+        _ => unreachable!("an announce gets an announce reply"),
     };
     let dictionaries: Vec<(IpAddr, u16, Option<[u8; 20]>)>;
     let peers = match (&peers, request.compact, peer) {

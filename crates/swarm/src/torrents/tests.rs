@@ -6,6 +6,8 @@ use rand::SeedableRng;
 use rand::rngs::SmallRng;
 
 use super::*;
+use crate::peer::{V4Addr, V6Addr};
+use crate::peer_list::PeerList;
 
 const HASH: InfoHash = [7; 20];
 const TIMEOUT: u32 = 100;
@@ -33,7 +35,7 @@ struct Harness {
 impl Harness {
     fn new() -> Self {
         Self {
-            map: TorrentMap::new(TIMEOUT),
+            map: TorrentMap::new(TIMEOUT, Capacity::UNLIMITED),
             rng: SmallRng::seed_from_u64(1),
             now: ServerTime(0),
         }
@@ -49,7 +51,8 @@ impl Harness {
             .announce(&HASH, request, self.now, &mut self.rng, |peer| {
                 peers.push(*peer.key())
             })
-            .expect("BitTorrent peers are never taken");
+            .expect("BitTorrent peers are never taken")
+            .counts;
         (counts, peers)
     }
 }
@@ -272,7 +275,8 @@ fn expired_peers_are_not_sent_and_are_cleaned_with_their_torrent() {
         report,
         CleanReport {
             peers_removed: 1,
-            torrents_removed: 0
+            torrents_removed: 0,
+            pass_done: true
         }
     );
     assert_eq!(h.map.scrape(&HASH).leechers, 2);
@@ -283,7 +287,8 @@ fn expired_peers_are_not_sent_and_are_cleaned_with_their_torrent() {
         report,
         CleanReport {
             peers_removed: 2,
-            torrents_removed: 1
+            torrents_removed: 1,
+            pass_done: true
         }
     );
     assert_eq!(h.map.torrent_count(), 0);
@@ -309,7 +314,8 @@ fn cleaning_drops_torrents_the_caller_no_longer_allows() {
         report,
         CleanReport {
             peers_removed: 1,
-            torrents_removed: 1
+            torrents_removed: 1,
+            pass_done: true
         }
     );
     assert_eq!(h.map.torrent_count(), 1);
@@ -462,7 +468,7 @@ proptest! {
     /// list, seeders never sent seeders) agrees with a simple model.
     #[test]
     fn peers_by_id_match_a_simple_model(ops in proptest::collection::vec(id_op(), 1..400)) {
-        let mut map = ById::new(TIMEOUT);
+        let mut map = ById::new(TIMEOUT, Capacity::UNLIMITED);
         let mut rng = SmallRng::seed_from_u64(3);
         let mut now = ServerTime(0);
         let mut model: BTreeMap<u8, ModelPeer> = BTreeMap::new();
@@ -488,7 +494,7 @@ proptest! {
                     });
                     let before = model.get(&id).copied();
                     if !free(before.as_ref(), owner, now) {
-                        prop_assert_eq!(result, Err(PeerTaken));
+                        prop_assert_eq!(result, Err(Refused::PeerTaken));
                         prop_assert!(sent.is_empty());
                     } else if event == AnnounceEvent::Stopped {
                         model.remove(&id);
@@ -514,7 +520,7 @@ proptest! {
                         }).count();
                         prop_assert_eq!(sent.len(), live.min(10));
                     }
-                    if let Ok(counts) = result {
+                    if let Ok(Announced { counts, .. }) = result {
                         let seeders = model.values().filter(|(_, s, _)| *s).count() as u32;
                         let leechers = model.len() as u32 - seeders;
                         if map.get(&HASH).is_some() {
@@ -551,4 +557,142 @@ proptest! {
             }
         }
     }
+}
+
+fn announce_in(
+    map: &mut BitTorrentMap<()>,
+    hash: InfoHash,
+    addr: V4Addr,
+    rng: &mut SmallRng,
+) -> (Result<Announced, Refused>, Vec<V4Addr>) {
+    let mut sent = Vec::new();
+    let result = map.announce(
+        &hash,
+        announce(addr, false, AnnounceEvent::Started),
+        ServerTime(0),
+        rng,
+        |peer| sent.push(*peer.key()),
+    );
+    (result, sent)
+}
+
+#[test]
+fn a_full_map_refuses_new_torrents_and_keeps_serving_the_old_ones() {
+    let capacity = Capacity {
+        torrents: 2,
+        ..Capacity::UNLIMITED
+    };
+    let mut map = BitTorrentMap::new(TIMEOUT, capacity);
+    let mut rng = SmallRng::seed_from_u64(1);
+    assert!(announce_in(&mut map, [1; 20], v4(1, 1), &mut rng).0.is_ok());
+    assert!(announce_in(&mut map, [2; 20], v4(1, 1), &mut rng).0.is_ok());
+    let (third, _) = announce_in(&mut map, [3; 20], v4(1, 1), &mut rng);
+    assert_eq!(third, Err(Refused::TorrentsFull));
+    assert_eq!(map.torrent_count(), 2);
+    let (old, sent) = announce_in(&mut map, [1; 20], v4(2, 1), &mut rng);
+    assert_eq!(
+        old.unwrap().counts.leechers,
+        2,
+        "existing swarms still grow"
+    );
+    assert_eq!(sent, vec![v4(1, 1)]);
+    assert_eq!(map.refusals().torrents, 1);
+}
+
+#[test]
+fn a_full_swarm_answers_newcomers_without_storing_them() {
+    let capacity = Capacity {
+        peers_per_torrent: 3,
+        ..Capacity::UNLIMITED
+    };
+    let mut map = BitTorrentMap::new(TIMEOUT, capacity);
+    let mut rng = SmallRng::seed_from_u64(1);
+    for n in 1..=3 {
+        assert!(
+            announce_in(&mut map, HASH, v4(n, 1), &mut rng)
+                .0
+                .unwrap()
+                .stored
+        );
+    }
+    let (late, sent) = announce_in(&mut map, HASH, v4(9, 1), &mut rng);
+    let late = late.unwrap();
+    assert!(!late.stored);
+    assert_eq!(late.counts.leechers, 3);
+    assert_eq!(sent.len(), 3, "it is still sent the swarm's peers");
+    // Known peers re-announce as before, and one leaving makes room.
+    assert!(
+        announce_in(&mut map, HASH, v4(2, 1), &mut rng)
+            .0
+            .unwrap()
+            .stored
+    );
+    map.announce(
+        &HASH,
+        announce(v4(1, 1), false, AnnounceEvent::Stopped),
+        ServerTime(0),
+        &mut rng,
+        |_| {},
+    )
+    .unwrap();
+    assert!(
+        announce_in(&mut map, HASH, v4(9, 1), &mut rng)
+            .0
+            .unwrap()
+            .stored
+    );
+    assert_eq!(map.refusals().peers, 1);
+}
+
+#[test]
+fn the_peer_limit_counts_every_torrent() {
+    let capacity = Capacity {
+        peers: 2,
+        ..Capacity::UNLIMITED
+    };
+    let mut map = BitTorrentMap::new(TIMEOUT, capacity);
+    let mut rng = SmallRng::seed_from_u64(1);
+    assert!(
+        announce_in(&mut map, [1; 20], v4(1, 1), &mut rng)
+            .0
+            .unwrap()
+            .stored
+    );
+    assert!(
+        announce_in(&mut map, [2; 20], v4(1, 1), &mut rng)
+            .0
+            .unwrap()
+            .stored
+    );
+    let (third, _) = announce_in(&mut map, [3; 20], v4(1, 1), &mut rng);
+    assert!(!third.unwrap().stored);
+    assert_eq!(map.peer_count(), 2);
+}
+
+#[test]
+fn cleaning_steps_cover_the_map_once_per_pass() {
+    let mut map = BitTorrentMap::new(TIMEOUT, Capacity::UNLIMITED);
+    let mut rng = SmallRng::seed_from_u64(1);
+    for i in 0..2000u32 {
+        let mut hash = [0u8; 20];
+        hash[..4].copy_from_slice(&i.to_le_bytes());
+        announce_in(&mut map, hash, v4(1, 1), &mut rng).0.unwrap();
+    }
+    let late = ServerTime(TIMEOUT + 1);
+    let (mut torrents, mut steps) = (0, 0);
+    loop {
+        let step = map.clean_step(late, |_| true);
+        steps += 1;
+        torrents += step.torrents_removed;
+        assert!(
+            step.torrents_removed < 100,
+            "a step walks a small part of the map"
+        );
+        if step.pass_done {
+            break;
+        }
+    }
+    assert_eq!(steps, crate::PARTITIONS);
+    assert_eq!(torrents, 2000);
+    assert_eq!((map.torrent_count(), map.peer_count()), (0, 0));
 }

@@ -216,10 +216,11 @@ impl SocketWorker {
             if now != last_expiry {
                 self.dispatcher.counters.scrapes_timed_out +=
                     self.dispatcher.scrapes.expire(now) as u64;
-                if let Some(local) = &mut self.local {
-                    local.swarm.clean_if_due(&local.access);
-                }
                 last_expiry = now;
+            }
+            // The torrents kept here are cleaned a slice per round.
+            if let Some(local) = &mut self.local {
+                local.swarm.clean_if_due(&local.access);
             }
             self.dispatcher
                 .counters
@@ -229,7 +230,12 @@ impl SocketWorker {
     }
 
     fn has_work(&self) -> bool {
-        self.endpoints.iter().flatten().any(|e| e.readable) || !self.returned_jobs.is_empty()
+        self.endpoints.iter().flatten().any(|e| e.readable)
+            || !self.returned_jobs.is_empty()
+            || self
+                .local
+                .as_ref()
+                .is_some_and(|local| local.swarm.cleaning())
     }
 
     /// Reads from the socket in `slot` until it would block or the budget runs out.

@@ -44,6 +44,8 @@ pub(crate) const RATE_LIMITED: &str = "too many requests, slow down";
 pub(crate) const ANSWER_REFUSED: &str =
     "answer not relayed: no such offer was sent to this peer, or it expired";
 
+/// Error reply to an announce that would start a torrent while the tracker is full.
+pub(crate) const TRACKER_FULL: &str = "tracker full: no new torrents accepted";
 /// Error reply to an announce whose peer id another connection owns.
 pub(crate) const PEER_ID_TAKEN: &str = "peer_id is in use by another connection";
 
@@ -482,6 +484,9 @@ impl<'a> Session<'a> {
             ToConnection::PeerIdTaken(info_hash) => {
                 self.local.counters.borrow_mut().peer_ids_taken += 1;
                 error_message(Action::Announce, Some(info_hash), PEER_ID_TAKEN)
+            }
+            ToConnection::TrackerFull(info_hash) => {
+                error_message(Action::Announce, Some(info_hash), TRACKER_FULL)
             }
             ToConnection::Shed {
                 info_hash,

@@ -26,7 +26,10 @@ fn rig_with(swarm_workers: usize, queue_len: usize, access: AccessControl, confi
     let dispatcher = Dispatcher::new(0, &config, ids, Arc::new(access), senders);
     let shards = (0..swarm_workers)
         .map(|i| UdpShard {
-            torrents: BitTorrentMap::new(config.cleaning.peer_timeout),
+            torrents: BitTorrentMap::new(
+                config.cleaning.peer_timeout,
+                shoal_swarm::Capacity::UNLIMITED,
+            ),
             rng: SmallRng::seed_from_u64(i as u64),
             interval: config.protocol.announce_interval,
         })
