@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # The one test command. Installs what the tests need when it is missing, then runs,
-# in order: formatting, clippy, unit and integration tests, and the end-to-end tests
-# under scripts/e2e/. CI (.ci/run) runs exactly this.
+# in order: formatting, clippy, unit and integration tests (the attack tests among
+# them), every fuzz target for a bounded time, and the end-to-end tests under
+# scripts/e2e/. CI (.ci/run) runs exactly this.
 #
-#   ./scripts/test.sh          everything
-#   SKIP_E2E=1 ./scripts/test.sh   everything but scripts/e2e/
+#   ./scripts/test.sh                  everything
+#   SKIP_E2E=1 ./scripts/test.sh       everything but scripts/e2e/
+#   SKIP_FUZZ=1 ./scripts/test.sh      everything but the fuzz targets
+#   FUZZ_SECONDS=60 ./scripts/test.sh  fuzz longer (default 20 s per target)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -44,6 +47,11 @@ cargo clippy --locked --workspace --all-targets -- -D warnings
 
 step "unit and integration tests"
 cargo test --locked --workspace
+
+if [ -z "${SKIP_FUZZ:-}" ]; then
+    step "fuzzing every target for ${FUZZ_SECONDS:-20} s (coverage-guided, stable toolchain)"
+    scripts/fuzz.sh
+fi
 
 if [ -z "${SKIP_E2E:-}" ]; then
     shopt -s nullglob

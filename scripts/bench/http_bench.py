@@ -28,6 +28,16 @@ from benchlib import PortPicker, Sampler, children, cpu_list, start, status_kib,
 FIXED_BODY = "d8:completei1e10:incompletei1e8:intervali1800e5:peers0:e"
 
 
+# shoal's per-client limits, raised for the load tester (see the bench documents).
+PER_IP = """[per_ip]
+# The load tester sends from one address, far more than one client may: the limit is
+# raised so that it measures the tracker (the code path still runs).
+requests_per_second = 1000000000
+burst = 1000000000
+max_connections = 0
+"""
+
+
 class Bench:
     def __init__(self, args):
         self.a = args
@@ -51,7 +61,7 @@ class Bench:
     def tracker_cmd(self, tracker, tls, keep_alive):
         a, port = self.a, self.a.port
         cert, key = self.path("tls/cert.pem"), self.path("tls/key.pem")
-        if tracker == "shoal":
+        if tracker in ("shoal", "shoal-before"):
             # 0: shoal chooses (one socket worker keeps its torrents; more share swarm workers).
             swarm = a.swarm_workers
             config = self.write("shoal.toml", f"""
@@ -68,8 +78,9 @@ keep_alive = {str(keep_alive).lower()}
 max_connections = 100000
 [statistics]
 interval = 0
-""")
-            return [os.path.join(a.shoal_dir, "shoal_http"), "-c", config]
+""" + ("" if tracker == "shoal-before" else PER_IP))
+            binary_dir = a.baseline_dir if tracker == "shoal-before" else a.shoal_dir
+            return [os.path.join(binary_dir, "shoal_http"), "-c", config]
         if tracker == "aquatic":
             text = subprocess.run([os.path.join(a.aquatic_dir, "aquatic_http"), "-p"],
                                   capture_output=True, text=True, check=True).stdout
@@ -215,8 +226,8 @@ seeder_probability = 0.25
         for tls, keep_alive in modes:
             for load in a.load_testers:
                 for round_ in range(a.rounds):
-                    trackers = ["shoal", "aquatic", "nginx"]
-                    k = round_ % 3
+                    trackers = ["shoal", "aquatic", "nginx"] + (["shoal-before"] if a.baseline_dir else [])
+                    k = round_ % len(trackers)
                     for tracker in trackers[k:] + trackers[:k]:
                         r = self.run_once(tracker, load, tls, keep_alive)
                         results.setdefault((tls, keep_alive, load, tracker), []).append(r)
@@ -247,6 +258,20 @@ seeder_probability = 0.25
                            f"{med('shoal', 'cpu_us'):.1f} | {med('aquatic', 'cpu_us'):.1f} | "
                            f"{med('shoal', 'load_cores'):.2f} | {max(r['bad'] for r in get('shoal')):.0f}, "
                            f"{max(r['bad'] for r in get('aquatic')):.0f} |")
+        if a.baseline_dir:
+            out.append("\nshoal against the baseline build (`--baseline-dir`), same rounds:\n")
+            out.append("| mode | load tester | shoal/shoal-before | shoal-before/aquatic |")
+            out.append("|---|---|---|---|")
+            for tls, keep_alive in modes:
+                for load in a.load_testers:
+                    get = lambda t: results[(tls, keep_alive, load, t)]
+                    before = statistics.median(s["responses"] / b["responses"]
+                                               for s, b in zip(get("shoal"), get("shoal-before")) if b["responses"] > 0)
+                    before_aq = statistics.median(b["responses"] / q["responses"]
+                                                  for b, q in zip(get("shoal-before"), get("aquatic")) if q["responses"] > 0) \
+                        if any(q["responses"] > 0 for q in get("aquatic")) else float("nan")
+                    mode = f"{'TLS' if tls else 'plain'}, keep-alive {'on' if keep_alive else 'off'}"
+                    out.append(f"| {mode} | {load} | **{before:.2f}×** | {before_aq:.2f}× |")
         return "\n".join(out)
 
 
@@ -254,6 +279,7 @@ def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--shoal-dir", required=True)
     p.add_argument("--aquatic-dir", required=True)
+    p.add_argument("--baseline-dir", help="a directory with an earlier shoal_http, run as \"shoal-before\"")
     p.add_argument("--tracker-cpus", default="0")
     p.add_argument("--load-cpus", default="1")
     p.add_argument("--workers", type=int, default=0, help="socket workers (default: one per tracker CPU)")

@@ -65,6 +65,16 @@ def wait_for_port(port, timeout=10.0):
         s.close()
 
 
+# shoal's per-client limits, raised for the load tester (see the bench documents).
+PER_IP = """[per_ip]
+# The load tester sends from one address, far more than one client may: the limit is
+# raised so that it measures the tracker (the code path still runs).
+requests_per_second = 1000000000
+burst = 1000000000
+max_connections = 0
+"""
+
+
 class Bench:
     summarize = 10
 
@@ -89,7 +99,7 @@ class Bench:
 
     def tracker_cmd(self, tracker):
         a, port = self.a, self.a.port
-        if tracker == "shoal":
+        if tracker in ("shoal", "shoal-before"):
             swarm = max(1, self.workers // 4) if a.swarm_workers is None else a.swarm_workers
             config = self.write("shoal.toml", f"""
 socket_workers = {self.workers}
@@ -103,8 +113,9 @@ max_peers = 30
 default_peers = 30
 [statistics]
 interval = 0
-""")
-            return [os.path.join(a.shoal_dir, "shoal_udp"), "-c", config]
+""" + ("" if tracker == "shoal-before" else PER_IP))
+            binary_dir = a.baseline_dir if tracker == "shoal-before" else a.shoal_dir
+            return [os.path.join(binary_dir, "shoal_udp"), "-c", config]
         if tracker == "aquatic":
             text = subprocess.run([os.path.join(a.aquatic_dir, "aquatic_udp"), "-p"],
                                   capture_output=True, text=True, check=True).stdout
@@ -284,6 +295,8 @@ source_ips = [{ips}]
             trackers = ["shoal", "aquatic", "floor"]
             if a.opentracker and load == "shoal":
                 trackers.append("opentracker")
+            if a.baseline_dir:
+                trackers.append("shoal-before")
             for round_ in range(a.rounds):
                 k = round_ % len(trackers)
                 order = trackers[k:] + trackers[:k]
@@ -310,7 +323,7 @@ source_ips = [{ips}]
                    f"`{self.load_cpus}` ({self.load_workers} load workers); {a.rounds} rounds of {a.duration} s, "
                    f"last {a.summarize} s measured; medians.\n")
         for load in ([] if a.memory_only else a.load_testers):
-            names = ["shoal", "aquatic", "opentracker", "floor"]
+            names = ["shoal", "shoal-before", "aquatic", "opentracker", "floor"]
             rows = {t: results[(load, t)] for t in names if (load, t) in results}
             med = {t: {k: statistics.median(r[k] for r in rs) for k in ["replies", "cpu_per_reply_us", "rss_mib",
                                                                              "load_cpu_per_request_us", "load_cores",
@@ -345,6 +358,14 @@ source_ips = [{ips}]
             if own:
                 out.append(f"- per round, shoal/aquatic own cost: {', '.join(f'{r:.2f}' for r in own)} "
                            f"(median **{statistics.median(own):.2f}×**)")
+            if "shoal-before" in rows:
+                before = [sh["replies"] / sb["replies"]
+                          for sh, sb in zip(results[(load, "shoal")], results[(load, "shoal-before")])]
+                before_aq = [sb["replies"] / aq["replies"]
+                             for sb, aq in zip(results[(load, "shoal-before")], results[(load, "aquatic")])]
+                out.append(f"- per round, shoal/shoal-before replies/s: {', '.join(f'{r:.2f}' for r in before)} "
+                           f"(median **{statistics.median(before):.2f}×**); shoal-before/aquatic "
+                           f"{statistics.median(before_aq):.2f}×")
             if "opentracker" in rows:
                 vs_ot = [sh["replies"] / ot["replies"]
                          for sh, ot in zip(results[(load, "shoal")], results[(load, "opentracker")])]
@@ -381,6 +402,8 @@ def main():
     p.add_argument("--shoal-dir", required=True)
     p.add_argument("--aquatic-dir", required=True)
     p.add_argument("--opentracker", help="path of an opentracker binary to compare too (Debian's build)")
+    p.add_argument("--baseline-dir",
+                   help="a directory with an earlier shoal_udp, run as \"shoal-before\" in the same rounds")
     p.add_argument("--tracker-cpus", default="0")
     p.add_argument("--load-cpus", default="1")
     p.add_argument("--workers", type=int, default=0, help="socket workers (default: one per tracker CPU)")

@@ -43,6 +43,16 @@ def set_keys(text, values):
     return text
 
 
+# shoal's per-client limits, raised for the load tester (see the bench documents).
+PER_IP = """[per_ip]
+# The load tester sends from one address, far more than one client may: the limit is
+# raised so that it measures the tracker (the code path still runs).
+requests_per_second = 1000000000
+burst = 1000000000
+max_connections = 0
+"""
+
+
 class Bench:
     def __init__(self, args):
         self.a = args
@@ -69,7 +79,7 @@ class Bench:
     def tracker_cmd(self, tracker, tls, port):
         a = self.a
         cert, key = self.path("tls/cert.pem"), self.path("tls/key.pem")
-        if tracker == "shoal":
+        if tracker in ("shoal", "shoal-before"):
             config = self.write("shoal.toml", f"""
 socket_workers = {self.workers}
 swarm_workers = {a.swarm_workers}
@@ -89,8 +99,9 @@ max_outgoing_messages = 8192
 max_pending_offers = 1000
 [statistics]
 interval = 0
-""")
-            return [os.path.join(a.shoal_dir, "shoal_ws"), "-c", config]
+""" + ("" if tracker == "shoal-before" else PER_IP))
+            binary_dir = a.baseline_dir if tracker == "shoal-before" else a.shoal_dir
+            return [os.path.join(binary_dir, "shoal_ws"), "-c", config]
         if tracker == "aquatic":
             binary = os.path.join(a.aquatic_dir, "aquatic_ws")
             text = set_keys(self.printed_config(binary), [
@@ -196,6 +207,8 @@ interval = 0
             load, tls, connections = case
             for round_ in range(a.rounds):
                 order = ["shoal", "aquatic"] if round_ % 2 == 0 else ["aquatic", "shoal"]
+                if a.baseline_dir:
+                    order.insert(round_ % 3, "shoal-before")
                 for tracker in order:
                     r = self.run_once(tracker, load, tls, connections)
                     results.setdefault(case + (tracker,), []).append(r)
@@ -227,6 +240,19 @@ interval = 0
                        f"{med('aquatic', 'cpu_us'):.1f} | {med('shoal', 'load_cores'):.2f} | "
                        f"{max(r['errors'] for r in get('shoal')):.0f}, {max(r['errors'] for r in get('aquatic')):.0f} | "
                        f"{med('shoal', 'rss_mib'):.0f}, {med('aquatic', 'rss_mib'):.0f} |")
+        if a.baseline_dir:
+            out.append("\nshoal against the baseline build (`--baseline-dir`), same rounds:\n")
+            out.append("| transport | connections | load tester | shoal/shoal-before | shoal-before/aquatic |")
+            out.append("|---|---|---|---|---|")
+            for case in self.cases():
+                load, tls, connections = case
+                get = lambda t: results[case + (t,)]
+                before = statistics.median(s["responses"] / b["responses"]
+                                           for s, b in zip(get("shoal"), get("shoal-before")) if b["responses"] > 0)
+                before_aq = statistics.median(b["responses"] / q["responses"]
+                                              for b, q in zip(get("shoal-before"), get("aquatic")) if q["responses"] > 0) \
+                    if any(q["responses"] > 0 for q in get("aquatic")) else float("nan")
+                out.append(f"| {'wss' if tls else 'ws'} | {connections} | {load} | **{before:.2f}×** | {before_aq:.2f}× |")
         return "\n".join(out)
 
 
@@ -251,6 +277,7 @@ def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--shoal-dir", required=True)
     p.add_argument("--aquatic-dir", required=True)
+    p.add_argument("--baseline-dir", help="a directory with an earlier shoal_ws, run as \"shoal-before\"")
     p.add_argument("--tracker-cpus", default="0")
     p.add_argument("--load-cpus", default="1")
     p.add_argument("--workers", type=int, default=0, help="socket workers (default: one per tracker CPU)")

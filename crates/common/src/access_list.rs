@@ -103,6 +103,11 @@ impl AccessList {
         self.hashes.contains(info_hash)
     }
 
+    /// The listed hashes, in no particular order.
+    pub fn iter(&self) -> impl Iterator<Item = &[u8; 20]> {
+        self.hashes.iter()
+    }
+
     /// Number of distinct hashes.
     pub fn len(&self) -> usize {
         self.hashes.len()
@@ -186,14 +191,37 @@ impl AccessControl {
     }
 
     /// Re-reads the file; on failure the old list stays. Returns the new list's size.
+    ///
+    /// A reload must not wipe swarms by accident: every torrent not on a new allow list
+    /// is dropped at the next cleaning. So a file that looks half-written (its last line
+    /// has no newline: it is still being written, or was cut short) is refused, and so
+    /// is an empty allow list (it would stop every torrent). Write a new list to a
+    /// temporary file and rename it over the old one.
     pub fn reload(&self) -> anyhow::Result<usize> {
+        let old = self.list.load().len();
         if self.mode == AccessListMode::Off {
-            return Ok(0);
+            return Ok(old);
         }
-        let list = AccessList::load(&self.path)?;
-        let len = list.len();
+        let path = self.path.display();
+        let text = std::fs::read_to_string(&self.path)
+            .with_context(|| format!("cannot read access list {path}"))?;
+        if !text.is_empty() && !text.ends_with('\n') {
+            anyhow::bail!(
+                "access list {path} does not end with a newline: it looks cut short or still \
+                 being written (write the new list to a temporary file and rename it over the \
+                 old one)"
+            );
+        }
+        let list = AccessList::parse(&text).with_context(|| format!("in access list {path}"))?;
+        if self.mode == AccessListMode::Allow && list.is_empty() {
+            anyhow::bail!(
+                "access list {path} is empty: an empty allow list would stop every torrent \
+                 ({old} allowed now); refusing it"
+            );
+        }
+        let new = list.len();
         self.list.store(Arc::new(list));
-        Ok(len)
+        Ok(new)
     }
 
     /// Replaces the list directly (embedding and tests).
@@ -206,9 +234,10 @@ impl AccessControl {
         if self.mode == AccessListMode::Off {
             return;
         }
+        let old = self.list.load().len();
         match self.reload() {
-            Ok(len) => log::info!(
-                "{tracker}: access list reloaded from {}: {len} info hashes",
+            Ok(new) => log::info!(
+                "{tracker}: access list reloaded from {}: {old} -> {new} info hashes",
                 self.path.display()
             ),
             Err(err) => {
@@ -303,8 +332,22 @@ mod tests {
         assert!(format!("{err:#}").contains("line 2"), "{err:#}");
         assert!(control.allows(&hash(A)) && !control.allows(&hash(B)));
 
-        std::fs::write(&path, B).unwrap();
+        std::fs::write(&path, format!("{B}\n")).unwrap();
         assert_eq!(control.reload().unwrap(), 1);
+        assert!(!control.allows(&hash(A)) && control.allows(&hash(B)));
+
+        // Cut short, or empty: refused, and the list stays.
+        std::fs::write(&path, format!("{A}\n{}", &B[..20])).unwrap();
+        let err = control.reload().unwrap_err();
+        assert!(
+            format!("{err:#}").contains("does not end with a newline"),
+            "{err:#}"
+        );
+        std::fs::write(&path, format!("{A}\n{B}")).unwrap();
+        assert!(control.reload().is_err(), "a last line without newline");
+        std::fs::write(&path, "# nothing here yet\n").unwrap();
+        let err = control.reload().unwrap_err();
+        assert!(format!("{err:#}").contains("empty allow list"), "{err:#}");
         assert!(!control.allows(&hash(A)) && control.allows(&hash(B)));
 
         std::fs::remove_file(&path).unwrap();

@@ -17,6 +17,7 @@
 //! * [`privileges`]: chroot and setgid/setuid once sockets are bound.
 //! * [`running`]: the handle of a started tracker: addresses, stop, wait.
 //! * [`cpu`]: pinning worker threads to cores.
+//! * [`ip_net`]: IP networks (CIDR) as config values.
 //! * [`logging`]: a small stderr logger with timestamps and thread names.
 //! * [`metrics`]: per-worker counters flushed into padded atomics.
 //! * `testing` (feature `testing`): the integration tests' `eventually`.
@@ -35,6 +36,7 @@ pub mod config;
 pub mod cpu;
 #[cfg(feature = "glommio")]
 pub mod executor;
+pub mod ip_net;
 pub mod logging;
 pub mod memlock;
 pub mod metrics;

@@ -163,6 +163,18 @@ impl<C: Counters> WorkerStats<C> {
     }
 }
 
+impl<T> StatsSnapshot<T> {
+    /// The part of a statistics line about capacity limits, between `before` and now.
+    pub fn capacity_line(&self, before: &Self) -> String {
+        format!(
+            "torrents refused {}, peers not stored {}",
+            self.torrents_refused
+                .saturating_sub(before.torrents_refused),
+            self.peers_refused.saturating_sub(before.peers_refused),
+        )
+    }
+}
+
 /// Makes a statistics line from two snapshots and the seconds between them.
 pub type SummaryLine<T> = fn(&StatsSnapshot<T>, &StatsSnapshot<T>, f64) -> String;
 

@@ -120,6 +120,9 @@ pub struct Config<T: TrackerKind> {
     /// How many torrents and peers the tracker keeps at most, so that memory stays
     /// bounded whatever clients send. Refusals are counted in the statistics.
     pub capacity: CapacityConfig,
+    /// Limits per client address (or IPv6 network): request rate, connections, and
+    /// temporary bans for abuse. Counted in the statistics.
+    pub per_ip: PerIpConfig,
     /// Limits and queue sizes. Each one is counted when it triggers; work over a limit
     /// is refused or dropped, never waited for.
     pub limits: T::Limits,
@@ -143,6 +146,7 @@ impl<T: TrackerKind> Default for Config<T> {
             protocol: T::Protocol::default(),
             cleaning: T::default_cleaning(),
             capacity: T::default_capacity(),
+            per_ip: PerIpConfig::default(),
             limits: T::Limits::default(),
             statistics: StatisticsConfig::default(),
             access_list: AccessListConfig::default(),
@@ -204,6 +208,7 @@ impl<T: TrackerKind> TrackerConfig for Config<T> {
         T::validate(self, problems);
         problems.section("cleaning", |p| self.cleaning.validate(p, interval));
         problems.section("capacity", |p| self.capacity.validate(p));
+        problems.section("per_ip", |p| self.per_ip.validate(p));
         problems.section("access_list", |p| self.access_list.validate(p));
         problems.section("privileges", |p| self.privileges.validate(p));
         problems.section("cpu_pinning", |p| self.cpu_pinning.validate(p));
@@ -254,6 +259,86 @@ impl CapacityConfig {
         ] {
             problems.check(value >= 1, key, "must be at least 1");
         }
+    }
+}
+
+/// Limits per client. A client is an IPv4 address, or an IPv6 network of
+/// `ipv6_prefix_len` bits (one IPv6 host usually has a whole /64 to choose addresses
+/// from); the lengths are configurable for networks behind carrier-grade NAT.
+///
+/// Each socket worker keeps its own table of `table_size` clients (a fixed amount of
+/// memory whatever sources send, spoofed ones included), so with several socket
+/// workers a client can get up to that many times its rate.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, TomlConfig)]
+#[serde(default, deny_unknown_fields)]
+pub struct PerIpConfig {
+    /// Requests (announces, scrapes, connects) a client may make per second, on
+    /// average; more are refused (UDP: dropped; HTTP: 429; WebTorrent: an error
+    /// message). A BitTorrent client announces a torrent every half hour, so this is
+    /// generous even for many users behind one address. 0 turns the limit off.
+    pub requests_per_second: u32,
+    /// Requests a client may make in a burst above that rate (a client starting many
+    /// torrents at once announces them all together).
+    pub burst: u32,
+    /// Seconds over the rate, with no calm second between, after which a client is
+    /// banned. 0: never ban for the rate.
+    pub ban_after: u32,
+    /// Seconds a ban lasts; its requests are dropped meanwhile. 0 turns bans off.
+    pub ban_duration: u32,
+    /// UDP: requests with a bad or expired connection id a client may send per minute
+    /// before it is banned (sprayed ids are guesses). 0: never ban for this.
+    pub bad_connection_ids_per_minute: u32,
+    /// TCP (HTTP, WebTorrent): open connections one client may have at once; more are
+    /// refused with a 503. 0 turns the limit off.
+    pub max_connections: usize,
+    /// Bits of an IPv4 address that make one client (32: each address).
+    pub ipv4_prefix_len: u8,
+    /// Bits of an IPv6 address that make one client (64: each /64 network).
+    pub ipv6_prefix_len: u8,
+    /// Clients each socket worker keeps track of (about 64 bytes each); the one idle
+    /// the longest gives way to a newcomer, a banned one last.
+    pub table_size: usize,
+}
+
+impl Default for PerIpConfig {
+    fn default() -> Self {
+        Self {
+            requests_per_second: 100,
+            burst: 1000,
+            ban_after: 30,
+            ban_duration: 600,
+            bad_connection_ids_per_minute: 600,
+            max_connections: 256,
+            ipv4_prefix_len: 32,
+            ipv6_prefix_len: 64,
+            table_size: 65_536,
+        }
+    }
+}
+
+impl PerIpConfig {
+    /// Records problems.
+    pub fn validate(&self, problems: &mut Problems) {
+        problems.check(
+            self.requests_per_second == 0 || self.burst >= 1,
+            "burst",
+            "must be at least 1 when requests_per_second is set",
+        );
+        problems.check(
+            (1..=32).contains(&self.ipv4_prefix_len),
+            "ipv4_prefix_len",
+            "must be between 1 and 32",
+        );
+        problems.check(
+            (1..=128).contains(&self.ipv6_prefix_len),
+            "ipv6_prefix_len",
+            "must be between 1 and 128",
+        );
+        problems.check(
+            (16..=1 << 24).contains(&self.table_size),
+            "table_size",
+            "must be between 16 and 16777216",
+        );
     }
 }
 

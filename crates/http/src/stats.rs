@@ -7,6 +7,14 @@ shoal_common::counters! {
         accepted,
         /// Connections refused at the connection limit.
         refused,
+        /// Connections refused: their client had per_ip.max_connections open.
+        refused_per_ip,
+        /// Requests refused: their client was over per_ip.requests_per_second.
+        per_ip_limited,
+        /// Connections and requests of banned clients, dropped.
+        banned,
+        /// Bans started.
+        bans,
         /// Connections currently open (a gauge: set, not added).
         open_connections,
         /// Announce requests.
@@ -37,7 +45,8 @@ pub fn summary(now: &StatsSnapshot, before: &StatsSnapshot, seconds: f64) -> Str
     let rate = |count: u64| count as f64 / seconds.max(0.001);
     format!(
         "announces/s {:.0}, scrapes/s {:.0}, new connections/s {:.0}, open connections {}; per interval: \
-         bad requests {}, denied {}, busy {}, timeouts {}, TLS failures {}, refused connections {}; torrents {}, peers {}",
+         bad requests {}, denied {}, busy {}, timeouts {}, TLS failures {}, refused connections {} \
+         (per client {}), rate-limited {}, banned {}, new bans {}, {}; torrents {}, peers {}",
         rate(d.announces),
         rate(d.scrapes),
         rate(d.accepted),
@@ -48,6 +57,11 @@ pub fn summary(now: &StatsSnapshot, before: &StatsSnapshot, seconds: f64) -> Str
         d.timeouts,
         d.tls_failures,
         d.refused,
+        d.refused_per_ip,
+        d.per_ip_limited,
+        d.banned,
+        d.bans,
+        now.capacity_line(before),
         now.torrents,
         now.peers,
     )

@@ -92,6 +92,10 @@ impl TcpTracker for HttpTracker {
         exchange(stream, peer, worker).await;
     }
 
+    fn exempt(config: &Config<Http>, peer: std::net::IpAddr) -> bool {
+        config.network.proxy_header_from(peer)
+    }
+
     fn deliver(worker: &Worker, replies: Vec<SwarmReply>) {
         worker.state.router.borrow_mut().deliver(replies);
     }

@@ -26,6 +26,7 @@
 //!   shedding when a queue is full.
 //! * [`reply`]: reply channels back to socket workers that wake them only when they
 //!   sleep.
+//! * [`per_ip`]: request rates, bans and the bounded table that tracks clients.
 //! * [`running`]: a started tracker's handle, and what a tracker binary does with it
 //!   (signals, privileges, waiting).
 //! * [`inbox`] (feature `glommio`): the receiving end of a reply channel inside a
@@ -38,6 +39,7 @@ pub mod inbox;
 pub mod link;
 pub mod local;
 pub mod outbox;
+pub mod per_ip;
 pub mod reply;
 pub mod running;
 pub mod shard;

@@ -4,6 +4,8 @@ use std::sync::Arc;
 
 use anyhow::Context as _;
 use shoal_common::metrics::{Counters, StatsSnapshot, WorkerStats};
+use std::net::SocketAddr;
+
 use shoal_common::signals::{ReloadHook, SignalThread};
 use shoal_common::{PrivilegeConfig, Running, Shutdown};
 use shoal_swarm::Clock;
@@ -121,6 +123,7 @@ impl<C: Counters, E> std::ops::Deref for RunningTracker<C, E> {
 /// A tracker whose config is checked, files loaded and sockets bound, not serving yet:
 /// the moment to give up root. [`serve`](Self::serve) starts every thread.
 pub struct Prepared<C: Counters, E = ()> {
+    addrs: Vec<SocketAddr>,
     listening: Vec<Listening>,
     serve: ServeFn<C, E>,
 }
@@ -136,16 +139,23 @@ impl<C: Counters, E> std::fmt::Debug for Prepared<C, E> {
 }
 
 impl<C: Counters, E> Prepared<C, E> {
-    /// A tracker listening as `listening` says, which `serve` starts (and hands the
-    /// same description on to its handle).
+    /// A tracker bound to `addrs`, described by `listening`, which `serve` starts
+    /// (and hands the same description on to its handle).
     pub fn new(
+        addrs: Vec<SocketAddr>,
         listening: Vec<Listening>,
         serve: impl FnOnce(Vec<Listening>) -> anyhow::Result<RunningTracker<C, E>> + Send + 'static,
     ) -> Self {
         Self {
+            addrs,
             listening,
             serve: Box::new(serve),
         }
+    }
+
+    /// The bound addresses (port 0 resolved), IPv4 first.
+    pub fn local_addrs(&self) -> &[SocketAddr] {
+        &self.addrs
     }
 
     /// Logs where the tracker listens (its sockets are bound and listening: the

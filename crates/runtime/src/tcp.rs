@@ -11,7 +11,7 @@
 
 use std::cell::{Cell, RefCell};
 use std::future::Future;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -28,6 +28,7 @@ use shoal_common::{Running, Shutdown, Supervisor, TrackerConfig as _, memlock};
 use shoal_swarm::Clock;
 
 use crate::inbox::{ReplyInbox, glommio_reply_channel};
+use crate::per_ip::{ConnectionsPerIp, RateTable, Verdict};
 use crate::running::{Listening, Prepared, Reload, RunningTracker, access_list_reload};
 use crate::{Context, LocalSwarm, Shard, reply_capacity, spawn_swarm_workers, swarm_channels};
 
@@ -54,12 +55,21 @@ pub struct TcpSettings {
     pub handshake_timeout: Duration,
 }
 
-/// The counters every TCP tracker keeps about connections, in its own counter set.
+/// The counters every TCP tracker keeps about connections and clients, in its own
+/// counter set.
 pub trait ConnectionCounters {
     /// A connection was accepted.
     fn accepted(&mut self);
     /// A connection was refused at the connection limit.
     fn refused(&mut self);
+    /// A connection was refused: its client had per_ip.max_connections open.
+    fn refused_per_ip(&mut self);
+    /// A request was refused: its client was over its rate.
+    fn rate_limited(&mut self);
+    /// A connection or request of a banned client was dropped.
+    fn banned(&mut self);
+    /// A ban started.
+    fn new_ban(&mut self);
     /// A TLS handshake failed or took too long.
     fn tls_failed(&mut self);
     /// `requests` were shed because a swarm worker's queue was full.
@@ -123,6 +133,14 @@ pub trait TcpTracker: Sized + 'static {
     /// Takes a reply from a swarm worker.
     fn deliver(worker: &Worker<Self>, reply: <Self::Shard as Shard>::Reply);
 
+    /// Whether connections from `peer` skip the per-client limits (a trusted reverse
+    /// proxy speaks for many clients; its requests are limited by the address it
+    /// forwards).
+    fn exempt(config: &Config<Self::Kind>, peer: IpAddr) -> bool {
+        let _ = (config, peer);
+        false
+    }
+
     /// Runs every [`Shutdown::POLL_INTERVAL`]: retry what waits, clean the local shard,
     /// move the router's counts into the counters.
     fn tick(worker: &Worker<Self>);
@@ -143,8 +161,36 @@ pub struct Worker<T: TcpTracker> {
     pub counters: RefCell<<T::Counters as Counters>::Local>,
     /// Open connections.
     pub connections: Cell<usize>,
+    /// Request rates and bans of this worker's clients.
+    pub clients: RefCell<RateTable>,
+    /// Open connections per client, over every worker.
+    pub connections_per_ip: Arc<ConnectionsPerIp>,
     /// What the tracker adds.
     pub state: T::State,
+}
+
+impl<T: TcpTracker> Worker<T> {
+    /// Counts a request from `ip` against its client's rate; the connection layer
+    /// answers or closes by the verdict. A new ban is counted and logged here.
+    pub fn check_rate(&self, ip: IpAddr) -> Verdict {
+        let mut clients = self.clients.borrow_mut();
+        let verdict = clients.check(ip, self.context.clock.now());
+        let mut counters = self.counters.borrow_mut();
+        match verdict {
+            Verdict::Allow => {}
+            Verdict::Limited => counters.rate_limited(),
+            Verdict::Banned => counters.banned(),
+            Verdict::NewBan => {
+                counters.banned();
+                counters.new_ban();
+                log::info!(
+                    "banned {} (too many requests, seen from {ip})",
+                    clients.key(ip).describe(clients.config())
+                );
+            }
+        }
+        verdict
+    }
 }
 
 impl<T: TcpTracker> std::fmt::Debug for Worker<T> {
@@ -197,7 +243,7 @@ pub fn prepare<T: TcpTracker>(
         .iter()
         .map(|&addr| T::describe(&config, tls.is_some(), addr))
         .collect();
-    Ok(Prepared::new(listening, move |listening| {
+    Ok(Prepared::new(addrs.clone(), listening, move |listening| {
         serve::<T>(config, context, tls, listeners, addrs, listening)
     }))
 }
@@ -214,6 +260,7 @@ fn serve<T: TcpTracker>(
     let settings = T::settings(&config);
     let (socket_workers, swarm_workers) = (listeners.len(), config.swarm_worker_count());
     let mut supervisor = Supervisor::new(context.shutdown.clone());
+    let connections_per_ip = ConnectionsPerIp::new(&config.per_ip);
     let (senders, receivers) = swarm_channels(swarm_workers, settings.swarm_queue_len);
     let mut routes = Vec::with_capacity(socket_workers);
     let mut workers = Vec::with_capacity(socket_workers);
@@ -238,6 +285,7 @@ fn serve<T: TcpTracker>(
             local,
             context: context.clone(),
             tls: tls.clone(),
+            connections_per_ip: connections_per_ip.clone(),
         });
     }
     drop(senders);
@@ -279,6 +327,7 @@ struct SocketWorker<T: TcpTracker> {
     local: Option<LocalSwarm<T::Shard>>,
     context: Context<T::Counters>,
     tls: Option<Arc<TlsConfig>>,
+    connections_per_ip: Arc<ConnectionsPerIp>,
 }
 
 impl<T: TcpTracker> SocketWorker<T> {
@@ -292,6 +341,7 @@ impl<T: TcpTracker> SocketWorker<T> {
 
     async fn serve(self) -> anyhow::Result<()> {
         let state = T::state(self.index, &self.config, self.swarms, self.local);
+        let state_config = self.config.clone();
         let worker = Rc::new(Worker::<T> {
             index: self.index,
             config: self.config,
@@ -299,6 +349,8 @@ impl<T: TcpTracker> SocketWorker<T> {
             tls: self.tls,
             counters: RefCell::default(),
             connections: Cell::new(0),
+            clients: RefCell::new(RateTable::new(&state_config.per_ip)),
+            connections_per_ip: self.connections_per_ip,
             state,
         });
         for listener in self.listeners {
@@ -329,12 +381,35 @@ impl<T: TcpTracker> SocketWorker<T> {
 /// then the tracker's own protocol.
 async fn connection<T: TcpTracker>(worker: Rc<Worker<T>>, mut stream: TcpStream, peer: SocketAddr) {
     let settings = T::settings(&worker.config);
+    let exempt = T::exempt(&worker.config, peer.ip());
+    if !exempt
+        && worker
+            .clients
+            .borrow_mut()
+            .is_banned(peer.ip(), worker.context.clock.now())
+    {
+        // No reply, not even TLS: a ban costs the tracker as little as possible.
+        worker.counters.borrow_mut().banned();
+        return;
+    }
     let open = worker.connections.get();
     if open >= settings.max_connections {
         worker.counters.borrow_mut().refused();
         let _ = within(Duration::from_secs(1), T::refuse(&mut stream)).await;
         return;
     }
+    let _slot = if exempt {
+        None
+    } else {
+        match worker.connections_per_ip.open(peer.ip()) {
+            Some(slot) => Some(slot),
+            None => {
+                worker.counters.borrow_mut().refused_per_ip();
+                let _ = within(Duration::from_secs(1), T::refuse(&mut stream)).await;
+                return;
+            }
+        }
+    };
     worker.connections.set(open + 1);
     worker.counters.borrow_mut().accepted();
     let _ = stream.set_nodelay(true);
@@ -366,8 +441,8 @@ async fn serve_and_close<T: TcpTracker, S: AsyncRead + AsyncWrite + Unpin>(
 }
 
 /// Implements [`ConnectionCounters`] for a tracker's counters made by
-/// `shoal_common::counters!` with the fields `accepted`, `refused`, `tls_failures`,
-/// `shed` and `open_connections`.
+/// `shoal_common::counters!` with the fields `accepted`, `refused`, `refused_per_ip`,
+/// `per_ip_limited`, `banned`, `bans`, `tls_failures`, `shed` and `open_connections`.
 #[macro_export]
 macro_rules! connection_counters {
     ($local:ty, $shared:ty) => {
@@ -380,6 +455,22 @@ macro_rules! connection_counters {
 
             fn refused(&mut self) {
                 self.refused += 1;
+            }
+
+            fn refused_per_ip(&mut self) {
+                self.refused_per_ip += 1;
+            }
+
+            fn rate_limited(&mut self) {
+                self.per_ip_limited += 1;
+            }
+
+            fn banned(&mut self) {
+                self.banned += 1;
+            }
+
+            fn new_ban(&mut self) {
+                self.bans += 1;
             }
 
             fn tls_failed(&mut self) {

@@ -43,13 +43,42 @@ fn udp_subcommand_takes_the_udp_options() {
 
 /// `shoal` with no arguments serves on the default public addresses; talk to it over
 /// 127.0.0.1. Skipped when something else holds the port or the host has no IPv6.
+/// A child process that is killed if the test fails before it stops it, so a failed
+/// run never leaves a tracker holding the default ports.
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        if self.0.try_wait().ok().flatten().is_none() {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+}
+
+impl std::ops::Deref for KillOnDrop {
+    type Target = std::process::Child;
+
+    fn deref(&self) -> &std::process::Child {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for KillOnDrop {
+    fn deref_mut(&mut self) -> &mut std::process::Child {
+        &mut self.0
+    }
+}
+
 #[test]
 fn no_arguments_runs_with_built_in_defaults() {
-    let mut child = Command::new(BINARY)
-        .stderr(Stdio::piped())
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = KillOnDrop(
+        Command::new(BINARY)
+            .stderr(Stdio::piped())
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
     let stderr = BufReader::new(child.stderr.take().unwrap());
     let mut listening = Vec::new();
     let mut failure = None;

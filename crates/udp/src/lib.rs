@@ -34,6 +34,18 @@ mod socket;
 pub mod stats;
 pub mod tracker;
 
+/// Entry points for the fuzz targets (built only by cargo-fuzz, which sets
+/// `--cfg fuzzing`).
+#[cfg(fuzzing)]
+#[doc(hidden)]
+pub mod fuzzing {
+    /// Feeds datagrams to a socket worker's dispatcher with real shards; see
+    /// `fuzz/fuzz_targets/udp_dispatch.rs`.
+    pub fn dispatch(data: &[u8]) {
+        crate::socket::dispatch::rig::fuzz(data);
+    }
+}
+
 use std::sync::Arc;
 
 use shoal_common::AppInfo;

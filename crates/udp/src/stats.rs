@@ -19,6 +19,12 @@ shoal_common::counters! {
         bad_connection_ids,
         /// Requests refused by the access list.
         access_denied,
+        /// Requests dropped because their client was over per_ip.requests_per_second.
+        per_ip_limited,
+        /// Requests dropped because their client was banned.
+        banned,
+        /// Bans started (sustained abuse, or sprayed connection ids).
+        bans,
         /// Requests dropped because a swarm worker's queue or the pending-scrape table
         /// was full.
         shed,
@@ -49,8 +55,8 @@ pub fn summary(now: &StatsSnapshot, before: &StatsSnapshot, seconds: f64) -> Str
     let rate = |count: u64| count as f64 / seconds.max(0.001);
     format!(
         "requests/s: {:.0} (connect {:.0}, announce {:.0}, scrape {:.0}); replies/s: {:.0}; \
-         per interval: invalid {}, bad connection id {}, denied {}, shed {}, send failures {}; \
-         torrents {}, peers {}",
+         per interval: invalid {}, bad connection id {}, denied {}, rate-limited {}, banned {}, \
+         new bans {}, shed {}, send failures {}, {}; torrents {}, peers {}",
         rate(delta.received),
         rate(delta.connect_requests),
         rate(delta.announce_requests),
@@ -64,8 +70,12 @@ pub fn summary(now: &StatsSnapshot, before: &StatsSnapshot, seconds: f64) -> Str
         delta.invalid_requests,
         delta.bad_connection_ids,
         delta.access_denied,
+        delta.per_ip_limited,
+        delta.banned,
+        delta.bans,
         delta.shed,
         delta.send_failures,
+        now.capacity_line(before),
         now.torrents,
         now.peers,
     )

@@ -65,7 +65,7 @@ pub fn prepare(
             note: String::new(),
         })
         .collect();
-    Ok(Prepared::new(listening, move |listening| {
+    Ok(Prepared::new(addrs.clone(), listening, move |listening| {
         serve(config, context, sockets, addrs, listening)
     }))
 }

@@ -410,6 +410,8 @@ fn no_request_is_lost_silently_under_load() {
     // the tracker is either answered or counted as shed, and the tracker stays up.
     let mut config = loopback_config(false);
     config.limits.swarm_queue_len = 1;
+    // One address, far over a client's rate: the queue is what this is about.
+    config.per_ip.requests_per_second = 0;
     let tracker = start(config);
     let mut client = Client::new(v4(&tracker));
     let id = client.connect();

@@ -89,6 +89,10 @@ pub struct LimitsConfig {
     /// slowly to keep the queue under this is disconnected (and the reason logged),
     /// so other peers' offers and answers are never dropped silently.
     pub max_outgoing_messages: usize,
+    /// Bytes waiting to be written to one connection (offers and answers counted with
+    /// their session descriptions). A client that reads too slowly to keep under this
+    /// is disconnected, like one over max_outgoing_messages.
+    pub max_outgoing_bytes: usize,
     /// Batches of requests waiting for each swarm worker. When full, requests get a
     /// "tracker busy" error instead of waiting.
     pub swarm_queue_len: usize,
@@ -108,6 +112,7 @@ impl Default for LimitsConfig {
             request_burst: 100,
             max_torrents_per_connection: 1000,
             max_outgoing_messages: 256,
+            max_outgoing_bytes: 1 << 20,
             swarm_queue_len: 256,
             io_memory: 1 << 20,
         }
@@ -222,6 +227,11 @@ impl TrackerKind for Ws {
                 limits.max_outgoing_messages >= 1,
                 "max_outgoing_messages",
                 "must be at least 1",
+            );
+            p.check(
+                limits.max_outgoing_bytes >= limits.max_message_size,
+                "max_outgoing_bytes",
+                "must be at least max_message_size (one forwarded offer can be that big)",
             );
             shoal_common::memlock::validate_io_memory(p, limits.io_memory);
         });

@@ -71,5 +71,21 @@ pub(crate) enum ToConnection {
     },
 }
 
+impl ToConnection {
+    /// About how many bytes the message takes once written: what the outgoing queue
+    /// of a connection is limited by. Session descriptions are counted in full; the
+    /// rest of a message is a small JSON object.
+    pub(crate) fn weight(&self) -> usize {
+        const OBJECT: usize = 160;
+        match self {
+            Self::Message(ServerMessage::Offer(offer)) => OBJECT + offer.offer.get().len(),
+            Self::Message(ServerMessage::Answer(answer)) => OBJECT + answer.answer.get().len(),
+            Self::Message(ServerMessage::Error(error)) => OBJECT + error.reason.len(),
+            Self::ScrapePart { files, .. } => OBJECT + files.len() * 100,
+            _ => OBJECT,
+        }
+    }
+}
+
 /// A message and the connection (of the receiving socket worker) it is for.
 pub(crate) type Delivery = (u64, ToConnection);

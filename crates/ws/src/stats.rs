@@ -7,6 +7,14 @@ shoal_common::counters! {
         accepted,
         /// Connections refused at the connection limit.
         refused,
+        /// Connections refused: their client had per_ip.max_connections open.
+        refused_per_ip,
+        /// Requests refused: their client was over per_ip.requests_per_second.
+        per_ip_limited,
+        /// Connections and requests of banned clients, dropped.
+        banned,
+        /// Bans started.
+        bans,
         /// Connections currently open (a gauge: set, not added).
         open_connections,
         /// Connections that upgraded to WebSocket.
@@ -59,7 +67,8 @@ pub fn summary(now: &StatsSnapshot, before: &StatsSnapshot, seconds: f64) -> Str
         "announces/s {:.0}, offers/s {:.0}, answers/s {:.0}, scrapes/s {:.0}, new connections/s {:.0}, \
          open connections {}; per interval: refused answers {}, peer ids taken {}, bad messages {}, oversized {}, \
          denied {}, rate-limited {}, too many torrents {}, busy {}, slow readers {}, idle timeouts {}, \
-         bad handshakes {}, TLS failures {}, refused connections {}; torrents {}, peers {}",
+         bad handshakes {}, TLS failures {}, refused connections {} (per client {}), client rate-limited {}, \
+         banned {}, new bans {}, {}; torrents {}, peers {}",
         rate(d.announces),
         rate(d.offers_forwarded),
         rate(d.answers_relayed),
@@ -79,6 +88,11 @@ pub fn summary(now: &StatsSnapshot, before: &StatsSnapshot, seconds: f64) -> Str
         d.bad_handshakes,
         d.tls_failures,
         d.refused,
+        d.refused_per_ip,
+        d.per_ip_limited,
+        d.banned,
+        d.bans,
+        now.capacity_line(before),
         now.torrents,
         now.peers,
     )

@@ -8,6 +8,9 @@ use shoal_ws_load_test::stats::Summary;
 
 fn tracker(tls_dir: Option<&std::path::Path>) -> shoal_ws::RunningTracker {
     let mut config = shoal_ws::Config::default();
+    // The load comes from one address, far faster than one client may send.
+    config.per_ip.requests_per_second = 0;
+    config.per_ip.max_connections = 0;
     config.network.address_ipv4 = "127.0.0.1:0".parse().unwrap();
     config.network.use_ipv6 = false;
     config.statistics.interval = 0;

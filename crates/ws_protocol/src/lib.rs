@@ -11,6 +11,8 @@
 //! * [`server`]: what a tracker sends: announce replies, forwarded offers and answers,
 //!   scrape replies and errors; [`write_server_message`] and, for clients,
 //!   [`parse_server_message`].
+//! * [`opening`]: the HTTP request that opens a connection (a WebSocket upgrade or a
+//!   health check) and the response to it.
 //! * `wire` (private): the one flat JSON object both directions are read from and
 //!   written as, so every field's spelling lives in one place.
 //!
@@ -19,6 +21,7 @@
 
 pub mod client;
 pub mod id;
+pub mod opening;
 pub mod server;
 mod wire;
 

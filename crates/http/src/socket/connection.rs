@@ -24,6 +24,7 @@ use shoal_http_protocol::{
 };
 use shoal_swarm::{AnnounceEvent, PeerLimits, ServerTime};
 
+use shoal_runtime::per_ip::Verdict;
 use shoal_runtime::shard_for;
 use shoal_swarm::PeerAddress;
 
@@ -36,6 +37,8 @@ use crate::messages::{AnnounceWork, AnnouncedPeers, SwarmReplyKind, SwarmRequest
 pub(crate) const NOT_ALLOWED: &str = "info hash not allowed";
 /// Reply to an announce that would start a torrent while the tracker is full.
 pub(crate) const TRACKER_FULL: &str = "tracker full: no new torrents accepted";
+/// Reply to a client over per_ip.requests_per_second.
+pub(crate) const RATE_LIMITED: &str = "too many requests, slow down";
 /// Reply when a swarm worker's queue is full.
 pub(crate) const BUSY: &str = "tracker busy, try again later";
 
@@ -64,6 +67,7 @@ pub(crate) async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
     local: &Worker,
 ) {
     let config = &local.config;
+    // Only a trusted proxy's header is believed; anyone else is served as themselves.
     let proxy = &config.network.reverse_proxy_ip_header;
     let limits = ParseLimits {
         announce_path: &config.protocol.announce_path,
@@ -71,10 +75,13 @@ pub(crate) async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
         max_request_len: config.limits.max_request_size,
         max_headers: config.limits.max_headers,
         max_scrape_torrents: config.protocol.max_scrape_torrents,
-        proxy_header: (!proxy.is_empty()).then(|| ProxyHeader {
-            name: proxy,
-            use_last: config.network.reverse_proxy_ip_header_position == HeaderPosition::Last,
-        }),
+        proxy_header: config
+            .network
+            .proxy_header_from(peer.ip())
+            .then(|| ProxyHeader {
+                name: proxy,
+                use_last: config.network.reverse_proxy_ip_header_position == HeaderPosition::Last,
+            }),
     };
     let idle = Duration::from_secs(config.network.idle_timeout.into());
     let mut buffer = vec![0u8; config.limits.max_request_size];
@@ -133,6 +140,15 @@ async fn answer(
     out: &mut Vec<u8>,
 ) -> bool {
     let ip = parsed.forwarded_ip.unwrap_or(peer_ip).to_canonical();
+    match local.check_rate(ip) {
+        Verdict::Allow => {}
+        Verdict::Limited => {
+            write_failure(out, 429, RATE_LIMITED, false);
+            return false;
+        }
+        // Banned: no answer, the connection closes.
+        Verdict::Banned | Verdict::NewBan => return false,
+    }
     let result = match &parsed.request {
         Request::Announce(request) => announce(request, ip, keep_alive, local, out).await,
         Request::Scrape(request) => scrape(request, keep_alive, local, out).await,

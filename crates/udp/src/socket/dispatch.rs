@@ -14,6 +14,7 @@ use std::sync::Arc;
 
 use crossbeam_channel::Sender;
 use shoal_common::AccessControl;
+use shoal_runtime::per_ip::{RateTable, Verdict};
 use shoal_runtime::{Outboxes, Sent, SwarmWorkerGone, shard_for};
 use shoal_swarm::{AnnounceEvent, PeerAddress, PeerLimits, ServerTime};
 use shoal_udp_protocol::response::{write_connect, write_error};
@@ -37,11 +38,13 @@ pub(crate) const NOT_ALLOWED: &str = "info hash not allowed";
 #[derive(Debug)]
 pub(crate) struct Dispatcher {
     socket_worker: usize,
-    ids: ConnectionIds,
+    pub(crate) ids: ConnectionIds,
     access: Arc<AccessControl>,
     peer_limits: PeerLimits,
     max_scrape_torrents: usize,
     outboxes: Outboxes<Job>,
+    /// Request rates and bans per client.
+    clients: RateTable,
     /// Scrapes waiting for parts.
     pub(crate) scrapes: PendingScrapes,
     /// What happened, flushed into shared statistics by the socket worker.
@@ -69,6 +72,7 @@ impl Dispatcher {
             },
             max_scrape_torrents: config.protocol.max_scrape_torrents,
             outboxes: Outboxes::new(swarms, POOL_SIZE),
+            clients: RateTable::new(&config.per_ip),
             scrapes: PendingScrapes::new(config.limits.max_pending_scrapes),
             counters: SocketCounters::default(),
             touched: Vec::new(),
@@ -84,6 +88,23 @@ impl Dispatcher {
         out: &mut Replies,
     ) {
         self.counters.received += 1;
+        // Banned and over-the-rate clients are dropped before any work: replying to
+        // a flood would double it, and its sources may be forged.
+        match self.clients.check(client.ip(), now) {
+            Verdict::Allow => {}
+            Verdict::Limited => {
+                self.counters.per_ip_limited += 1;
+                return;
+            }
+            Verdict::Banned => {
+                self.counters.banned += 1;
+                return;
+            }
+            Verdict::NewBan => {
+                self.new_ban(client, "too many requests");
+                return;
+            }
+        }
         match Request::parse(packet) {
             Ok(Request::Connect(request)) => {
                 self.counters.connect_requests += 1;
@@ -128,8 +149,22 @@ impl Dispatcher {
         let valid = self.ids.is_valid(id, client.ip(), now);
         if !valid {
             self.counters.bad_connection_ids += 1;
+            if self.clients.bad_connection_id(client.ip(), now) {
+                self.new_ban(client, "too many bad connection ids");
+            }
         }
         valid
+    }
+
+    fn new_ban(&mut self, client: SocketAddr, reason: &str) {
+        self.counters.bans += 1;
+        self.counters.banned += 1;
+        log::info!(
+            "banned {} ({reason}, seen from {client})",
+            self.clients
+                .key(client.ip())
+                .describe(self.clients.config())
+        );
     }
 
     fn announce(&mut self, request: &AnnounceRequest<'_>, client: SocketAddr, out: &mut Replies) {
@@ -312,5 +347,7 @@ fn swarm_event(event: shoal_udp_protocol::AnnounceEvent) -> AnnounceEvent {
     }
 }
 
+#[cfg(any(test, fuzzing))]
+pub(crate) mod rig;
 #[cfg(test)]
 mod tests;

@@ -41,6 +41,12 @@ impl Client {
         } else {
             "[::1]:0"
         };
+        Self::from(local, server)
+    }
+
+    /// A client on its own socket bound to `local` (another loopback address is
+    /// another client as far as per-client limits go).
+    pub fn from(local: &str, server: SocketAddr) -> Self {
         let socket = UdpSocket::bind(local).unwrap();
         socket.set_read_timeout(Some(REPLY_TIMEOUT)).unwrap();
         let family = if server.is_ipv4() {

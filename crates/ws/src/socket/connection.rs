@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 use futures_lite::{AsyncRead, AsyncReadExt as _, AsyncWrite, AsyncWriteExt as _};
 use hashbrown::HashMap;
 use shoal_common::executor::{within, write_all_before as write_all};
+use shoal_runtime::per_ip::Verdict;
 use shoal_runtime::shard_for;
 use shoal_ws_protocol::{
     Action, AnnounceEvent, AnnounceRequest, ClientMessage, ErrorResponse, Id20, ScrapeFile,
@@ -30,9 +31,10 @@ use tungstenite::protocol::{CloseFrame, Role, WebSocketConfig, WebSocketContext}
 use tungstenite::{Error as WsError, Message};
 
 use super::Worker;
-use super::handshake::{Opening, Refusal, open};
-use super::router::{ConnectionQueue, submit};
+use super::handshake::{Opening, open};
+use super::router::{ConnectionQueue, QueueLimit, submit};
 use crate::messages::{ConnectionRef, RequestKind, SwarmRequest, ToConnection};
+use shoal_ws_protocol::opening::Refusal;
 
 /// Error reply to a refused info hash.
 pub(crate) const NOT_ALLOWED: &str = "info hash not allowed";
@@ -40,6 +42,8 @@ pub(crate) const NOT_ALLOWED: &str = "info hash not allowed";
 pub(crate) const BUSY: &str = "tracker busy, try again later";
 /// Error reply past limits.max_requests_per_second.
 pub(crate) const RATE_LIMITED: &str = "too many requests, slow down";
+/// Error reply past per_ip.requests_per_second (all of a client's connections).
+pub(crate) const CLIENT_RATE_LIMITED: &str = "too many requests from your address, slow down";
 /// Error reply to an answer that is not relayed.
 pub(crate) const ANSWER_REFUSED: &str =
     "answer not relayed: no such offer was sent to this peer, or it expired";
@@ -165,11 +169,10 @@ impl<'a> Session<'a> {
             .write_buffer_size(0)
             .max_message_size(Some(limits.max_message_size))
             .max_frame_size(Some(limits.max_frame_size));
-        let (connection, queue) = local
-            .state
-            .router
-            .borrow_mut()
-            .register(limits.max_outgoing_messages);
+        let (connection, queue) = local.state.router.borrow_mut().register(QueueLimit {
+            messages: limits.max_outgoing_messages,
+            bytes: limits.max_outgoing_bytes,
+        });
         Self {
             local,
             peer,
@@ -251,8 +254,11 @@ impl<'a> Session<'a> {
                 None | Some(None) => {}
                 Some(Some(Ok(0) | Err(_))) => return,
                 Some(Some(Ok(read))) => {
-                    heard = Instant::now();
-                    self.feed(&buffer[..read]);
+                    // Idleness is measured in tracker messages, not bytes: a client
+                    // that drips bytes (or only pings) does not keep its slot.
+                    if self.feed(&buffer[..read]) {
+                        heard = Instant::now();
+                    }
                 }
             }
         }
@@ -260,15 +266,19 @@ impl<'a> Session<'a> {
 
     fn slow_reader(&self) {
         self.local.counters.borrow_mut().slow_readers += 1;
+        let limits = &self.local.config.limits;
         log::info!(
-            "closing the connection of {}: it reads too slowly ({} messages waiting)",
+            "closing the connection of {}: it reads too slowly (over {} messages or {} bytes waiting)",
             self.peer,
-            self.local.config.limits.max_outgoing_messages
+            limits.max_outgoing_messages,
+            limits.max_outgoing_bytes,
         );
     }
 
-    /// Hands bytes to tungstenite and serves every complete message.
-    fn feed(&mut self, bytes: &[u8]) {
+    /// Hands bytes to tungstenite and serves every complete message; returns whether
+    /// there was a tracker message among them.
+    fn feed(&mut self, bytes: &[u8]) -> bool {
+        let mut heard = false;
         let mut input = bytes;
         let mut out = std::mem::take(&mut self.out);
         while !self.closing {
@@ -277,12 +287,15 @@ impl<'a> Session<'a> {
                 output: &mut out,
             });
             match read {
-                Ok(Message::Text(text)) => self.on_text(text.as_bytes()),
+                Ok(Message::Text(text)) => {
+                    heard = true;
+                    self.on_text(text.as_bytes());
+                }
                 Ok(Message::Binary(_)) => {
                     self.local.counters.borrow_mut().bad_messages += 1;
                     self.out = out;
                     self.close(CloseCode::Unsupported, "binary messages are not supported");
-                    return;
+                    return heard;
                 }
                 // Pings are answered by tungstenite; pongs and raw frames need nothing.
                 Ok(Message::Ping(_) | Message::Pong(_) | Message::Frame(_)) => {}
@@ -293,13 +306,13 @@ impl<'a> Session<'a> {
                     self.local.counters.borrow_mut().oversized_messages += 1;
                     self.out = out;
                     self.close(CloseCode::Size, "message too big");
-                    return;
+                    return heard;
                 }
                 Err(WsError::Protocol(_) | WsError::Utf8(_)) => {
                     self.local.counters.borrow_mut().bad_messages += 1;
                     self.out = out;
                     self.close(CloseCode::Protocol, "WebSocket protocol error");
-                    return;
+                    return heard;
                 }
                 Err(_) => {
                     // Closed (the client's close handshake is done) or unusable.
@@ -308,6 +321,7 @@ impl<'a> Session<'a> {
             }
         }
         self.out = out;
+        heard
     }
 
     /// Sends a close frame; the connection ends once it is written.
@@ -327,6 +341,13 @@ impl<'a> Session<'a> {
     }
 
     fn on_text(&mut self, bytes: &[u8]) {
+        match self.local.check_rate(self.peer.ip()) {
+            Verdict::Allow => {}
+            Verdict::Limited => return self.refuse(Action::Announce, None, CLIENT_RATE_LIMITED),
+            Verdict::Banned | Verdict::NewBan => {
+                return self.close(CloseCode::Policy, "banned");
+            }
+        }
         match parse_client_message(bytes) {
             Err(err) => {
                 self.local.counters.borrow_mut().bad_messages += 1;
@@ -355,10 +376,17 @@ impl<'a> Session<'a> {
         let is_answer = announce.answer.is_some();
         if !is_answer {
             self.local.counters.borrow_mut().announces += 1;
-            if !self.budget.take(self.local.context.clock.now().0) {
-                self.local.counters.borrow_mut().rate_limited += 1;
-                return self.refuse(Action::Announce, Some(info_hash), RATE_LIMITED);
-            }
+        }
+        // Answers count too: each is a message the tracker relays.
+        if !self.budget.take(self.local.context.clock.now().0) {
+            self.local.counters.borrow_mut().rate_limited += 1;
+            return self.refuse(Action::Announce, Some(info_hash), RATE_LIMITED);
+        }
+        // Only a peer this connection announced can answer in a torrent: anything else
+        // is refused here, without a trip to a swarm worker.
+        if is_answer && self.announced.get(&info_hash) != Some(&announce.peer_id) {
+            self.local.counters.borrow_mut().answers_refused += 1;
+            return self.refuse(Action::Announce, Some(info_hash), ANSWER_REFUSED);
         }
         if !self.local.context.access.allows(&info_hash.0) {
             self.local.counters.borrow_mut().access_denied += 1;

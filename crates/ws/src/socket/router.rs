@@ -25,12 +25,24 @@ use shoal_runtime::{LocalSwarm, SwarmLink};
 use crate::messages::{ConnectionRef, Delivery, RequestKind, SwarmRequest, ToConnection};
 use crate::swarm::Swarms;
 
-/// Messages waiting to be written to one connection.
+/// Messages waiting to be written to one connection, limited in number and in bytes
+/// (offers and answers carry session descriptions of up to a message's size each).
 pub(crate) struct ConnectionQueue {
     messages: RefCell<VecDeque<ToConnection>>,
+    /// Estimated bytes of the queued messages as written.
+    bytes: Cell<usize>,
     waker: Cell<Option<Waker>>,
     overflowed: Cell<bool>,
-    limit: usize,
+    limit: QueueLimit,
+}
+
+/// How much may wait for one connection.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct QueueLimit {
+    /// Messages.
+    pub(crate) messages: usize,
+    /// Bytes, as estimated by [`ToConnection::weight`].
+    pub(crate) bytes: usize,
 }
 
 impl std::fmt::Debug for ConnectionQueue {
@@ -43,22 +55,25 @@ impl std::fmt::Debug for ConnectionQueue {
 }
 
 impl ConnectionQueue {
-    fn new(limit: usize) -> Self {
+    fn new(limit: QueueLimit) -> Self {
         Self {
             messages: RefCell::new(VecDeque::new()),
+            bytes: Cell::new(0),
             waker: Cell::new(None),
             overflowed: Cell::new(false),
             limit,
         }
     }
 
-    /// Queues a message; past the limit, marks the connection as too slow instead.
+    /// Queues a message; past a limit, marks the connection as too slow instead.
     pub(crate) fn push(&self, message: ToConnection) {
         let mut messages = self.messages.borrow_mut();
-        if messages.len() >= self.limit {
+        let weight = message.weight();
+        if messages.len() >= self.limit.messages || self.bytes.get() + weight > self.limit.bytes {
             self.overflowed.set(true);
         } else if !self.overflowed.get() {
             messages.push_back(message);
+            self.bytes.set(self.bytes.get() + weight);
         }
         if let Some(waker) = self.waker.take() {
             waker.wake();
@@ -67,7 +82,9 @@ impl ConnectionQueue {
 
     /// The next message to write.
     pub(crate) fn pop(&self) -> Option<ToConnection> {
-        self.messages.borrow_mut().pop_front()
+        let message = self.messages.borrow_mut().pop_front()?;
+        self.bytes.set(self.bytes.get() - message.weight());
+        Some(message)
     }
 
     /// Whether a message had to be refused: the client reads too slowly.
@@ -135,8 +152,8 @@ impl Router {
         self.link.shards()
     }
 
-    /// A new connection and its queue of at most `limit` messages.
-    pub(crate) fn register(&mut self, limit: usize) -> (ConnectionRef, Rc<ConnectionQueue>) {
+    /// A new connection and its queue of at most `limit`.
+    pub(crate) fn register(&mut self, limit: QueueLimit) -> (ConnectionRef, Rc<ConnectionQueue>) {
         self.next_connection += 1;
         let queue = Rc::new(ConnectionQueue::new(limit));
         self.connections

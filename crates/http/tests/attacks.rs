@@ -1,0 +1,181 @@
+//! Attacks on a running HTTP tracker, each with the defence it must meet: a flood of
+//! fresh info hashes, one address over its request rate, one address taking every
+//! connection, a forged proxy header from a direct connection, and a request dripped
+//! a byte at a time.
+
+mod support;
+
+use std::io::Write as _;
+use std::net::{SocketAddr, TcpStream};
+use std::time::{Duration, Instant};
+
+use shoal_common::testing::eventually;
+use shoal_http::RunningTracker;
+use support::*;
+
+fn start(config: shoal_http::Config) -> RunningTracker {
+    shoal_http::start(config).expect("tracker starts")
+}
+
+fn v4(tracker: &RunningTracker) -> SocketAddr {
+    tracker.ipv4_addr().unwrap()
+}
+
+fn unlimited() -> shoal_http::Config {
+    let mut config = loopback_config(false);
+    config.per_ip.requests_per_second = 0;
+    config
+}
+
+fn hash(n: u32) -> [u8; 20] {
+    let mut hash = [0x30; 20];
+    hash[..4].copy_from_slice(&n.to_be_bytes());
+    hash
+}
+
+/// A connection from the loopback address `local` (another client for the limits).
+fn open_from(local: &str, server: SocketAddr) -> Connection<TcpStream> {
+    let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    let local: SocketAddr = format!("{local}:0").parse().unwrap();
+    socket.bind(&local.into()).unwrap();
+    socket.connect(&server.into()).unwrap();
+    let stream: TcpStream = socket.into();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    Connection::over(stream)
+}
+
+#[test]
+fn a_flood_of_fresh_info_hashes_fills_the_tracker_and_no_further() {
+    let mut config = unlimited();
+    config.capacity.max_torrents = 20;
+    let tracker = start(config);
+    let mut client = Connection::open(v4(&tracker));
+    for n in 0..20 {
+        assert_eq!(client.get(&announce(&hash(n), 1, "")).status, 200);
+    }
+    let refused = client.get(&announce(&hash(99), 1, ""));
+    assert_eq!(failure(&refused), "tracker full: no new torrents accepted");
+    let known = client.get(&announce(&hash(3), 2, ""));
+    assert_eq!(int(&known, "incomplete"), 2, "known torrents keep working");
+    assert!(eventually(|| {
+        let stats = tracker.stats();
+        stats.torrents == 20 && stats.torrents_refused == 1
+    }));
+}
+
+#[test]
+fn one_address_over_its_rate_gets_429_then_a_ban() {
+    let mut config = loopback_config(false);
+    config.per_ip.requests_per_second = 5;
+    config.per_ip.burst = 5;
+    config.per_ip.ban_after = 2;
+    let tracker = start(config);
+    let server = v4(&tracker);
+    let mut statuses = Vec::new();
+    for second in 0..3 {
+        let mut client = open_from("127.0.0.5", server);
+        for _ in 0..10 {
+            let Some(response) = ({
+                client
+                    .send(format!("GET {} HTTP/1.1\r\n\r\n", announce(&hash(1), 1, "")).as_bytes());
+                client.response()
+            }) else {
+                break;
+            };
+            statuses.push(response.status);
+            if response.status == 429 {
+                assert_eq!(failure(&response), "too many requests, slow down");
+                break; // a 429 closes the connection
+            }
+        }
+        if second < 2 {
+            tracker.clock().advance(1);
+        }
+    }
+    assert!(statuses.contains(&429), "{statuses:?}");
+    assert!(eventually(|| tracker.stats().requests.bans == 1));
+    // Banned: a new connection is closed without a word.
+    let mut banned = open_from("127.0.0.5", server);
+    banned.send(format!("GET {} HTTP/1.1\r\n\r\n", announce(&hash(1), 1, "")).as_bytes());
+    assert!(banned.response().is_none());
+    // Another address is another client.
+    let mut other = open_from("127.0.0.6", server);
+    assert_eq!(other.get(&announce(&hash(1), 2, "")).status, 200);
+}
+
+#[test]
+fn one_address_cannot_take_every_connection() {
+    let mut config = unlimited();
+    config.per_ip.max_connections = 3;
+    let tracker = start(config);
+    let server = v4(&tracker);
+    let mut held: Vec<_> = (0..3).map(|_| open_from("127.0.0.7", server)).collect();
+    for client in &mut held {
+        assert_eq!(client.get(&announce(&hash(1), 1, "")).status, 200);
+    }
+    let mut fourth = open_from("127.0.0.7", server);
+    fourth.send(b"GET /scrape HTTP/1.1\r\n\r\n");
+    let response = fourth.response().expect("a refusal");
+    assert_eq!(response.status, 503);
+    let mut other = open_from("127.0.0.8", server);
+    assert_eq!(other.get(&announce(&hash(1), 2, "")).status, 200);
+    assert!(eventually(|| tracker.stats().requests.refused_per_ip == 1));
+    // Closing one frees a slot.
+    drop(held.pop());
+    assert!(eventually(|| {
+        let mut again = open_from("127.0.0.7", server);
+        again.send(b"GET /scrape HTTP/1.1\r\n\r\n");
+        again.response().is_some_and(|r| r.status == 200)
+    }));
+}
+
+#[test]
+fn a_proxy_header_from_anyone_but_a_trusted_proxy_is_ignored() {
+    let mut config = unlimited();
+    config.network.reverse_proxy_ip_header = "X-Forwarded-For".into();
+    config.network.reverse_proxy_trusted = vec!["10.0.0.0/8".parse().unwrap()];
+    let tracker = start(config);
+    let mut client = Connection::open(v4(&tracker));
+    // A direct client claims to be someone else: served as itself.
+    client.send(
+        format!(
+            "GET {} HTTP/1.1\r\nX-Forwarded-For: 203.0.113.9\r\n\r\n",
+            announce(&hash(1), 7001, "")
+        )
+        .as_bytes(),
+    );
+    assert_eq!(client.response().unwrap().status, 200);
+    let second = client.get(&announce(&hash(1), 7002, ""));
+    assert_eq!(
+        compact_v4(bytes(&second, "peers")),
+        vec!["127.0.0.1:7001".parse::<SocketAddr>().unwrap()]
+    );
+}
+
+#[test]
+fn a_request_dripped_a_byte_at_a_time_gets_no_more_time() {
+    let mut config = unlimited();
+    config.network.idle_timeout = 1;
+    let tracker = start(config);
+    let mut stream = TcpStream::connect(v4(&tracker)).unwrap();
+    let started = Instant::now();
+    let request = format!("GET {} HTTP/1.1\r\n", announce(&hash(1), 1, ""));
+    let mut closed = false;
+    for byte in request.bytes().cycle().take(400) {
+        if stream.write_all(&[byte]).is_err() {
+            closed = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+        if started.elapsed() > Duration::from_secs(4) {
+            break;
+        }
+    }
+    let mut connection = Connection::over(stream);
+    let closed = closed || connection.response().is_some_and(|r| r.status == 408);
+    assert!(closed, "still open after {:?}", started.elapsed());
+    assert!(started.elapsed() < Duration::from_secs(4));
+    assert!(eventually(|| tracker.stats().requests.timeouts >= 1));
+}

@@ -1,0 +1,466 @@
+//! Per-client limits: a request rate per IP address (or IPv6 network), and temporary
+//! bans for sustained abuse or for spraying bad UDP connection ids.
+//!
+//! Each socket worker keeps a [`RateTable`]: a fixed number of slots, so its memory
+//! never grows, whatever sources send (spoofed UDP sources included). A client's slot
+//! is found by a keyed hash of its address prefix and a short probe; a newcomer that
+//! finds no free slot takes the one idle the longest, never a banned one while there is
+//! another choice. The worst a flood of spoofed sources can do is make the table forget
+//! a client that sent nothing lately, which gives it a fresh allowance.
+//!
+//! Requests are allowed by a token bucket per client: `requests_per_second` tokens a
+//! second, up to `burst`. Every second a client spends over its rate is a strike; a
+//! second within its rate clears them; `ban_after` strikes ban it for `ban_duration`
+//! seconds. Time is [`ServerTime`] seconds, read once per batch by the caller.
+
+use std::hash::BuildHasher;
+use std::net::IpAddr;
+
+use hashbrown::DefaultHashBuilder;
+use shoal_common::tracker_config::PerIpConfig;
+use shoal_swarm::ServerTime;
+
+/// Slots probed for one client.
+const PROBE: usize = 4;
+
+/// What to do with a client's request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// Serve it.
+    Allow,
+    /// Over its rate: refuse it (an error where the protocol has one, or a drop).
+    Limited,
+    /// Banned: drop it.
+    Banned,
+    /// Over its rate for long enough that it is banned from now on: drop it, and count
+    /// (and log) the ban.
+    NewBan,
+}
+
+/// A client's address prefix: the whole IPv4 address and the /64 of an IPv6 one by
+/// default, since one IPv6 host usually has a whole /64 to pick addresses from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ClientKey(u128);
+
+impl ClientKey {
+    /// The key of `ip` with the configured prefix lengths.
+    pub fn new(ip: IpAddr, config: &PerIpConfig) -> Self {
+        match ip.to_canonical() {
+            IpAddr::V4(ip) => {
+                let bits = u32::from(ip) & prefix_mask_32(config.ipv4_prefix_len);
+                // In the IPv4-mapped range, which no canonical IPv6 address is in.
+                Self(u128::from(std::net::Ipv4Addr::from(bits).to_ipv6_mapped()))
+            }
+            IpAddr::V6(ip) => Self(u128::from(ip) & prefix_mask_128(config.ipv6_prefix_len)),
+        }
+    }
+
+    /// The prefix as text, for log lines.
+    pub fn describe(&self, config: &PerIpConfig) -> String {
+        let ip = std::net::Ipv6Addr::from(self.0);
+        match ip.to_ipv4_mapped() {
+            Some(v4) => format!("{v4}/{}", config.ipv4_prefix_len),
+            None => format!("{ip}/{}", config.ipv6_prefix_len),
+        }
+    }
+}
+
+fn prefix_mask_32(len: u8) -> u32 {
+    match len {
+        0 => 0,
+        len => u32::MAX << (32 - u32::from(len.min(32))),
+    }
+}
+
+fn prefix_mask_128(len: u8) -> u128 {
+    match len {
+        0 => 0,
+        len => u128::MAX << (128 - u32::from(len.min(128))),
+    }
+}
+
+#[derive(Clone, Copy, Debug, Default)]
+struct Slot {
+    key: u128,
+    used: bool,
+    /// Tokens left.
+    tokens: u32,
+    /// When the bucket was last refilled, and the client last seen.
+    seen: ServerTime,
+    /// Seconds spent over the rate lately, and the last such second.
+    strikes: u16,
+    last_strike: ServerTime,
+    /// Bad connection ids in the current minute, and which minute.
+    bad_ids: u32,
+    bad_ids_minute: u32,
+    /// Banned before this time.
+    banned_until: ServerTime,
+}
+
+/// The limits of one socket worker's clients, in a fixed amount of memory.
+#[derive(Debug)]
+pub struct RateTable {
+    config: PerIpConfig,
+    slots: Box<[Slot]>,
+    hasher: DefaultHashBuilder,
+}
+
+impl RateTable {
+    /// A table of `config.table_size` slots (rounded up to a power of two).
+    pub fn new(config: &PerIpConfig) -> Self {
+        let size = config.table_size.max(PROBE).next_power_of_two();
+        Self {
+            config: config.clone(),
+            slots: vec![Slot::default(); size].into_boxed_slice(),
+            hasher: DefaultHashBuilder::default(),
+        }
+    }
+
+    /// The limits.
+    pub fn config(&self) -> &PerIpConfig {
+        &self.config
+    }
+
+    /// The key of a client at `ip`.
+    pub fn key(&self, ip: IpAddr) -> ClientKey {
+        ClientKey::new(ip, &self.config)
+    }
+
+    /// Whether the request rate is limited at all.
+    pub fn limits_rate(&self) -> bool {
+        self.config.requests_per_second > 0
+    }
+
+    /// Whether `ip` is banned at `now`, without counting a request (a TCP connection
+    /// being accepted).
+    pub fn is_banned(&mut self, ip: IpAddr, now: ServerTime) -> bool {
+        let key = self.key(ip);
+        self.find(key).is_some_and(|slot| slot.banned_until > now)
+    }
+
+    /// Counts a request from `ip` at `now` and says what to do with it.
+    pub fn check(&mut self, ip: IpAddr, now: ServerTime) -> Verdict {
+        if !self.limits_rate() {
+            return Verdict::Allow;
+        }
+        let key = self.key(ip);
+        let config = &self.config;
+        let (rate, burst) = (config.requests_per_second, config.burst.max(1));
+        let (ban_after, ban_duration) = (config.ban_after, config.ban_duration);
+        let slot = self.slot(key, now);
+        if slot.banned_until > now {
+            return Verdict::Banned;
+        }
+        let elapsed = now.seconds_since(slot.seen).unwrap_or(0);
+        if elapsed > 0 {
+            slot.tokens = slot
+                .tokens
+                .saturating_add(elapsed.saturating_mul(rate))
+                .min(burst);
+            slot.seen = now;
+        }
+        if slot.tokens > 0 {
+            slot.tokens -= 1;
+            if now.seconds_since(slot.last_strike).unwrap_or(0) > 1 {
+                slot.strikes = 0;
+            }
+            return Verdict::Allow;
+        }
+        if slot.last_strike != now {
+            slot.last_strike = now;
+            slot.strikes = slot.strikes.saturating_add(1);
+        }
+        if ban_duration > 0 && ban_after > 0 && u32::from(slot.strikes) >= ban_after {
+            slot.banned_until = now.plus(ban_duration);
+            slot.strikes = 0;
+            return Verdict::NewBan;
+        }
+        Verdict::Limited
+    }
+
+    /// Counts a request with a bad connection id from `ip`; returns whether that
+    /// started a ban (more than `bad_connection_ids_per_minute` in one minute).
+    pub fn bad_connection_id(&mut self, ip: IpAddr, now: ServerTime) -> bool {
+        let limit = self.config.bad_connection_ids_per_minute;
+        let ban_duration = self.config.ban_duration;
+        if limit == 0 || ban_duration == 0 {
+            return false;
+        }
+        let key = self.key(ip);
+        let slot = self.slot(key, now);
+        let minute = now.0 / 60;
+        if slot.bad_ids_minute != minute {
+            slot.bad_ids_minute = minute;
+            slot.bad_ids = 0;
+        }
+        slot.bad_ids = slot.bad_ids.saturating_add(1);
+        if slot.bad_ids > limit && slot.banned_until <= now {
+            slot.banned_until = now.plus(ban_duration);
+            return true;
+        }
+        false
+    }
+
+    fn probe(&self, key: ClientKey) -> usize {
+        self.hasher.hash_one(key) as usize & (self.slots.len() - 1)
+    }
+
+    fn find(&self, key: ClientKey) -> Option<&Slot> {
+        let start = self.probe(key);
+        (0..PROBE)
+            .map(|i| &self.slots[(start + i) & (self.slots.len() - 1)])
+            .find(|slot| slot.used && slot.key == key.0)
+    }
+
+    /// The slot of `key`, taken over from the longest-idle unbanned one if needed.
+    fn slot(&mut self, key: ClientKey, now: ServerTime) -> &mut Slot {
+        let mask = self.slots.len() - 1;
+        let start = self.probe(key);
+        let mut victim = start;
+        for i in 0..PROBE {
+            let at = (start + i) & mask;
+            let slot = &self.slots[at];
+            if slot.used && slot.key == key.0 {
+                return &mut self.slots[at];
+            }
+            if worse_victim(&self.slots[victim], slot, now) {
+                victim = at;
+            }
+        }
+        self.slots[victim] = Slot {
+            key: key.0,
+            used: true,
+            tokens: self.config.burst.max(1),
+            seen: now,
+            ..Slot::default()
+        };
+        &mut self.slots[victim]
+    }
+}
+
+/// Whether `candidate` is a better slot to give away than `current`: free slots first,
+/// then unbanned ones, then the longest idle.
+fn worse_victim(current: &Slot, candidate: &Slot, now: ServerTime) -> bool {
+    let rank = |slot: &Slot| (slot.used, slot.banned_until > now, slot.seen);
+    rank(candidate) < rank(current)
+}
+
+/// Open connections per client, over every socket worker of a TCP tracker, so that one
+/// host cannot take every connection slot. Touched at accept and close only; its size
+/// is bounded by the open connections.
+#[derive(Debug)]
+pub struct ConnectionsPerIp {
+    limit: usize,
+    config: PerIpConfig,
+    shards: Box<[std::sync::Mutex<hashbrown::HashMap<ClientKey, u32>>]>,
+    hasher: DefaultHashBuilder,
+}
+
+/// One counted connection; dropping it uncounts it.
+#[derive(Debug)]
+pub struct ConnectionSlot {
+    table: std::sync::Arc<ConnectionsPerIp>,
+    key: ClientKey,
+}
+
+impl ConnectionsPerIp {
+    /// At most `config.max_connections` per client (0: no limit).
+    pub fn new(config: &PerIpConfig) -> std::sync::Arc<Self> {
+        std::sync::Arc::new(Self {
+            limit: config.max_connections,
+            config: config.clone(),
+            shards: (0..16).map(|_| Default::default()).collect(),
+            hasher: DefaultHashBuilder::default(),
+        })
+    }
+
+    /// Counts a connection from `ip`, or `None` if the client has as many as it may.
+    pub fn open(self: &std::sync::Arc<Self>, ip: IpAddr) -> Option<ConnectionSlot> {
+        let key = ClientKey::new(ip, &self.config);
+        let mut shard = self.shard(key).lock().expect("connection table lock");
+        let count = shard.entry(key).or_insert(0);
+        if self.limit > 0 && *count as usize >= self.limit {
+            return None;
+        }
+        *count += 1;
+        Some(ConnectionSlot {
+            table: self.clone(),
+            key,
+        })
+    }
+
+    fn shard(&self, key: ClientKey) -> &std::sync::Mutex<hashbrown::HashMap<ClientKey, u32>> {
+        &self.shards[self.hasher.hash_one(key) as usize % self.shards.len()]
+    }
+}
+
+impl Drop for ConnectionSlot {
+    fn drop(&mut self) {
+        let mut shard = self
+            .table
+            .shard(self.key)
+            .lock()
+            .expect("connection table lock");
+        if let Some(count) = shard.get_mut(&self.key) {
+            *count -= 1;
+            if *count == 0 {
+                shard.remove(&self.key);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config() -> PerIpConfig {
+        PerIpConfig {
+            requests_per_second: 10,
+            burst: 20,
+            ban_after: 3,
+            ban_duration: 60,
+            bad_connection_ids_per_minute: 5,
+            table_size: 64,
+            ..PerIpConfig::default()
+        }
+    }
+
+    fn ip(text: &str) -> IpAddr {
+        text.parse().unwrap()
+    }
+
+    #[test]
+    fn a_client_gets_its_burst_then_its_rate() {
+        let mut table = RateTable::new(&config());
+        let client = ip("192.0.2.1");
+        let allowed = (0..30)
+            .filter(|_| table.check(client, ServerTime(0)) == Verdict::Allow)
+            .count();
+        assert_eq!(allowed, 20, "the burst");
+        let allowed = (0..30)
+            .filter(|_| table.check(client, ServerTime(1)) == Verdict::Allow)
+            .count();
+        assert_eq!(allowed, 10, "a second's worth");
+        assert_eq!(
+            table.check(ip("192.0.2.2"), ServerTime(1)),
+            Verdict::Allow,
+            "other clients are not affected"
+        );
+    }
+
+    #[test]
+    fn sustained_abuse_is_banned_and_the_ban_ends() {
+        let mut table = RateTable::new(&config());
+        let client = ip("2001:db8::1");
+        let mut verdicts = Vec::new();
+        for second in 0..5 {
+            for _ in 0..50 {
+                verdicts.push(table.check(client, ServerTime(second)));
+            }
+        }
+        assert!(verdicts.contains(&Verdict::Limited));
+        assert_eq!(
+            verdicts.iter().filter(|v| **v == Verdict::NewBan).count(),
+            1
+        );
+        // The same /64 is the same client.
+        assert_eq!(
+            table.check(ip("2001:db8::ffff"), ServerTime(10)),
+            Verdict::Banned
+        );
+        assert!(table.is_banned(client, ServerTime(10)));
+        assert_eq!(table.check(client, ServerTime(100)), Verdict::Allow);
+    }
+
+    #[test]
+    fn a_client_that_slows_down_is_not_banned() {
+        let mut table = RateTable::new(&config());
+        let client = ip("192.0.2.9");
+        for second in 0..20 {
+            // Over the limit every other second only.
+            let requests = if second % 2 == 0 { 40 } else { 5 };
+            for _ in 0..requests {
+                assert_ne!(table.check(client, ServerTime(second)), Verdict::NewBan);
+            }
+        }
+    }
+
+    #[test]
+    fn spraying_bad_connection_ids_bans() {
+        let mut table = RateTable::new(&config());
+        let client = ip("198.51.100.7");
+        let bans: Vec<bool> = (0..8)
+            .map(|_| table.bad_connection_id(client, ServerTime(5)))
+            .collect();
+        assert_eq!(bans.iter().filter(|b| **b).count(), 1);
+        assert!(bans[5], "the sixth in a minute");
+        assert_eq!(table.check(client, ServerTime(6)), Verdict::Banned);
+    }
+
+    #[test]
+    fn a_flood_of_sources_cannot_grow_the_table_or_evict_a_ban() {
+        let mut table = RateTable::new(&config());
+        let abuser = ip("203.0.113.66");
+        for _ in 0..6 {
+            table.bad_connection_id(abuser, ServerTime(0));
+        }
+        for n in 0..100_000u32 {
+            let source = IpAddr::from(std::net::Ipv4Addr::from(0x0a00_0000 + n));
+            table.check(source, ServerTime(1));
+        }
+        assert_eq!(table.slots.len(), 64);
+        assert!(
+            table.is_banned(abuser, ServerTime(2)),
+            "bans outlive floods"
+        );
+    }
+
+    #[test]
+    fn connections_per_client_are_counted_until_closed() {
+        let table = ConnectionsPerIp::new(&PerIpConfig {
+            max_connections: 2,
+            ..PerIpConfig::default()
+        });
+        let a = table.open(ip("192.0.2.1")).unwrap();
+        let _b = table.open(ip("192.0.2.1")).unwrap();
+        assert!(table.open(ip("192.0.2.1")).is_none());
+        assert!(table.open(ip("192.0.2.2")).is_some(), "per client");
+        drop(a);
+        assert!(table.open(ip("192.0.2.1")).is_some());
+    }
+
+    #[test]
+    fn prefixes_are_configurable() {
+        let config = PerIpConfig {
+            ipv4_prefix_len: 24,
+            ipv6_prefix_len: 48,
+            ..PerIpConfig::default()
+        };
+        assert_eq!(
+            ClientKey::new(ip("192.0.2.1"), &config),
+            ClientKey::new(ip("192.0.2.200"), &config)
+        );
+        assert_ne!(
+            ClientKey::new(ip("192.0.2.1"), &config),
+            ClientKey::new(ip("192.0.3.1"), &config)
+        );
+        assert_eq!(
+            ClientKey::new(ip("2001:db8:1:2::1"), &config),
+            ClientKey::new(ip("2001:db8:1:3::1"), &config)
+        );
+        assert_eq!(
+            ClientKey::new(ip("::ffff:192.0.2.1"), &config),
+            ClientKey::new(ip("192.0.2.1"), &config),
+            "mapped IPv4 is IPv4"
+        );
+        assert_eq!(
+            ClientKey::new(ip("192.0.2.1"), &config).describe(&config),
+            "192.0.2.0/24"
+        );
+        assert_eq!(
+            ClientKey::new(ip("2001:db8:1:2::1"), &config).describe(&config),
+            "2001:db8:1::/48"
+        );
+    }
+}

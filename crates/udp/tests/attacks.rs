@@ -1,0 +1,169 @@
+//! Attacks on a running UDP tracker, each with the defence it must meet: floods of
+//! fresh info hashes and peers against the capacity limits, one address over its
+//! request rate, sprayed connection ids, and a tracker prepared but not yet serving.
+//! Small scale, a second or two each; time moves by advancing the tracker's clock.
+
+mod support;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use shoal_common::testing::eventually;
+use shoal_swarm::Clock;
+use shoal_udp::{RunningTracker, start_with_clock};
+use shoal_udp_protocol::*;
+use support::*;
+
+fn start(config: shoal_udp::Config) -> RunningTracker {
+    start_with_clock(config, Arc::new(Clock::new())).expect("tracker starts")
+}
+
+/// A config without per-client limits, for the tests of other limits.
+fn unlimited() -> shoal_udp::Config {
+    let mut config = loopback_config(false);
+    config.per_ip.requests_per_second = 0;
+    config
+}
+
+fn hash(n: u32) -> [u8; 20] {
+    let mut hash = [0u8; 20];
+    hash[..4].copy_from_slice(&n.to_be_bytes());
+    hash
+}
+
+#[test]
+fn a_flood_of_fresh_info_hashes_fills_the_tracker_and_no_further() {
+    let mut config = unlimited();
+    config.capacity.max_torrents = 50;
+    let tracker = start(config);
+    let mut client = Client::new(tracker.ipv4_addr().unwrap());
+    let id = client.connect();
+    for n in 0..50 {
+        client.announce(id, Announce::new(hash(n), 1));
+    }
+    for n in 50..60 {
+        client.send_announce(id, Announce::new(hash(n), 1));
+        match client.recv() {
+            Response::Error(error) => {
+                assert_eq!(error.message, "tracker full: no new torrents accepted")
+            }
+            other => panic!("expected a refusal, got {other:?}"),
+        }
+    }
+    // Known torrents keep working.
+    assert_eq!(client.announce(id, Announce::new(hash(7), 2)).leechers, 2);
+    assert!(eventually(|| {
+        let stats = tracker.stats();
+        stats.torrents == 50 && stats.torrents_refused == 10
+    }));
+}
+
+#[test]
+fn a_full_swarm_answers_newcomers_without_keeping_them() {
+    let mut config = unlimited();
+    config.capacity.max_peers_per_torrent = 3;
+    let tracker = start(config);
+    let mut client = Client::new(tracker.ipv4_addr().unwrap());
+    let id = client.connect();
+    for port in 1..=3 {
+        client.announce(id, Announce::new(hash(1), port));
+    }
+    let late = client.announce(id, Announce::new(hash(1), 99));
+    assert_eq!(late.leechers, 3, "not stored");
+    assert_eq!(late.peers.len(), 3, "but sent the swarm's peers");
+    assert!(eventually(|| tracker.stats().peers_refused == 1));
+}
+
+#[test]
+fn one_address_over_its_rate_is_dropped_then_banned_and_others_are_served() {
+    let mut config = loopback_config(false);
+    config.per_ip.requests_per_second = 10;
+    config.per_ip.burst = 10;
+    config.per_ip.ban_after = 2;
+    let tracker = start(config);
+    let server = tracker.ipv4_addr().unwrap();
+    let abuser = Client::from("127.0.0.1:0", server);
+    let mut connect = Vec::new();
+    Request::Connect(ConnectRequest {
+        transaction_id: TransactionId(1),
+    })
+    .write(&mut connect);
+    let mut answered = 0;
+    for second in 0..3 {
+        for _ in 0..50 {
+            abuser.send(&connect);
+        }
+        while abuser.recv_within(Duration::from_millis(100)).is_some() {
+            answered += 1;
+        }
+        if second < 2 {
+            tracker.clock().advance(1);
+        }
+    }
+    assert!(answered <= 30, "{answered} of 150 answered");
+    assert!(eventually(|| {
+        let requests = tracker.stats().requests;
+        requests.bans == 1 && requests.per_ip_limited > 0
+    }));
+    // Banned: even a single request within the rate gets nothing now.
+    tracker.clock().advance(5);
+    abuser.send(&connect);
+    assert!(abuser.recv_within(Duration::from_millis(300)).is_none());
+    // Another address is another client.
+    let mut other = Client::from("127.0.0.2:0", server);
+    other.connect();
+}
+
+#[test]
+fn sprayed_connection_ids_get_a_client_banned() {
+    let mut config = loopback_config(false);
+    config.per_ip.bad_connection_ids_per_minute = 5;
+    let tracker = start(config);
+    let server = tracker.ipv4_addr().unwrap();
+    let mut sprayer = Client::from("127.0.0.3:0", server);
+    for guess in 0..10u64 {
+        sprayer.send_announce(
+            ConnectionId(0x1234_5678_0000 + guess),
+            Announce::new(hash(1), 1),
+        );
+    }
+    assert!(eventually(|| tracker.stats().requests.bans == 1));
+    // Now not even a connect is answered.
+    let transaction_id = sprayer.send_announce(ConnectionId(1), Announce::new(hash(1), 1));
+    let _ = transaction_id;
+    let mut connect = Vec::new();
+    Request::Connect(ConnectRequest {
+        transaction_id: TransactionId(9),
+    })
+    .write(&mut connect);
+    sprayer.send(&connect);
+    assert!(sprayer.recv_within(Duration::from_millis(300)).is_none());
+    let mut honest = Client::from("127.0.0.4:0", server);
+    let id = honest.connect();
+    assert_eq!(honest.announce(id, Announce::new(hash(1), 1)).leechers, 1);
+}
+
+#[test]
+fn a_prepared_tracker_serves_nothing_until_it_is_started() {
+    // The binaries drop privileges between the two steps: nothing may be served as
+    // root.
+    let prepared = shoal_udp::prepare(unlimited(), Arc::new(Clock::new())).unwrap();
+    let addr = prepared
+        .local_addrs()
+        .first()
+        .copied()
+        .expect("bound before serving");
+    let mut client = Client::new(addr);
+    let mut connect = Vec::new();
+    Request::Connect(ConnectRequest {
+        transaction_id: TransactionId(5),
+    })
+    .write(&mut connect);
+    client.send(&connect);
+    assert!(client.recv_within(Duration::from_millis(300)).is_none());
+    let tracker = prepared.serve().unwrap();
+    // The request sent before is answered now, from the kernel's queue.
+    assert!(matches!(client.recv(), Response::Connect(_)));
+    client.connect();
+    tracker.stop().unwrap();
+}

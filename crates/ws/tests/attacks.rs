@@ -1,0 +1,246 @@
+//! Attacks on a running WebTorrent tracker, each with the defence it must meet: taking
+//! over another browser's peer id, answering or stopping for it, answering without
+//! limit, keeping a connection with pings, flooding a reader that never reads with big
+//! offers, one address taking every connection or sending too much over several, and
+//! a flood of fresh info hashes.
+
+mod support;
+
+use std::net::{SocketAddr, TcpStream};
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use shoal_common::testing::eventually;
+use shoal_ws::RunningTracker;
+use shoal_ws_protocol::ServerMessage;
+use support::*;
+use tungstenite::Message;
+use tungstenite::protocol::frame::coding::CloseCode;
+
+fn start(config: shoal_ws::Config) -> RunningTracker {
+    shoal_ws::start(config).expect("tracker starts")
+}
+
+fn v4(tracker: &RunningTracker) -> SocketAddr {
+    tracker.ipv4_addr().unwrap()
+}
+
+fn unlimited() -> shoal_ws::Config {
+    let mut config = loopback_config();
+    config.per_ip.requests_per_second = 0;
+    config
+}
+
+fn error(message: ServerMessage) -> String {
+    match message {
+        ServerMessage::Error(error) => error.reason.into_owned(),
+        other => panic!("expected an error, got {other:?}"),
+    }
+}
+
+/// A ws:// connection from the loopback address `local`.
+fn connect_from(local: &str, server: SocketAddr) -> Client<TcpStream> {
+    let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    let local: SocketAddr = format!("{local}:0").parse().unwrap();
+    socket.bind(&local.into()).unwrap();
+    socket.connect(&server.into()).unwrap();
+    let stream: TcpStream = socket.into();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    Client::over(stream, &format!("ws://{server}/announce"))
+}
+
+#[test]
+fn a_peer_id_cannot_be_taken_over_stopped_or_answered_for_by_another_connection() {
+    let tracker = start(unlimited());
+    let torrent = id("torrent");
+    let mut owner = connect(v4(&tracker));
+    owner.announce(torrent, id("victim"), json!({}));
+    owner.receive();
+
+    let mut thief = connect(v4(&tracker));
+    thief.announce(torrent, id("victim"), json!({}));
+    assert_eq!(
+        error(thief.receive()),
+        "peer_id is in use by another connection"
+    );
+    thief.announce(torrent, id("victim"), json!({"event": "stopped"}));
+    assert_eq!(
+        error(thief.receive()),
+        "peer_id is in use by another connection"
+    );
+
+    // Offers for the victim still reach the owner, and only the owner may answer.
+    let mut offerer = connect(v4(&tracker));
+    offerer.announce(torrent, id("offerer"), json!({"offers": offers("o", 1)}));
+    offerer.receive();
+    let ServerMessage::Offer(offer) = owner.receive() else {
+        panic!("the owner gets the offer")
+    };
+    let answer = json!({
+        "to_peer_id": chars(id("offerer")),
+        "offer_id": chars(offer.offer_id),
+        "answer": {"type": "answer", "sdp": "stolen"},
+    });
+    thief.announce(torrent, id("victim"), answer.clone());
+    assert!(error(thief.receive()).starts_with("answer not relayed"));
+    owner.announce(torrent, id("victim"), answer);
+    assert!(matches!(offerer.receive(), ServerMessage::Answer(_)));
+    assert!(eventually(|| tracker.stats().requests.peer_ids_taken == 2));
+}
+
+#[test]
+fn answers_count_against_the_request_rate() {
+    let mut config = unlimited();
+    config.limits.max_requests_per_second = 1;
+    config.limits.request_burst = 3;
+    let tracker = start(config);
+    let mut client = connect(v4(&tracker));
+    let torrent = id("torrent");
+    let answer = json!({
+        "to_peer_id": chars(id("nobody")),
+        "offer_id": chars(id("offer")),
+        "answer": {"type": "answer", "sdp": "x"},
+    });
+    let mut limited = 0;
+    for _ in 0..6 {
+        client.announce(torrent, id("me"), answer.clone());
+        if error(client.receive()) == "too many requests, slow down" {
+            limited += 1;
+        }
+    }
+    assert!(limited >= 2, "{limited} of 6 answers limited");
+}
+
+#[test]
+fn pings_do_not_keep_a_connection_from_being_idle() {
+    let mut config = unlimited();
+    config.protocol.announce_interval = 1;
+    config.network.idle_timeout = 2;
+    let tracker = start(config);
+    let mut client = connect(v4(&tracker));
+    client
+        .socket
+        .get_mut()
+        .set_read_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
+    let started = Instant::now();
+    let mut closed = None;
+    while started.elapsed() < Duration::from_secs(5) && closed.is_none() {
+        let _ = client.socket.send(Message::Ping(vec![1].into()));
+        match client.socket.read() {
+            Ok(Message::Close(frame)) => closed = frame,
+            Ok(_) => {}
+            Err(tungstenite::Error::Io(err))
+                if matches!(
+                    err.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) => {}
+            Err(_) => break,
+        }
+    }
+    assert_eq!(closed.map(|frame| frame.code), Some(CloseCode::Away));
+    assert!(started.elapsed() < Duration::from_secs(4));
+    assert!(eventually(|| tracker.stats().requests.idle_timeouts == 1));
+}
+
+#[test]
+fn a_reader_that_never_reads_is_cut_off_by_bytes_not_messages() {
+    let mut config = unlimited();
+    config.limits.max_outgoing_messages = 100_000;
+    config.limits.max_message_size = 16 * 1024;
+    config.limits.max_frame_size = 16 * 1024;
+    config.limits.max_outgoing_bytes = 32 * 1024;
+    let tracker = start(config);
+    let torrent = id("torrent");
+    let mut sleeper = connect(v4(&tracker));
+    sleeper.announce(torrent, id("sleeper"), json!({}));
+    sleeper.receive();
+    let mut sender = connect(v4(&tracker));
+    let big = json!([{"offer": {"type": "offer", "sdp": "x".repeat(8 * 1024)}, "offer_id": chars(id("big"))}]);
+    for _ in 0..4000 {
+        sender.announce(torrent, id("sender"), json!({"offers": big}));
+        sender.receive();
+        if tracker.stats().requests.slow_readers == 1 {
+            break;
+        }
+    }
+    assert!(eventually(|| tracker.stats().requests.slow_readers == 1));
+}
+
+#[test]
+fn one_address_cannot_take_every_connection() {
+    let mut config = unlimited();
+    config.per_ip.max_connections = 2;
+    let tracker = start(config);
+    let server = v4(&tracker);
+    let _first = connect_from("127.0.0.11", server);
+    let _second = connect_from("127.0.0.11", server);
+    let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    socket
+        .bind(&"127.0.0.11:0".parse::<SocketAddr>().unwrap().into())
+        .unwrap();
+    socket.connect(&server.into()).unwrap();
+    let mut third: TcpStream = socket.into();
+    third
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let mut response = String::new();
+    let _ = std::io::Read::read_to_string(&mut third, &mut response);
+    assert!(response.starts_with("HTTP/1.1 503"), "{response:?}");
+    let _other = connect_from("127.0.0.12", server);
+    assert!(eventually(|| tracker.stats().requests.refused_per_ip == 1));
+}
+
+#[test]
+fn one_address_is_limited_over_all_its_connections() {
+    let mut config = loopback_config();
+    config.per_ip.requests_per_second = 1;
+    config.per_ip.burst = 4;
+    let tracker = start(config);
+    let server = v4(&tracker);
+    let mut clients: Vec<_> = (0..3).map(|_| connect_from("127.0.0.13", server)).collect();
+    let mut limited = 0;
+    for round in 0..3 {
+        for (n, client) in clients.iter_mut().enumerate() {
+            client.announce(id("torrent"), id(&format!("p{round}c{n}")), json!({}));
+            if let ServerMessage::Error(error) = client.receive() {
+                assert_eq!(
+                    error.reason,
+                    "too many requests from your address, slow down"
+                );
+                limited += 1;
+            }
+        }
+    }
+    // 9 requests, a burst of 4 (and one more if a second passed meanwhile).
+    assert!((4..=5).contains(&limited), "{limited} limited");
+    let mut other = connect_from("127.0.0.14", server);
+    other.announce(id("torrent"), id("other"), json!({}));
+    assert!(matches!(
+        other.receive(),
+        ServerMessage::AnnounceResponse(_)
+    ));
+}
+
+#[test]
+fn a_flood_of_fresh_info_hashes_fills_the_tracker_and_no_further() {
+    let mut config = unlimited();
+    config.capacity.max_torrents = 10;
+    let tracker = start(config);
+    let mut client = connect(v4(&tracker));
+    for n in 0..10 {
+        client.announce(id(&format!("t{n}")), id("me"), json!({}));
+        assert!(matches!(
+            client.receive(),
+            ServerMessage::AnnounceResponse(_)
+        ));
+    }
+    client.announce(id("t99"), id("me"), json!({}));
+    assert_eq!(
+        error(client.receive()),
+        "tracker full: no new torrents accepted"
+    );
+    assert!(eventually(|| tracker.stats().torrents_refused == 1));
+}

@@ -1,0 +1,457 @@
+#!/usr/bin/env python3
+"""Soak: each tracker at saturation for a while, attacked all along, watched.
+
+For each tracker (UDP, HTTP, WebTorrent) in turn:
+
+* the tracker runs as its release binary with a config whose capacity limits make a
+  small memory budget (so that a flood must hit them), and a per-client rate high
+  enough for the load tester, which sends from a few loopback addresses;
+* the tracker's own load tester keeps it saturated;
+* mischief runs alongside: garbage (random datagrams or requests), a flood of fresh
+  info hashes, connection churn (TCP connections opened and dropped, half-sent
+  requests), and slow readers (WebTorrent clients that announce and never read);
+* a well-behaved client announces and scrapes once a second and checks every answer
+  (its own peer listed in the counts, the peer it announced with sent back);
+* RSS is sampled every few seconds and must stay under the budget; the tracker's pid
+  must stay the same (no restart) and the process alive.
+
+Prints a markdown report; exits non-zero if any check failed. Loopback only, bounded
+in time; every process it starts is stopped by pid.
+"""
+
+import argparse
+import base64
+import json
+import os
+import random
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+MiB = 1024 * 1024
+
+
+def status_kib(pid, field):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    return 0
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for_log(path, needle, timeout=20):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if os.path.exists(path) and needle in open(path, errors="replace").read():
+            return
+        time.sleep(0.1)
+    raise RuntimeError(f"{needle!r} never appeared in {path}")
+
+
+# --- well-behaved clients ------------------------------------------------------------
+
+UDP_MAGIC = 0x41727101980
+
+
+class UdpClient:
+    def __init__(self, port):
+        self.server = ("127.0.0.1", port)
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.sock.bind(("127.0.0.200", 0))
+        self.sock.settimeout(2)
+        self.conn = None
+        self.conn_time = 0
+
+    def call(self, packet, tid):
+        for _ in range(3):
+            self.sock.sendto(packet, self.server)
+            try:
+                while True:
+                    data, _ = self.sock.recvfrom(4096)
+                    if len(data) >= 8 and struct.unpack(">I", data[4:8])[0] == tid:
+                        return data
+            except socket.timeout:
+                continue
+        raise RuntimeError("no UDP reply in three tries")
+
+    def check(self, info_hash, port):
+        if self.conn is None or time.time() - self.conn_time > 60:
+            tid = random.getrandbits(32)
+            data = self.call(struct.pack(">QII", UDP_MAGIC, 0, tid), tid)
+            self.conn = struct.unpack(">Q", data[8:16])[0]
+            self.conn_time = time.time()
+        tid = random.getrandbits(32)
+        packet = struct.pack(">QII", self.conn, 1, tid) + info_hash + b"-SOAK00-" + b"w" * 12
+        packet += struct.pack(">QQQIIIiH", 0, 100, 0, 0, 0, 0, 50, port)
+        data = self.call(packet, tid)
+        action = struct.unpack(">I", data[:4])[0]
+        if action != 1:
+            raise RuntimeError(f"announce answered with action {action}: {data[8:]!r}")
+        _, _, interval, leechers, seeders = struct.unpack(">IIIII", data[:20])
+        if leechers + seeders < 1:
+            raise RuntimeError(f"announce counts leave out the announcer: {leechers}, {seeders}")
+        tid = random.getrandbits(32)
+        data = self.call(struct.pack(">QII", self.conn, 2, tid) + info_hash, tid)
+        seeders, completed, leechers = struct.unpack(">III", data[8:20])
+        if leechers < 1:
+            raise RuntimeError(f"scrape does not count the announcer: {data[8:20]!r}")
+
+
+def http_get(port, target, timeout=3):
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+        s.sendall(f"GET {target} HTTP/1.1\r\nHost: soak\r\nConnection: close\r\n\r\n".encode())
+        data = b""
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+    return data
+
+
+def percent(data):
+    return "".join(f"%{b:02X}" for b in data)
+
+
+class HttpClient:
+    def __init__(self, port):
+        self.port = port
+
+    def check(self, info_hash, port):
+        data = http_get(self.port, f"/announce?info_hash={percent(info_hash)}&peer_id=-SOAK00-wwwwwwwwwwww"
+                                   f"&port={port}&uploaded=0&downloaded=0&left=100&compact=1&numwant=50")
+        if not data.startswith(b"HTTP/1.1 200") or b"failure reason" in data:
+            raise RuntimeError(f"announce: {data[:200]!r}")
+        if b"10:incompletei" not in data:
+            raise RuntimeError(f"announce without counts: {data[:200]!r}")
+        data = http_get(self.port, f"/scrape?info_hash={percent(info_hash)}")
+        if not data.startswith(b"HTTP/1.1 200") or b"10:incompletei0e" in data:
+            raise RuntimeError(f"scrape does not count the announcer: {data[:200]!r}")
+
+
+class WebSocket:
+    """A minimal WebSocket client: text frames, masked, no extensions."""
+
+    def __init__(self, port, timeout=3):
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+        key = base64.b64encode(os.urandom(16)).decode()
+        self.sock.sendall((f"GET /announce HTTP/1.1\r\nHost: soak\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                           f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n").encode())
+        head = b""
+        while b"\r\n\r\n" not in head:
+            chunk = self.sock.recv(4096)
+            if not chunk:
+                raise RuntimeError("closed during the upgrade")
+            head += chunk
+        if not head.startswith(b"HTTP/1.1 101"):
+            raise RuntimeError(f"upgrade refused: {head[:100]!r}")
+        self.buffer = head.split(b"\r\n\r\n", 1)[1]
+
+    def send(self, obj):
+        payload = json.dumps(obj).encode()
+        mask = os.urandom(4)
+        header = bytes([0x81])
+        n = len(payload)
+        if n < 126:
+            header += bytes([0x80 | n])
+        elif n < 65536:
+            header += bytes([0x80 | 126]) + struct.pack(">H", n)
+        else:
+            header += bytes([0x80 | 127]) + struct.pack(">Q", n)
+        self.sock.sendall(header + mask + bytes(b ^ mask[i % 4] for i, b in enumerate(payload)))
+
+    def _need(self, n):
+        while len(self.buffer) < n:
+            chunk = self.sock.recv(65536)
+            if not chunk:
+                raise RuntimeError("connection closed")
+            self.buffer += chunk
+
+    def receive(self):
+        while True:
+            self._need(2)
+            opcode, n = self.buffer[0] & 0x0F, self.buffer[1] & 0x7F
+            at = 2
+            if n == 126:
+                self._need(4)
+                n, at = struct.unpack(">H", self.buffer[2:4])[0], 4
+            elif n == 127:
+                self._need(10)
+                n, at = struct.unpack(">Q", self.buffer[2:10])[0], 10
+            self._need(at + n)
+            payload, self.buffer = self.buffer[at:at + n], self.buffer[at + n:]
+            if opcode == 1:
+                return json.loads(payload)
+            if opcode == 8:
+                raise RuntimeError(f"closed by the tracker: {payload!r}")
+
+    def close(self):
+        self.sock.close()
+
+
+def chars(data):
+    return data.decode("latin-1")
+
+
+class WsClient:
+    def __init__(self, port):
+        self.port = port
+        self.ws = None
+
+    def check(self, info_hash, port):
+        if self.ws is None:
+            self.ws = WebSocket(self.port)
+        self.ws.send({"action": "announce", "info_hash": chars(info_hash), "peer_id": "-SOAK00-wwwwwwwwwwww",
+                      "event": "started", "left": 100, "uploaded": 0, "downloaded": 0, "numwant": 5,
+                      "offers": []})
+        reply = self.ws.receive()
+        while reply.get("action") != "announce" or "complete" not in reply:
+            if "failure reason" in reply:
+                raise RuntimeError(f"announce refused: {reply}")
+            reply = self.ws.receive()
+        if reply["incomplete"] < 1:
+            raise RuntimeError(f"announce counts leave out the announcer: {reply}")
+
+
+# --- mischief ------------------------------------------------------------------------
+
+class Mischief(threading.Thread):
+    """Garbage, fresh info hashes, connection churn and slow readers, until stopped."""
+
+    def __init__(self, kind, port):
+        super().__init__(daemon=True)
+        self.kind, self.port = kind, port
+        self.stop = threading.Event()
+        self.sent = {"garbage": 0, "fresh torrents": 0, "churned connections": 0, "slow readers": 0}
+        self.errors = 0
+
+    def run(self):
+        held = []
+        rng = random.Random(7)
+        while not self.stop.is_set():
+            try:
+                getattr(self, "round_" + self.kind)(rng, held)
+            except (OSError, RuntimeError):
+                self.errors += 1
+            # Keep at most a few hundred open sockets of slow readers or churn.
+            while len(held) > 200:
+                held.pop(0).close()
+            self.stop.wait(0.05)
+        for s in held:
+            s.close()
+
+    def round_udp(self, rng, held):
+        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        s.bind((f"127.0.0.{rng.randint(100, 150)}", 0))
+        for _ in range(50):
+            s.sendto(rng.randbytes(rng.randint(0, 200)), ("127.0.0.1", self.port))
+            self.sent["garbage"] += 1
+        # Fresh info hashes with a valid connection id.
+        s.settimeout(1)
+        s.sendto(struct.pack(">QII", UDP_MAGIC, 0, 1), ("127.0.0.1", self.port))
+        try:
+            data, _ = s.recvfrom(64)
+            conn = struct.unpack(">Q", data[8:16])[0]
+            for _ in range(50):
+                packet = struct.pack(">QII", conn, 1, 2) + rng.randbytes(20) + rng.randbytes(20)
+                packet += struct.pack(">QQQIIIiH", 0, 1, 0, 2, 0, 0, -1, rng.randint(1, 65535))
+                s.sendto(packet, ("127.0.0.1", self.port))
+                self.sent["fresh torrents"] += 1
+        except socket.timeout:
+            pass
+        s.close()
+
+    def round_http(self, rng, held):
+        for _ in range(5):
+            s = socket.create_connection(("127.0.0.1", self.port), timeout=1)
+            choice = rng.randint(0, 2)
+            if choice == 0:
+                s.sendall(rng.randbytes(rng.randint(1, 300)))
+                self.sent["garbage"] += 1
+                s.close()
+            elif choice == 1:
+                s.sendall(b"GET /announce?info_hash=")  # half a request, then hold it
+                held.append(s)
+                self.sent["churned connections"] += 1
+            else:
+                target = (f"/announce?info_hash={percent(rng.randbytes(20))}&peer_id={percent(rng.randbytes(20))}"
+                          f"&port={rng.randint(1, 65535)}&left=1&compact=1")
+                s.sendall(f"GET {target} HTTP/1.1\r\n\r\n".encode())
+                self.sent["fresh torrents"] += 1
+                s.close()
+
+    def round_ws(self, rng, held):
+        ws = WebSocket(self.port)
+        choice = rng.randint(0, 2)
+        if choice == 0:
+            ws.sock.sendall(bytes([0x81, 0x80 | 20]) + rng.randbytes(24))  # masked garbage text
+            self.sent["garbage"] += 1
+            ws.close()
+        elif choice == 1:
+            # A slow reader: announces in a popular torrent so offers come its way, never reads.
+            ws.send({"action": "announce", "info_hash": chars(b"p" * 20), "peer_id": chars(rng.randbytes(20)),
+                     "left": 1, "offers": []})
+            held.append(ws.sock)
+            self.sent["slow readers"] += 1
+        else:
+            for _ in range(5):
+                ws.send({"action": "announce", "info_hash": chars(rng.randbytes(20)),
+                         "peer_id": chars(rng.randbytes(20)), "left": 1, "offers": []})
+                self.sent["fresh torrents"] += 1
+            ws.close()
+            self.sent["churned connections"] += 1
+
+
+# --- one tracker ---------------------------------------------------------------------
+
+CAPACITY = {"max_torrents": 100_000, "max_peers": 500_000, "max_peers_per_torrent": 50_000}
+# What the budget allows: peers and torrents at their limits (bytes each, measured
+# generously above what the benches show), over what the tracker needs empty.
+BUDGET_BYTES = {"udp": (64, 256), "http": (96, 256), "ws": (256, 512)}
+
+
+def tracker_config(kind, port):
+    capacity = "\n".join(f"{k} = {v}" for k, v in CAPACITY.items())
+    network = f'address_ipv4 = "127.0.0.1:{port}"\nuse_ipv6 = false'
+    extra = ""
+    if kind == "ws":
+        extra = "\n[limits]\nmax_requests_per_second = 0\n"
+    return (f'log_level = "info"\n[network]\n{network}\n[capacity]\n{capacity}\n'
+            f"[per_ip]\nrequests_per_second = 10000000\nburst = 10000000\n"
+            f"[statistics]\ninterval = 30\n{extra}")
+
+
+def load_config(kind, port, seconds):
+    common = f'server_address = "127.0.0.1:{port}"\nduration = {seconds}\nsummarize_last = 0\nreport_interval = 30\n'
+    if kind == "udp":
+        return common + ('[network]\nsource_ips = ["127.0.0.1", "127.0.0.2", "127.0.0.3", "127.0.0.4"]\n'
+                         "[requests]\ntorrents = 50000\npeers = 200000\n")
+    if kind == "http":
+        return common + "connections = 32\n[requests]\ntorrents = 50000\npeers = 200000\n"
+    return common + "connections_per_worker = 200\n[requests]\ntorrents = 2000\n"
+
+
+def soak(kind, args, bin_dir, tmp):
+    port = free_port()
+    config = os.path.join(tmp, f"{kind}.toml")
+    open(config, "w").write(tracker_config(kind, port))
+    log_path = os.path.join(tmp, f"{kind}.log")
+    log = open(log_path, "w")
+    tracker = subprocess.Popen([os.path.join(bin_dir, f"shoal_{kind}"), "-c", config],
+                               stdout=log, stderr=subprocess.STDOUT)
+    report = {"kind": kind, "checks": 0, "failures": [], "rss": []}
+    try:
+        wait_for_log(log_path, "listening on")
+        pid = tracker.pid
+        base_kib = status_kib(pid, "VmRSS")
+        per_peer, per_torrent = BUDGET_BYTES[kind]
+        budget = base_kib * 1024 + CAPACITY["max_peers"] * per_peer + CAPACITY["max_torrents"] * per_torrent \
+            + 256 * MiB  # buffers, connections, allocator slack
+        load_path = os.path.join(tmp, f"{kind}-load.toml")
+        open(load_path, "w").write(load_config(kind, port, args.minutes * 60))
+        load_log = open(os.path.join(tmp, f"{kind}-load.log"), "w")
+        load = subprocess.Popen([os.path.join(bin_dir, f"shoal_{kind}_load_test"), "-c", load_path],
+                                stdout=load_log, stderr=subprocess.STDOUT)
+        mischief = Mischief(kind, port)
+        mischief.start()
+        client = {"udp": UdpClient, "http": HttpClient, "ws": WsClient}[kind](port)
+        info_hash = b"soak-well-behaved!!!"
+        started = time.time()
+        next_sample = started
+        while time.time() - started < args.minutes * 60:
+            try:
+                client.check(info_hash, 6881)
+                report["checks"] += 1
+            except (OSError, RuntimeError, ValueError, KeyError) as err:
+                report["failures"].append(f"{time.time() - started:.0f} s: {err}")
+                if kind == "ws":
+                    client.ws = None
+            if tracker.poll() is not None:
+                report["failures"].append(f"the tracker exited with {tracker.returncode}")
+                break
+            if time.time() >= next_sample:
+                rss = status_kib(pid, "VmRSS") * 1024
+                report["rss"].append((time.time() - started, rss))
+                if rss > budget:
+                    report["failures"].append(f"RSS {rss / MiB:.0f} MiB over the budget {budget / MiB:.0f} MiB")
+                next_sample += args.sample
+            time.sleep(1)
+        mischief.stop.set()
+        mischief.join()
+        load.send_signal(signal.SIGINT)
+        try:
+            load.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            load.kill()
+        report["budget"] = budget
+        report["mischief"] = mischief.sent
+        report["alive"] = tracker.poll() is None and tracker.pid == pid
+        if not report["alive"]:
+            report["failures"].append("the tracker did not stay up")
+        stats = [line for line in open(log_path, errors="replace") if "requests/s" in line or "announces/s" in line]
+        report["last_statistics"] = stats[-1].strip() if stats else ""
+        load_text = open(os.path.join(tmp, f"{kind}-load.log"), errors="replace").read().strip().splitlines()
+        report["load_summary"] = "\n".join(load_text[-4:])
+    finally:
+        if tracker.poll() is None:
+            tracker.send_signal(signal.SIGTERM)
+            try:
+                tracker.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                tracker.kill()
+        log.close()
+    return report
+
+
+def markdown(reports, args):
+    out = [f"Soak of {args.minutes} min per tracker; RSS sampled every {args.sample} s.\n"]
+    out.append("| tracker | well-behaved checks | failures | RSS first → last → peak MiB | budget MiB | stayed up |")
+    out.append("|---|---|---|---|---|---|")
+    for r in reports:
+        rss = [v for _, v in r["rss"]] or [0]
+        out.append(f"| {r['kind']} | {r['checks']} | {len(r['failures'])} | "
+                   f"{rss[0] / MiB:.0f} → {rss[-1] / MiB:.0f} → {max(rss) / MiB:.0f} | {r.get('budget', 0) / MiB:.0f} | "
+                   f"{'yes' if r.get('alive') else 'NO'} |")
+    for r in reports:
+        out.append(f"\n**{r['kind']}**: mischief sent {r.get('mischief')}")
+        samples = ", ".join(f"{t:.0f}s {v / MiB:.0f}" for t, v in r["rss"])
+        out.append(f"- RSS MiB over time: {samples}")
+        if r.get("last_statistics"):
+            out.append(f"- last statistics line: `{r['last_statistics'][-400:]}`")
+        if r.get("load_summary"):
+            out.append("- load tester:\n```\n" + r["load_summary"] + "\n```")
+        for failure in r["failures"][:20]:
+            out.append(f"- FAILED: {failure}")
+    return "\n".join(out)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--bin-dir", required=True)
+    p.add_argument("--minutes", type=float, default=10)
+    p.add_argument("--sample", type=float, default=10, help="seconds between RSS samples")
+    p.add_argument("--trackers", default="udp,http,ws")
+    args = p.parse_args()
+    tmp = tempfile.mkdtemp(prefix="shoal-soak-")
+    reports = []
+    for kind in args.trackers.split(","):
+        print(f"==> soaking {kind} for {args.minutes} min", file=sys.stderr)
+        reports.append(soak(kind, args, args.bin_dir, tmp))
+        print(f"    {reports[-1]['checks']} checks, {len(reports[-1]['failures'])} failures", file=sys.stderr)
+    print(markdown(reports, args))
+    return 1 if any(r["failures"] for r in reports) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
