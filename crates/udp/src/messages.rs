@@ -143,8 +143,9 @@ impl Replies {
         self.scrape_stats.clear();
     }
 
-    /// The encoded packets with their destinations and kinds (tests read replies so).
-    #[cfg(test)]
+    /// The encoded packets with their destinations and kinds (tests and the fuzz rig
+    /// read replies so).
+    #[cfg(any(test, fuzzing))]
     pub(crate) fn iter_packets(&self) -> impl Iterator<Item = (&[u8], &ReplyPacket)> {
         let mut start = 0;
         self.packets.iter().map(move |packet| {

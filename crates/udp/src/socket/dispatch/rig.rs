@@ -54,6 +54,7 @@ pub(crate) fn rig_with(
     }
 }
 
+#[cfg(test)]
 pub(crate) fn rig(swarm_workers: usize) -> Rig {
     rig_with(
         swarm_workers,
@@ -101,6 +102,7 @@ impl Rig {
             .collect()
     }
 
+    #[cfg(test)]
     pub(crate) fn connect(&mut self, from: SocketAddr) -> ConnectionId {
         let mut packet = Vec::new();
         Request::Connect(ConnectRequest {
