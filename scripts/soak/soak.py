@@ -143,8 +143,8 @@ class HttpClient:
 class WebSocket:
     """A minimal WebSocket client: text frames, masked, no extensions."""
 
-    def __init__(self, port, timeout=3):
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+    def __init__(self, port, timeout=3, source="127.0.0.1"):
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout, source_address=(source, 0))
         key = base64.b64encode(os.urandom(16)).decode()
         self.sock.sendall((f"GET /announce HTTP/1.1\r\nHost: soak\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
                            f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n").encode())
@@ -233,7 +233,8 @@ class Mischief(threading.Thread):
         super().__init__(daemon=True)
         self.kind, self.port = kind, port
         self.stop = threading.Event()
-        self.sent = {"garbage": 0, "fresh torrents": 0, "churned connections": 0, "slow readers": 0}
+        self.sent = {"garbage": 0, "fresh torrents": 0, "churned connections": 0, "slow readers": 0,
+                     "offers to slow readers": 0}
         self.errors = 0
 
     def run(self):
@@ -274,7 +275,8 @@ class Mischief(threading.Thread):
 
     def round_http(self, rng, held):
         for _ in range(5):
-            s = socket.create_connection(("127.0.0.1", self.port), timeout=1)
+            s = socket.create_connection(("127.0.0.1", self.port), timeout=1,
+                                         source_address=(f"127.0.0.{rng.randint(100, 150)}", 0))
             choice = rng.randint(0, 2)
             if choice == 0:
                 s.sendall(rng.randbytes(rng.randint(1, 300)))
@@ -292,8 +294,8 @@ class Mischief(threading.Thread):
                 s.close()
 
     def round_ws(self, rng, held):
-        ws = WebSocket(self.port)
-        choice = rng.randint(0, 2)
+        ws = WebSocket(self.port, source=f"127.0.0.{rng.randint(100, 150)}")
+        choice = rng.randint(0, 3)
         if choice == 0:
             ws.sock.sendall(bytes([0x81, 0x80 | 20]) + rng.randbytes(24))  # masked garbage text
             self.sent["garbage"] += 1
@@ -304,6 +306,14 @@ class Mischief(threading.Thread):
                      "left": 1, "offers": []})
             held.append(ws.sock)
             self.sent["slow readers"] += 1
+        elif choice == 2:
+            # Offers into the popular torrent: they pile up at the slow readers.
+            offers = [{"offer_id": chars(rng.randbytes(20)),
+                       "offer": {"type": "offer", "sdp": "v=0 " + "x" * 4000}} for _ in range(10)]
+            ws.send({"action": "announce", "info_hash": chars(b"p" * 20), "peer_id": chars(rng.randbytes(20)),
+                     "left": 1, "numwant": 10, "offers": offers})
+            self.sent["offers to slow readers"] += 10
+            ws.close()
         else:
             for _ in range(5):
                 ws.send({"action": "announce", "info_hash": chars(rng.randbytes(20)),
@@ -359,7 +369,7 @@ def soak(kind, args, bin_dir, tmp):
         budget = base_kib * 1024 + CAPACITY["max_peers"] * per_peer + CAPACITY["max_torrents"] * per_torrent \
             + 256 * MiB  # buffers, connections, allocator slack
         load_path = os.path.join(tmp, f"{kind}-load.toml")
-        open(load_path, "w").write(load_config(kind, port, args.minutes * 60))
+        open(load_path, "w").write(load_config(kind, port, int(args.minutes * 60)))
         load_log = open(os.path.join(tmp, f"{kind}-load.log"), "w")
         load = subprocess.Popen([os.path.join(bin_dir, f"shoal_{kind}_load_test"), "-c", load_path],
                                 stdout=load_log, stderr=subprocess.STDOUT)

@@ -75,9 +75,9 @@ pub struct LimitsConfig {
     pub max_frame_size: usize,
     /// Largest WebSocket upgrade request (request line and headers) in bytes.
     pub max_handshake_size: usize,
-    /// Announces and scrapes a connection may send per second, on average; more get
-    /// an error reply instead of being served. Answers are not counted (they only
-    /// follow offers the tracker sent). 0 turns the limit off.
+    /// Announces, answers and scrapes a connection may send per second, on average;
+    /// more get an error reply instead of being served (an answer is a message the
+    /// tracker relays, so it counts too). 0 turns the limit off.
     pub max_requests_per_second: u32,
     /// How many requests a connection may send in a burst above that rate (a browser
     /// starting many torrents at once announces them all together).
