@@ -104,7 +104,6 @@ class Bench:
             config = self.write("shoal.toml", f"""
 socket_workers = {self.workers}
 swarm_workers = {swarm}
-log_level = "warn"
 [network]
 address_ipv4 = "127.0.0.1:{port}"
 use_ipv6 = false

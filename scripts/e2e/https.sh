@@ -27,7 +27,8 @@ need_apt openssl
 # during the test. Log level info: at debug the TLS library logs every handshake,
 # which would bury the rest of a failed run's log.
 cat >"$WORK/https.toml" <<TOML
-log_level = "info"
+[logging]
+level = "info"
 [network]
 address_ipv4 = "127.0.0.1:0"
 use_ipv6 = false

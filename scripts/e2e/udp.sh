@@ -25,7 +25,8 @@ rtorrent_deps
 # during the test (a pass would forget the emptied torrent and its downloads count
 # before the last scrape).
 cat >"$WORK/udp.toml" <<'TOML'
-log_level = "debug"
+[logging]
+level = "debug"
 [network]
 address_ipv4 = "127.0.0.1:0"
 address_ipv6 = "[::1]:0"

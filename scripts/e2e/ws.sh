@@ -25,7 +25,8 @@ netns_loopback_up
 
 # Loopback only, port picked by the kernel; no statistics lines.
 cat >"$WORK/ws.toml" <<'TOML'
-log_level = "debug"
+[logging]
+level = "debug"
 [network]
 address_ipv4 = "127.0.0.1:0"
 use_ipv6 = false

@@ -35,7 +35,8 @@ netns_loopback_up
 # Loopback only, port picked by the kernel; no statistics lines. Log level info: at
 # debug the TLS library logs every handshake.
 cat >"$WORK/wss.toml" <<TOML
-log_level = "info"
+[logging]
+level = "info"
 [network]
 address_ipv4 = "127.0.0.1:0"
 use_ipv6 = false

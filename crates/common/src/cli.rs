@@ -107,6 +107,9 @@ Options:
   -h, --help                   Print this help and exit.
 
 With no options, {name} runs with the built-in defaults.
+Environment: SHOAL__SECTION__KEY=value overrides a key of the file (e.g.
+SHOAL__NETWORK__ADDRESS_IPV4=0.0.0.0:6969); SHOAL_LOG=LEVEL or
+SHOAL_LOG=info,module=debug overrides the log level.
 Signals: SIGTERM/SIGINT shut down; SIGUSR1 reloads the access list.
 ",
         name = app.name,
@@ -155,10 +158,8 @@ pub fn run_cli_with_args<C: TrackerConfig>(
         }
         Command::Run { config } | Command::PrintEffective { config } => config.clone(),
     };
-    let loaded = match &config_file {
-        Some(path) => config::load::<C>(path),
-        None => C::default().check().map(|()| C::default()),
-    };
+    let loaded =
+        config::load_effective::<C>(config_file.as_deref(), crate::env_overrides::process_vars());
     let config = match loaded {
         Ok(config) => config,
         Err(err) => {
@@ -170,7 +171,7 @@ pub fn run_cli_with_args<C: TrackerConfig>(
         print!("{}", config::to_toml(&config));
         return ExitCode::SUCCESS;
     }
-    logging::init(config.log_level());
+    logging::init(&config.logging());
     log::info!("{} {} starting", app.name, app.version);
     match run(config) {
         Ok(()) => {

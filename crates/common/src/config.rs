@@ -14,15 +14,17 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use shoal_toml_config::TomlConfig;
 
-use crate::logging::LogLevel;
+use crate::logging::LoggingConfig;
 
-/// A tracker's configuration file.
+/// A configuration file (or a section of one that validates on its own).
 pub trait TrackerConfig: TomlConfig + Default + Serialize + DeserializeOwned {
     /// Records every value that is out of range or inconsistent with another.
     fn validate(&self, problems: &mut Problems);
 
-    /// The configured log level.
-    fn log_level(&self) -> LogLevel;
+    /// How the process logs; a type without logging settings logs at the defaults.
+    fn logging(&self) -> LoggingConfig {
+        LoggingConfig::default()
+    }
 
     /// Runs [`validate`](Self::validate) and turns any problems into one error.
     fn check(&self) -> anyhow::Result<()> {
@@ -98,9 +100,45 @@ pub fn load<C: TrackerConfig>(path: &Path) -> anyhow::Result<C> {
 
 /// Parses and validates config text.
 pub fn parse<C: TrackerConfig>(text: &str) -> anyhow::Result<C> {
-    let config: C =
-        toml::from_str(text).map_err(|err| anyhow::anyhow!("{}", err.to_string().trim_end()))?;
+    let config = parse_unchecked::<C>(text)?;
     config.check()?;
+    Ok(config)
+}
+
+fn parse_unchecked<C: TrackerConfig>(text: &str) -> anyhow::Result<C> {
+    toml::from_str(text).map_err(|err| anyhow::anyhow!("{}", err.to_string().trim_end()))
+}
+
+/// The config a binary runs with: the file (or the defaults), then the `SHOAL__…`
+/// variables of `vars` on top (see [`env_overrides`](crate::env_overrides)), validated
+/// once everything is in.
+pub fn load_effective<C: TrackerConfig>(
+    path: Option<&Path>,
+    vars: impl IntoIterator<Item = (String, String)>,
+) -> anyhow::Result<C> {
+    let config = match path {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read config file {}", path.display()))?;
+            parse_unchecked::<C>(&text)
+                .with_context(|| format!("in config file {}", path.display()))?
+        }
+        None => C::default(),
+    };
+    let mut table = toml::Table::try_from(&config).context("config types serialize to TOML")?;
+    let applied = crate::env_overrides::apply(&mut table, &C::docs(), vars)?;
+    let config = if applied.is_empty() {
+        config
+    } else {
+        C::deserialize(toml::Value::Table(table))
+            .map_err(|err| anyhow::anyhow!("{}", err.to_string().trim_end()))
+            .with_context(|| format!("with {} from the environment", applied.join(", ")))?
+    };
+    let checked = config.check();
+    match path {
+        Some(path) => checked.with_context(|| format!("in config file {}", path.display()))?,
+        None => checked?,
+    }
     Ok(config)
 }
 

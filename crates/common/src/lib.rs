@@ -10,16 +10,22 @@
 //! * [`tracker_config`]: the file every tracker shares in shape
 //!   ([`Config`](tracker_config::Config) over a [`TrackerKind`](tracker_config::TrackerKind)),
 //!   and the listening addresses every `[network]` section starts with.
+//! * [`process_config`]: what belongs to the process, not to one tracker (logging, the
+//!   monitoring endpoint, privileges), and [`sections`]: two config types in one table.
+//! * [`env_overrides`]: `SHOAL__SECTION__KEY` variables over the file.
 //! * [`access_list`]: allow/deny lists of info hashes, swapped atomically on reload so
 //!   workers never wait for it.
 //! * [`supervisor`]: named worker threads; if one panics or returns, the process exits.
 //! * [`signals`]: SIGTERM/SIGINT request shutdown, SIGUSR1 reloads.
+//! * [`notify`]: systemd's `READY=1`, `RELOADING=1`, `STOPPING=1` and watchdog.
 //! * [`privileges`]: chroot and setgid/setuid once sockets are bound.
 //! * [`running`]: the handle of a started tracker: addresses, stop, wait.
 //! * [`cpu`]: pinning worker threads to cores.
 //! * [`ip_net`]: IP networks (CIDR) as config values.
-//! * [`logging`]: a small stderr logger with timestamps and thread names.
+//! * [`logging`]: a small stderr logger: plain, journald priorities or JSON, filtered by
+//!   `SHOAL_LOG`.
 //! * [`metrics`]: per-worker counters flushed into padded atomics.
+//! * [`observe`]: counters and gauges as metric families for the monitoring endpoint.
 //! * `testing` (feature `testing`): the integration tests' `eventually`.
 //! * [`udp_batch`]: many datagrams per system call (`recvmmsg`/`sendmmsg`).
 //! * [`sockets`]: binding each socket worker's own sockets to the same addresses
@@ -34,14 +40,19 @@ pub mod access_list;
 pub mod cli;
 pub mod config;
 pub mod cpu;
+pub mod env_overrides;
 #[cfg(feature = "glommio")]
 pub mod executor;
 pub mod ip_net;
 pub mod logging;
 pub mod memlock;
 pub mod metrics;
+pub mod notify;
+pub mod observe;
 pub mod privileges;
+pub mod process_config;
 pub mod running;
+pub mod sections;
 pub mod signals;
 pub mod sockets;
 pub mod supervisor;
@@ -56,7 +67,8 @@ pub use access_list::{AccessControl, AccessListConfig, AccessListMode};
 pub use cli::{AppInfo, run_cli};
 pub use config::{CleaningConfig, Problems, StatisticsConfig, TrackerConfig};
 pub use cpu::CpuPinningConfig;
-pub use logging::LogLevel;
+pub use logging::{LogLevel, LoggingConfig};
 pub use privileges::PrivilegeConfig;
+pub use process_config::{MetricsConfig, ProcessConfig};
 pub use running::Running;
 pub use supervisor::{Shutdown, Supervisor};

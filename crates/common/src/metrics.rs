@@ -42,6 +42,30 @@ pub struct ShardStatus {
     pub torrents_refused: u64,
     /// New peers answered but not stored because their torrent or the shard was full.
     pub peers_refused: u64,
+    /// Seeders, as the last cleaning pass counted them.
+    pub seeders: u64,
+    /// Leechers, as the last cleaning pass counted them.
+    pub leechers: u64,
+}
+
+/// One of the largest swarms, for the statistics page.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LargeSwarm {
+    /// The torrent's info hash.
+    pub info_hash: [u8; 20],
+    /// Seeders.
+    pub seeders: u32,
+    /// Leechers.
+    pub leechers: u32,
+    /// Completed downloads.
+    pub downloads: u32,
+}
+
+impl LargeSwarm {
+    /// Seeders and leechers.
+    pub fn peers(&self) -> u64 {
+        u64::from(self.seeders) + u64::from(self.leechers)
+    }
 }
 
 /// What a swarm worker reports (stored, not added: the shard keeps the totals).
@@ -55,6 +79,13 @@ pub struct SwarmGauges {
     pub torrents_refused: std::sync::atomic::AtomicU64,
     /// See [`ShardStatus::peers_refused`].
     pub peers_refused: std::sync::atomic::AtomicU64,
+    /// See [`ShardStatus::seeders`].
+    pub seeders: std::sync::atomic::AtomicU64,
+    /// See [`ShardStatus::leechers`].
+    pub leechers: std::sync::atomic::AtomicU64,
+    /// The shard's largest swarms, replaced after each cleaning pass (rarely, so a
+    /// lock costs nothing here).
+    pub largest: std::sync::Mutex<Vec<LargeSwarm>>,
 }
 
 impl SwarmGauges {
@@ -66,6 +97,8 @@ impl SwarmGauges {
         self.torrents_refused
             .store(status.torrents_refused, Relaxed);
         self.peers_refused.store(status.peers_refused, Relaxed);
+        self.seeders.store(status.seeders, Relaxed);
+        self.leechers.store(status.leechers, Relaxed);
     }
 
     fn load(&self) -> ShardStatus {
@@ -75,6 +108,8 @@ impl SwarmGauges {
             peers: self.peers.load(Relaxed),
             torrents_refused: self.torrents_refused.load(Relaxed),
             peers_refused: self.peers_refused.load(Relaxed),
+            seeders: self.seeders.load(Relaxed),
+            leechers: self.leechers.load(Relaxed),
         }
     }
 }
@@ -91,6 +126,14 @@ impl GaugeSlot {
     /// Records the shard's current status.
     pub fn publish(&self, status: ShardStatus) {
         self.all[self.index].publish(status);
+    }
+
+    /// Records the shard's largest swarms.
+    pub fn publish_largest(&self, largest: Vec<LargeSwarm>) {
+        *self.all[self.index]
+            .largest
+            .lock()
+            .expect("largest swarms lock") = largest;
     }
 }
 
@@ -114,6 +157,10 @@ pub struct StatsSnapshot<T> {
     pub torrents_refused: u64,
     /// New peers not stored by the peer limits, over all shards, since start.
     pub peers_refused: u64,
+    /// Seeders over all shards, as of their last cleaning pass.
+    pub seeders: u64,
+    /// Leechers over all shards, as of their last cleaning pass.
+    pub leechers: u64,
 }
 
 impl<C: Counters> WorkerStats<C> {
@@ -158,8 +205,22 @@ impl<C: Counters> WorkerStats<C> {
             snapshot.peers += status.peers;
             snapshot.torrents_refused += status.torrents_refused;
             snapshot.peers_refused += status.peers_refused;
+            snapshot.seeders += status.seeders;
+            snapshot.leechers += status.leechers;
         }
         snapshot
+    }
+
+    /// The `count` largest swarms over all shards, largest first.
+    pub fn largest_swarms(&self, count: usize) -> Vec<LargeSwarm> {
+        let mut all: Vec<LargeSwarm> = self
+            .swarms
+            .iter()
+            .flat_map(|gauges| gauges.largest.lock().expect("largest swarms lock").clone())
+            .collect();
+        all.sort_by_key(|swarm| std::cmp::Reverse(swarm.peers()));
+        all.truncate(count);
+        all
     }
 }
 
@@ -309,3 +370,70 @@ pub fn log_periodically<S>(
         }
     }
 }
+
+impl<T: crate::observe::Observe> crate::observe::Observe for StatsSnapshot<T> {
+    /// The tracker's own counters, then what every tracker has: its torrents and peers,
+    /// and what the capacity limits refused.
+    fn observe(&self, out: &mut crate::observe::Observation) {
+        self.requests.observe(out);
+        for (reason, value) in [
+            ("torrent_limit", self.torrents_refused),
+            ("peer_limit", self.peers_refused),
+        ] {
+            out.counter(REFUSED, REFUSED_HELP, &[("reason", reason)], value);
+        }
+        out.gauge(
+            "shoal_torrents",
+            "Torrents with at least one peer.",
+            &[],
+            self.torrents as f64,
+        );
+        out.gauge(
+            "shoal_peers",
+            "Peers over all torrents.",
+            &[],
+            self.peers as f64,
+        );
+        out.gauge(
+            "shoal_seeders",
+            "Seeders over all torrents, as the last cleaning pass counted them.",
+            &[],
+            self.seeders as f64,
+        );
+        out.gauge(
+            "shoal_leechers",
+            "Leechers over all torrents, as the last cleaning pass counted them.",
+            &[],
+            self.leechers as f64,
+        );
+    }
+}
+
+/// The family of every refusal, by reason.
+pub const REFUSED: &str = "shoal_refused";
+/// Its help line.
+pub const REFUSED_HELP: &str = "Requests or connections refused or dropped on purpose, by reason (limits, access list, bad input).";
+/// The family of requests by action.
+pub const REQUESTS: &str = "shoal_requests";
+/// Its help line.
+pub const REQUESTS_HELP: &str = "Requests received, by action.";
+/// The family of responses by action.
+pub const RESPONSES: &str = "shoal_responses";
+/// Its help line.
+pub const RESPONSES_HELP: &str = "Responses sent, by action (error: an error reply).";
+/// The family of failures that are not refusals.
+pub const ERRORS: &str = "shoal_errors";
+/// Its help line.
+pub const ERRORS_HELP: &str = "Failures that are not refusals, by kind (send failures, timeouts, TLS handshakes, slow readers).";
+/// Bans started.
+pub const BANS: &str = "shoal_bans";
+/// Its help line.
+pub const BANS_HELP: &str = "Temporary bans started (sustained abuse, sprayed connection ids).";
+/// Connections accepted.
+pub const CONNECTIONS: &str = "shoal_connections_accepted";
+/// Its help line.
+pub const CONNECTIONS_HELP: &str = "TCP connections accepted.";
+/// Connections open now.
+pub const OPEN_CONNECTIONS: &str = "shoal_connections_open";
+/// Its help line.
+pub const OPEN_CONNECTIONS_HELP: &str = "TCP connections open now.";

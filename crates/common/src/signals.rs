@@ -73,12 +73,14 @@ fn spawn(shutdown: Shutdown, reloads: Arc<Mutex<Vec<ReloadHook>>>) -> anyhow::Re
                         let reloads = reloads.lock().expect("reloads lock");
                         if reloads.is_empty() {
                             log::info!("SIGUSR1: still starting, nothing to reload yet");
-                        } else {
-                            log::info!("SIGUSR1: reloading");
+                            continue;
                         }
+                        log::info!("SIGUSR1: reloading");
+                        crate::notify::reloading();
                         for hook in reloads.iter() {
                             hook();
                         }
+                        crate::notify::ready("reloaded");
                     }
                     _ if shutdown.is_requested() => {
                         log::warn!("second termination signal: exiting now");

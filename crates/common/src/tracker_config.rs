@@ -1,8 +1,8 @@
 //! The shape every tracker's configuration file shares.
 //!
-//! A tracker's file has the same top-level keys and sections whatever the protocol:
-//! logging, worker counts, `[network]`, `[protocol]`, `[cleaning]`, `[limits]`,
-//! `[statistics]`, `[access_list]`, `[privileges]` and `[cpu_pinning]`. Three of them
+//! A tracker's keys and sections are the same whatever the protocol: worker counts,
+//! `[network]`, `[protocol]`, `[cleaning]`, `[capacity]`, `[per_ip]`, `[limits]`,
+//! `[statistics]`, `[access_list]` and `[cpu_pinning]`. Three of them
 //! differ in content (`network`, `protocol`, `limits`); a [`TrackerKind`] names those
 //! and adds its own checks, and [`Config`] is the file, written and validated once
 //! here. Keys mean the same in every tracker (`socket_workers = 0`, `swarm_workers = 0`
@@ -11,6 +11,11 @@
 //!
 //! The listening addresses every `[network]` starts with are declared once, in
 //! [`network_config!`](crate::network_config).
+//!
+//! A single tracker's file is a [`TrackerFile`]: the process's sections (`[logging]`,
+//! `[metrics]`, `[privileges]`) and these keys at the top level; the combined `shoal`
+//! file has the process's sections once and these keys under `[udp]`, `[http]` and
+//! `[ws]`.
 
 use std::fmt::Debug;
 use std::net::SocketAddr;
@@ -21,7 +26,8 @@ use serde::{Deserialize, Serialize};
 use shoal_toml_config::TomlConfig;
 
 use crate::config::{CleaningConfig, Problems, StatisticsConfig, TrackerConfig, available_cpus};
-use crate::{AccessListConfig, CpuPinningConfig, LogLevel, PrivilegeConfig};
+use crate::process_config::ProcessAnd;
+use crate::{AccessListConfig, CpuPinningConfig};
 
 /// What the printed file says under the tracker's own header.
 const FILE_NOTE: &str = "Every key is optional; a key left out keeps the default shown here.\n\
@@ -101,8 +107,6 @@ pub trait Listen {
 #[serde(default, deny_unknown_fields, bound = "")]
 #[toml_config(about = format!("{}\n\n{}", T::ABOUT, FILE_NOTE))]
 pub struct Config<T: TrackerKind> {
-    /// How much to log to stderr.
-    pub log_level: LogLevel,
     /// Socket workers: threads that own the sockets, parse requests and send every
     /// reply. 0 means one per available CPU.
     pub socket_workers: usize,
@@ -130,8 +134,6 @@ pub struct Config<T: TrackerKind> {
     pub statistics: StatisticsConfig,
     /// Which torrents are served.
     pub access_list: AccessListConfig,
-    /// Giving up root after binding.
-    pub privileges: PrivilegeConfig,
     /// Pinning workers to CPU cores.
     pub cpu_pinning: CpuPinningConfig,
 }
@@ -139,7 +141,6 @@ pub struct Config<T: TrackerKind> {
 impl<T: TrackerKind> Default for Config<T> {
     fn default() -> Self {
         Self {
-            log_level: LogLevel::Info,
             socket_workers: 1,
             swarm_workers: 0,
             network: T::Network::default(),
@@ -150,7 +151,6 @@ impl<T: TrackerKind> Default for Config<T> {
             limits: T::Limits::default(),
             statistics: StatisticsConfig::default(),
             access_list: AccessListConfig::default(),
-            privileges: PrivilegeConfig::default(),
             cpu_pinning: CpuPinningConfig::default(),
         }
     }
@@ -210,14 +210,12 @@ impl<T: TrackerKind> TrackerConfig for Config<T> {
         problems.section("capacity", |p| self.capacity.validate(p));
         problems.section("per_ip", |p| self.per_ip.validate(p));
         problems.section("access_list", |p| self.access_list.validate(p));
-        problems.section("privileges", |p| self.privileges.validate(p));
         problems.section("cpu_pinning", |p| self.cpu_pinning.validate(p));
     }
-
-    fn log_level(&self) -> LogLevel {
-        self.log_level
-    }
 }
+
+/// A single tracker's file: the process's sections and the tracker's keys.
+pub type TrackerFile<T> = ProcessAnd<Config<T>>;
 
 /// How many torrents and peers a tracker keeps at most.
 ///

@@ -14,6 +14,10 @@ pub struct Http;
 /// `shoal_http`'s configuration file.
 pub type Config = shoal_common::tracker_config::Config<Http>;
 
+/// The `shoal_http` file: the process's sections (logging, metrics, privileges) and
+/// the tracker's keys.
+pub type File = shoal_common::tracker_config::TrackerFile<Http>;
+
 shoal_common::network_config! {
     /// Addresses, TLS and connections.
     pub struct NetworkConfig {

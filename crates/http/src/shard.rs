@@ -60,6 +60,10 @@ impl Shard for HttpShard {
     fn status(&self) -> ShardStatus {
         status_of(&self.torrents)
     }
+
+    fn census(&self) -> &shoal_swarm::Census {
+        self.torrents.census()
+    }
 }
 
 impl HttpShard {

@@ -1,5 +1,11 @@
 //! HTTP tracker statistics.
 
+use shoal_common::metrics::{
+    BANS, BANS_HELP, CONNECTIONS, CONNECTIONS_HELP, ERRORS, ERRORS_HELP, OPEN_CONNECTIONS,
+    OPEN_CONNECTIONS_HELP, REFUSED, REFUSED_HELP, REQUESTS, REQUESTS_HELP,
+};
+use shoal_common::observe::{Observation, Observe};
+
 shoal_common::counters! {
     /// Counted by each socket worker.
     pub struct SocketCounters, SharedSocketCounters, SocketTotals {
@@ -65,4 +71,43 @@ pub fn summary(now: &StatsSnapshot, before: &StatsSnapshot, seconds: f64) -> Str
         now.torrents,
         now.peers,
     )
+}
+
+impl Observe for SocketTotals {
+    fn observe(&self, out: &mut Observation) {
+        for (action, value) in [("announce", self.announces), ("scrape", self.scrapes)] {
+            out.counter(REQUESTS, REQUESTS_HELP, &[("action", action)], value);
+        }
+        out.counter(
+            "shoal_full_scrapes",
+            "Full scrapes built (answers from the cache not counted).",
+            &[],
+            self.full_scrapes,
+        );
+        for (reason, value) in [
+            ("bad_request", self.bad_requests),
+            ("access_list", self.access_denied),
+            ("rate_limit", self.per_ip_limited),
+            ("banned", self.banned),
+            ("shed", self.shed),
+            ("connection_limit", self.refused),
+            ("connection_limit_per_ip", self.refused_per_ip),
+        ] {
+            out.counter(REFUSED, REFUSED_HELP, &[("reason", reason)], value);
+        }
+        for (kind, value) in [
+            ("timeout", self.timeouts),
+            ("tls_handshake", self.tls_failures),
+        ] {
+            out.counter(ERRORS, ERRORS_HELP, &[("kind", kind)], value);
+        }
+        out.counter(BANS, BANS_HELP, &[], self.bans);
+        out.counter(CONNECTIONS, CONNECTIONS_HELP, &[], self.accepted);
+        out.gauge(
+            OPEN_CONNECTIONS,
+            OPEN_CONNECTIONS_HELP,
+            &[],
+            self.open_connections as f64,
+        );
+    }
 }

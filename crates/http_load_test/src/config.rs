@@ -4,7 +4,7 @@ use std::net::SocketAddr;
 
 use serde::{Deserialize, Serialize};
 use shoal_common::config::Problems;
-use shoal_common::{CpuPinningConfig, LogLevel, TrackerConfig};
+use shoal_common::{CpuPinningConfig, LogLevel, LoggingConfig, TrackerConfig};
 use shoal_load_test_common::cli::{SummaryFormat, validate_schedule};
 use shoal_toml_config::TomlConfig;
 
@@ -204,8 +204,8 @@ impl TrackerConfig for Config {
         problems.section("cpu_pinning", |p| self.cpu_pinning.validate(p));
     }
 
-    fn log_level(&self) -> LogLevel {
-        self.log_level
+    fn logging(&self) -> LoggingConfig {
+        LoggingConfig::at(self.log_level)
     }
 }
 

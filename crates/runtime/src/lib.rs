@@ -27,8 +27,10 @@
 //! * [`reply`]: reply channels back to socket workers that wake them only when they
 //!   sleep.
 //! * [`per_ip`]: request rates, bans and the bounded table that tracks clients.
-//! * [`running`]: a started tracker's handle, and what a tracker binary does with it
-//!   (signals, privileges, waiting).
+//! * [`running`]: a started tracker's handle, and what a tracker process does with one
+//!   or several (signals, privileges, systemd notifications, monitoring, waiting).
+//! * [`monitor`]: the monitoring endpoint: Prometheus metrics, statistics page and
+//!   JSON, health.
 //! * [`inbox`] (feature `glommio`): the receiving end of a reply channel inside a
 //!   glommio executor.
 //! * [`tcp`] (feature `glommio`): the TCP trackers' (HTTP, WebTorrent) shared start-up,
@@ -38,6 +40,7 @@
 pub mod inbox;
 pub mod link;
 pub mod local;
+pub mod monitor;
 pub mod outbox;
 pub mod per_ip;
 pub mod reply;
@@ -59,7 +62,8 @@ pub use local::LocalSwarm;
 pub use outbox::{Batch, Outboxes, Sent, SwarmWorkerGone, shard_for};
 pub use reply::{ReplyRoute, Wake, reply_capacity, reply_channel};
 pub use running::{
-    Listening, Prepared, Reload, RunningTracker, access_list_reload, run_until_stopped,
+    Listening, Monitored, Prepared, Reload, RunningTracker, Servable, Served, access_list_reload,
+    run_trackers, run_until_stopped,
 };
 pub use shard::{ByWorker, CleaningSchedule, Shard, status_of};
 pub use swarm_worker::{spawn_swarm_workers, swarm_channels};

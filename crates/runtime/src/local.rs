@@ -55,6 +55,7 @@ impl<S: Shard> LocalSwarm<S> {
             &mut self.cleaning,
             self.clock.now(),
             access,
+            &self.gauges,
         ) {
             publish(&self.shard, &self.gauges);
         }

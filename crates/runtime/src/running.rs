@@ -3,11 +3,13 @@
 use std::sync::Arc;
 
 use anyhow::Context as _;
-use shoal_common::metrics::{Counters, StatsSnapshot, WorkerStats};
 use std::net::SocketAddr;
 
+use shoal_common::metrics::{Counters, LargeSwarm, StatsSnapshot, WorkerStats};
+use shoal_common::notify;
+use shoal_common::observe::{Observation, Observe};
 use shoal_common::signals::{ReloadHook, SignalThread};
-use shoal_common::{PrivilegeConfig, Running, Shutdown};
+use shoal_common::{ProcessConfig, Running, Shutdown};
 use shoal_swarm::Clock;
 
 use crate::Context;
@@ -179,24 +181,247 @@ fn log_listening(listening: &[Listening]) {
     }
 }
 
-/// What a tracker binary does: handle signals from the first moment (SIGTERM/SIGINT
-/// stop, SIGUSR1 reloads), prepare the tracker (config, files, sockets), give up root
-/// if configured before anything is served, start serving, say where it listens, and
-/// wait until shutdown or a worker failure.
-pub fn run_until_stopped<C: Counters, E>(
-    privileges: &PrivilegeConfig,
-    prepare: impl FnOnce() -> anyhow::Result<Prepared<C, E>>,
+/// A prepared tracker of any protocol, as a process that runs one or several sees it.
+pub trait Servable: Send {
+    /// "UDP tracker", for errors and thread names.
+    fn name(&self) -> &'static str;
+    /// Logs where it listens.
+    fn log_addresses(&self);
+    /// Starts serving.
+    fn serve(self: Box<Self>) -> anyhow::Result<Box<dyn Served>>;
+}
+
+/// A serving tracker of any protocol.
+pub trait Served: Send {
+    /// What SIGUSR1 reloads for it.
+    fn reload_hooks(&self) -> Vec<ReloadHook>;
+    /// Its shutdown flag.
+    fn shutdown_handle(&self) -> Shutdown;
+    /// What the monitoring endpoint asks it.
+    fn monitor(&self) -> Arc<dyn Monitored>;
+    /// Blocks until it stops; an error if a worker failed.
+    fn wait(self: Box<Self>) -> anyhow::Result<()>;
+}
+
+/// A running tracker, as the monitoring endpoint sees it.
+pub trait Monitored: Send + Sync {
+    /// `udp`, `http` or `ws`: the `protocol` label of its metrics.
+    fn protocol(&self) -> &'static str;
+    /// Its counters and gauges, summed over its workers now.
+    fn observe(&self, out: &mut Observation);
+    /// Its `count` largest swarms, largest first.
+    fn largest_swarms(&self, count: usize) -> Vec<LargeSwarm>;
+    /// Serving, not shutting down.
+    fn healthy(&self) -> bool;
+    /// The URLs clients use.
+    fn urls(&self) -> Vec<String>;
+}
+
+/// A [`Prepared`] tracker with its protocol name, ready to run beside others.
+struct NamedPrepared<C: Counters, E> {
+    name: &'static str,
+    protocol: &'static str,
+    prepared: Prepared<C, E>,
+}
+
+impl<C, E> Servable for NamedPrepared<C, E>
+where
+    C: Counters + 'static,
+    C::Totals: Observe + Send + Sync,
+    E: Send + 'static,
+{
+    fn name(&self) -> &'static str {
+        self.name
+    }
+
+    fn log_addresses(&self) {
+        self.prepared.log_addresses();
+    }
+
+    fn serve(self: Box<Self>) -> anyhow::Result<Box<dyn Served>> {
+        let tracker = self.prepared.serve()?;
+        Ok(Box::new(NamedRunning {
+            monitor: Arc::new(TrackerMonitor {
+                protocol: self.protocol,
+                stats: tracker.stats.clone(),
+                shutdown: tracker.shutdown_handle().clone(),
+                urls: tracker.urls().iter().map(|url| url.to_string()).collect(),
+            }),
+            tracker,
+        }))
+    }
+}
+
+struct NamedRunning<C: Counters, E> {
+    tracker: RunningTracker<C, E>,
+    monitor: Arc<dyn Monitored>,
+}
+
+impl<C: Counters + 'static, E: Send + 'static> Served for NamedRunning<C, E> {
+    fn reload_hooks(&self) -> Vec<ReloadHook> {
+        self.tracker.reload_hooks()
+    }
+
+    fn shutdown_handle(&self) -> Shutdown {
+        self.tracker.shutdown_handle().clone()
+    }
+
+    fn monitor(&self) -> Arc<dyn Monitored> {
+        self.monitor.clone()
+    }
+
+    fn wait(self: Box<Self>) -> anyhow::Result<()> {
+        self.tracker.wait()
+    }
+}
+
+struct TrackerMonitor<C> {
+    protocol: &'static str,
+    stats: Arc<WorkerStats<C>>,
+    shutdown: Shutdown,
+    urls: Vec<String>,
+}
+
+impl<C: Counters> Monitored for TrackerMonitor<C>
+where
+    C::Totals: Observe,
+{
+    fn protocol(&self) -> &'static str {
+        self.protocol
+    }
+
+    fn observe(&self, out: &mut Observation) {
+        self.stats.snapshot().observe(out);
+    }
+
+    fn largest_swarms(&self, count: usize) -> Vec<LargeSwarm> {
+        self.stats.largest_swarms(count)
+    }
+
+    fn healthy(&self) -> bool {
+        !self.shutdown.is_requested()
+    }
+
+    fn urls(&self) -> Vec<String> {
+        self.urls.clone()
+    }
+}
+
+impl<C, E> Prepared<C, E>
+where
+    C: Counters + 'static,
+    C::Totals: Observe + Send + Sync,
+    E: Send + 'static,
+{
+    /// This tracker as one of the trackers a process runs; `name` names it in errors
+    /// ("UDP tracker"), `protocol` in metrics ("udp").
+    pub fn named(self, name: &'static str, protocol: &'static str) -> Box<dyn Servable> {
+        Box::new(NamedPrepared {
+            name,
+            protocol,
+            prepared: self,
+        })
+    }
+}
+
+/// What a tracker process does, for one tracker or several: handle signals from the
+/// first moment (SIGTERM/SIGINT stop, SIGUSR1 reloads), prepare every tracker (config,
+/// files, sockets), bind the monitoring endpoint, give up root if configured before
+/// anything is served, start serving, tell systemd it is ready, and wait until
+/// shutdown or a failure. Whichever tracker stops first stops the others; the process
+/// fails if any failed.
+pub fn run_trackers(
+    process: &ProcessConfig,
+    prepare: impl FnOnce() -> anyhow::Result<Vec<Box<dyn Servable>>>,
 ) -> anyhow::Result<()> {
-    let shutdown = Shutdown::new();
-    let signals = SignalThread::start(shutdown.clone())?;
+    let everything = Shutdown::new();
+    let signals = SignalThread::start(everything.clone())?;
     let prepared = prepare()?;
-    prepared.log_addresses();
-    shoal_common::privileges::drop_privileges(privileges).context("cannot drop privileges")?;
-    let tracker = prepared.serve()?;
-    signals.add_reloads(tracker.reload_hooks());
-    let stop = tracker.shutdown_handle().clone();
-    shutdown.on_request(move || stop.request());
-    tracker.wait()
+    let monitor_listener = if process.metrics.enabled {
+        Some(crate::monitor::bind(process.metrics.address)?)
+    } else {
+        None
+    };
+    for tracker in &prepared {
+        tracker.log_addresses();
+    }
+    shoal_common::privileges::drop_privileges(&process.privileges)
+        .context("cannot drop privileges")?;
+    let mut served = Vec::with_capacity(prepared.len());
+    for tracker in prepared {
+        let name = tracker.name();
+        served.push((name, tracker.serve().context(name)?));
+    }
+    let monitors: Vec<Arc<dyn Monitored>> = served.iter().map(|(_, s)| s.monitor()).collect();
+    if let Some(listener) = monitor_listener {
+        crate::monitor::spawn(listener, monitors.clone(), everything.clone())?;
+    }
+    for (_, tracker) in &served {
+        signals.add_reloads(tracker.reload_hooks());
+        let stop = tracker.shutdown_handle();
+        everything.on_request(move || stop.request());
+    }
+    everything.on_request(notify::stopping);
+    let names: Vec<&str> = served.iter().map(|(name, _)| *name).collect();
+    notify::ready(&format!("serving: {}", names.join(", ")));
+    spawn_watchdog(&everything, monitors)?;
+
+    let (done, finished) = std::sync::mpsc::channel();
+    let count = served.len();
+    for (name, tracker) in served {
+        let (done, everything) = (done.clone(), everything.clone());
+        std::thread::Builder::new()
+            .name(format!("{}-main", name.split(' ').next().unwrap_or(name)))
+            .spawn(move || {
+                let result = tracker.wait();
+                everything.request();
+                let _ = done.send(result.context(name));
+            })?;
+    }
+    let mut outcome = Ok(());
+    for _ in 0..count {
+        let result = finished.recv().context("a tracker thread vanished")?;
+        outcome = outcome.and(result);
+    }
+    outcome
+}
+
+/// Pings systemd's watchdog at half the interval it asked for, while every tracker is
+/// healthy; no thread without `WatchdogSec=`.
+fn spawn_watchdog(everything: &Shutdown, monitors: Vec<Arc<dyn Monitored>>) -> anyhow::Result<()> {
+    let Some(interval) = notify::watchdog_interval() else {
+        return Ok(());
+    };
+    let everything = everything.clone();
+    std::thread::Builder::new()
+        .name("watchdog".into())
+        .spawn(move || {
+            let mut last = std::time::Instant::now() - interval;
+            while !everything.is_requested() {
+                if last.elapsed() >= interval / 2 && monitors.iter().all(|m| m.healthy()) {
+                    notify::notify("WATCHDOG=1");
+                    last = std::time::Instant::now();
+                }
+                std::thread::sleep(Shutdown::POLL_INTERVAL.min(interval / 4));
+            }
+        })
+        .context("cannot start the watchdog thread")?;
+    Ok(())
+}
+
+/// [`run_trackers`] for one tracker: what each single binary does.
+pub fn run_until_stopped<C, E>(
+    process: &ProcessConfig,
+    name: &'static str,
+    protocol: &'static str,
+    prepare: impl FnOnce() -> anyhow::Result<Prepared<C, E>>,
+) -> anyhow::Result<()>
+where
+    C: Counters + 'static,
+    C::Totals: Observe + Send + Sync,
+    E: Send + 'static,
+{
+    run_trackers(process, || Ok(vec![prepare()?.named(name, protocol)]))
 }
 
 /// The access list reload every tracker has, logged under `name`.

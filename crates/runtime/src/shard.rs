@@ -8,8 +8,8 @@
 use std::time::{Duration, Instant};
 
 use shoal_common::access_list::AccessSnapshot;
-use shoal_common::metrics::ShardStatus;
-use shoal_swarm::{CleanReport, PeerSet, ServerTime, TorrentMap};
+use shoal_common::metrics::{GaugeSlot, LargeSwarm, ShardStatus};
+use shoal_swarm::{Census, CleanReport, PeerSet, ServerTime, TorrentMap};
 
 /// The torrents of one swarm worker and how to serve requests on them.
 pub trait Shard: Send + 'static {
@@ -35,6 +35,9 @@ pub trait Shard: Send + 'static {
 
     /// Size and refusals, for the statistics ([`status_of`] makes it from a map).
     fn status(&self) -> ShardStatus;
+
+    /// What the last cleaning pass counted ([`TorrentMap::census`]).
+    fn census(&self) -> &Census;
 }
 
 /// The status of a shard that keeps its torrents in `map`.
@@ -45,7 +48,23 @@ pub fn status_of<S: PeerSet>(map: &TorrentMap<S>) -> ShardStatus {
         peers: map.peer_count() as u64,
         torrents_refused: refusals.torrents,
         peers_refused: refusals.peers,
+        seeders: map.census().seeders,
+        leechers: map.census().leechers,
     }
+}
+
+/// The largest swarms of a census, as the statistics keep them.
+fn largest_of(census: &Census) -> Vec<LargeSwarm> {
+    census
+        .largest
+        .iter()
+        .map(|swarm| LargeSwarm {
+            info_hash: swarm.info_hash,
+            seeders: swarm.stats.seeders,
+            leechers: swarm.stats.leechers,
+            downloads: swarm.stats.downloads,
+        })
+        .collect()
 }
 
 /// Items grouped by the socket worker they go to: the replies a shard collects while
@@ -124,12 +143,13 @@ impl CleaningSchedule {
 }
 
 /// Cleans `shard` for at most [`CLEANING_SLICE`] if cleaning is due at `now`; returns
-/// whether it did any.
+/// whether it did any. At the end of a pass, the largest swarms go to `gauges`.
 pub(crate) fn clean_some<S: Shard>(
     shard: &mut S,
     schedule: &mut CleaningSchedule,
     now: ServerTime,
     access: &shoal_common::AccessControl,
+    gauges: &GaugeSlot,
 ) -> bool {
     if !schedule.due(now) {
         return false;
@@ -151,6 +171,7 @@ pub(crate) fn clean_some<S: Shard>(
             );
             schedule.removed = CleanReport::default();
             schedule.in_pass = false;
+            gauges.publish_largest(largest_of(shard.census()));
             return true;
         }
         if started.elapsed() >= CLEANING_SLICE {

@@ -92,7 +92,13 @@ impl<S: Shard, C> SwarmWorker<S, C> {
                 Err(RecvTimeoutError::Timeout) => {}
                 Err(RecvTimeoutError::Disconnected) => return Ok(()),
             }
-            if clean_some(&mut self.shard, &mut cleaning, clock.now(), access) {
+            if clean_some(
+                &mut self.shard,
+                &mut cleaning,
+                clock.now(),
+                access,
+                &self.gauges,
+            ) {
                 publish(&self.shard, &self.gauges);
             }
         }

@@ -15,10 +15,13 @@
 //!   IPv6 apart) or one [`PeerList`] (WebTorrent: by peer id).
 //! * [`torrents`]: the map from info hash to torrent: announce, scrape, cleaning one
 //!   partition at a time, and the [`Capacity`] limits of a full tracker.
+//! * [`census`]: seeders, leechers and the largest swarms, counted by each cleaning
+//!   pass.
 //!
 //! A tracker runs one [`TorrentMap`] per swarm worker; which info hashes a worker owns
 //! is the daemon's business, not this crate's.
 
+pub mod census;
 mod partitions;
 pub mod peer;
 pub mod peer_list;
@@ -27,6 +30,7 @@ mod selection;
 pub mod time;
 pub mod torrents;
 
+pub use census::{Census, LARGEST_SWARMS, SwarmSummary};
 pub use partitions::PARTITIONS;
 pub use peer::{Peer, PeerAddr, PeerAddress, PeerData, PeerKey, V4Addr, V6Addr};
 pub use peer_list::PeerList;

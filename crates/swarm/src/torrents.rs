@@ -10,6 +10,7 @@ use hashbrown::DefaultHashBuilder;
 use rand::Rng;
 
 use crate::InfoHash;
+use crate::census::Census;
 use crate::partitions::{PARTITIONS, Partitions};
 use crate::peer::{Peer, PeerData};
 use crate::peer_set::{DualStack, ListIn, PeerSet};
@@ -198,6 +199,10 @@ pub struct TorrentMap<S> {
     refusals: Refusals,
     /// The partition the next cleaning step walks.
     next_clean: usize,
+    /// What the pass under way has counted so far.
+    counting: Census,
+    /// What the last finished pass counted.
+    census: Census,
 }
 
 impl<S: PeerSet> TorrentMap<S> {
@@ -212,6 +217,8 @@ impl<S: PeerSet> TorrentMap<S> {
             peers: 0,
             refusals: Refusals::default(),
             next_clean: 0,
+            counting: Census::default(),
+            census: Census::default(),
         }
     }
 
@@ -223,6 +230,12 @@ impl<S: PeerSet> TorrentMap<S> {
     /// Number of peers over all torrents and lists.
     pub fn peer_count(&self) -> usize {
         self.peers
+    }
+
+    /// Seeders, leechers and the largest swarms, as the last finished cleaning pass
+    /// counted them (empty until one finished).
+    pub fn census(&self) -> &Census {
+        &self.census
     }
 
     /// What the limits refused so far.
@@ -403,6 +416,7 @@ impl<S: PeerSet> TorrentMap<S> {
         mut keep_torrent: impl FnMut(&InfoHash) -> bool,
     ) -> CleanReport {
         let hasher = &self.peer_hasher;
+        let counting = &mut self.counting;
         let mut report = CleanReport::default();
         self.torrents
             .retain_part(self.next_clean, |info_hash, torrent| {
@@ -414,11 +428,17 @@ impl<S: PeerSet> TorrentMap<S> {
                 report.peers_removed += torrent.peers.remove_expired(now, hasher);
                 let keep = !torrent.peers.is_empty();
                 report.torrents_removed += usize::from(!keep);
+                if keep {
+                    counting.count(info_hash, torrent.scrape_stats());
+                }
                 keep
             });
         self.peers -= report.peers_removed;
         self.next_clean = (self.next_clean + 1) % PARTITIONS;
         report.pass_done = self.next_clean == 0;
+        if report.pass_done {
+            self.census = std::mem::take(&mut self.counting);
+        }
         report
     }
 

@@ -20,6 +20,10 @@ pub struct Udp;
 /// `shoal_udp`'s configuration file.
 pub type Config = shoal_common::tracker_config::Config<Udp>;
 
+/// The `shoal_udp` file: the process's sections (logging, metrics, privileges) and
+/// the tracker's keys.
+pub type File = shoal_common::tracker_config::TrackerFile<Udp>;
+
 shoal_common::network_config! {
     /// Addresses and sockets.
     pub struct NetworkConfig {

@@ -51,7 +51,7 @@ use std::sync::Arc;
 use shoal_common::AppInfo;
 use shoal_swarm::Clock;
 
-pub use config::Config;
+pub use config::{Config, File};
 pub use tracker::{RunningTracker, prepare, start, start_with_clock};
 
 /// How `shoal_udp` introduces itself.
@@ -64,7 +64,9 @@ pub const APP: AppInfo = AppInfo {
 /// Runs the tracker until SIGTERM/SIGINT or a worker failure: binds, logs where it
 /// listens, installs signal handlers (SIGUSR1 reloads the access list), drops
 /// privileges if configured, then waits.
-pub fn run(config: Config) -> anyhow::Result<()> {
-    let privileges = config.privileges.clone();
-    shoal_runtime::run_until_stopped(&privileges, || prepare(config, Arc::new(Clock::new())))
+pub fn run(file: File) -> anyhow::Result<()> {
+    let config = file.second;
+    shoal_runtime::run_until_stopped(&file.first, "UDP tracker", "udp", || {
+        prepare(config, Arc::new(Clock::new()))
+    })
 }

@@ -51,6 +51,10 @@ impl Shard for UdpShard {
     fn status(&self) -> ShardStatus {
         status_of(&self.torrents)
     }
+
+    fn census(&self) -> &shoal_swarm::Census {
+        self.torrents.census()
+    }
 }
 
 impl UdpShard {

@@ -1,6 +1,10 @@
 //! Tracker statistics: what each worker counted, summed on demand.
 
-use shoal_common::metrics::WorkerStats;
+use shoal_common::metrics::{
+    BANS, BANS_HELP, ERRORS, ERRORS_HELP, REFUSED, REFUSED_HELP, REQUESTS, REQUESTS_HELP,
+    RESPONSES, RESPONSES_HELP, WorkerStats,
+};
+use shoal_common::observe::{Observation, Observe};
 
 shoal_common::counters! {
     /// Counted by each socket worker.
@@ -79,4 +83,47 @@ pub fn summary(now: &StatsSnapshot, before: &StatsSnapshot, seconds: f64) -> Str
         now.torrents,
         now.peers,
     )
+}
+
+impl Observe for SocketTotals {
+    fn observe(&self, out: &mut Observation) {
+        out.counter(
+            "shoal_datagrams_received",
+            "UDP datagrams received.",
+            &[],
+            self.received,
+        );
+        for (action, value) in [
+            ("connect", self.connect_requests),
+            ("announce", self.announce_requests),
+            ("scrape", self.scrape_requests),
+        ] {
+            out.counter(REQUESTS, REQUESTS_HELP, &[("action", action)], value);
+        }
+        for (action, value) in [
+            ("connect", self.connect_replies),
+            ("announce", self.announce_replies),
+            ("scrape", self.scrape_replies),
+            ("error", self.error_replies),
+        ] {
+            out.counter(RESPONSES, RESPONSES_HELP, &[("action", action)], value);
+        }
+        for (reason, value) in [
+            ("bad_request", self.invalid_requests),
+            ("bad_connection_id", self.bad_connection_ids),
+            ("access_list", self.access_denied),
+            ("rate_limit", self.per_ip_limited),
+            ("banned", self.banned),
+            ("shed", self.shed),
+        ] {
+            out.counter(REFUSED, REFUSED_HELP, &[("reason", reason)], value);
+        }
+        for (kind, value) in [
+            ("send_failure", self.send_failures),
+            ("scrape_timeout", self.scrapes_timed_out),
+        ] {
+            out.counter(ERRORS, ERRORS_HELP, &[("kind", kind)], value);
+        }
+        out.counter(BANS, BANS_HELP, &[], self.bans);
+    }
 }

@@ -13,6 +13,10 @@ pub struct Ws;
 /// `shoal_ws`'s configuration file.
 pub type Config = shoal_common::tracker_config::Config<Ws>;
 
+/// The `shoal_ws` file: the process's sections (logging, metrics, privileges) and
+/// the tracker's keys.
+pub type File = shoal_common::tracker_config::TrackerFile<Ws>;
+
 shoal_common::network_config! {
     /// Addresses, TLS and connections.
     pub struct NetworkConfig {

@@ -42,7 +42,7 @@ use std::sync::Arc;
 use shoal_common::AppInfo;
 use shoal_swarm::Clock;
 
-pub use config::Config;
+pub use config::{Config, File};
 pub use tracker::{RunningTracker, prepare, start, start_with_clock};
 
 /// How `shoal_ws` introduces itself.
@@ -54,7 +54,9 @@ pub const APP: AppInfo = AppInfo {
 
 /// Runs the tracker until SIGTERM/SIGINT or a worker failure. SIGUSR1 reloads the
 /// access list and the TLS certificate.
-pub fn run(config: Config) -> anyhow::Result<()> {
-    let privileges = config.privileges.clone();
-    shoal_runtime::run_until_stopped(&privileges, || prepare(config, Arc::new(Clock::new())))
+pub fn run(file: File) -> anyhow::Result<()> {
+    let config = file.second;
+    shoal_runtime::run_until_stopped(&file.first, "WebTorrent tracker", "ws", || {
+        prepare(config, Arc::new(Clock::new()))
+    })
 }

@@ -1,5 +1,11 @@
 //! WebTorrent tracker statistics.
 
+use shoal_common::metrics::{
+    BANS, BANS_HELP, CONNECTIONS, CONNECTIONS_HELP, ERRORS, ERRORS_HELP, OPEN_CONNECTIONS,
+    OPEN_CONNECTIONS_HELP, REFUSED, REFUSED_HELP, REQUESTS, REQUESTS_HELP,
+};
+use shoal_common::observe::{Observation, Observe};
+
 shoal_common::counters! {
     /// Counted by each socket worker.
     pub struct SocketCounters, SharedSocketCounters, SocketTotals {
@@ -96,4 +102,66 @@ pub fn summary(now: &StatsSnapshot, before: &StatsSnapshot, seconds: f64) -> Str
         now.torrents,
         now.peers,
     )
+}
+
+impl Observe for SocketTotals {
+    fn observe(&self, out: &mut Observation) {
+        for (action, value) in [
+            ("announce", self.announces),
+            ("answer", self.answers_relayed + self.answers_refused),
+            ("scrape", self.scrapes),
+            ("health", self.health_checks),
+        ] {
+            out.counter(REQUESTS, REQUESTS_HELP, &[("action", action)], value);
+        }
+        for (kind, value) in [
+            ("offer", self.offers_forwarded),
+            ("answer", self.answers_relayed),
+        ] {
+            out.counter(
+                "shoal_relayed",
+                "WebTorrent offers and answers relayed between peers.",
+                &[("kind", kind)],
+                value,
+            );
+        }
+        out.counter(
+            "shoal_websocket_upgrades",
+            "Connections upgraded to WebSocket.",
+            &[],
+            self.upgraded,
+        );
+        for (reason, value) in [
+            ("bad_request", self.bad_messages),
+            ("oversized", self.oversized_messages),
+            ("bad_handshake", self.bad_handshakes),
+            ("access_list", self.access_denied),
+            ("rate_limit", self.per_ip_limited),
+            ("connection_rate_limit", self.rate_limited),
+            ("banned", self.banned),
+            ("shed", self.shed),
+            ("too_many_torrents", self.too_many_torrents),
+            ("peer_id_taken", self.peer_ids_taken),
+            ("answer_refused", self.answers_refused),
+            ("connection_limit", self.refused),
+            ("connection_limit_per_ip", self.refused_per_ip),
+        ] {
+            out.counter(REFUSED, REFUSED_HELP, &[("reason", reason)], value);
+        }
+        for (kind, value) in [
+            ("slow_reader", self.slow_readers),
+            ("idle_timeout", self.idle_timeouts),
+            ("tls_handshake", self.tls_failures),
+        ] {
+            out.counter(ERRORS, ERRORS_HELP, &[("kind", kind)], value);
+        }
+        out.counter(BANS, BANS_HELP, &[], self.bans);
+        out.counter(CONNECTIONS, CONNECTIONS_HELP, &[], self.accepted);
+        out.gauge(
+            OPEN_CONNECTIONS,
+            OPEN_CONNECTIONS_HELP,
+            &[],
+            self.open_connections as f64,
+        );
+    }
 }

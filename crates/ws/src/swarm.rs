@@ -143,6 +143,10 @@ impl Shard for Swarms {
     fn status(&self) -> ShardStatus {
         status_of(&self.torrents)
     }
+
+    fn census(&self) -> &shoal_swarm::Census {
+        self.torrents.census()
+    }
 }
 
 impl Swarms {

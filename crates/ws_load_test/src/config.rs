@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use shoal_common::config::Problems;
-use shoal_common::{CpuPinningConfig, LogLevel, TrackerConfig};
+use shoal_common::{CpuPinningConfig, LogLevel, LoggingConfig, TrackerConfig};
 use shoal_load_test_common::cli::{SummaryFormat, validate_schedule};
 use shoal_load_test_common::tls::is_valid_server_name;
 use shoal_toml_config::TomlConfig;
@@ -297,8 +297,8 @@ impl TrackerConfig for Config {
         problems.section("cpu_pinning", |p| self.cpu_pinning.validate(p));
     }
 
-    fn log_level(&self) -> LogLevel {
-        self.log_level
+    fn logging(&self) -> LoggingConfig {
+        LoggingConfig::at(self.log_level)
     }
 }
 

@@ -1,0 +1,463 @@
+//! The monitoring endpoint (`[metrics]`): plain HTTP on its own address, one thread,
+//! nothing on the request path.
+//!
+//! * `GET /metrics`: every counter and gauge of every tracker in the process, gathered
+//!   when scraped, written by the `prometheus-client` crate: OpenMetrics when the
+//!   client asks for it (Prometheus does), the classic text format otherwise.
+//! * `GET /stats`: a small page for people; `GET /stats.json` the same as JSON:
+//!   uptime, request rates over the last [`RATE_WINDOW`], torrents, peers, and the
+//!   largest swarms (at most [`LARGEST`]).
+//! * `GET /health`: `200 ok` while every tracker serves, `503` once one stops.
+//!
+//! It serves one short request at a time with tight timeouts: it is for a scraper and
+//! an operator, not for the public (the configuration says to keep it private).
+
+use std::fmt::Write as _;
+use std::io::{Read as _, Write as _};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric as _};
+use prometheus_client::metrics::MetricType;
+use prometheus_client::metrics::counter::ConstCounter;
+use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::registry::Registry;
+use shoal_common::Shutdown;
+use shoal_common::observe::{Family, MetricKind, Observation};
+
+use crate::running::Monitored;
+
+/// Rates on the statistics page are averaged over this long.
+pub const RATE_WINDOW: Duration = Duration::from_secs(10);
+/// Largest swarms listed on the statistics page.
+pub const LARGEST: usize = 10;
+/// How long one client may take to send its request or read the answer.
+const CLIENT_TIMEOUT: Duration = Duration::from_secs(2);
+/// Largest request head read.
+const MAX_REQUEST: usize = 8192;
+
+/// Binds the endpoint (before privileges are dropped, so a low port works).
+pub fn bind(address: SocketAddr) -> anyhow::Result<TcpListener> {
+    let listener = TcpListener::bind(address).with_context(|| {
+        format!(
+            "cannot listen on {address} for [metrics] (is the port in use? change metrics.address)"
+        )
+    })?;
+    listener.set_nonblocking(true)?;
+    Ok(listener)
+}
+
+/// Serves `trackers` on `listener` from a thread of its own until `shutdown`.
+pub fn spawn(
+    listener: TcpListener,
+    trackers: Vec<Arc<dyn Monitored>>,
+    shutdown: Shutdown,
+) -> anyhow::Result<()> {
+    let address = listener.local_addr()?;
+    log::info!("metrics, statistics and health on http://{address}/ (/metrics, /stats, /health)");
+    let mut endpoint = Endpoint {
+        trackers,
+        started: Instant::now(),
+        rates: Rates::default(),
+    };
+    std::thread::Builder::new()
+        .name("monitor".into())
+        .spawn(move || {
+            while !shutdown.is_requested() {
+                endpoint.rates.sample(&endpoint.trackers);
+                match listener.accept() {
+                    Ok((stream, _)) => {
+                        if let Err(err) = endpoint.serve(stream) {
+                            log::debug!("monitoring request: {err}");
+                        }
+                    }
+                    Err(err) if err.kind() == std::io::ErrorKind::WouldBlock => {
+                        std::thread::sleep(Duration::from_millis(20));
+                    }
+                    Err(err) => {
+                        log::warn!("monitoring endpoint: cannot accept: {err}");
+                        std::thread::sleep(Duration::from_millis(100));
+                    }
+                }
+            }
+        })
+        .context("cannot start the monitoring thread")?;
+    Ok(())
+}
+
+/// Request counts per protocol at two moments, for rates.
+#[derive(Default)]
+struct Rates {
+    previous: Option<(Instant, Vec<f64>)>,
+    latest: Option<(Instant, Vec<f64>)>,
+}
+
+impl Rates {
+    fn sample(&mut self, trackers: &[Arc<dyn Monitored>]) {
+        let due = self
+            .latest
+            .as_ref()
+            .is_none_or(|(at, _)| at.elapsed() >= RATE_WINDOW);
+        if due {
+            let counts = trackers.iter().map(|t| requests_of(t.as_ref())).collect();
+            self.previous = self.latest.take();
+            self.latest = Some((Instant::now(), counts));
+        }
+    }
+
+    /// Requests per second of tracker `index` over the last window, if one passed.
+    fn per_second(&self, index: usize) -> Option<f64> {
+        let ((before, old), (after, new)) = (self.previous.as_ref()?, self.latest.as_ref()?);
+        let seconds = after.duration_since(*before).as_secs_f64().max(0.001);
+        Some((new[index] - old[index]).max(0.0) / seconds)
+    }
+}
+
+fn requests_of(tracker: &dyn Monitored) -> f64 {
+    let mut observation = Observation::default();
+    tracker.observe(&mut observation);
+    observation.sum(shoal_common::metrics::REQUESTS, &[])
+}
+
+struct Endpoint {
+    trackers: Vec<Arc<dyn Monitored>>,
+    started: Instant,
+    rates: Rates,
+}
+
+/// An answer: status line, content type, body.
+struct Answer {
+    status: &'static str,
+    content_type: &'static str,
+    body: String,
+}
+
+impl Answer {
+    fn text(status: &'static str, body: impl Into<String>) -> Self {
+        Self {
+            status,
+            content_type: "text/plain; charset=utf-8",
+            body: body.into(),
+        }
+    }
+}
+
+impl Endpoint {
+    fn serve(&mut self, mut stream: TcpStream) -> std::io::Result<()> {
+        stream.set_nonblocking(false)?;
+        stream.set_read_timeout(Some(CLIENT_TIMEOUT))?;
+        stream.set_write_timeout(Some(CLIENT_TIMEOUT))?;
+        let deadline = Instant::now() + CLIENT_TIMEOUT;
+        let mut head = Vec::with_capacity(512);
+        let mut buffer = [0u8; 1024];
+        while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+            if head.len() > MAX_REQUEST || Instant::now() > deadline {
+                return Ok(());
+            }
+            let n = stream.read(&mut buffer)?;
+            if n == 0 {
+                return Ok(());
+            }
+            head.extend_from_slice(&buffer[..n]);
+        }
+        let text = String::from_utf8_lossy(&head);
+        let line = text.lines().next().unwrap_or_default();
+        let openmetrics = text.lines().any(|header| {
+            header.to_ascii_lowercase().starts_with("accept:")
+                && header.contains("application/openmetrics-text")
+        });
+        let mut parts = line.split(' ');
+        let (method, target) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+        let path = target.split('?').next().unwrap_or("");
+        let answer = if method != "GET" && method != "HEAD" {
+            Answer::text("405 Method Not Allowed", "only GET\n")
+        } else {
+            self.answer(path, openmetrics)
+        };
+        let mut out = format!(
+            "HTTP/1.1 {}\r\nContent-Type: {}\r\nContent-Length: {}\r\nCache-Control: no-store\r\nConnection: close\r\n\r\n",
+            answer.status,
+            answer.content_type,
+            answer.body.len()
+        );
+        if method != "HEAD" {
+            out.push_str(&answer.body);
+        }
+        stream.write_all(out.as_bytes())
+    }
+
+    /// The answer for `path`; `openmetrics` when the client accepts that format.
+    fn answer(&self, path: &str, openmetrics: bool) -> Answer {
+        match path {
+            "/metrics" if openmetrics => Answer {
+                status: "200 OK",
+                content_type: "application/openmetrics-text; version=1.0.0; charset=utf-8",
+                body: self.metrics(),
+            },
+            "/metrics" => Answer {
+                status: "200 OK",
+                content_type: "text/plain; version=0.0.4; charset=utf-8",
+                body: classic_text(&self.metrics()),
+            },
+            "/stats.json" => Answer {
+                status: "200 OK",
+                content_type: "application/json",
+                body: self.stats_json().to_string(),
+            },
+            "/stats" | "/" => Answer {
+                status: "200 OK",
+                content_type: "text/html; charset=utf-8",
+                body: self.stats_page(),
+            },
+            "/health" => {
+                let stopped: Vec<&str> = self
+                    .trackers
+                    .iter()
+                    .filter(|t| !t.healthy())
+                    .map(|t| t.protocol())
+                    .collect();
+                if stopped.is_empty() {
+                    Answer::text("200 OK", "ok\n")
+                } else {
+                    Answer::text(
+                        "503 Service Unavailable",
+                        format!("stopping: {}\n", stopped.join(", ")),
+                    )
+                }
+            }
+            _ => Answer::text(
+                "404 Not Found",
+                "not found: try /metrics, /stats, /stats.json or /health\n",
+            ),
+        }
+    }
+
+    /// Every tracker's families, one per name, plus the process's own.
+    fn observe(&self) -> Observation {
+        let mut all = Observation::default();
+        for tracker in &self.trackers {
+            let mut one = Observation::with_labels(&[("protocol", tracker.protocol())]);
+            tracker.observe(&mut one);
+            all.merge(one);
+        }
+        all.gauge(
+            "shoal_uptime_seconds",
+            "Seconds since the process started serving.",
+            &[],
+            self.started.elapsed().as_secs_f64(),
+        );
+        all.gauge(
+            "shoal_build_info",
+            "Always 1; the labels say which shoal runs.",
+            &[("version", env!("CARGO_PKG_VERSION"))],
+            1.0,
+        );
+        all
+    }
+
+    fn metrics(&self) -> String {
+        let mut registry = Registry::default();
+        registry.register_collector(Box::new(Families(self.observe())));
+        let mut out = String::new();
+        if let Err(err) = prometheus_client::encoding::text::encode(&mut out, &registry) {
+            log::warn!("cannot encode metrics: {err}");
+        }
+        out
+    }
+
+    fn stats_json(&self) -> serde_json::Value {
+        let trackers: Vec<serde_json::Value> = self
+            .trackers
+            .iter()
+            .enumerate()
+            .map(|(index, tracker)| {
+                let mut observation = Observation::default();
+                tracker.observe(&mut observation);
+                let gauge = |name: &str| observation.sum(name, &[]) as u64;
+                serde_json::json!({
+                    "protocol": tracker.protocol(),
+                    "urls": tracker.urls(),
+                    "healthy": tracker.healthy(),
+                    "requests_per_second": self.rates.per_second(index).map(|r| r.round()),
+                    "requests": gauge(shoal_common::metrics::REQUESTS),
+                    "torrents": gauge("shoal_torrents"),
+                    "peers": gauge("shoal_peers"),
+                    "seeders": gauge("shoal_seeders"),
+                    "leechers": gauge("shoal_leechers"),
+                    "refused": gauge(shoal_common::metrics::REFUSED),
+                    "largest_swarms": tracker.largest_swarms(LARGEST).iter().map(|swarm| serde_json::json!({
+                        "info_hash": hex(&swarm.info_hash),
+                        "seeders": swarm.seeders,
+                        "leechers": swarm.leechers,
+                        "downloads": swarm.downloads,
+                    })).collect::<Vec<_>>(),
+                })
+            })
+            .collect();
+        serde_json::json!({
+            "version": env!("CARGO_PKG_VERSION"),
+            "uptime_seconds": self.started.elapsed().as_secs(),
+            "rate_window_seconds": RATE_WINDOW.as_secs(),
+            "trackers": trackers,
+        })
+    }
+
+    fn stats_page(&self) -> String {
+        let json = self.stats_json();
+        let mut page = String::from(
+            "<!doctype html><meta charset=utf-8><title>shoal statistics</title>\
+             <style>body{font-family:sans-serif;margin:2em}td,th{padding:.2em .8em;text-align:right}\
+             td:first-child,th:first-child{text-align:left}</style><h1>shoal</h1>",
+        );
+        let _ = write!(
+            page,
+            "<p>version {}, up {} s. <a href=/stats.json>JSON</a>, <a href=/metrics>metrics</a>.</p>",
+            json["version"].as_str().unwrap_or(""),
+            json["uptime_seconds"]
+        );
+        page.push_str(
+            "<table><tr><th>tracker</th><th>requests/s</th><th>torrents</th><th>peers</th>\
+             <th>seeders</th><th>leechers</th><th>refused</th><th>state</th></tr>",
+        );
+        let trackers = json["trackers"].as_array().cloned().unwrap_or_default();
+        for t in &trackers {
+            let rate = t["requests_per_second"]
+                .as_f64()
+                .map_or_else(|| "…".to_string(), |r| format!("{r:.0}"));
+            let _ = write!(
+                page,
+                "<tr><td>{}</td><td>{rate}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                t["protocol"].as_str().unwrap_or(""),
+                t["torrents"],
+                t["peers"],
+                t["seeders"],
+                t["leechers"],
+                t["refused"],
+                if t["healthy"].as_bool() == Some(true) {
+                    "serving"
+                } else {
+                    "stopping"
+                },
+            );
+        }
+        page.push_str("</table><h2>Largest swarms</h2><p>As of the last cleaning pass.</p><table><tr><th>tracker</th><th>info hash</th><th>seeders</th><th>leechers</th><th>downloads</th></tr>");
+        for t in &trackers {
+            for swarm in t["largest_swarms"].as_array().into_iter().flatten() {
+                let _ = write!(
+                    page,
+                    "<tr><td>{}</td><td><code>{}</code></td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                    t["protocol"].as_str().unwrap_or(""),
+                    swarm["info_hash"].as_str().unwrap_or(""),
+                    swarm["seeders"],
+                    swarm["leechers"],
+                    swarm["downloads"],
+                );
+            }
+        }
+        page.push_str("</table>\n");
+        page
+    }
+}
+
+/// The OpenMetrics text `prometheus-client` writes, as the classic Prometheus text
+/// format (0.0.4) that `promtool check metrics`, older scrapers and people with curl
+/// read: a counter's `# HELP` and `# TYPE` lines name it with its `_total` suffix, as
+/// its samples do, and the `# EOF` line goes. Prometheus itself asks for OpenMetrics
+/// and gets it unchanged.
+fn classic_text(openmetrics: &str) -> String {
+    let counters: Vec<&str> = openmetrics
+        .lines()
+        .filter_map(|line| line.strip_prefix("# TYPE "))
+        .filter_map(|rest| rest.strip_suffix(" counter"))
+        .collect();
+    let mut out = String::with_capacity(openmetrics.len() + 16 * counters.len());
+    for line in openmetrics.lines() {
+        if line == "# EOF" || line.starts_with("# UNIT ") {
+            continue;
+        }
+        let described = ["# HELP ", "# TYPE "].iter().find_map(|prefix| {
+            let rest = line.strip_prefix(prefix)?;
+            let name = rest.split(' ').next()?;
+            counters
+                .contains(&name)
+                .then(|| format!("{prefix}{name}_total{}", &rest[name.len()..]))
+        });
+        out.push_str(described.as_deref().unwrap_or(line));
+        out.push('\n');
+    }
+    out
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes
+        .iter()
+        .fold(String::with_capacity(40), |mut out, byte| {
+            let _ = write!(out, "{byte:02x}");
+            out
+        })
+}
+
+/// An observation as a `prometheus-client` collector, encoded once per scrape.
+#[derive(Debug)]
+struct Families(Observation);
+
+impl Collector for Families {
+    fn encode(&self, mut encoder: DescriptorEncoder<'_>) -> Result<(), std::fmt::Error> {
+        for Family {
+            name,
+            help,
+            kind,
+            samples,
+        } in self.0.families()
+        {
+            let metric_type = match kind {
+                MetricKind::Counter => MetricType::Counter,
+                MetricKind::Gauge => MetricType::Gauge,
+            };
+            let mut family = encoder.encode_descriptor(name, help, None, metric_type)?;
+            for (labels, value) in samples {
+                let labels: Vec<(&str, &str)> =
+                    labels.iter().map(|(k, v)| (*k, v.as_str())).collect();
+                let sample = family.encode_family(&labels)?;
+                match kind {
+                    MetricKind::Counter => ConstCounter::new(*value as u64).encode(sample)?,
+                    MetricKind::Gauge => ConstGauge::new(*value).encode(sample)?,
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classic_text_names_counters_with_their_suffix() {
+        let mut observation = Observation::with_labels(&[("protocol", "udp")]);
+        observation.counter("shoal_requests", "Requests.", &[("action", "announce")], 3);
+        observation.gauge("shoal_peers", "Peers.", &[], 2.0);
+        let mut registry = Registry::default();
+        registry.register_collector(Box::new(Families(observation)));
+        let mut openmetrics = String::new();
+        prometheus_client::encoding::text::encode(&mut openmetrics, &registry).unwrap();
+        assert!(
+            openmetrics.contains("# TYPE shoal_requests counter"),
+            "{openmetrics}"
+        );
+        let classic = classic_text(&openmetrics);
+        assert_eq!(
+            classic,
+            "# HELP shoal_requests_total Requests.\n\
+             # TYPE shoal_requests_total counter\n\
+             shoal_requests_total{protocol=\"udp\",action=\"announce\"} 3\n\
+             # HELP shoal_peers Peers.\n\
+             # TYPE shoal_peers gauge\n\
+             shoal_peers{protocol=\"udp\"} 2.0\n"
+        );
+    }
+}

@@ -1,0 +1,145 @@
+//! The combined `shoal` file: the process's sections once, and one section per tracker
+//! with every key the tracker's own binary takes, plus `enabled`.
+
+use serde::{Deserialize, Serialize};
+use shoal_common::config::{Problems, TrackerConfig};
+use shoal_common::process_config::ProcessAnd;
+use shoal_common::sections::Both;
+use shoal_toml_config::TomlConfig;
+
+/// Whether a tracker runs.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, TomlConfig)]
+#[serde(default, deny_unknown_fields)]
+pub(crate) struct Switch {
+    /// Run this tracker in the process.
+    pub enabled: bool,
+}
+
+impl Default for Switch {
+    fn default() -> Self {
+        Self { enabled: true }
+    }
+}
+
+/// One tracker's section: `enabled` and the tracker's keys.
+pub(crate) type Section<C> = Both<Switch, C>;
+
+/// shoal: the UDP, HTTP(S) and WebTorrent trackers in one process.
+///
+/// Every key is optional; a key left out keeps the default shown here. Durations are
+/// in seconds, sizes in bytes. Each tracker's section takes the keys its own binary
+/// takes (`shoal_udp -p`, `shoal_http -p`, `shoal_ws -p`) except logging, metrics and
+/// privileges, which belong to the process and are set once. Any key can also be set
+/// from the environment: SHOAL__ and its path in upper case, sections joined by `__`,
+/// e.g. SHOAL__UDP__NETWORK__ADDRESS_IPV4=0.0.0.0:6969 or SHOAL__WS__ENABLED=false.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, TomlConfig)]
+#[serde(default, deny_unknown_fields)]
+pub(crate) struct Trackers {
+    /// The UDP tracker (BEP 15).
+    pub udp: Section<shoal_udp::Config>,
+    /// The HTTP and HTTPS tracker (BEP 3, 7, 23, 48). It may share the UDP tracker's
+    /// port number: one is UDP, the other TCP.
+    pub http: Section<shoal_http::Config>,
+    /// The WebTorrent tracker (ws and wss).
+    pub ws: Section<shoal_ws::Config>,
+}
+
+impl TrackerConfig for Trackers {
+    fn validate(&self, problems: &mut Problems) {
+        problems.check(
+            self.udp.first.enabled || self.http.first.enabled || self.ws.first.enabled,
+            "enabled",
+            "every tracker is disabled: enable at least one of udp, http and ws",
+        );
+        if self.udp.first.enabled {
+            problems.section("udp", |p| self.udp.second.validate(p));
+        }
+        if self.http.first.enabled {
+            problems.section("http", |p| self.http.second.validate(p));
+        }
+        if self.ws.first.enabled {
+            problems.section("ws", |p| self.ws.second.validate(p));
+        }
+    }
+}
+
+/// The whole `shoal` file.
+pub(crate) type ShoalConfig = ProcessAnd<Trackers>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_printed_file_parses_back_and_names_every_section() {
+        let printed = shoal_common::config::to_toml(&ShoalConfig::default());
+        for header in [
+            "[logging]",
+            "[metrics]",
+            "[privileges]",
+            "[udp]",
+            "[udp.network]",
+            "[http.network]",
+            "[ws.limits]",
+        ] {
+            assert!(printed.contains(header), "{header} missing:\n{printed}");
+        }
+        let parsed: ShoalConfig = shoal_common::config::parse(&printed).expect("valid");
+        assert_eq!(parsed, ShoalConfig::default());
+    }
+
+    #[test]
+    fn trackers_can_be_disabled_but_not_all() {
+        let config: ShoalConfig =
+            shoal_common::config::parse("[udp]\nenabled = false\n[ws]\nenabled = false\n")
+                .expect("valid");
+        assert!(!config.second.udp.first.enabled && config.second.http.first.enabled);
+        let err = shoal_common::config::parse::<ShoalConfig>(
+            "[udp]\nenabled = false\n[http]\nenabled = false\n[ws]\nenabled = false\n",
+        )
+        .unwrap_err();
+        assert!(
+            format!("{err:#}").contains("enable at least one"),
+            "{err:#}"
+        );
+    }
+
+    #[test]
+    fn a_disabled_tracker_is_not_checked_and_mistakes_name_their_section() {
+        let config = "[udp]\nenabled = false\n[udp.protocol]\nannounce_interval = 0\n";
+        shoal_common::config::parse::<ShoalConfig>(config)
+            .expect("a disabled tracker is not checked");
+        let err =
+            shoal_common::config::parse::<ShoalConfig>("[udp.protocol]\nannounce_interval = 0\n")
+                .unwrap_err();
+        assert!(
+            format!("{err:#}").contains("udp.protocol.announce_interval"),
+            "{err:#}"
+        );
+        let err =
+            shoal_common::config::parse::<ShoalConfig>("[http]\nsocket_wrokers = 2\n").unwrap_err();
+        assert!(format!("{err:#}").contains("socket_wrokers"), "{err:#}");
+    }
+
+    #[test]
+    fn the_environment_reaches_tracker_sections() {
+        let config: ShoalConfig = shoal_common::config::load_effective(
+            None,
+            [
+                ("SHOAL__WS__ENABLED".to_string(), "false".to_string()),
+                (
+                    "SHOAL__UDP__NETWORK__ADDRESS_IPV4".to_string(),
+                    "127.0.0.1:7000".to_string(),
+                ),
+                ("SHOAL__LOGGING__LEVEL".to_string(), "debug".to_string()),
+            ],
+        )
+        .expect("valid");
+        assert!(!config.second.ws.first.enabled);
+        assert_eq!(
+            config.second.udp.second.network.address_ipv4,
+            "127.0.0.1:7000".parse().unwrap()
+        );
+        assert_eq!(config.first.logging.level, shoal_common::LogLevel::Debug);
+    }
+}
