@@ -1,0 +1,367 @@
+//! What an operator sees of `shoal -c shoal.toml`: every tracker from one file, the
+//! monitoring endpoint moving with traffic, systemd's notifications, the environment
+//! overriding the file.
+
+use std::io::{BufRead as _, BufReader, Read as _, Write as _};
+use std::net::{SocketAddr, TcpStream, UdpSocket};
+use std::os::unix::net::UnixDatagram;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+const BINARY: &str = env!("CARGO_BIN_EXE_shoal");
+
+/// Every tracker on loopback, free ports, metrics on.
+const CONFIG: &str = r#"
+[metrics]
+enabled = true
+address = "127.0.0.1:0"
+[udp.network]
+address_ipv4 = "127.0.0.1:0"
+use_ipv6 = false
+[http.network]
+address_ipv4 = "127.0.0.1:0"
+use_ipv6 = false
+[ws.network]
+address_ipv4 = "127.0.0.1:0"
+use_ipv6 = false
+"#;
+
+struct Shoal {
+    child: Child,
+    lines: mpsc::Receiver<String>,
+    dir: PathBuf,
+}
+
+impl Shoal {
+    fn start(name: &str, config: &str, env: &[(&str, &str)]) -> Self {
+        let dir =
+            std::env::temp_dir().join(format!("shoal-operator-{name}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("shoal.toml");
+        std::fs::write(&path, config).unwrap();
+        let mut command = Command::new(BINARY);
+        command
+            .arg("-c")
+            .arg(&path)
+            .env_remove("SHOAL_LOG")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        for (key, value) in env {
+            command.env(key, value);
+        }
+        let mut child = command.spawn().unwrap();
+        let stderr = BufReader::new(child.stderr.take().unwrap());
+        let (send, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in stderr.lines().map_while(Result::ok) {
+                if send.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Self { child, lines, dir }
+    }
+
+    /// The first log line containing `needle`, within 10 s.
+    fn line_with(&self, needle: &str) -> String {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while let Some(left) = deadline.checked_duration_since(Instant::now()) {
+            match self.lines.recv_timeout(left) {
+                Ok(line) if line.contains(needle) => return line,
+                Ok(_) => {}
+                Err(_) => break,
+            }
+        }
+        panic!("no log line with {needle:?}");
+    }
+
+    /// The address after `prefix` in the first log line that has it.
+    fn address_after(&self, prefix: &str) -> SocketAddr {
+        let line = self.line_with(prefix);
+        let rest = line.split(prefix).nth(1).unwrap();
+        rest.split(['/', ' ']).next().unwrap().parse().unwrap()
+    }
+
+    fn signal(&self, signal: libc::c_int) {
+        // SAFETY: kill takes plain integers; the pid is our own child's.
+        assert_eq!(
+            unsafe { libc::kill(self.child.id() as libc::pid_t, signal) },
+            0
+        );
+    }
+
+    /// Stops it with SIGTERM, checks it exits cleanly, and returns the log lines not
+    /// read yet.
+    fn stop(mut self) -> Vec<String> {
+        self.signal(libc::SIGTERM);
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                assert!(status.success(), "{status:?}");
+                break;
+            }
+            assert!(Instant::now() < deadline, "shoal did not stop on SIGTERM");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let mut rest = Vec::new();
+        while let Ok(line) = self.lines.recv_timeout(Duration::from_secs(2)) {
+            rest.push(line);
+        }
+        rest
+    }
+}
+
+impl Drop for Shoal {
+    fn drop(&mut self) {
+        if self.child.try_wait().ok().flatten().is_none() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// `GET path` on the monitoring endpoint: status line and body.
+fn get(addr: SocketAddr, path: &str) -> (String, String) {
+    let mut stream = TcpStream::connect(addr).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    write!(stream, "GET {path} HTTP/1.1\r\nHost: test\r\n\r\n").unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    let (head, body) = response.split_once("\r\n\r\n").unwrap();
+    (head.lines().next().unwrap().to_string(), body.to_string())
+}
+
+/// The value of the sample line that starts with `series` (name and labels).
+fn sample(metrics: &str, series: &str) -> f64 {
+    metrics
+        .lines()
+        .find_map(|line| line.strip_prefix(series)?.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no sample {series} in\n{metrics}"))
+}
+
+fn udp_connect(tracker: SocketAddr) {
+    let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
+    socket
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let mut connect = 0x0417_2710_1980u64.to_be_bytes().to_vec();
+    connect.extend_from_slice(&0u32.to_be_bytes());
+    connect.extend_from_slice(&9u32.to_be_bytes());
+    socket.send_to(&connect, tracker).unwrap();
+    let mut reply = [0u8; 32];
+    assert_eq!(socket.recv(&mut reply).unwrap(), 16);
+}
+
+fn http_announce(tracker: SocketAddr) {
+    let mut stream = TcpStream::connect(tracker).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    write!(
+        stream,
+        "GET /announce?info_hash=%AA%AA%AA%AA%AA%AA%AA%AA%AA%AA%AA%AA%AA%AA%AA%AA%AA%AA%AA%AA\
+         &peer_id=-TEST00-aaaaaaaaaaaa&port=6881&left=0&compact=1 HTTP/1.1\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    assert!(response.starts_with("HTTP/1.1 200"), "{response}");
+}
+
+#[test]
+fn one_file_runs_every_tracker_and_the_metrics_move_with_traffic() {
+    let shoal = Shoal::start("metrics", CONFIG, &[]);
+    let udp = shoal.address_after("listening on udp://");
+    let http = shoal.address_after("listening on http://");
+    let ws = shoal.address_after("listening on ws://");
+    let monitor = shoal.address_after("health on http://");
+
+    let (status, body) = get(monitor, "/health");
+    assert_eq!(
+        (status.as_str(), body.as_str()),
+        ("HTTP/1.1 200 OK", "ok\n")
+    );
+    let (_, before) = get(monitor, "/metrics");
+    assert_eq!(
+        sample(
+            &before,
+            r#"shoal_requests_total{protocol="udp",action="connect"}"#
+        ),
+        0.0
+    );
+
+    udp_connect(udp);
+    udp_connect(udp);
+    http_announce(http);
+    // Workers add their counts into the shared counters after each round of work, so
+    // the last reply may be out a moment before it is counted.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let after = loop {
+        let (status, after) = get(monitor, "/metrics");
+        assert_eq!(status, "HTTP/1.1 200 OK");
+        let http = r#"shoal_peers{protocol="http"}"#;
+        let udp = r#"shoal_responses_total{protocol="udp",action="connect"}"#;
+        let announces = r#"shoal_requests_total{protocol="http",action="announce"}"#;
+        let moved = sample(&after, http) == 1.0
+            && sample(&after, udp) == 2.0
+            && sample(&after, announces) == 1.0;
+        if moved || Instant::now() > deadline {
+            break after;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(
+        after.contains("# TYPE shoal_requests_total counter"),
+        "{after}"
+    );
+    assert_eq!(
+        sample(
+            &after,
+            r#"shoal_requests_total{protocol="udp",action="connect"}"#
+        ),
+        2.0
+    );
+    assert_eq!(
+        sample(
+            &after,
+            r#"shoal_responses_total{protocol="udp",action="connect"}"#
+        ),
+        2.0
+    );
+    assert_eq!(
+        sample(
+            &after,
+            r#"shoal_requests_total{protocol="http",action="announce"}"#
+        ),
+        1.0
+    );
+    assert_eq!(sample(&after, r#"shoal_torrents{protocol="http"}"#), 1.0);
+    assert_eq!(sample(&after, r#"shoal_peers{protocol="http"}"#), 1.0);
+    assert_eq!(sample(&after, r#"shoal_torrents{protocol="ws"}"#), 0.0);
+
+    // The WebTorrent tracker serves on its own address from the same process.
+    let mut stream = TcpStream::connect(ws).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    stream.write_all(b"GET /health HTTP/1.1\r\n\r\n").unwrap();
+    let mut head = [0u8; 12];
+    stream.read_exact(&mut head).unwrap();
+    assert_eq!(&head, b"HTTP/1.1 200");
+
+    let (_, json) = get(monitor, "/stats.json");
+    for key in [
+        "\"protocol\":\"udp\"",
+        "\"protocol\":\"http\"",
+        "\"protocol\":\"ws\"",
+        "\"uptime_seconds\"",
+        "\"largest_swarms\"",
+    ] {
+        assert!(json.contains(key), "{key} missing from {json}");
+    }
+    let (status, page) = get(monitor, "/stats");
+    assert_eq!(status, "HTTP/1.1 200 OK");
+    assert!(page.contains("<table>"), "{page}");
+    assert_eq!(get(monitor, "/nothing").0, "HTTP/1.1 404 Not Found");
+    shoal.stop();
+}
+
+#[test]
+fn systemd_hears_ready_reloading_and_stopping() {
+    let dir = std::env::temp_dir().join(format!("shoal-notify-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let socket_path = dir.join("notify.sock");
+    let _ = std::fs::remove_file(&socket_path);
+    let systemd = UnixDatagram::bind(&socket_path).unwrap();
+    systemd
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let next = || {
+        let mut buffer = [0u8; 512];
+        let n = systemd.recv(&mut buffer).expect("a notification");
+        String::from_utf8_lossy(&buffer[..n]).into_owned()
+    };
+
+    let shoal = Shoal::start(
+        "notify",
+        CONFIG,
+        &[("NOTIFY_SOCKET", socket_path.to_str().unwrap())],
+    );
+    // READY=1 only once every tracker is bound and serving.
+    let ready = next();
+    assert!(ready.starts_with("READY=1\n"), "{ready}");
+    assert!(
+        ready.contains("UDP tracker, HTTP tracker, WebTorrent tracker"),
+        "{ready}"
+    );
+    let udp = shoal.address_after("listening on udp://");
+    udp_connect(udp);
+
+    shoal.signal(libc::SIGUSR1);
+    let reloading = next();
+    assert!(
+        reloading.starts_with("RELOADING=1\nMONOTONIC_USEC="),
+        "{reloading}"
+    );
+    assert!(next().starts_with("READY=1"));
+
+    shoal.stop();
+    assert_eq!(next(), "STOPPING=1");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn the_environment_overrides_the_file_and_mistakes_are_named() {
+    // Only the UDP tracker, from the environment; the monitoring endpoint's own
+    // module quieted by SHOAL_LOG while the rest logs at info.
+    let shoal = Shoal::start(
+        "env",
+        CONFIG,
+        &[
+            ("SHOAL__HTTP__ENABLED", "false"),
+            ("SHOAL__WS__ENABLED", "false"),
+            ("SHOAL_LOG", "info,shoal_runtime::monitor=warn"),
+        ],
+    );
+    shoal.address_after("listening on udp://");
+    let rest = shoal.stop();
+    assert!(
+        rest.iter().any(|line| line.contains("shoal stopped")),
+        "{rest:?}"
+    );
+    assert!(
+        !rest.iter().any(|line| line.contains("listening on http")),
+        "{rest:?}"
+    );
+    assert!(
+        !rest.iter().any(|line| line.contains("health on")),
+        "{rest:?}"
+    );
+
+    let output = Command::new(BINARY)
+        .env("SHOAL__UDP__NETWORK__ADRESS_IPV4", "127.0.0.1:1")
+        .arg("-P")
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("SHOAL__UDP__NETWORK__ADRESS_IPV4") && stderr.contains("adress_ipv4"),
+        "{stderr}"
+    );
+
+    let printed = Command::new(BINARY)
+        .env("SHOAL__UDP__PROTOCOL__ANNOUNCE_INTERVAL", "900")
+        .arg("-P")
+        .output()
+        .unwrap();
+    assert!(printed.status.success());
+    let text = String::from_utf8_lossy(&printed.stdout);
+    let udp_protocol = text.split("[udp.protocol]").nth(1).unwrap();
+    assert!(udp_protocol.contains("announce_interval = 900"), "{text}");
+}
