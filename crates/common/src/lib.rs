@@ -30,6 +30,7 @@
 //! * [`udp_batch`]: many datagrams per system call (`recvmmsg`/`sendmmsg`).
 //! * [`sockets`]: binding each socket worker's own sockets to the same addresses
 //!   (SO_REUSEPORT), TCP listeners.
+//! * [`io_uring`]: whether the kernel lets this process use io_uring, and why not.
 //! * [`memlock`]: the locked-memory check io_uring (glommio) needs before any
 //!   executor starts.
 //! * [`executor`] (feature `glommio`): socket workers' glommio executors and accept
@@ -43,6 +44,7 @@ pub mod cpu;
 pub mod env_overrides;
 #[cfg(feature = "glommio")]
 pub mod executor;
+pub mod io_uring;
 pub mod ip_net;
 pub mod logging;
 pub mod memlock;

@@ -55,18 +55,37 @@ fn bind_listener(addr: SocketAddr) -> anyhow::Result<TcpListener> {
     socket
         .set_reuse_port(true)
         .context("cannot set SO_REUSEPORT")?;
-    socket.bind(&addr.into()).with_context(|| {
-        let hint = if addr.is_ipv6() {
-            " (set network.use_ipv6 = false if this host has no IPv6)"
-        } else {
-            ""
-        };
-        format!("cannot bind TCP {addr}{hint}")
-    })?;
+    socket
+        .bind(&addr.into())
+        .map_err(|err| bind_failure("TCP", addr, &err))?;
     socket
         .listen(1024)
         .with_context(|| format!("cannot listen on {addr}"))?;
     Ok(socket.into())
+}
+
+/// Why binding `addr` failed and what to do, for the start-up error.
+pub fn bind_failure(protocol: &str, addr: SocketAddr, err: &std::io::Error) -> anyhow::Error {
+    let key = if addr.is_ipv6() {
+        "network.address_ipv6"
+    } else {
+        "network.address_ipv4"
+    };
+    let fix = match err.raw_os_error() {
+        Some(libc::EADDRINUSE) => format!(
+            "another process holds the port (`ss -lnp 'sport = :{}'` shows which): stop it, \
+             or change {key}",
+            addr.port()
+        ),
+        Some(libc::EACCES) => format!(
+            "ports below 1024 need root or CAP_NET_BIND_SERVICE (AmbientCapabilities= in the \
+             systemd unit), or change {key}"
+        ),
+        Some(libc::EADDRNOTAVAIL) => format!("this host has no such address: change {key}"),
+        _ if addr.is_ipv6() => "set network.use_ipv6 = false if this host has no IPv6".to_string(),
+        _ => format!("check {key}"),
+    };
+    anyhow::anyhow!("cannot bind {protocol} {addr}: {err}; {fix}")
 }
 
 #[cfg(test)]
@@ -101,5 +120,19 @@ mod tests {
             let local: Vec<SocketAddr> = worker.iter().map(|s| s.local_addr().unwrap()).collect();
             assert_eq!(local, addresses);
         }
+    }
+
+    #[test]
+    fn a_failed_bind_says_what_to_do() {
+        let addr: SocketAddr = "127.0.0.1:80".parse().unwrap();
+        let in_use = std::io::Error::from_raw_os_error(libc::EADDRINUSE);
+        let text = bind_failure("UDP", addr, &in_use).to_string();
+        assert!(
+            text.contains("sport = :80") && text.contains("network.address_ipv4"),
+            "{text}"
+        );
+        let denied = std::io::Error::from_raw_os_error(libc::EACCES);
+        let text = bind_failure("TCP", addr, &denied).to_string();
+        assert!(text.contains("CAP_NET_BIND_SERVICE"), "{text}");
     }
 }

@@ -101,8 +101,10 @@ impl<C: Counters> Context<C> {
         socket_workers: usize,
         swarm_gauges: usize,
     ) -> anyhow::Result<Self> {
-        let access =
-            AccessControl::from_config(access_list).context("cannot load the access list")?;
+        let access = AccessControl::from_config(access_list).context(
+            "cannot load the access list (access_list.path: a readable file of hex info \
+                 hashes, one per line; or access_list.mode = \"off\")",
+        )?;
         Ok(Self {
             clock,
             access: Arc::new(access),

@@ -221,6 +221,7 @@ pub fn prepare<T: TcpTracker>(
     let settings = T::settings(&config);
     let socket_workers = config.socket_worker_count();
     let swarm_workers = config.swarm_worker_count();
+    shoal_common::io_uring::check_available()?;
     memlock::ensure_for(socket_workers, settings.io_memory)?;
     let config = Arc::new(config);
     // With swarm_workers = 0 the only socket worker keeps the torrents; it reports
@@ -233,7 +234,10 @@ pub fn prepare<T: TcpTracker>(
     )?;
     let tls = match config.network.tls_files() {
         Some((certificate, key)) => Some(Arc::new(
-            TlsConfig::load(T::NAME, certificate, key).context("cannot load TLS")?,
+            TlsConfig::load(T::NAME, certificate, key).context(
+                "cannot load TLS (network.tls_certificate_path, network.tls_private_key_path: \
+                 PEM files readable by the tracker's user; or enable_tls = false)",
+            )?,
         )),
         None => None,
     };

@@ -86,10 +86,8 @@ impl Shoal {
 
     fn signal(&self, signal: libc::c_int) {
         // SAFETY: kill takes plain integers; the pid is our own child's.
-        assert_eq!(
-            unsafe { libc::kill(self.child.id() as libc::pid_t, signal) },
-            0
-        );
+        let result = unsafe { libc::kill(self.child.id() as libc::pid_t, signal) };
+        assert_eq!(result, 0);
     }
 
     /// Stops it with SIGTERM, checks it exits cleanly, and returns the log lines not

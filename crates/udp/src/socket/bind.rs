@@ -26,14 +26,9 @@ pub(crate) fn bind_socket(
     if recv_buffer_size > 0 {
         set_recv_buffer(&socket, recv_buffer_size);
     }
-    socket.bind(&addr.into()).with_context(|| {
-        let hint = if addr.is_ipv6() {
-            " (set network.use_ipv6 = false if this host has no IPv6)"
-        } else {
-            ""
-        };
-        format!("cannot bind UDP {addr}{hint}")
-    })?;
+    socket
+        .bind(&addr.into())
+        .map_err(|err| shoal_common::sockets::bind_failure("UDP", addr, &err))?;
     Ok(socket.into())
 }
 
