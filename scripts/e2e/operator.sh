@@ -102,5 +102,27 @@ promtool check metrics <"$WORK/metrics.txt" >"$WORK/promtool.log" 2>&1 ||
     fail "promtool check metrics: $(cat "$WORK/promtool.log")"
 say "promtool check metrics: clean"
 
+# The Grafana dashboard asks only for series shoal exposes, in valid PromQL: each
+# query (Grafana's variables filled in) becomes a recording rule for `promtool check
+# rules`.
+python3 - "$REPO_ROOT/packaging/grafana/shoal.json" "$WORK/metrics.txt" "$WORK/dashboard-rules.yml" <<'PY'
+import json, re, sys
+dashboard = json.load(open(sys.argv[1]))
+exposed = set(re.findall(r"^(shoal_[a-z_]+)", open(sys.argv[2]).read(), re.M))
+exprs = [t["expr"] for panel in dashboard["panels"] for t in panel["targets"]]
+missing = sorted({name for e in exprs for name in re.findall(r"shoal_[a-z_]+", e)} - exposed)
+if missing:
+    sys.exit(f"the dashboard asks for series shoal does not expose: {missing}")
+with open(sys.argv[3], "w") as out:
+    out.write("groups:\n  - name: dashboard\n    rules:\n")
+    for i, e in enumerate(exprs):
+        e = e.replace("$__rate_interval", "5m").replace("$instance", ".*")
+        out.write(f"      - record: shoal:dashboard_query_{i}\n        expr: {json.dumps(e)}\n")
+print(f"dashboard: {len(exprs)} queries over {len(exposed)} exposed series")
+PY
+promtool check rules "$WORK/dashboard-rules.yml" >"$WORK/promtool-rules.log" 2>&1 ||
+    fail "the dashboard's queries are not valid PromQL: $(cat "$WORK/promtool-rules.log")"
+say "Grafana dashboard: every query valid, every series exposed"
+
 stop_bg shoal
 say "passed in $((SECONDS - E2E_START))s"

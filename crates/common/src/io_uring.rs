@@ -12,7 +12,19 @@ const PARAMS_SIZE: usize = 120;
 
 /// Sets up (and closes) a one-entry ring; an error that names the cause and the fix
 /// when the kernel refuses.
+///
+/// The probe runs on a thread of its own: tearing a ring down queues kernel work on the
+/// thread that made it, which interrupts that thread's next blocking call with EINTR.
 pub fn check_available() -> anyhow::Result<()> {
+    std::thread::Builder::new()
+        .name("io_uring-probe".into())
+        .spawn(probe)
+        .map_err(|err| anyhow::anyhow!("cannot start a thread: {err}"))?
+        .join()
+        .map_err(|_| anyhow::anyhow!("the io_uring probe panicked"))?
+}
+
+fn probe() -> anyhow::Result<()> {
     let mut params = [0u8; PARAMS_SIZE];
     // SAFETY: io_uring_setup reads and writes `params`, which we own and which has the
     // size of the kernel's struct; the returned descriptor is closed below.
