@@ -363,3 +363,25 @@ fn the_environment_overrides_the_file_and_mistakes_are_named() {
     let udp_protocol = text.split("[udp.protocol]").nth(1).unwrap();
     assert!(udp_protocol.contains("announce_interval = 900"), "{text}");
 }
+
+#[test]
+fn the_packaged_configs_are_the_printed_defaults() {
+    let packaging = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../packaging");
+    for (file, args) in [
+        ("shoal.toml", vec!["-p"]),
+        ("udp.toml", vec!["udp", "-p"]),
+        ("http.toml", vec!["http", "-p"]),
+        ("ws.toml", vec!["ws", "-p"]),
+    ] {
+        let printed = Command::new(BINARY).args(&args).output().unwrap();
+        assert!(printed.status.success());
+        let packaged = std::fs::read_to_string(packaging.join(file)).unwrap();
+        assert!(
+            packaged == String::from_utf8_lossy(&printed.stdout),
+            "packaging/{file} differs from `shoal {}`: regenerate it with \
+             `cargo run -p shoal -- {} > packaging/{file}`",
+            args.join(" "),
+            args.join(" "),
+        );
+    }
+}
