@@ -6,20 +6,33 @@ use std::net::{SocketAddr, TcpListener};
 use anyhow::Context as _;
 use socket2::{Domain, Protocol, Socket, Type};
 
-/// Binds `workers` sockets to each of `addresses` with `bind`. Returns the sockets per
-/// worker (in the order of `addresses`) and the bound addresses, one per configured
-/// address: port 0 resolved to the port the first socket got, which the others then
-/// share.
+/// Binds `workers` sockets of type `kind` (UDP or TCP) to each of `addresses` with
+/// `bind`. Returns the sockets per worker (in the order of `addresses`) and the bound
+/// addresses, one per configured address: port 0 resolved, shared by every worker.
+///
+/// The workers' sockets share their port through SO_REUSEPORT, which would also let a
+/// second tracker started by the same user join the group silently (both serving,
+/// each a share of the clients) instead of failing on a busy port. So each UDP address
+/// is first bound alone, without SO_REUSEPORT ([`exclusive_port`]): that fails while
+/// anything holds the port, and for port 0 it picks a port nobody holds. TCP is left
+/// to the workers' own binds: the connections a just-stopped tracker left in
+/// TIME_WAIT make a lone bind fail even with SO_REUSEADDR, which would break every
+/// quick restart.
 pub fn bind_per_worker<S>(
     addresses: &[SocketAddr],
     workers: usize,
+    kind: Type,
     mut bind: impl FnMut(SocketAddr) -> anyhow::Result<S>,
     local_addr: impl Fn(&S) -> std::io::Result<SocketAddr>,
 ) -> anyhow::Result<(Vec<Vec<S>>, Vec<SocketAddr>)> {
     let mut sockets: Vec<Vec<S>> = (0..workers).map(|_| Vec::new()).collect();
     let mut bound = Vec::with_capacity(addresses.len());
     for &configured in addresses {
-        let mut addr = configured;
+        let mut addr = if kind == Type::DGRAM {
+            exclusive_port(configured, kind)?
+        } else {
+            configured
+        };
         for (index, worker) in sockets.iter_mut().enumerate() {
             let socket = bind(addr)?;
             if index == 0 {
@@ -38,7 +51,33 @@ pub fn bind_listeners(
     addresses: &[SocketAddr],
     workers: usize,
 ) -> anyhow::Result<(Vec<Vec<TcpListener>>, Vec<SocketAddr>)> {
-    bind_per_worker(addresses, workers, bind_listener, TcpListener::local_addr)
+    bind_per_worker(
+        addresses,
+        workers,
+        Type::STREAM,
+        bind_listener,
+        TcpListener::local_addr,
+    )
+}
+
+/// `addr` with a port nobody holds: binds a socket of type `kind` there without
+/// SO_REUSEPORT, notes the port (the kernel's choice for port 0) and lets it go. A
+/// port held by anyone, SO_REUSEPORT or not, fails here with the fix.
+pub fn exclusive_port(addr: SocketAddr, kind: Type) -> anyhow::Result<SocketAddr> {
+    let protocol = if kind == Type::DGRAM { "UDP" } else { "TCP" };
+    let socket = Socket::new(Domain::for_address(addr), kind, None)
+        .with_context(|| format!("cannot create a {protocol} socket"))?;
+    if addr.is_ipv6() {
+        socket.set_only_v6(true).context("cannot set IPV6_V6ONLY")?;
+    }
+    socket
+        .bind(&addr.into())
+        .map_err(|err| bind_failure(protocol, addr, &err))?;
+    socket
+        .local_addr()
+        .ok()
+        .and_then(|bound| bound.as_socket())
+        .context("cannot read the bound address")
 }
 
 /// A listening TCP socket with SO_REUSEPORT and, for IPv6, IPV6_V6ONLY (IPv4
@@ -120,6 +159,29 @@ mod tests {
             let local: Vec<SocketAddr> = worker.iter().map(|s| s.local_addr().unwrap()).collect();
             assert_eq!(local, addresses);
         }
+    }
+
+    #[test]
+    fn a_port_shared_through_so_reuseport_is_busy_for_a_new_tracker() {
+        // Another tracker's worker socket: SO_REUSEPORT, same user.
+        let other = Socket::new(Domain::IPV4, Type::DGRAM, None).unwrap();
+        other.set_reuse_port(true).unwrap();
+        other
+            .bind(&SocketAddr::from(([127, 0, 0, 1], 0)).into())
+            .unwrap();
+        let taken = other.local_addr().unwrap().as_socket().unwrap();
+        let err = exclusive_port(taken, Type::DGRAM).unwrap_err().to_string();
+        assert!(err.contains("another process holds the port"), "{err}");
+        // The same port is free for TCP, and port 0 resolves to a free port.
+        exclusive_port(taken, Type::STREAM).expect("TCP is another namespace");
+        let listener = bind_listener(SocketAddr::from(([127, 0, 0, 1], 0))).unwrap();
+        let listening = listener.local_addr().unwrap();
+        let err = exclusive_port(listening, Type::STREAM)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("another process holds the port"), "{err}");
+        let free = exclusive_port(SocketAddr::from(([127, 0, 0, 1], 0)), Type::DGRAM).unwrap();
+        assert_ne!(free.port(), 0);
     }
 
     #[test]

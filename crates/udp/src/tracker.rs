@@ -168,6 +168,7 @@ fn bind_all(config: &Config) -> anyhow::Result<(Vec<WorkerSockets>, Vec<SocketAd
     let (per_worker, bound) = bind_per_worker(
         &network.addresses(),
         config.socket_worker_count(),
+        socket2::Type::DGRAM,
         |addr| bind_socket(addr, network.socket_recv_buffer_size),
         std::net::UdpSocket::local_addr,
     )?;
