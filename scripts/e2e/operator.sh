@@ -83,8 +83,9 @@ deadline = time.time() + 5
 while True:
     status, metrics = get("/metrics")
     assert status == 200, status
-    if 'shoal_requests_total{protocol="udp",action="connect"} 3' in metrics and \
-            'shoal_requests_total{protocol="http",action="announce"} 1' in metrics:
+    if 'shoal_requests_total{protocol="udp",action="connect",ip_version="4"} 3' in metrics and \
+            'shoal_requests_total{protocol="http",action="announce",ip_version="4"} 1' in metrics and \
+            'shoal_request_duration_seconds_count{protocol="udp"} 3' in metrics:
         break
     if time.time() > deadline:
         sys.exit("counters did not move:\n" + metrics)

@@ -137,10 +137,103 @@ impl GaugeSlot {
     }
 }
 
+/// Upper bounds of the request-latency histogram's buckets, in microseconds (a last,
+/// unbounded bucket follows). From well under a loopback round trip to a second, so
+/// both a healthy tracker and a stalled one land in a bucket that tells them apart.
+pub const LATENCY_BUCKETS_MICROS: [u64; 13] = [
+    10, 25, 50, 100, 250, 500, 1_000, 2_500, 5_000, 10_000, 25_000, 100_000, 1_000_000,
+];
+
+/// Buckets of the latency histogram, the unbounded one included.
+const LATENCY_BUCKETS: usize = LATENCY_BUCKETS_MICROS.len() + 1;
+
+/// What every tracker's socket workers count the same way: bytes on the wire and how
+/// long requests took from being read to their response being handed to the kernel.
+///
+/// A worker counts into its own plain `Traffic` and flushes it into its
+/// [`SharedTraffic`] with its other counters; a snapshot sums them back into a plain
+/// `Traffic`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Traffic {
+    /// Bytes read from clients (UDP payloads; TCP stream bytes, TLS records included).
+    pub bytes_received: u64,
+    /// Bytes written to clients, counted as for `bytes_received`.
+    pub bytes_sent: u64,
+    /// Requests per latency bucket (not cumulative).
+    pub latency_buckets: [u64; LATENCY_BUCKETS],
+    /// Sum of the latencies, in nanoseconds.
+    pub latency_sum_nanos: u64,
+}
+
+impl Traffic {
+    /// Records that `requests` requests took `elapsed` each.
+    pub fn record_latency(&mut self, elapsed: std::time::Duration, requests: u64) {
+        if requests == 0 {
+            return;
+        }
+        let micros = elapsed.as_micros();
+        let bucket = LATENCY_BUCKETS_MICROS
+            .iter()
+            .position(|&bound| micros <= u128::from(bound))
+            .unwrap_or(LATENCY_BUCKETS_MICROS.len());
+        self.latency_buckets[bucket] += requests;
+        let nanos = u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX);
+        self.latency_sum_nanos = self
+            .latency_sum_nanos
+            .saturating_add(nanos.saturating_mul(requests));
+    }
+
+    /// Requests whose latency was recorded.
+    pub fn latency_count(&self) -> u64 {
+        self.latency_buckets.iter().sum()
+    }
+
+    /// Adds these counts into `shared` and resets them.
+    pub fn flush_into(&mut self, shared: &SharedTraffic) {
+        use std::sync::atomic::Ordering::Relaxed;
+        if *self == Self::default() {
+            return;
+        }
+        shared
+            .bytes_received
+            .fetch_add(self.bytes_received, Relaxed);
+        shared.bytes_sent.fetch_add(self.bytes_sent, Relaxed);
+        for (shared, &count) in shared.latency_buckets.iter().zip(&self.latency_buckets) {
+            if count != 0 {
+                shared.fetch_add(count, Relaxed);
+            }
+        }
+        shared
+            .latency_sum_nanos
+            .fetch_add(self.latency_sum_nanos, Relaxed);
+        *self = Self::default();
+    }
+
+    fn add(&mut self, shared: &SharedTraffic) {
+        use std::sync::atomic::Ordering::Relaxed;
+        self.bytes_received += shared.bytes_received.load(Relaxed);
+        self.bytes_sent += shared.bytes_sent.load(Relaxed);
+        for (total, shared) in self.latency_buckets.iter_mut().zip(&shared.latency_buckets) {
+            *total += shared.load(Relaxed);
+        }
+        self.latency_sum_nanos += shared.latency_sum_nanos.load(Relaxed);
+    }
+}
+
+/// One socket worker's [`Traffic`], flushed into by it and read by scrapes.
+#[derive(Debug, Default)]
+pub struct SharedTraffic {
+    bytes_received: std::sync::atomic::AtomicU64,
+    bytes_sent: std::sync::atomic::AtomicU64,
+    latency_buckets: [std::sync::atomic::AtomicU64; LATENCY_BUCKETS],
+    latency_sum_nanos: std::sync::atomic::AtomicU64,
+}
+
 /// The statistics of a tracker: counters per socket worker, gauges per swarm worker.
 #[derive(Debug)]
 pub struct WorkerStats<C> {
     sockets: Vec<CachePadded<C>>,
+    traffic: Vec<CachePadded<SharedTraffic>>,
     swarms: std::sync::Arc<[CachePadded<SwarmGauges>]>,
 }
 
@@ -149,6 +242,8 @@ pub struct WorkerStats<C> {
 pub struct StatsSnapshot<T> {
     /// Socket worker counters, summed.
     pub requests: T,
+    /// Bytes and latencies, summed over socket workers.
+    pub traffic: Traffic,
     /// Torrents over all shards.
     pub torrents: u64,
     /// Peers over all shards.
@@ -170,6 +265,9 @@ impl<C: Counters> WorkerStats<C> {
             sockets: (0..socket_workers)
                 .map(|_| CachePadded::default())
                 .collect(),
+            traffic: (0..socket_workers)
+                .map(|_| CachePadded::default())
+                .collect(),
             swarms: (0..swarm_workers).map(|_| CachePadded::default()).collect(),
         })
     }
@@ -177,6 +275,11 @@ impl<C: Counters> WorkerStats<C> {
     /// Socket worker `index`'s counters.
     pub fn socket(&self, index: usize) -> &C {
         &self.sockets[index]
+    }
+
+    /// Socket worker `index`'s bytes and latencies.
+    pub fn traffic(&self, index: usize) -> &SharedTraffic {
+        &self.traffic[index]
     }
 
     /// Swarm worker `index`'s gauges.
@@ -198,6 +301,9 @@ impl<C: Counters> WorkerStats<C> {
         let mut snapshot = StatsSnapshot::default();
         for counters in &self.sockets {
             counters.add_to(&mut snapshot.requests);
+        }
+        for traffic in &self.traffic {
+            snapshot.traffic.add(traffic);
         }
         for gauges in self.swarms.iter() {
             let status = gauges.load();
@@ -376,6 +482,7 @@ impl<T: crate::observe::Observe> crate::observe::Observe for StatsSnapshot<T> {
     /// and what the capacity limits refused.
     fn observe(&self, out: &mut crate::observe::Observation) {
         self.requests.observe(out);
+        self.traffic.observe(out);
         for (reason, value) in [
             ("torrent_limit", self.torrents_refused),
             ("peer_limit", self.peers_refused),
@@ -409,6 +516,45 @@ impl<T: crate::observe::Observe> crate::observe::Observe for StatsSnapshot<T> {
     }
 }
 
+impl crate::observe::Observe for Traffic {
+    /// Bytes each way and the latency histogram.
+    fn observe(&self, out: &mut crate::observe::Observation) {
+        out.counter(
+            "shoal_received_bytes",
+            "Bytes read from clients (UDP payloads; TCP bytes, TLS included).",
+            &[],
+            self.bytes_received,
+        );
+        out.counter(
+            "shoal_sent_bytes",
+            "Bytes written to clients (UDP payloads; TCP bytes, TLS included).",
+            &[],
+            self.bytes_sent,
+        );
+        let mut buckets: Vec<(f64, u64)> = LATENCY_BUCKETS_MICROS
+            .iter()
+            .map(|&micros| micros as f64 / 1e6)
+            .zip(self.latency_buckets)
+            .collect();
+        buckets.push((f64::MAX, self.latency_buckets[LATENCY_BUCKETS - 1]));
+        out.histogram(
+            LATENCY,
+            LATENCY_HELP,
+            &[],
+            crate::observe::Histogram {
+                sum: self.latency_sum_nanos as f64 / 1e9,
+                count: self.latency_count(),
+                buckets,
+            },
+        );
+    }
+}
+
+/// The request-latency histogram.
+pub const LATENCY: &str = "shoal_request_duration_seconds";
+/// Its help line.
+pub const LATENCY_HELP: &str = "Time from reading a request to handing its response to the kernel (UDP: per batch, from the read of the batch).";
+
 /// The family of every refusal, by reason.
 pub const REFUSED: &str = "shoal_refused";
 /// Its help line.
@@ -437,3 +583,35 @@ pub const CONNECTIONS_HELP: &str = "TCP connections accepted.";
 pub const OPEN_CONNECTIONS: &str = "shoal_connections_open";
 /// Its help line.
 pub const OPEN_CONNECTIONS_HELP: &str = "TCP connections open now.";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn latencies_land_in_their_buckets_and_flush_into_totals() {
+        let mut local = Traffic::default();
+        local.record_latency(Duration::from_micros(7), 3);
+        local.record_latency(Duration::from_micros(10), 1);
+        local.record_latency(Duration::from_micros(11), 1);
+        local.record_latency(Duration::from_secs(5), 2);
+        local.record_latency(Duration::from_secs(5), 0);
+        local.bytes_received = 100;
+        assert_eq!(local.latency_buckets[0], 4);
+        assert_eq!(local.latency_buckets[1], 1);
+        assert_eq!(local.latency_buckets[LATENCY_BUCKETS - 1], 2);
+        assert_eq!(local.latency_count(), 7);
+        assert_eq!(
+            local.latency_sum_nanos,
+            3 * 7_000 + 10_000 + 11_000 + 10_000_000_000
+        );
+        let shared = SharedTraffic::default();
+        let recorded = local;
+        local.flush_into(&shared);
+        assert_eq!(local, Traffic::default());
+        let mut total = Traffic::default();
+        total.add(&shared);
+        assert_eq!(total, recorded);
+    }
+}

@@ -2,7 +2,8 @@
 
 use shoal_common::metrics::{
     BANS, BANS_HELP, CONNECTIONS, CONNECTIONS_HELP, ERRORS, ERRORS_HELP, OPEN_CONNECTIONS,
-    OPEN_CONNECTIONS_HELP, REFUSED, REFUSED_HELP, REQUESTS, REQUESTS_HELP,
+    OPEN_CONNECTIONS_HELP, REFUSED, REFUSED_HELP, REQUESTS, REQUESTS_HELP, RESPONSES,
+    RESPONSES_HELP,
 };
 use shoal_common::observe::{Observation, Observe};
 
@@ -29,6 +30,22 @@ shoal_common::counters! {
         scrapes,
         /// Full scrapes built.
         full_scrapes,
+        /// Of `announces`, those from IPv6 clients.
+        announces_v6,
+        /// Of `scrapes`, those from IPv6 clients.
+        scrapes_v6,
+        /// Responses to announces written (peers or a failure reason).
+        announce_responses,
+        /// Of `announce_responses`, those to IPv6 clients.
+        announce_responses_v6,
+        /// Responses to scrapes written.
+        scrape_responses,
+        /// Of `scrape_responses`, those to IPv6 clients.
+        scrape_responses_v6,
+        /// Error responses written (malformed, late, over the rate, busy).
+        error_responses,
+        /// Of `error_responses`, those to IPv6 clients.
+        error_responses_v6,
         /// Malformed, oversized or unsupported requests.
         bad_requests,
         /// Requests refused by the access list.
@@ -75,8 +92,22 @@ pub fn summary(now: &StatsSnapshot, before: &StatsSnapshot, seconds: f64) -> Str
 
 impl Observe for SocketTotals {
     fn observe(&self, out: &mut Observation) {
-        for (action, value) in [("announce", self.announces), ("scrape", self.scrapes)] {
-            out.counter(REQUESTS, REQUESTS_HELP, &[("action", action)], value);
+        for (action, all, ipv6) in [
+            ("announce", self.announces, self.announces_v6),
+            ("scrape", self.scrapes, self.scrapes_v6),
+        ] {
+            out.counter_by_ip_version(REQUESTS, REQUESTS_HELP, &[("action", action)], all, ipv6);
+        }
+        for (action, all, ipv6) in [
+            (
+                "announce",
+                self.announce_responses,
+                self.announce_responses_v6,
+            ),
+            ("scrape", self.scrape_responses, self.scrape_responses_v6),
+            ("error", self.error_responses, self.error_responses_v6),
+        ] {
+            out.counter_by_ip_version(RESPONSES, RESPONSES_HELP, &[("action", action)], all, ipv6);
         }
         out.counter(
             "shoal_full_scrapes",

@@ -37,6 +37,7 @@
 //!   socket workers, connection limit and TLS handshake.
 
 #[cfg(feature = "glommio")]
+pub mod counted;
 pub mod inbox;
 pub mod link;
 pub mod local;

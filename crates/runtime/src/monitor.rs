@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use prometheus_client::collector::Collector;
-use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric as _};
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric as _, NoLabelSet};
 use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
@@ -277,6 +277,8 @@ impl Endpoint {
                 let mut observation = Observation::default();
                 tracker.observe(&mut observation);
                 let gauge = |name: &str| observation.sum(name, &[]) as u64;
+                let latency = observation.histogram_sum(shoal_common::metrics::LATENCY, &[]);
+                let bound = |quantile: f64| latency.as_ref().and_then(|h| h.quantile_bound(quantile));
                 serde_json::json!({
                     "protocol": tracker.protocol(),
                     "urls": tracker.urls(),
@@ -288,6 +290,12 @@ impl Endpoint {
                     "seeders": gauge("shoal_seeders"),
                     "leechers": gauge("shoal_leechers"),
                     "refused": gauge(shoal_common::metrics::REFUSED),
+                    "latency_seconds": {
+                        "requests": latency.as_ref().map_or(0, |h| h.count),
+                        "p50_at_most": bound(0.5),
+                        "p99_at_most": bound(0.99),
+                        "p999_at_most": bound(0.999),
+                    },
                     "largest_swarms": tracker.largest_swarms(LARGEST).iter().map(|swarm| serde_json::json!({
                         "info_hash": hex(&swarm.info_hash),
                         "seeders": swarm.seeders,
@@ -320,16 +328,24 @@ impl Endpoint {
         );
         page.push_str(
             "<table><tr><th>tracker</th><th>requests/s</th><th>torrents</th><th>peers</th>\
-             <th>seeders</th><th>leechers</th><th>refused</th><th>state</th></tr>",
+             <th>seeders</th><th>leechers</th><th>refused</th><th>p99 latency</th><th>state</th></tr>",
         );
         let trackers = json["trackers"].as_array().cloned().unwrap_or_default();
         for t in &trackers {
             let rate = t["requests_per_second"]
                 .as_f64()
                 .map_or_else(|| "…".to_string(), |r| format!("{r:.0}"));
+            let p99 = match (
+                t["latency_seconds"]["p99_at_most"].as_f64(),
+                t["latency_seconds"]["requests"].as_u64(),
+            ) {
+                (Some(seconds), _) => format!("≤ {} µs", (seconds * 1e6).round()),
+                (None, Some(0) | None) => "…".to_string(),
+                (None, Some(_)) => "over 1 s".to_string(),
+            };
             let _ = write!(
                 page,
-                "<tr><td>{}</td><td>{rate}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                "<tr><td>{}</td><td>{rate}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{p99}</td><td>{}</td></tr>",
                 t["protocol"].as_str().unwrap_or(""),
                 t["torrents"],
                 t["peers"],
@@ -411,20 +427,36 @@ impl Collector for Families {
             help,
             kind,
             samples,
+            histograms,
         } in self.0.families()
         {
             let metric_type = match kind {
                 MetricKind::Counter => MetricType::Counter,
                 MetricKind::Gauge => MetricType::Gauge,
+                MetricKind::Histogram => MetricType::Histogram,
             };
             let mut family = encoder.encode_descriptor(name, help, None, metric_type)?;
+            for (labels, histogram) in histograms {
+                let labels: Vec<(&str, &str)> =
+                    labels.iter().map(|(k, v)| (*k, v.as_str())).collect();
+                family
+                    .encode_family(&labels)?
+                    .encode_histogram::<NoLabelSet>(
+                        histogram.sum,
+                        histogram.count,
+                        &histogram.buckets,
+                        None,
+                    )?;
+            }
             for (labels, value) in samples {
                 let labels: Vec<(&str, &str)> =
                     labels.iter().map(|(k, v)| (*k, v.as_str())).collect();
                 let sample = family.encode_family(&labels)?;
                 match kind {
                     MetricKind::Counter => ConstCounter::new(*value as u64).encode(sample)?,
-                    MetricKind::Gauge => ConstGauge::new(*value).encode(sample)?,
+                    MetricKind::Gauge | MetricKind::Histogram => {
+                        ConstGauge::new(*value).encode(sample)?
+                    }
                 }
             }
         }
@@ -435,6 +467,39 @@ impl Collector for Families {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn histograms_are_written_with_cumulative_buckets() {
+        let mut observation = Observation::with_labels(&[("protocol", "udp")]);
+        observation.histogram(
+            "shoal_request_duration_seconds",
+            "Latency.",
+            &[],
+            shoal_common::observe::Histogram {
+                sum: 0.5,
+                count: 3,
+                buckets: vec![(0.001, 2), (0.01, 0), (f64::MAX, 1)],
+            },
+        );
+        let mut registry = Registry::default();
+        registry.register_collector(Box::new(Families(observation)));
+        let mut openmetrics = String::new();
+        prometheus_client::encoding::text::encode(&mut openmetrics, &registry).unwrap();
+        let classic = classic_text(&openmetrics);
+        for line in [
+            "# TYPE shoal_request_duration_seconds histogram",
+            "shoal_request_duration_seconds_sum{protocol=\"udp\"} 0.5",
+            "shoal_request_duration_seconds_count{protocol=\"udp\"} 3",
+            "shoal_request_duration_seconds_bucket{le=\"0.001\",protocol=\"udp\"} 2",
+            "shoal_request_duration_seconds_bucket{le=\"0.01\",protocol=\"udp\"} 2",
+            "shoal_request_duration_seconds_bucket{le=\"+Inf\",protocol=\"udp\"} 3",
+        ] {
+            assert!(
+                classic.lines().any(|l| l == line),
+                "{line} missing:\n{classic}"
+            );
+        }
+    }
 
     #[test]
     fn classic_text_names_counters_with_their_suffix() {

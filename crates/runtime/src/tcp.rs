@@ -21,12 +21,13 @@ use crossbeam_channel::Sender;
 use futures_lite::{AsyncRead, AsyncWrite, AsyncWriteExt as _};
 use glommio::net::TcpStream;
 use shoal_common::executor::{accept_connections, run_executor, within};
-use shoal_common::metrics::{Counters, SummaryLine};
+use shoal_common::metrics::{Counters, SummaryLine, Traffic};
 use shoal_common::tls::TlsConfig;
 use shoal_common::tracker_config::{Config, Listen as _, TlsFiles, TrackerKind};
 use shoal_common::{Running, Shutdown, Supervisor, TrackerConfig as _, memlock};
 use shoal_swarm::Clock;
 
+use crate::counted::Counted;
 use crate::inbox::{ReplyInbox, glommio_reply_channel};
 use crate::per_ip::{ConnectionsPerIp, RateTable, Verdict};
 use crate::running::{Listening, Prepared, Reload, RunningTracker, access_list_reload};
@@ -159,6 +160,9 @@ pub struct Worker<T: TcpTracker> {
     pub tls: Option<Arc<TlsConfig>>,
     /// Counters, flushed into the shared statistics every tick.
     pub counters: RefCell<<T::Counters as Counters>::Local>,
+    /// Bytes (counted by the connection's stream) and request latencies (recorded by
+    /// the tracker), flushed with `counters`.
+    pub traffic: RefCell<Traffic>,
     /// Open connections.
     pub connections: Cell<usize>,
     /// Request rates and bans of this worker's clients.
@@ -352,6 +356,7 @@ impl<T: TcpTracker> SocketWorker<T> {
             context: self.context,
             tls: self.tls,
             counters: RefCell::default(),
+            traffic: RefCell::default(),
             connections: Cell::new(0),
             clients: RefCell::new(RateTable::new(&state_config.per_ip)),
             connections_per_ip: self.connections_per_ip,
@@ -368,10 +373,12 @@ impl<T: TcpTracker> SocketWorker<T> {
         glommio::spawn_local(self.inbox.pump(move |reply| T::deliver(&pumped, reply))).detach();
 
         let shared = worker.context.stats.socket(worker.index);
+        let traffic = worker.context.stats.traffic(worker.index);
         while !worker.context.shutdown.is_requested() {
             glommio::timer::sleep(Shutdown::POLL_INTERVAL).await;
             T::tick(&worker);
             shared.flush(&mut worker.counters.borrow_mut());
+            worker.traffic.borrow_mut().flush_into(traffic);
             <<T::Counters as Counters>::Local as ConnectionCounters>::set_open(
                 shared,
                 worker.connections.get(),
@@ -383,7 +390,8 @@ impl<T: TcpTracker> SocketWorker<T> {
 
 /// One accepted connection: the connection limit, TLS under the handshake deadline,
 /// then the tracker's own protocol.
-async fn connection<T: TcpTracker>(worker: Rc<Worker<T>>, mut stream: TcpStream, peer: SocketAddr) {
+async fn connection<T: TcpTracker>(worker: Rc<Worker<T>>, stream: TcpStream, peer: SocketAddr) {
+    let mut stream = Counted::new(stream, &worker.traffic);
     let settings = T::settings(&worker.config);
     let exempt = T::exempt(&worker.config, peer.ip());
     if !exempt
@@ -416,7 +424,7 @@ async fn connection<T: TcpTracker>(worker: Rc<Worker<T>>, mut stream: TcpStream,
     };
     worker.connections.set(open + 1);
     worker.counters.borrow_mut().accepted();
-    let _ = stream.set_nodelay(true);
+    let _ = stream.get_mut().set_nodelay(true);
     let deadline = Instant::now() + settings.handshake_timeout;
     match &worker.tls {
         None => serve_and_close(&worker, stream, peer, deadline).await,

@@ -19,7 +19,7 @@ enabled = true
 address = "127.0.0.1:0"
 [udp.network]
 address_ipv4 = "127.0.0.1:0"
-use_ipv6 = false
+address_ipv6 = "[::1]:0"
 [http.network]
 address_ipv4 = "127.0.0.1:0"
 use_ipv6 = false
@@ -143,7 +143,12 @@ fn sample(metrics: &str, series: &str) -> f64 {
 }
 
 fn udp_connect(tracker: SocketAddr) {
-    let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let local = if tracker.is_ipv6() {
+        "[::1]:0"
+    } else {
+        "127.0.0.1:0"
+    };
+    let socket = UdpSocket::bind(local).unwrap();
     socket
         .set_read_timeout(Some(Duration::from_secs(5)))
         .unwrap();
@@ -174,7 +179,16 @@ fn http_announce(tracker: SocketAddr) {
 #[test]
 fn one_file_runs_every_tracker_and_the_metrics_move_with_traffic() {
     let shoal = Shoal::start("metrics", CONFIG, &[]);
-    let udp = shoal.address_after("listening on udp://");
+    let (first, second) = (
+        shoal.address_after("listening on udp://"),
+        shoal.address_after("listening on udp://"),
+    );
+    let (udp, udp6) = if first.is_ipv4() {
+        (first, second)
+    } else {
+        (second, first)
+    };
+    assert!(udp6.is_ipv6(), "{udp6}");
     let http = shoal.address_after("listening on http://");
     let ws = shoal.address_after("listening on ws://");
     let monitor = shoal.address_after("health on http://");
@@ -188,13 +202,14 @@ fn one_file_runs_every_tracker_and_the_metrics_move_with_traffic() {
     assert_eq!(
         sample(
             &before,
-            r#"shoal_requests_total{protocol="udp",action="connect"}"#
+            r#"shoal_requests_total{protocol="udp",action="connect",ip_version="4"}"#
         ),
         0.0
     );
 
     udp_connect(udp);
     udp_connect(udp);
+    udp_connect(udp6);
     http_announce(http);
     // Workers add their counts into the shared counters after each round of work, so
     // the last reply may be out a moment before it is counted.
@@ -203,11 +218,13 @@ fn one_file_runs_every_tracker_and_the_metrics_move_with_traffic() {
         let (status, after) = get(monitor, "/metrics");
         assert_eq!(status, "HTTP/1.1 200 OK");
         let http = r#"shoal_peers{protocol="http"}"#;
-        let udp = r#"shoal_responses_total{protocol="udp",action="connect"}"#;
-        let announces = r#"shoal_requests_total{protocol="http",action="announce"}"#;
+        let udp = r#"shoal_responses_total{protocol="udp",action="connect",ip_version="6"}"#;
+        let announces = r#"shoal_requests_total{protocol="http",action="announce",ip_version="4"}"#;
+        let timed = r#"shoal_request_duration_seconds_count{protocol="http"}"#;
         let moved = sample(&after, http) == 1.0
-            && sample(&after, udp) == 2.0
-            && sample(&after, announces) == 1.0;
+            && sample(&after, udp) == 1.0
+            && sample(&after, announces) == 1.0
+            && sample(&after, timed) == 1.0;
         if moved || Instant::now() > deadline {
             break after;
         }
@@ -217,27 +234,58 @@ fn one_file_runs_every_tracker_and_the_metrics_move_with_traffic() {
         after.contains("# TYPE shoal_requests_total counter"),
         "{after}"
     );
-    assert_eq!(
-        sample(
-            &after,
-            r#"shoal_requests_total{protocol="udp",action="connect"}"#
+    // By IP version: two connects over IPv4, one over IPv6.
+    for (series, expected) in [
+        (
+            r#"shoal_requests_total{protocol="udp",action="connect",ip_version="4"}"#,
+            2.0,
         ),
-        2.0
-    );
-    assert_eq!(
-        sample(
-            &after,
-            r#"shoal_responses_total{protocol="udp",action="connect"}"#
+        (
+            r#"shoal_requests_total{protocol="udp",action="connect",ip_version="6"}"#,
+            1.0,
         ),
-        2.0
-    );
-    assert_eq!(
-        sample(
-            &after,
-            r#"shoal_requests_total{protocol="http",action="announce"}"#
+        (
+            r#"shoal_responses_total{protocol="udp",action="connect",ip_version="4"}"#,
+            2.0,
         ),
-        1.0
-    );
+        (
+            r#"shoal_responses_total{protocol="udp",action="connect",ip_version="6"}"#,
+            1.0,
+        ),
+        (
+            r#"shoal_requests_total{protocol="http",action="announce",ip_version="4"}"#,
+            1.0,
+        ),
+        (
+            r#"shoal_requests_total{protocol="http",action="announce",ip_version="6"}"#,
+            0.0,
+        ),
+        (
+            r#"shoal_responses_total{protocol="http",action="announce",ip_version="4"}"#,
+            1.0,
+        ),
+        // 16-byte connect requests and replies.
+        (r#"shoal_received_bytes_total{protocol="udp"}"#, 48.0),
+        (r#"shoal_sent_bytes_total{protocol="udp"}"#, 48.0),
+        // Every request timed, each under the last bound.
+        (
+            r#"shoal_request_duration_seconds_count{protocol="udp"}"#,
+            3.0,
+        ),
+        (
+            r#"shoal_request_duration_seconds_bucket{le="1.0",protocol="udp"}"#,
+            3.0,
+        ),
+        (
+            r#"shoal_request_duration_seconds_count{protocol="http"}"#,
+            1.0,
+        ),
+    ] {
+        assert_eq!(sample(&after, series), expected, "{series} in\n{after}");
+    }
+    // The HTTP announce's bytes, both ways, as they crossed the socket.
+    assert!(sample(&after, r#"shoal_received_bytes_total{protocol="http"}"#) > 100.0);
+    assert!(sample(&after, r#"shoal_sent_bytes_total{protocol="http"}"#) > 50.0);
     assert_eq!(sample(&after, r#"shoal_torrents{protocol="http"}"#), 1.0);
     assert_eq!(sample(&after, r#"shoal_peers{protocol="http"}"#), 1.0);
     assert_eq!(sample(&after, r#"shoal_torrents{protocol="ws"}"#), 0.0);
@@ -259,6 +307,7 @@ fn one_file_runs_every_tracker_and_the_metrics_move_with_traffic() {
         "\"protocol\":\"ws\"",
         "\"uptime_seconds\"",
         "\"largest_swarms\"",
+        "\"latency_seconds\"",
     ] {
         assert!(json.contains(key), "{key} missing from {json}");
     }

@@ -27,6 +27,9 @@ pub(crate) struct Job {
     pub scrape_hashes: Vec<ScrapeHash>,
     /// Filled in by the swarm worker.
     pub replies: Replies,
+    /// When the batch holding the job's first request was read (for the latency
+    /// histogram; its other requests were read no earlier).
+    pub read_at: Option<std::time::Instant>,
 }
 
 impl Job {
@@ -43,6 +46,7 @@ impl Job {
         self.requests.clear();
         self.scrape_hashes.clear();
         self.replies.clear();
+        self.read_at = None;
     }
 }
 

@@ -17,6 +17,12 @@ shoal_common::counters! {
         announce_requests,
         /// Scrape requests (valid ones, before connection id checks).
         scrape_requests,
+        /// Of `connect_requests`, those over IPv6.
+        connect_requests_v6,
+        /// Of `announce_requests`, those over IPv6.
+        announce_requests_v6,
+        /// Of `scrape_requests`, those over IPv6.
+        scrape_requests_v6,
         /// Datagrams that were not valid requests.
         invalid_requests,
         /// Requests ignored for an unknown, forged or expired connection id.
@@ -42,6 +48,14 @@ shoal_common::counters! {
         scrape_replies,
         /// Error replies sent.
         error_replies,
+        /// Of `connect_replies`, those over IPv6.
+        connect_replies_v6,
+        /// Of `announce_replies`, those over IPv6.
+        announce_replies_v6,
+        /// Of `scrape_replies`, those over IPv6.
+        scrape_replies_v6,
+        /// Of `error_replies`, those over IPv6.
+        error_replies_v6,
         /// Replies that could not be sent (send-queue full or a send error).
         send_failures,
     }
@@ -93,20 +107,24 @@ impl Observe for SocketTotals {
             &[],
             self.received,
         );
-        for (action, value) in [
-            ("connect", self.connect_requests),
-            ("announce", self.announce_requests),
-            ("scrape", self.scrape_requests),
+        for (action, all, ipv6) in [
+            ("connect", self.connect_requests, self.connect_requests_v6),
+            (
+                "announce",
+                self.announce_requests,
+                self.announce_requests_v6,
+            ),
+            ("scrape", self.scrape_requests, self.scrape_requests_v6),
         ] {
-            out.counter(REQUESTS, REQUESTS_HELP, &[("action", action)], value);
+            out.counter_by_ip_version(REQUESTS, REQUESTS_HELP, &[("action", action)], all, ipv6);
         }
-        for (action, value) in [
-            ("connect", self.connect_replies),
-            ("announce", self.announce_replies),
-            ("scrape", self.scrape_replies),
-            ("error", self.error_replies),
+        for (action, all, ipv6) in [
+            ("connect", self.connect_replies, self.connect_replies_v6),
+            ("announce", self.announce_replies, self.announce_replies_v6),
+            ("scrape", self.scrape_replies, self.scrape_replies_v6),
+            ("error", self.error_replies, self.error_replies_v6),
         ] {
-            out.counter(RESPONSES, RESPONSES_HELP, &[("action", action)], value);
+            out.counter_by_ip_version(RESPONSES, RESPONSES_HELP, &[("action", action)], all, ipv6);
         }
         for (reason, value) in [
             ("bad_request", self.invalid_requests),

@@ -2,7 +2,8 @@
 
 use shoal_common::metrics::{
     BANS, BANS_HELP, CONNECTIONS, CONNECTIONS_HELP, ERRORS, ERRORS_HELP, OPEN_CONNECTIONS,
-    OPEN_CONNECTIONS_HELP, REFUSED, REFUSED_HELP, REQUESTS, REQUESTS_HELP,
+    OPEN_CONNECTIONS_HELP, REFUSED, REFUSED_HELP, REQUESTS, REQUESTS_HELP, RESPONSES,
+    RESPONSES_HELP,
 };
 use shoal_common::observe::{Observation, Observe};
 
@@ -31,6 +32,36 @@ shoal_common::counters! {
         health_checks,
         /// Announces (answers not included).
         announces,
+        /// Of `announces`, those from IPv6 clients.
+        announces_v6,
+        /// Answers to offers received (relayed or refused).
+        answers,
+        /// Of `answers`, those from IPv6 clients.
+        answers_v6,
+        /// Of `scrapes`, those from IPv6 clients.
+        scrapes_v6,
+        /// Of `health_checks`, those from IPv6 clients.
+        health_checks_v6,
+        /// Announce replies written.
+        announce_responses,
+        /// Of `announce_responses`, those to IPv6 clients.
+        announce_responses_v6,
+        /// Offers written to their recipients.
+        offer_responses,
+        /// Of `offer_responses`, those to IPv6 clients.
+        offer_responses_v6,
+        /// Answers written to their offerers.
+        answer_responses,
+        /// Of `answer_responses`, those to IPv6 clients.
+        answer_responses_v6,
+        /// Scrape replies written.
+        scrape_responses,
+        /// Of `scrape_responses`, those to IPv6 clients.
+        scrape_responses_v6,
+        /// Error replies written.
+        error_responses,
+        /// Of `error_responses`, those to IPv6 clients.
+        error_responses_v6,
         /// Offers forwarded to peers.
         offers_forwarded,
         /// Answers relayed to the offering peer.
@@ -106,13 +137,26 @@ pub fn summary(now: &StatsSnapshot, before: &StatsSnapshot, seconds: f64) -> Str
 
 impl Observe for SocketTotals {
     fn observe(&self, out: &mut Observation) {
-        for (action, value) in [
-            ("announce", self.announces),
-            ("answer", self.answers_relayed + self.answers_refused),
-            ("scrape", self.scrapes),
-            ("health", self.health_checks),
+        for (action, all, ipv6) in [
+            ("announce", self.announces, self.announces_v6),
+            ("answer", self.answers, self.answers_v6),
+            ("scrape", self.scrapes, self.scrapes_v6),
+            ("health", self.health_checks, self.health_checks_v6),
         ] {
-            out.counter(REQUESTS, REQUESTS_HELP, &[("action", action)], value);
+            out.counter_by_ip_version(REQUESTS, REQUESTS_HELP, &[("action", action)], all, ipv6);
+        }
+        for (action, all, ipv6) in [
+            (
+                "announce",
+                self.announce_responses,
+                self.announce_responses_v6,
+            ),
+            ("offer", self.offer_responses, self.offer_responses_v6),
+            ("answer", self.answer_responses, self.answer_responses_v6),
+            ("scrape", self.scrape_responses, self.scrape_responses_v6),
+            ("error", self.error_responses, self.error_responses_v6),
+        ] {
+            out.counter_by_ip_version(RESPONSES, RESPONSES_HELP, &[("action", action)], all, ipv6);
         }
         for (kind, value) in [
             ("offer", self.offers_forwarded),

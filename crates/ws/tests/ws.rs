@@ -82,6 +82,20 @@ fn offer_and_answer(config: shoal_ws::Config) {
         let stats = tracker.stats().requests;
         stats.offers_forwarded == 1 && stats.answers_relayed == 1 && stats.announces == 2
     }));
+    // Both announces got their reply and were timed; the answer was relayed, not
+    // answered, so it has no time of its own.
+    assert!(eventually(|| {
+        let stats = tracker.stats();
+        let counts = stats.requests;
+        counts.announce_responses == 2
+            && counts.offer_responses == 1
+            && counts.answer_responses == 1
+            && counts.answers == 1
+            && counts.announces_v6 == 0
+            && stats.traffic.latency_count() == 2
+            && stats.traffic.bytes_received > 0
+            && stats.traffic.bytes_sent > 0
+    }));
 }
 
 #[test]

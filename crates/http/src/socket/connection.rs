@@ -99,7 +99,9 @@ pub(crate) async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
                         local.counters.borrow_mut().bad_requests += 1;
                         out.clear();
                         write_failure(&mut out, err.status, &err.reason, false);
-                        write_all(&mut stream, &out, idle).await;
+                        if write_all(&mut stream, &out, idle).await {
+                            count_response(local, Answered::Error, peer.ip());
+                        }
                         return;
                     }
                 }
@@ -113,17 +115,32 @@ pub(crate) async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
                         local.counters.borrow_mut().timeouts += 1;
                         out.clear();
                         write_failure(&mut out, 408, "request not completed in time", false);
-                        write_all(&mut stream, &out, idle).await;
+                        if write_all(&mut stream, &out, idle).await {
+                            count_response(local, Answered::Error, peer.ip());
+                        }
                     }
                     return;
                 }
             }
         };
 
+        let started = Instant::now();
         out.clear();
         let keep_alive = parsed.keep_alive && config.network.keep_alive;
-        let keep_alive = answer(&parsed, peer.ip(), keep_alive, local, &mut out).await;
-        if !write_all(&mut stream, &out, idle).await || !keep_alive {
+        let client_ip = parsed.forwarded_ip.unwrap_or(peer.ip());
+        let answered = answer(&parsed, client_ip, keep_alive, local, &mut out).await;
+        if out.is_empty() {
+            return; // banned: no answer
+        }
+        if !write_all(&mut stream, &out, idle).await {
+            return;
+        }
+        count_response(local, answered, client_ip);
+        local
+            .traffic
+            .borrow_mut()
+            .record_latency(started.elapsed(), 1);
+        if !answered.keeps_alive() {
             return;
         }
         buffer.copy_within(parsed.len..filled, 0);
@@ -131,34 +148,90 @@ pub(crate) async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
     }
 }
 
-/// Writes the response to one request; returns whether the connection stays open.
+/// What a response answered, for the counters, and whether the connection stays open.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Answered {
+    /// An announce (with peers or a failure reason).
+    Announce { keep_alive: bool },
+    /// A scrape (with counts or a failure reason).
+    Scrape { keep_alive: bool },
+    /// A request refused before it was served (malformed, late, over its rate, busy);
+    /// the connection closes.
+    Error,
+}
+
+impl Answered {
+    fn keeps_alive(self) -> bool {
+        match self {
+            Self::Announce { keep_alive } | Self::Scrape { keep_alive } => keep_alive,
+            Self::Error => false,
+        }
+    }
+}
+
+/// Counts a response written to a client at `ip`.
+fn count_response(local: &Worker, answered: Answered, ip: IpAddr) {
+    let ipv6 = u64::from(ip.to_canonical().is_ipv6());
+    let mut counted = local.counters.borrow_mut();
+    let counters = &mut *counted;
+    let (all, v6) = match answered {
+        Answered::Announce { .. } => (
+            &mut counters.announce_responses,
+            &mut counters.announce_responses_v6,
+        ),
+        Answered::Scrape { .. } => (
+            &mut counters.scrape_responses,
+            &mut counters.scrape_responses_v6,
+        ),
+        Answered::Error => (
+            &mut counters.error_responses,
+            &mut counters.error_responses_v6,
+        ),
+    };
+    *all += 1;
+    *v6 += ipv6;
+}
+
+/// Writes the response to one request from the client at `client_ip` (the proxy's
+/// header when believed); writes nothing for a banned client.
 async fn answer(
     parsed: &ParsedRequest,
-    peer_ip: IpAddr,
+    client_ip: IpAddr,
     keep_alive: bool,
     local: &Worker,
     out: &mut Vec<u8>,
-) -> bool {
-    let ip = parsed.forwarded_ip.unwrap_or(peer_ip).to_canonical();
+) -> Answered {
+    let ip = client_ip.to_canonical();
     match local.check_rate(ip) {
         Verdict::Allow => {}
         Verdict::Limited => {
             write_failure(out, 429, RATE_LIMITED, false);
-            return false;
+            return Answered::Error;
         }
         // Banned: no answer, the connection closes.
-        Verdict::Banned | Verdict::NewBan => return false,
+        Verdict::Banned | Verdict::NewBan => return Answered::Error,
     }
+    let ipv6 = u64::from(ip.is_ipv6());
     let result = match &parsed.request {
-        Request::Announce(request) => announce(request, ip, keep_alive, local, out).await,
-        Request::Scrape(request) => scrape(request, keep_alive, local, out).await,
+        Request::Announce(request) => {
+            local.counters.borrow_mut().announces_v6 += ipv6;
+            announce(request, ip, keep_alive, local, out)
+                .await
+                .map(|()| Answered::Announce { keep_alive })
+        }
+        Request::Scrape(request) => {
+            local.counters.borrow_mut().scrapes_v6 += ipv6;
+            scrape(request, keep_alive, local, out)
+                .await
+                .map(|()| Answered::Scrape { keep_alive })
+        }
     };
     match result {
-        Ok(()) => keep_alive,
+        Ok(answered) => answered,
         Err(CallError::Busy) => {
             out.clear();
             write_failure(out, 503, BUSY, false);
-            false
+            Answered::Error
         }
     }
 }

@@ -11,9 +11,11 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Instant;
 
 use crossbeam_channel::Sender;
 use shoal_common::AccessControl;
+use shoal_common::metrics::Traffic;
 use shoal_runtime::per_ip::{RateTable, Verdict};
 use shoal_runtime::{Outboxes, Sent, SwarmWorkerGone, shard_for};
 use shoal_swarm::{AnnounceEvent, PeerAddress, PeerLimits, ServerTime};
@@ -49,6 +51,11 @@ pub(crate) struct Dispatcher {
     pub(crate) scrapes: PendingScrapes,
     /// What happened, flushed into shared statistics by the socket worker.
     pub(crate) counters: SocketCounters,
+    /// Bytes and latencies, flushed with `counters`.
+    pub(crate) traffic: Traffic,
+    /// When the batch of datagrams being handled was read; a job takes the time of
+    /// its first request, for the latency histogram.
+    pub(crate) batch_read_at: Instant,
     /// Scratch: swarm workers touched by the scrape being split, with job offsets.
     touched: Vec<(usize, u32)>,
 }
@@ -75,6 +82,8 @@ impl Dispatcher {
             clients: RateTable::new(&config.per_ip),
             scrapes: PendingScrapes::new(config.limits.max_pending_scrapes),
             counters: SocketCounters::default(),
+            traffic: Traffic::default(),
+            batch_read_at: Instant::now(),
             touched: Vec::new(),
         }
     }
@@ -88,6 +97,8 @@ impl Dispatcher {
         out: &mut Replies,
     ) {
         self.counters.received += 1;
+        self.traffic.bytes_received += packet.len() as u64;
+        let ipv6 = u64::from(client.is_ipv6());
         // Banned and over-the-rate clients are dropped before any work: replying to
         // a flood would double it, and its sources may be forged.
         match self.clients.check(client.ip(), now) {
@@ -108,6 +119,7 @@ impl Dispatcher {
         match Request::parse(packet) {
             Ok(Request::Connect(request)) => {
                 self.counters.connect_requests += 1;
+                self.counters.connect_requests_v6 += ipv6;
                 write_connect(
                     &mut out.bytes,
                     request.transaction_id,
@@ -117,12 +129,14 @@ impl Dispatcher {
             }
             Ok(Request::Announce(request)) => {
                 self.counters.announce_requests += 1;
+                self.counters.announce_requests_v6 += ipv6;
                 if self.connected(request.connection_id, client, now) {
                     self.announce(&request, client, out);
                 }
             }
             Ok(Request::Scrape(request)) => {
                 self.counters.scrape_requests += 1;
+                self.counters.scrape_requests_v6 += ipv6;
                 if self.connected(request.connection_id, client, now) {
                     self.scrape(&request, client, now, out);
                 }
@@ -284,7 +298,11 @@ impl Dispatcher {
     }
 
     fn push(&mut self, worker: usize, request: SwarmRequest) {
+        let read_at = self.batch_read_at;
         let job = self.open_job(worker);
+        if job.requests.is_empty() {
+            job.read_at = Some(read_at);
+        }
         job.requests.push(request);
         if job.requests.len() >= MAX_JOB_REQUESTS {
             // A full job goes now; a gone swarm worker surfaces at the next flush.

@@ -24,7 +24,7 @@ pub(crate) mod scrapes;
 
 use std::io::ErrorKind;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use crossbeam_channel::Receiver;
@@ -222,9 +222,7 @@ impl SocketWorker {
             if let Some(local) = &mut self.local {
                 local.swarm.clean_if_due(&local.access);
             }
-            self.dispatcher
-                .counters
-                .flush_into(self.shared_counters.socket(self.index));
+            self.flush_counters();
         }
         Ok(())
     }
@@ -249,6 +247,7 @@ impl SocketWorker {
                     // Per batch: a reply sent earlier in this round may already have
                     // been answered by a request that must see a later time.
                     let now = self.clock.now();
+                    self.dispatcher.batch_read_at = Instant::now();
                     for datagram in self.recv.iter() {
                         let Some(client) = datagram.source else {
                             continue;
@@ -256,6 +255,7 @@ impl SocketWorker {
                         if datagram.truncated {
                             self.dispatcher.counters.received += 1;
                             self.dispatcher.counters.invalid_requests += 1;
+                            self.dispatcher.traffic.bytes_received += datagram.bytes.len() as u64;
                             continue;
                         }
                         self.dispatcher.handle_packet(
@@ -294,24 +294,47 @@ impl SocketWorker {
         }
         self.ready.extend(self.returned_jobs.try_iter());
         // Counters before replies: whoever sees a reply sees what led to it counted.
-        self.dispatcher
-            .counters
-            .flush_into(self.shared_counters.socket(self.index));
+        self.flush_counters();
+        let sending_at = Instant::now();
         for job in self.ready.drain(..) {
             self.outbound.send(
                 &mut self.endpoints,
                 &job.replies,
                 &mut self.dispatcher.counters,
+                &mut self.dispatcher.traffic,
             );
+            if let Some(read_at) = job.read_at {
+                self.dispatcher.traffic.record_latency(
+                    sending_at.saturating_duration_since(read_at),
+                    job.replies.packets.len() as u64,
+                );
+            }
             self.dispatcher.finish_job(job, &mut self.own_replies);
         }
         self.outbound.send(
             &mut self.endpoints,
             &self.own_replies,
             &mut self.dispatcher.counters,
+            &mut self.dispatcher.traffic,
+        );
+        // Connect replies, errors and merged scrapes: answered by this worker since
+        // the last batch was read.
+        self.dispatcher.traffic.record_latency(
+            sending_at.saturating_duration_since(self.dispatcher.batch_read_at),
+            self.own_replies.packets.len() as u64,
         );
         self.own_replies.clear();
         Ok(())
+    }
+
+    /// Adds what this worker counted into the shared statistics.
+    fn flush_counters(&mut self) {
+        self.dispatcher
+            .counters
+            .flush_into(self.shared_counters.socket(self.index));
+        self.dispatcher
+            .traffic
+            .flush_into(self.shared_counters.traffic(self.index));
     }
 
     /// Retries replies queued while a send buffer was full.
@@ -320,6 +343,7 @@ impl SocketWorker {
             &mut self.endpoints,
             self.poll.registry(),
             &mut self.dispatcher.counters,
+            &mut self.dispatcher.traffic,
         );
     }
 }

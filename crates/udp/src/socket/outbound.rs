@@ -6,6 +6,7 @@ use std::net::SocketAddr;
 
 use mio::net::UdpSocket;
 use mio::{Interest, Registry, Token};
+use shoal_common::metrics::Traffic;
 use shoal_common::udp_batch::{MAX_BATCH, SendBatch};
 
 use crate::messages::{Replies, ReplyKind};
@@ -66,6 +67,7 @@ impl Outbound {
         endpoints: &mut Endpoints,
         replies: &Replies,
         counters: &mut SocketCounters,
+        traffic: &mut Traffic,
     ) {
         if replies.packets.is_empty() {
             return;
@@ -97,8 +99,9 @@ impl Outbound {
                 });
                 match self.batch.send(&endpoint.socket, packets) {
                     Ok(sent) => {
-                        for &(.., kind) in &chunk[..sent] {
-                            count_reply(counters, kind);
+                        for &(_, start, end, kind) in &chunk[..sent] {
+                            count_reply(counters, kind, slot);
+                            traffic.bytes_sent += u64::from(end - start);
                         }
                         next += sent;
                         if sent < chunk.len() {
@@ -137,11 +140,16 @@ impl Outbound {
         endpoints: &mut Endpoints,
         registry: &Registry,
         counters: &mut SocketCounters,
+        traffic: &mut Traffic,
     ) {
-        for endpoint in endpoints.iter_mut().flatten() {
+        for (slot, endpoint) in endpoints.iter_mut().enumerate() {
+            let Some(endpoint) = endpoint else { continue };
             while let Some((client, bytes, kind)) = endpoint.queue.front() {
                 match endpoint.socket.send_to(bytes, *client) {
-                    Ok(_) => count_reply(counters, *kind),
+                    Ok(sent) => {
+                        count_reply(counters, *kind, slot);
+                        traffic.bytes_sent += sent as u64;
+                    }
                     Err(err) if err.kind() == ErrorKind::WouldBlock => break,
                     Err(_) => counters.send_failures += 1,
                 }
@@ -165,11 +173,23 @@ impl Outbound {
     }
 }
 
-fn count_reply(counters: &mut SocketCounters, kind: ReplyKind) {
-    match kind {
-        ReplyKind::Connect => counters.connect_replies += 1,
-        ReplyKind::Announce => counters.announce_replies += 1,
-        ReplyKind::Scrape => counters.scrape_replies += 1,
-        ReplyKind::Error => counters.error_replies += 1,
-    }
+/// Counts a reply sent from the endpoint in `slot` (1: IPv6).
+fn count_reply(counters: &mut SocketCounters, kind: ReplyKind, slot: usize) {
+    let (all, ipv6) = match kind {
+        ReplyKind::Connect => (
+            &mut counters.connect_replies,
+            &mut counters.connect_replies_v6,
+        ),
+        ReplyKind::Announce => (
+            &mut counters.announce_replies,
+            &mut counters.announce_replies_v6,
+        ),
+        ReplyKind::Scrape => (
+            &mut counters.scrape_replies,
+            &mut counters.scrape_replies_v6,
+        ),
+        ReplyKind::Error => (&mut counters.error_replies, &mut counters.error_replies_v6),
+    };
+    *all += 1;
+    *ipv6 += slot as u64;
 }

@@ -12,6 +12,7 @@
 //! limit (close code 1009), a binary message (1003), a protocol error (1002), a full
 //! outgoing queue (the client reads too slowly; 1008, and logged).
 
+use std::collections::VecDeque;
 use std::io::{self, Read, Write};
 use std::net::SocketAddr;
 use std::rc::Rc;
@@ -72,7 +73,7 @@ pub(crate) async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
     local: &Worker,
     deadline: Instant,
 ) {
-    if let Opening::Upgraded(leftover) = open(&mut stream, local, deadline).await {
+    if let Opening::Upgraded(leftover) = open(&mut stream, local, peer, deadline).await {
         local.counters.borrow_mut().upgraded += 1;
         let mut session = Session::new(local, peer, leftover);
         session.run(&mut stream).await;
@@ -159,6 +160,23 @@ struct Session<'a> {
     scrapes: HashMap<u32, PendingScrape>,
     next_scrape: u32,
     closing: bool,
+    /// When the message being handled was read.
+    read_at: Instant,
+    /// When each announce waiting for its swarm worker's reply was read, oldest first
+    /// (for the latency histogram; replies from different swarm workers may overtake
+    /// each other, so a time may be matched with a neighbour's reply).
+    awaiting_announces: VecDeque<Instant>,
+    /// The same for scrapes.
+    awaiting_scrapes: VecDeque<Instant>,
+    /// Whether the client is on IPv6, for the counters.
+    ipv6: u64,
+}
+
+/// Which requests a reply answers, for the latency histogram.
+#[derive(Clone, Copy)]
+enum Awaited {
+    Announce,
+    Scrape,
 }
 
 impl<'a> Session<'a> {
@@ -190,6 +208,10 @@ impl<'a> Session<'a> {
             scrapes: HashMap::new(),
             next_scrape: 0,
             closing: false,
+            read_at: Instant::now(),
+            awaiting_announces: VecDeque::new(),
+            awaiting_scrapes: VecDeque::new(),
+            ipv6: u64::from(peer.ip().to_canonical().is_ipv6()),
         }
     }
 
@@ -341,6 +363,7 @@ impl<'a> Session<'a> {
     }
 
     fn on_text(&mut self, bytes: &[u8]) {
+        self.read_at = Instant::now();
         match self.local.check_rate(self.peer.ip()) {
             Verdict::Allow => {}
             Verdict::Limited => return self.refuse(Action::Announce, None, CLIENT_RATE_LIMITED),
@@ -358,9 +381,28 @@ impl<'a> Session<'a> {
         }
     }
 
+    /// Answers the message being handled with `error`, here and now.
     fn reply_error(&mut self, error: ErrorResponse) {
         self.queue
             .push(ToConnection::Message(ServerMessage::Error(error)));
+        self.local
+            .traffic
+            .borrow_mut()
+            .record_latency(self.read_at.elapsed(), 1);
+    }
+
+    /// Records the latency of the oldest request of `kind` waiting for a reply.
+    fn answered(&mut self, kind: Awaited) {
+        let waiting = match kind {
+            Awaited::Announce => &mut self.awaiting_announces,
+            Awaited::Scrape => &mut self.awaiting_scrapes,
+        };
+        if let Some(read_at) = waiting.pop_front() {
+            self.local
+                .traffic
+                .borrow_mut()
+                .record_latency(read_at.elapsed(), 1);
+        }
     }
 
     fn refuse(&mut self, action: Action, info_hash: Option<Id20>, reason: &'static str) {
@@ -374,8 +416,15 @@ impl<'a> Session<'a> {
     fn announce(&mut self, mut announce: AnnounceRequest) {
         let info_hash = announce.info_hash;
         let is_answer = announce.answer.is_some();
-        if !is_answer {
-            self.local.counters.borrow_mut().announces += 1;
+        {
+            let mut counters = self.local.counters.borrow_mut();
+            if is_answer {
+                counters.answers += 1;
+                counters.answers_v6 += self.ipv6;
+            } else {
+                counters.announces += 1;
+                counters.announces_v6 += self.ipv6;
+            }
         }
         // Answers count too: each is a message the tracker relays.
         if !self.budget.take(self.local.context.clock.now().0) {
@@ -426,11 +475,19 @@ impl<'a> Session<'a> {
         announce
             .offers
             .truncate(wanted.min(self.local.config.protocol.max_offers));
+        if !is_answer {
+            // An answer is relayed, not answered: it has no reply to time.
+            self.awaiting_announces.push_back(self.read_at);
+        }
         self.send(worker, RequestKind::Announce(Box::new(announce)));
     }
 
     fn scrape(&mut self, scrape: ScrapeRequest) {
-        self.local.counters.borrow_mut().scrapes += 1;
+        {
+            let mut counters = self.local.counters.borrow_mut();
+            counters.scrapes += 1;
+            counters.scrapes_v6 += self.ipv6;
+        }
         if !self.budget.take(self.local.context.clock.now().0) {
             self.local.counters.borrow_mut().rate_limited += 1;
             return self.refuse(Action::Scrape, None, RATE_LIMITED);
@@ -464,6 +521,7 @@ impl<'a> Session<'a> {
         }
         let scrape_id = self.next_scrape;
         self.next_scrape = self.next_scrape.wrapping_add(1);
+        self.awaiting_scrapes.push_back(self.read_at);
         if parts.len() > 1 {
             self.scrapes.insert(
                 scrape_id,
@@ -503,6 +561,10 @@ impl<'a> Session<'a> {
                     ServerMessage::Answer(_) => counters.answers_relayed += 1,
                     _ => {}
                 }
+                drop(counters);
+                if matches!(message, ServerMessage::AnnounceResponse(_)) {
+                    self.answered(Awaited::Announce);
+                }
                 message
             }
             ToConnection::AnswerRefused(info_hash) => {
@@ -511,9 +573,11 @@ impl<'a> Session<'a> {
             }
             ToConnection::PeerIdTaken(info_hash) => {
                 self.local.counters.borrow_mut().peer_ids_taken += 1;
+                self.answered(Awaited::Announce);
                 error_message(Action::Announce, Some(info_hash), PEER_ID_TAKEN)
             }
             ToConnection::TrackerFull(info_hash) => {
+                self.answered(Awaited::Announce);
                 error_message(Action::Announce, Some(info_hash), TRACKER_FULL)
             }
             ToConnection::Shed {
@@ -521,10 +585,14 @@ impl<'a> Session<'a> {
                 scrape_id,
             } => {
                 let Some(scrape_id) = scrape_id else {
+                    self.answered(Awaited::Announce);
                     return self.write_message(&error_message(Action::Announce, info_hash, BUSY));
                 };
                 match self.scrapes.get_mut(&scrape_id) {
-                    None => error_message(Action::Scrape, None, BUSY),
+                    None => {
+                        self.answered(Awaited::Scrape);
+                        error_message(Action::Scrape, None, BUSY)
+                    }
                     Some(pending) => {
                         // One busy part fails the whole scrape, with one error.
                         pending.parts_left -= 1;
@@ -536,12 +604,13 @@ impl<'a> Session<'a> {
                         if !first {
                             return;
                         }
+                        self.answered(Awaited::Scrape);
                         error_message(Action::Scrape, None, BUSY)
                     }
                 }
             }
             ToConnection::ScrapePart { scrape_id, files } => {
-                match self.scrapes.get_mut(&scrape_id) {
+                let message = match self.scrapes.get_mut(&scrape_id) {
                     None => ServerMessage::Scrape(ScrapeResponse { files }),
                     Some(pending) => {
                         pending.parts_left -= 1;
@@ -559,13 +628,43 @@ impl<'a> Session<'a> {
                             files: pending.files,
                         })
                     }
-                }
+                };
+                self.answered(Awaited::Scrape);
+                message
             }
         };
         self.write_message(&message);
     }
 
     fn write_message(&mut self, message: &ServerMessage) {
+        {
+            let mut counted = self.local.counters.borrow_mut();
+            let counters = &mut *counted;
+            let (all, ipv6) = match message {
+                ServerMessage::AnnounceResponse(_) => (
+                    &mut counters.announce_responses,
+                    &mut counters.announce_responses_v6,
+                ),
+                ServerMessage::Offer(_) => (
+                    &mut counters.offer_responses,
+                    &mut counters.offer_responses_v6,
+                ),
+                ServerMessage::Answer(_) => (
+                    &mut counters.answer_responses,
+                    &mut counters.answer_responses_v6,
+                ),
+                ServerMessage::Scrape(_) => (
+                    &mut counters.scrape_responses,
+                    &mut counters.scrape_responses_v6,
+                ),
+                ServerMessage::Error(_) => (
+                    &mut counters.error_responses,
+                    &mut counters.error_responses_v6,
+                ),
+            };
+            *all += 1;
+            *ipv6 += self.ipv6;
+        }
         let mut json = Vec::with_capacity(128);
         write_server_message(message, &mut json);
         let text = String::from_utf8(json).expect("serde_json writes UTF-8");

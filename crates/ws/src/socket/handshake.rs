@@ -22,6 +22,7 @@ pub(crate) enum Opening {
 pub(crate) async fn open<S: AsyncRead + AsyncWrite + Unpin>(
     stream: &mut S,
     local: &Worker,
+    peer: std::net::SocketAddr,
     deadline: Instant,
 ) -> Opening {
     let config = &local.config;
@@ -40,7 +41,9 @@ pub(crate) async fn open<S: AsyncRead + AsyncWrite + Unpin>(
                 return match opened.kind {
                     OpenedKind::Upgrade => Opening::Upgraded(buffer[opened.len..filled].to_vec()),
                     OpenedKind::Health => {
-                        local.counters.borrow_mut().health_checks += 1;
+                        let mut counters = local.counters.borrow_mut();
+                        counters.health_checks += 1;
+                        counters.health_checks_v6 += u64::from(peer.ip().to_canonical().is_ipv6());
                         Opening::Answered
                     }
                 };
