@@ -38,6 +38,7 @@
 
 #[cfg(feature = "glommio")]
 pub mod counted;
+#[cfg(feature = "glommio")]
 pub mod inbox;
 pub mod link;
 pub mod local;
