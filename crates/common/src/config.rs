@@ -184,6 +184,62 @@ impl CleaningConfig {
     }
 }
 
+/// Swarms kept across restarts: a snapshot of every torrent, its peers with the time
+/// they have left, its download count (and the UDP tracker's connection-id key),
+/// written at shutdown and every `interval` seconds, read at start.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, TomlConfig)]
+#[serde(default, deny_unknown_fields)]
+pub struct StateConfig {
+    /// Directory for the snapshot (`udp.snapshot`, `http.snapshot`); empty turns
+    /// snapshots off and every restart starts with no peers. It must exist and be
+    /// writable by the tracker (under systemd: `StateDirectory=shoal` and
+    /// "/var/lib/shoal"). The WebTorrent tracker keeps nothing: its peers are its
+    /// connections and leave with them.
+    pub directory: std::path::PathBuf,
+    /// Seconds between snapshots while running, so that a crash loses at most this
+    /// much; 0 writes one only at a clean shutdown.
+    pub interval: u32,
+}
+
+impl Default for StateConfig {
+    fn default() -> Self {
+        Self {
+            directory: std::path::PathBuf::new(),
+            interval: 300,
+        }
+    }
+}
+
+impl StateConfig {
+    /// Whether snapshots are on.
+    pub fn enabled(&self) -> bool {
+        !self.directory.as_os_str().is_empty()
+    }
+
+    /// Records problems under `[state]` for a tracker that keeps state when
+    /// `keeps_state`.
+    pub fn validate(&self, problems: &mut Problems, keeps_state: bool) {
+        if !self.enabled() {
+            return;
+        }
+        if !keeps_state {
+            problems.add(
+                "directory",
+                "the WebTorrent tracker keeps no state (its peers are its connections); leave it empty",
+            );
+            return;
+        }
+        problems.check(
+            self.directory.is_dir(),
+            "directory",
+            format!(
+                "{} is not a directory: create it (writable by the tracker) or leave the key empty",
+                self.directory.display()
+            ),
+        );
+    }
+}
+
 /// Periodic statistics in the log.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, TomlConfig)]
 #[serde(default, deny_unknown_fields)]

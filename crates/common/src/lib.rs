@@ -67,7 +67,7 @@ pub mod udp_batch;
 
 pub use access_list::{AccessControl, AccessListConfig, AccessListMode};
 pub use cli::{AppInfo, run_cli};
-pub use config::{CleaningConfig, Problems, StatisticsConfig, TrackerConfig};
+pub use config::{CleaningConfig, Problems, StateConfig, StatisticsConfig, TrackerConfig};
 pub use cpu::CpuPinningConfig;
 pub use logging::{LogLevel, LoggingConfig};
 pub use privileges::PrivilegeConfig;

@@ -25,7 +25,9 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use shoal_toml_config::TomlConfig;
 
-use crate::config::{CleaningConfig, Problems, StatisticsConfig, TrackerConfig, available_cpus};
+use crate::config::{
+    CleaningConfig, Problems, StateConfig, StatisticsConfig, TrackerConfig, available_cpus,
+};
 use crate::process_config::ProcessAnd;
 use crate::{AccessListConfig, CpuPinningConfig};
 
@@ -60,6 +62,8 @@ impl<T> Section for T where
 pub trait TrackerKind: Clone + Debug + Default + PartialEq + Eq + Send + Sync + 'static {
     /// The comment at the top of the printed file: what the tracker is.
     const ABOUT: &'static str;
+    /// Whether its swarms can be kept across restarts (`[state]`).
+    const KEEPS_STATE: bool = false;
     /// Addresses and sockets.
     type Network: Section + Listen + Send + Sync;
     /// What the tracker tells clients.
@@ -136,6 +140,8 @@ pub struct Config<T: TrackerKind> {
     pub access_list: AccessListConfig,
     /// Pinning workers to CPU cores.
     pub cpu_pinning: CpuPinningConfig,
+    /// Swarms kept across restarts.
+    pub state: StateConfig,
 }
 
 impl<T: TrackerKind> Default for Config<T> {
@@ -152,6 +158,7 @@ impl<T: TrackerKind> Default for Config<T> {
             statistics: StatisticsConfig::default(),
             access_list: AccessListConfig::default(),
             cpu_pinning: CpuPinningConfig::default(),
+            state: StateConfig::default(),
         }
     }
 }
@@ -211,6 +218,7 @@ impl<T: TrackerKind> TrackerConfig for Config<T> {
         problems.section("per_ip", |p| self.per_ip.validate(p));
         problems.section("access_list", |p| self.access_list.validate(p));
         problems.section("cpu_pinning", |p| self.cpu_pinning.validate(p));
+        problems.section("state", |p| self.state.validate(p, T::KEEPS_STATE));
     }
 }
 

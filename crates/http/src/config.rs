@@ -154,6 +154,7 @@ impl QueueLimits for LimitsConfig {
 impl TrackerKind for Http {
     const ABOUT: &'static str =
         "shoal_http: a BitTorrent tracker over HTTP and HTTPS (BEP 3, 7, 23 and 48).";
+    const KEEPS_STATE: bool = true;
     type Network = NetworkConfig;
     type Protocol = ProtocolConfig;
     type Limits = LimitsConfig;

@@ -22,7 +22,7 @@ use crate::messages::{
 /// The torrents of one swarm worker.
 #[derive(Debug)]
 pub(crate) struct HttpShard {
-    torrents: BitTorrentMap<PeerId>,
+    pub(crate) torrents: BitTorrentMap<PeerId>,
     rng: SmallRng,
     /// Replies of the batch being served, by socket worker.
     replies: ByWorker<SwarmReply>,
@@ -63,6 +63,10 @@ impl Shard for HttpShard {
 
     fn census(&self) -> &shoal_swarm::Census {
         self.torrents.census()
+    }
+
+    fn snapshot_partition(&self, part: usize, now: ServerTime, out: &mut Vec<u8>) {
+        self.torrents.write_partition(part, now, out);
     }
 }
 

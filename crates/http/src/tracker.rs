@@ -12,9 +12,10 @@ use futures_lite::{AsyncRead, AsyncWrite};
 use shoal_common::metrics::SummaryLine;
 use shoal_common::tls::TlsConfig;
 use shoal_common::tracker_config::Config;
+use shoal_runtime::state::{self, Snapshot, StateKind};
 use shoal_runtime::tcp::{ConnectionCounters as _, RunningTcpTracker, TcpSettings, TcpTracker};
 use shoal_runtime::{Listening, LocalSwarm, Prepared, shard_capacity};
-use shoal_swarm::Clock;
+use shoal_swarm::{Clock, Restored, ServerTime};
 
 use crate::config::Http;
 use crate::messages::{SwarmReply, SwarmRequest};
@@ -52,6 +53,24 @@ impl TcpTracker for HttpTracker {
 
     fn shard(config: &Config<Http>) -> HttpShard {
         HttpShard::new(config.cleaning.peer_timeout, shard_capacity(config))
+    }
+
+    const STATE: Option<StateKind> = Some(StateKind::Http);
+
+    fn restore(
+        shard: &mut HttpShard,
+        snapshot: &Snapshot,
+        now: ServerTime,
+        index: usize,
+        shards: usize,
+    ) -> Restored {
+        state::restore_shard(&mut shard.torrents, snapshot, now, index, shards)
+    }
+
+    fn finish(worker: &Worker) {
+        if let Some(local) = worker.state.router.borrow_mut().link.local() {
+            local.finish();
+        }
     }
 
     fn summary() -> SummaryLine<SocketTotals> {

@@ -48,6 +48,8 @@ pub mod per_ip;
 pub mod reply;
 pub mod running;
 pub mod shard;
+pub mod snapshots;
+pub mod state;
 pub mod swarm_worker;
 #[cfg(feature = "glommio")]
 pub mod tcp;

@@ -12,6 +12,7 @@ use shoal_common::metrics::GaugeSlot;
 use shoal_swarm::{Clock, ServerTime};
 
 use crate::shard::{CleaningSchedule, Shard, clean_some};
+use crate::snapshots::SnapshotSchedule;
 use crate::swarm_worker::publish;
 
 /// A shard inside a socket worker.
@@ -21,6 +22,7 @@ pub struct LocalSwarm<S> {
     clock: Arc<Clock>,
     cleaning: CleaningSchedule,
     gauges: GaugeSlot,
+    snapshots: Option<SnapshotSchedule>,
 }
 
 impl<S: Shard> LocalSwarm<S> {
@@ -31,6 +33,21 @@ impl<S: Shard> LocalSwarm<S> {
             shard,
             clock,
             gauges,
+            snapshots: None,
+        }
+    }
+
+    /// Takes snapshots of the shard on `snapshots`' schedule (`[state]`).
+    #[must_use]
+    pub fn with_snapshots(mut self, snapshots: Option<SnapshotSchedule>) -> Self {
+        self.snapshots = snapshots;
+        self
+    }
+
+    /// At shutdown: saves the whole shard when snapshots are on.
+    pub fn finish(&mut self) {
+        if let Some(snapshots) = self.snapshots.take() {
+            snapshots.finish(&self.shard, self.clock.now());
         }
     }
 
@@ -46,10 +63,13 @@ impl<S: Shard> LocalSwarm<S> {
         self.serve(|shard, now| shard.handle(batch, now, reply));
     }
 
-    /// Cleans a slice of the shard if a pass is due; call it often (every round of a
-    /// socket worker's loop, and at least every
-    /// [`Shutdown::POLL_INTERVAL`](shoal_common::Shutdown::POLL_INTERVAL)).
+    /// Cleans a slice of the shard if a pass is due, and writes a slice of a snapshot
+    /// if one is; call it often (every round of a socket worker's loop, and at least
+    /// every [`Shutdown::POLL_INTERVAL`](shoal_common::Shutdown::POLL_INTERVAL)).
     pub fn clean_if_due(&mut self, access: &AccessControl) {
+        if let Some(snapshots) = &mut self.snapshots {
+            snapshots.step(&self.shard, self.clock.now());
+        }
         if clean_some(
             &mut self.shard,
             &mut self.cleaning,
@@ -61,8 +81,13 @@ impl<S: Shard> LocalSwarm<S> {
         }
     }
 
-    /// Whether a cleaning pass is under way (its owner should come back soon).
+    /// Whether a cleaning pass or a snapshot is under way (its owner should come back
+    /// soon).
     pub fn cleaning(&self) -> bool {
         self.cleaning.in_pass()
+            || self
+                .snapshots
+                .as_ref()
+                .is_some_and(SnapshotSchedule::in_pass)
     }
 }

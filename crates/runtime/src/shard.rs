@@ -38,6 +38,13 @@ pub trait Shard: Send + 'static {
 
     /// What the last cleaning pass counted ([`TorrentMap::census`]).
     fn census(&self) -> &Census;
+
+    /// Appends the snapshot records of partition `part` at `now`
+    /// ([`TorrentMap::write_partition`]); a shard whose peers cannot outlive the
+    /// process (WebTorrent's) writes nothing.
+    fn snapshot_partition(&self, part: usize, now: ServerTime, out: &mut Vec<u8>) {
+        let _ = (part, now, out);
+    }
 }
 
 /// The status of a shard that keeps its torrents in `map`.

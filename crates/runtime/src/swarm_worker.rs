@@ -17,6 +17,7 @@ use shoal_common::{Shutdown, Supervisor};
 use crate::Context;
 use crate::reply::ReplyRoute;
 use crate::shard::{CleaningSchedule, Shard, clean_some};
+use crate::snapshots::SnapshotSchedule;
 
 /// The request channels of `workers` swarm workers, `queue_len` batches each.
 pub fn swarm_channels<B>(workers: usize, queue_len: usize) -> (Vec<Sender<B>>, Vec<Receiver<B>>) {
@@ -35,10 +36,13 @@ pub fn spawn_swarm_workers<S: Shard, C: Counters + 'static, K: TrackerKind>(
     config: &Config<K>,
     receivers: Vec<Receiver<S::Batch>>,
     routes: &[ReplyRoute<S::Reply>],
+    snapshots: Vec<SnapshotSchedule>,
     mut make: impl FnMut(usize) -> S,
 ) -> anyhow::Result<()> {
+    let mut snapshots = snapshots.into_iter();
     for (index, requests) in receivers.into_iter().enumerate() {
         let worker = SwarmWorker {
+            snapshots: snapshots.next(),
             shard: make(index),
             requests,
             routes: routes.to_vec(),
@@ -63,6 +67,7 @@ struct SwarmWorker<S: Shard, C> {
     context: Context<C>,
     gauges: GaugeSlot,
     clean_every: u32,
+    snapshots: Option<SnapshotSchedule>,
 }
 
 impl<S: Shard, C> SwarmWorker<S, C> {
@@ -75,8 +80,13 @@ impl<S: Shard, C> SwarmWorker<S, C> {
         } = &self.context;
         let mut cleaning = CleaningSchedule::new(self.clean_every, clock.now());
         while !shutdown.is_requested() {
-            // During a cleaning pass, only look for requests between slices.
-            let wait = if cleaning.in_pass() {
+            // During a cleaning pass or a snapshot, only look for requests between
+            // slices.
+            let busy = self
+                .snapshots
+                .as_ref()
+                .is_some_and(SnapshotSchedule::in_pass);
+            let wait = if cleaning.in_pass() || busy {
                 Duration::ZERO
             } else {
                 Shutdown::POLL_INTERVAL
@@ -90,7 +100,7 @@ impl<S: Shard, C> SwarmWorker<S, C> {
                     publish(&self.shard, &self.gauges);
                 }
                 Err(RecvTimeoutError::Timeout) => {}
-                Err(RecvTimeoutError::Disconnected) => return Ok(()),
+                Err(RecvTimeoutError::Disconnected) => break,
             }
             if clean_some(
                 &mut self.shard,
@@ -101,6 +111,12 @@ impl<S: Shard, C> SwarmWorker<S, C> {
             ) {
                 publish(&self.shard, &self.gauges);
             }
+            if let Some(snapshots) = &mut self.snapshots {
+                snapshots.step(&self.shard, clock.now());
+            }
+        }
+        if let Some(snapshots) = self.snapshots.take() {
+            snapshots.finish(&self.shard, clock.now());
         }
         Ok(())
     }

@@ -25,12 +25,14 @@ use shoal_common::metrics::{Counters, SummaryLine, Traffic};
 use shoal_common::tls::TlsConfig;
 use shoal_common::tracker_config::{Config, Listen as _, TlsFiles, TrackerKind};
 use shoal_common::{Running, Shutdown, Supervisor, TrackerConfig as _, memlock};
-use shoal_swarm::Clock;
+use shoal_swarm::{Clock, Restored, ServerTime};
 
 use crate::counted::Counted;
 use crate::inbox::{ReplyInbox, glommio_reply_channel};
 use crate::per_ip::{ConnectionsPerIp, RateTable, Verdict};
 use crate::running::{Listening, Prepared, Reload, RunningTracker, access_list_reload};
+use crate::snapshots::start_snapshots;
+use crate::state::{self, Snapshot, StateKind};
 use crate::{Context, LocalSwarm, Shard, reply_capacity, spawn_swarm_workers, swarm_channels};
 
 /// A TCP tracker's running handle: [`RunningTracker`] with its TLS config.
@@ -103,6 +105,28 @@ pub trait TcpTracker: Sized + 'static {
 
     /// An empty shard.
     fn shard(config: &Config<Self::Kind>) -> Self::Shard;
+
+    /// Which snapshots it keeps with `[state]` on (`None`: its peers cannot outlive
+    /// the process).
+    const STATE: Option<StateKind> = None;
+
+    /// Fills `shard`, number `index` of `shards`, from `snapshot` at `now`.
+    fn restore(
+        shard: &mut Self::Shard,
+        snapshot: &Snapshot,
+        now: ServerTime,
+        index: usize,
+        shards: usize,
+    ) -> Restored {
+        let _ = (shard, snapshot, now, index, shards);
+        Restored::default()
+    }
+
+    /// At shutdown, on the socket worker's thread: saves the torrents it keeps itself
+    /// ([`LocalSwarm::finish`]), when it does.
+    fn finish(worker: &Worker<Self>) {
+        let _ = worker;
+    }
 
     /// The statistics line.
     fn summary() -> SummaryLine<<Self::Counters as Counters>::Totals>;
@@ -268,6 +292,28 @@ fn serve<T: TcpTracker>(
     let settings = T::settings(&config);
     let (socket_workers, swarm_workers) = (listeners.len(), config.swarm_worker_count());
     let mut supervisor = Supervisor::new(context.shutdown.clone());
+    let shards = swarm_workers.max(1);
+    let snapshot = T::STATE.and_then(|kind| state::load_at_start(&config.state, kind));
+    let mut snapshots = match T::STATE {
+        Some(kind) => start_snapshots(
+            &mut supervisor,
+            &config.state,
+            kind,
+            shards,
+            context.clock.now(),
+            Box::new(Vec::new),
+        )?,
+        None => Vec::new(),
+    };
+    let mut restored = Restored::default();
+    let mut shard = |index: usize| {
+        let mut shard = T::shard(&config);
+        if let Some(snapshot) = &snapshot {
+            let now = context.clock.now();
+            restored.add(T::restore(&mut shard, snapshot, now, index, shards));
+        }
+        shard
+    };
     let connections_per_ip = ConnectionsPerIp::new(&config.per_ip);
     let (senders, receivers) = swarm_channels(swarm_workers, settings.swarm_queue_len);
     let mut routes = Vec::with_capacity(socket_workers);
@@ -277,11 +323,12 @@ fn serve<T: TcpTracker>(
             glommio_reply_channel(reply_capacity(swarm_workers, settings.swarm_queue_len))?;
         let local = (swarm_workers == 0).then(|| {
             LocalSwarm::new(
-                T::shard(&config),
+                shard(0),
                 context.clock.clone(),
                 config.cleaning.interval,
                 context.stats.gauge_slot(0),
             )
+            .with_snapshots(snapshots.pop())
         });
         routes.push(route);
         workers.push(SocketWorker::<T> {
@@ -304,8 +351,12 @@ fn serve<T: TcpTracker>(
         &config,
         receivers,
         &routes,
-        |_| T::shard(&config),
+        snapshots,
+        &mut shard,
     )?;
+    if let (Some(kind), Some(_)) = (T::STATE, &snapshot) {
+        state::log_restored(kind, restored);
+    }
     for worker in workers {
         // The executor pins itself (glommio placement) when pinning is on.
         supervisor.spawn(format!("socket-{}", worker.index), move || worker.run())?;
@@ -384,6 +435,7 @@ impl<T: TcpTracker> SocketWorker<T> {
                 worker.connections.get(),
             );
         }
+        T::finish(&worker);
         Ok(())
     }
 }

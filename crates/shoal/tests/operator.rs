@@ -434,3 +434,77 @@ fn the_packaged_configs_are_the_printed_defaults() {
         );
     }
 }
+
+/// `GET target` on the HTTP tracker: the response body.
+fn http_get(tracker: SocketAddr, target: &str) -> Vec<u8> {
+    let mut stream = TcpStream::connect(tracker).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    write!(stream, "GET {target} HTTP/1.1\r\nConnection: close\r\n\r\n").unwrap();
+    let mut response = Vec::new();
+    stream.read_to_end(&mut response).unwrap();
+    let at = response.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
+    response.split_off(at + 4)
+}
+
+#[test]
+fn a_restarted_process_keeps_its_http_swarms() {
+    let state = std::env::temp_dir().join(format!("shoal-operator-state-{}", std::process::id()));
+    std::fs::create_dir_all(&state).unwrap();
+    let config = format!(
+        "{CONFIG}[udp.state]\ndirectory = \"{dir}\"\n[http.state]\ndirectory = \"{dir}\"\n",
+        dir = state.display()
+    );
+    let hash = "%AA".repeat(20);
+    let shoal = Shoal::start("state-1", &config, &[]);
+    let http = shoal.address_after("listening on http://");
+    // A leecher that completes: one seeder, one download.
+    for event in ["started", "completed"] {
+        let left = if event == "started" { 100 } else { 0 };
+        http_get(
+            http,
+            &format!(
+                "/announce?info_hash={hash}&peer_id=-TEST00-aaaaaaaaaaaa&port=6881&left={left}&event={event}&compact=1"
+            ),
+        );
+    }
+    let rest = shoal.stop();
+    assert!(
+        rest.iter()
+            .any(|line| line.contains("state: wrote") && line.contains("http.snapshot")),
+        "{rest:?}"
+    );
+    assert!(state.join("udp.snapshot").is_file());
+
+    let shoal = Shoal::start("state-2", &config, &[]);
+    // The addresses are logged as they are bound; the torrents come back as the
+    // workers start.
+    let http = shoal.address_after("listening on http://");
+    let line = shoal.line_with("to the http tracker");
+    assert!(line.contains("restored 1 torrents and 1 peers"), "{line}");
+    let scrape = http_get(http, &format!("/scrape?info_hash={hash}"));
+    let scrape = String::from_utf8_lossy(&scrape);
+    assert!(
+        scrape.contains("8:completei1e") && scrape.contains("10:downloadedi1e"),
+        "{scrape}"
+    );
+    // A newcomer is sent the peer from before the restart.
+    let reply = http_get(
+        http,
+        &format!(
+            "/announce?info_hash={hash}&peer_id=-TEST00-bbbbbbbbbbbb&port=7000&left=5&compact=1"
+        ),
+    );
+    let peers = b"5:peers6:";
+    let at = reply
+        .windows(peers.len())
+        .position(|w| w == peers)
+        .unwrap_or_else(|| panic!("{}", String::from_utf8_lossy(&reply)));
+    assert_eq!(
+        &reply[at + peers.len()..at + peers.len() + 6],
+        &[127, 0, 0, 1, 0x1a, 0xe1]
+    );
+    shoal.stop();
+    std::fs::remove_dir_all(&state).unwrap();
+}

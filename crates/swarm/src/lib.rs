@@ -27,6 +27,7 @@ pub mod peer;
 pub mod peer_list;
 pub mod peer_set;
 mod selection;
+pub mod snapshot;
 pub mod time;
 pub mod torrents;
 
@@ -35,6 +36,7 @@ pub use partitions::PARTITIONS;
 pub use peer::{Peer, PeerAddr, PeerAddress, PeerData, PeerKey, V4Addr, V6Addr};
 pub use peer_list::PeerList;
 pub use peer_set::{DualStack, ListIn, PeerSet};
+pub use snapshot::{RecordError, Restored, SnapshotData};
 pub use time::{Clock, ServerTime};
 pub use torrents::{
     Announce, AnnounceEvent, Announced, BitTorrentMap, Capacity, CleanReport, PeerLimits, Refusals,

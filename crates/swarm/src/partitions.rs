@@ -103,6 +103,11 @@ impl<T> Partitions<T> {
         }
     }
 
+    /// The keys and values of partition `part`.
+    pub(crate) fn iter_part(&self, part: usize) -> impl Iterator<Item = (&InfoHash, &T)> {
+        self.tables[part].iter().map(|(key, value)| (key, value))
+    }
+
     /// Every key and value.
     pub(crate) fn iter(&self) -> impl Iterator<Item = (&InfoHash, &T)> {
         self.tables

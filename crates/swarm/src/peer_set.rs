@@ -65,9 +65,9 @@ impl<K: PeerKey, X: PeerData> ListIn<PeerList<K, X>> for K {
 /// sent peers it can reach.
 #[derive(Debug)]
 pub struct DualStack<X> {
-    v4: PeerList<V4Addr, X>,
+    pub(crate) v4: PeerList<V4Addr, X>,
     /// Boxed and created on first use: most torrents never see an IPv6 peer.
-    v6: Option<Box<PeerList<V6Addr, X>>>,
+    pub(crate) v6: Option<Box<PeerList<V6Addr, X>>>,
 }
 
 impl<X> Default for DualStack<X> {

@@ -156,8 +156,8 @@ pub struct CleanReport {
 /// One torrent: its peers and its downloads counter.
 #[derive(Debug, Default)]
 pub struct Torrent<S> {
-    peers: S,
-    downloads: u32,
+    pub(crate) peers: S,
+    pub(crate) downloads: u32,
 }
 
 impl<S: PeerSet> Torrent<S> {
@@ -189,13 +189,13 @@ pub type BitTorrentMap<X> = TorrentMap<DualStack<X>>;
 /// The torrents of one swarm worker.
 #[derive(Debug)]
 pub struct TorrentMap<S> {
-    torrents: Partitions<Torrent<S>>,
+    pub(crate) torrents: Partitions<Torrent<S>>,
     /// Hashes peer keys for the per-torrent indexes; seeded at random per map so
     /// that keys cannot be chosen to collide.
     pub(crate) peer_hasher: DefaultHashBuilder,
     peer_timeout: u32,
-    capacity: Capacity,
-    peers: usize,
+    pub(crate) capacity: Capacity,
+    pub(crate) peers: usize,
     refusals: Refusals,
     /// The partition the next cleaning step walks.
     next_clean: usize,

@@ -10,8 +10,13 @@
 //!
 //! The MAC is SipHash-1-3 keyed with 128 random bits made at start, so nobody without
 //! the key can make an id valid for an address they do not receive packets at (a forger
-//! has a 2⁻³² chance per packet). Checking is a hash and a comparison. Restarting the
-//! tracker invalidates every id; clients then reconnect, as the BEP expects.
+//! has a 2⁻³² chance per packet). Checking is a hash and a comparison.
+//!
+//! With `[state]` on, the key and the ids' clock are saved with the swarms
+//! ([`ConnectionIds::to_bytes`]) and taken up again at the next start, moved on by the
+//! time the tracker was down, so ids issued before a restart stay valid for the rest of
+//! their lifetime. Without it a restart invalidates every id and clients reconnect,
+//! as the BEP expects.
 
 use std::hash::Hasher as _;
 use std::net::IpAddr;
@@ -25,7 +30,13 @@ use siphasher::sip::SipHasher13;
 pub(crate) struct ConnectionIds {
     keys: (u64, u64),
     lifetime: u32,
+    /// Added to the tracker's time to make the ids' time: non-zero after a restart,
+    /// so the ids' clock runs on from where the previous process left it.
+    offset: u32,
 }
+
+/// Bytes of [`ConnectionIds::to_bytes`].
+const SAVED_LEN: usize = 20;
 
 impl ConnectionIds {
     /// Ids valid for `lifetime` seconds, under a fresh random key.
@@ -35,16 +46,50 @@ impl ConnectionIds {
 
     /// Ids under a given key (tests).
     pub(crate) fn with_keys(keys: (u64, u64), lifetime: u32) -> Self {
-        Self { keys, lifetime }
+        Self {
+            keys,
+            lifetime,
+            offset: 0,
+        }
+    }
+
+    /// The key and the ids' time at `now`, for a snapshot.
+    pub(crate) fn to_bytes(&self, now: ServerTime) -> [u8; SAVED_LEN] {
+        let mut bytes = [0; SAVED_LEN];
+        bytes[..8].copy_from_slice(&self.keys.0.to_le_bytes());
+        bytes[8..16].copy_from_slice(&self.keys.1.to_le_bytes());
+        bytes[16..].copy_from_slice(&now.plus(self.offset).0.to_le_bytes());
+        bytes
+    }
+
+    /// The ids of a snapshot's `saved` bytes taken `age` seconds ago, going on at
+    /// `now` as if the tracker had never stopped; `None` when the bytes are not such a
+    /// record.
+    pub(crate) fn restore(saved: &[u8], age: u32, now: ServerTime, lifetime: u32) -> Option<Self> {
+        let saved: &[u8; SAVED_LEN] = saved.try_into().ok()?;
+        let word = |at: usize| u64::from_le_bytes(saved[at..at + 8].try_into().expect("8 bytes"));
+        let then = u32::from_le_bytes(saved[16..].try_into().expect("4 bytes"));
+        Some(Self {
+            keys: (word(0), word(8)),
+            lifetime,
+            offset: then.saturating_add(age).wrapping_sub(now.0),
+        })
+    }
+
+    /// The ids' time at the tracker's `now`.
+    fn id_time(&self, now: ServerTime) -> ServerTime {
+        ServerTime(now.0.wrapping_add(self.offset))
     }
 
     /// A new id for `ip`.
     pub(crate) fn issue(&self, ip: IpAddr, now: ServerTime) -> ConnectionId {
+        let now = self.id_time(now);
         ConnectionId(u64::from(now.0) << 32 | u64::from(self.mac(ip, now.0)))
     }
 
     /// Whether `id` was issued to `ip` by this tracker within the lifetime.
     pub(crate) fn is_valid(&self, id: ConnectionId, ip: IpAddr, now: ServerTime) -> bool {
+        let now = self.id_time(now);
         let issued = (id.0 >> 32) as u32;
         let fresh = now
             .seconds_since(ServerTime(issued))
@@ -105,6 +150,32 @@ mod tests {
             "time is covered by the MAC"
         );
         assert!(!ids.is_valid(ConnectionId(0), ip("::1"), ServerTime(0)));
+    }
+
+    #[test]
+    fn ids_stay_valid_across_a_restart_for_the_rest_of_their_lifetime() {
+        let before = ConnectionIds::with_keys((1, 2), 120);
+        let id = before.issue(ip("192.0.2.1"), ServerTime(1000));
+        let saved = before.to_bytes(ServerTime(1030));
+        // The new process's clock starts at 0; it was down for 20 s.
+        let after = ConnectionIds::restore(&saved, 20, ServerTime(0), 120).unwrap();
+        assert!(after.is_valid(id, ip("192.0.2.1"), ServerTime(0)));
+        assert!(
+            after.is_valid(id, ip("192.0.2.1"), ServerTime(70)),
+            "120 s after issue"
+        );
+        assert!(
+            !after.is_valid(id, ip("192.0.2.1"), ServerTime(71)),
+            "expired"
+        );
+        assert!(!after.is_valid(id, ip("192.0.2.2"), ServerTime(0)));
+        // Ids it issues are its own, and valid.
+        let new = after.issue(ip("::1"), ServerTime(5));
+        assert!(after.is_valid(new, ip("::1"), ServerTime(5)));
+        // Down longer than the lifetime: the old id is gone, not revived.
+        let late = ConnectionIds::restore(&saved, 200, ServerTime(0), 120).unwrap();
+        assert!(!late.is_valid(id, ip("192.0.2.1"), ServerTime(0)));
+        assert!(ConnectionIds::restore(&saved[..19], 0, ServerTime(0), 120).is_none());
     }
 
     #[test]

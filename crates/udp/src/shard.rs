@@ -55,6 +55,10 @@ impl Shard for UdpShard {
     fn census(&self) -> &shoal_swarm::Census {
         self.torrents.census()
     }
+
+    fn snapshot_partition(&self, part: usize, now: ServerTime, out: &mut Vec<u8>) {
+        self.torrents.write_partition(part, now, out);
+    }
 }
 
 impl UdpShard {

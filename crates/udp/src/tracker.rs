@@ -10,11 +10,13 @@ use shoal_swarm::Clock;
 
 use shoal_common::sockets::bind_per_worker;
 use shoal_common::tracker_config::Listen as _;
+use shoal_runtime::snapshots::start_snapshots;
+use shoal_runtime::state::{self, StateKind};
 use shoal_runtime::{
     Context, Listening, LocalSwarm, Prepared, access_list_reload, reply_capacity, shard_capacity,
     spawn_swarm_workers, swarm_channels,
 };
-use shoal_swarm::BitTorrentMap;
+use shoal_swarm::{BitTorrentMap, Restored};
 
 use crate::config::Config;
 use crate::connection_id::ConnectionIds;
@@ -87,12 +89,46 @@ fn serve(
         shutdown,
     } = context.clone();
     let mut supervisor = Supervisor::new(shutdown.clone());
-    let ids = ConnectionIds::new(config.protocol.connection_id_lifetime);
+    let lifetime = config.protocol.connection_id_lifetime;
+    // A snapshot brings back the swarms and the connection-id key, so that clients
+    // keep both their peers and their connection ids across a restart.
+    let snapshot = state::load_at_start(&config.state, StateKind::Udp);
+    let ids = snapshot
+        .as_ref()
+        .and_then(|snapshot| {
+            let age = snapshot.age(std::time::SystemTime::now());
+            ConnectionIds::restore(&snapshot.extras, age, clock.now(), lifetime)
+        })
+        .unwrap_or_else(|| ConnectionIds::new(lifetime));
+    let shards = swarm_workers.max(1);
+    let (saved_ids, saved_clock) = (ids.clone(), clock.clone());
+    let mut snapshots = start_snapshots(
+        &mut supervisor,
+        &config.state,
+        StateKind::Udp,
+        shards,
+        clock.now(),
+        Box::new(move || saved_ids.to_bytes(saved_clock.now()).to_vec()),
+    )?;
     let queue_len = config.limits.swarm_queue_len;
-    let shard = |_: usize| UdpShard {
-        torrents: BitTorrentMap::new(config.cleaning.peer_timeout, shard_capacity(&config)),
-        rng: rand::make_rng(),
-        interval: config.protocol.announce_interval,
+    let mut restored = Restored::default();
+    let mut shard = |index: usize| {
+        let mut torrents =
+            BitTorrentMap::new(config.cleaning.peer_timeout, shard_capacity(&config));
+        if let Some(snapshot) = &snapshot {
+            restored.add(state::restore_shard(
+                &mut torrents,
+                snapshot,
+                clock.now(),
+                index,
+                shards,
+            ));
+        }
+        UdpShard {
+            torrents,
+            rng: rand::make_rng(),
+            interval: config.protocol.announce_interval,
+        }
     };
 
     let (job_senders, job_receivers) = swarm_channels::<Job>(swarm_workers, queue_len);
@@ -109,7 +145,8 @@ fn serve(
                     clock.clone(),
                     config.cleaning.interval,
                     stats.gauge_slot(0),
-                ),
+                )
+                .with_snapshots(snapshots.pop()),
                 access: access.clone(),
             };
             (senders, Some(local))
@@ -140,8 +177,12 @@ fn serve(
         &config,
         job_receivers,
         &routes,
-        shard,
+        snapshots,
+        &mut shard,
     )?;
+    if snapshot.is_some() {
+        state::log_restored(StateKind::Udp, restored);
+    }
     for (index, worker) in socket_threads.into_iter().enumerate() {
         let core = config.cpu_pinning.core_for(index);
         supervisor.spawn(format!("socket-{index}"), move || {

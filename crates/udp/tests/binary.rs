@@ -307,3 +307,98 @@ fn drops_privileges_after_binding() {
 fn hex(hash: &[u8; 20]) -> String {
     hash.iter().map(|b| format!("{b:02x}")).collect()
 }
+
+/// Starts the binary on `config` and waits for a log line containing `needle`.
+fn start_and_wait(config: &Path, needle: &str) -> (Tracker, String) {
+    let tracker = Tracker::start(config, 1);
+    let line = tracker.wait_for_log(needle);
+    (tracker, line)
+}
+
+fn stop(mut tracker: Tracker) {
+    tracker.signal(libc::SIGTERM);
+    let status = tracker.wait_exit(Duration::from_secs(10));
+    assert!(status.success(), "{status:?}");
+}
+
+#[test]
+fn a_restart_keeps_swarms_download_counts_and_connection_ids() {
+    let dir = temp_dir("state");
+    let state = dir.join("state");
+    std::fs::create_dir(&state).unwrap();
+    let config = loopback_config_text().replace(
+        "directory = \"\"",
+        &format!("directory = \"{}\"", state.display()),
+    );
+    assert!(config.contains(&state.display().to_string()), "{config}");
+    // Written by three swarm worker threads, read back by a socket worker that keeps
+    // the torrents itself: the snapshot does not depend on the sharding.
+    let threaded = dir.join("threaded.toml");
+    std::fs::write(
+        &threaded,
+        config.replace("swarm_workers = 0", "swarm_workers = 3"),
+    )
+    .unwrap();
+    let path = dir.join("c.toml");
+    std::fs::write(&path, config).unwrap();
+    let torrent = [0x5a; 20];
+
+    let (tracker, _) = start_and_wait(&threaded, "state: no snapshot");
+    let mut seeder = Client::new(tracker.addrs[0]);
+    let seeder_id = seeder.connect();
+    seeder.announce(seeder_id, Announce::new(torrent, 7001));
+    seeder.announce(
+        seeder_id,
+        Announce::new(torrent, 7001)
+            .seeding()
+            .event(AnnounceEvent::Completed),
+    );
+    let mut leecher = Client::new(tracker.addrs[0]);
+    let leecher_id = leecher.connect();
+    let reply = leecher.announce(leecher_id, Announce::new(torrent, 7002));
+    assert_eq!((reply.seeders, reply.leechers), (1, 1));
+    stop(tracker);
+    assert!(state.join("udp.snapshot").is_file());
+
+    // The new process answers the old connection id, with the same swarm and count.
+    let (tracker, line) = start_and_wait(&path, "state: restored");
+    assert!(line.contains("1 torrents and 2 peers"), "{line}");
+    let mut old_client = Client::new(tracker.addrs[0]);
+    let stats = old_client.scrape_stats(leecher_id, torrent);
+    assert_eq!(
+        (stats.seeders, stats.leechers, stats.completed),
+        (1, 1, 1),
+        "counts kept, and the connection id issued before the restart accepted"
+    );
+    let mut newcomer = Client::new(tracker.addrs[0]);
+    let id = newcomer.connect();
+    let reply = newcomer.announce(id, Announce::new(torrent, 7003));
+    let mut ports: Vec<u16> = reply.peers.iter().map(|peer| peer.port()).collect();
+    ports.sort_unstable();
+    assert_eq!(ports, [7001, 7002], "the peers from before the restart");
+    stop(tracker);
+
+    // A damaged snapshot is refused, kept aside, and the tracker starts empty.
+    let file = state.join("udp.snapshot");
+    let mut bytes = std::fs::read(&file).unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0xff;
+    std::fs::write(&file, &bytes).unwrap();
+    let (tracker, line) = start_and_wait(&path, "state: refused");
+    assert!(
+        line.contains("checksum") && line.contains("udp.snapshot"),
+        "{line}"
+    );
+    let kept: Vec<_> = std::fs::read_dir(&state)
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().into_string().unwrap())
+        .filter(|name| name.starts_with("udp.snapshot.refused-"))
+        .collect();
+    assert_eq!(kept.len(), 1, "{kept:?}");
+    let mut client = Client::new(tracker.addrs[0]);
+    let id = client.connect();
+    let stats = client.scrape_stats(id, torrent);
+    assert_eq!((stats.seeders, stats.leechers, stats.completed), (0, 0, 0));
+    stop(tracker);
+    std::fs::remove_dir_all(&dir).unwrap();
+}

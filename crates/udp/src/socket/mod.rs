@@ -224,6 +224,9 @@ impl SocketWorker {
             }
             self.flush_counters();
         }
+        if let Some(local) = &mut self.local {
+            local.swarm.finish();
+        }
         Ok(())
     }
 

@@ -1,0 +1,250 @@
+//! Taking snapshots while serving, and the thread that writes them (`[state]`).
+//!
+//! Whoever owns a shard (a swarm worker, or a socket worker that keeps its torrents)
+//! holds a [`SnapshotSchedule`]. Every `interval` seconds it starts a pass and, between
+//! batches of requests, writes the records of a few partitions at a time for at most
+//! [`SNAPSHOT_SLICE`], the way cleaning goes, so a shard of millions of peers never
+//! stops answering for long. A finished pass goes to the `state` thread as the shard's
+//! part; once every shard sent a part since the last file, the thread writes a new
+//! file ([`crate::state`]) off the request path. At shutdown each owner writes its
+//! whole shard at once and sends it as its last part; the thread writes the final file
+//! when every last part is in (or [`LAST_PARTS_WAIT`] after shutdown, with the parts it
+//! has).
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
+use shoal_common::{StateConfig, Supervisor};
+use shoal_swarm::{PARTITIONS, ServerTime};
+
+use crate::shard::Shard;
+use crate::state::{Snapshot, StateKind, unix_now, write_atomically};
+
+/// The longest a snapshot slice runs before requests are served again.
+pub const SNAPSHOT_SLICE: Duration = Duration::from_millis(1);
+/// How long the writer waits for every shard's last part after shutdown.
+pub const LAST_PARTS_WAIT: Duration = Duration::from_secs(20);
+
+/// One shard's records, taken at `taken_at` (Unix seconds).
+#[derive(Debug)]
+struct Part {
+    shard: usize,
+    taken_at: u64,
+    records: Vec<u8>,
+    last: bool,
+}
+
+/// When a shard's owner takes its next snapshot, and how far the current one got.
+#[derive(Debug)]
+pub struct SnapshotSchedule {
+    parts: Sender<Part>,
+    shard: usize,
+    every: u32,
+    next: ServerTime,
+    /// The next partition to write while a pass is under way.
+    partition: Option<usize>,
+    records: Vec<u8>,
+    taken_at: u64,
+}
+
+impl SnapshotSchedule {
+    /// Whether a pass is under way (its owner should not sleep long).
+    pub fn in_pass(&self) -> bool {
+        self.partition.is_some()
+    }
+
+    /// Writes partitions of `shard` for at most [`SNAPSHOT_SLICE`] if a snapshot is
+    /// due or under way at `now`; returns whether it wrote any.
+    pub fn step<S: Shard>(&mut self, shard: &S, now: ServerTime) -> bool {
+        if self.partition.is_none() {
+            if self.every == 0 || now < self.next {
+                return false;
+            }
+            self.next = now.plus(self.every);
+            self.partition = Some(0);
+            self.taken_at = unix_now();
+        }
+        let started = Instant::now();
+        while let Some(partition) = self.partition {
+            shard.snapshot_partition(partition, now, &mut self.records);
+            if partition + 1 == PARTITIONS {
+                self.partition = None;
+                self.send(false);
+                break;
+            }
+            self.partition = Some(partition + 1);
+            if started.elapsed() >= SNAPSHOT_SLICE {
+                break;
+            }
+        }
+        true
+    }
+
+    /// At shutdown: the whole shard at once, sent as this shard's last part.
+    pub fn finish<S: Shard>(mut self, shard: &S, now: ServerTime) {
+        self.records.clear();
+        self.taken_at = unix_now();
+        for partition in 0..PARTITIONS {
+            shard.snapshot_partition(partition, now, &mut self.records);
+        }
+        self.send(true);
+    }
+
+    fn send(&mut self, last: bool) {
+        let records = std::mem::take(&mut self.records);
+        // Sized for the next pass like this one.
+        self.records = Vec::with_capacity(records.len());
+        let part = Part {
+            shard: self.shard,
+            taken_at: self.taken_at,
+            records,
+            last,
+        };
+        if self.parts.send(part).is_err() {
+            log::warn!(
+                "state: the snapshot writer is gone; shard {} not saved",
+                self.shard
+            );
+        }
+    }
+}
+
+/// The tracker's own state beyond its torrents, asked for at each write (the UDP
+/// tracker's connection-id key).
+pub type Extras = Box<dyn Fn() -> Vec<u8> + Send>;
+
+/// Starts the `state` thread writing `kind` snapshots of `shards` shards into
+/// `config.directory`, and returns one schedule per shard (none when `[state]` is off).
+pub fn start_snapshots(
+    supervisor: &mut Supervisor,
+    config: &StateConfig,
+    kind: StateKind,
+    shards: usize,
+    now: ServerTime,
+    extras: Extras,
+) -> anyhow::Result<Vec<SnapshotSchedule>> {
+    if !config.enabled() {
+        return Ok(Vec::new());
+    }
+    let (sender, receiver) = crossbeam_channel::unbounded();
+    let writer = Writer {
+        parts: receiver,
+        directory: config.directory.clone(),
+        kind,
+        latest: (0..shards).map(|_| None).collect(),
+        fresh: vec![false; shards],
+        last: vec![false; shards],
+        extras,
+    };
+    let shutdown = supervisor.shutdown().clone();
+    supervisor.spawn("state", move || {
+        writer.run(&shutdown);
+        Ok(())
+    })?;
+    Ok((0..shards)
+        .map(|shard| SnapshotSchedule {
+            parts: sender.clone(),
+            shard,
+            every: config.interval,
+            next: now.plus(config.interval),
+            partition: None,
+            records: Vec::new(),
+            taken_at: 0,
+        })
+        .collect())
+}
+
+/// The `state` thread: gathers the shards' parts and writes files.
+struct Writer {
+    parts: Receiver<Part>,
+    directory: PathBuf,
+    kind: StateKind,
+    /// Each shard's latest part: when it was taken, and its records.
+    latest: Vec<Option<(u64, Vec<u8>)>>,
+    /// Which shards sent a part since the last file.
+    fresh: Vec<bool>,
+    /// Which shards sent their last part.
+    last: Vec<bool>,
+    extras: Extras,
+}
+
+impl Writer {
+    fn run(mut self, shutdown: &shoal_common::Shutdown) {
+        let mut stopping_since: Option<Instant> = None;
+        loop {
+            match self
+                .parts
+                .recv_timeout(shoal_common::Shutdown::POLL_INTERVAL)
+            {
+                Ok(part) => {
+                    let shard = part.shard;
+                    self.fresh[shard] = true;
+                    self.last[shard] |= part.last;
+                    self.latest[shard] = Some((part.taken_at, part.records));
+                    if self.fresh.iter().all(|fresh| *fresh) {
+                        self.write();
+                    }
+                    if self.last.iter().all(|last| *last) {
+                        return;
+                    }
+                }
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => break,
+            }
+            if shutdown.is_requested() {
+                let since = *stopping_since.get_or_insert_with(Instant::now);
+                if since.elapsed() >= LAST_PARTS_WAIT {
+                    log::warn!(
+                        "state: not every shard saved itself within {} s of shutdown; writing the parts there are",
+                        LAST_PARTS_WAIT.as_secs()
+                    );
+                    break;
+                }
+            }
+        }
+        if self.fresh.iter().any(|fresh| *fresh) {
+            self.write();
+        }
+    }
+
+    /// Writes a file from each shard's latest part. Peers' time left counts from the
+    /// oldest part's time, so a peer may lose the seconds between parts, never gain
+    /// them.
+    fn write(&mut self) {
+        self.fresh.fill(false);
+        let started = Instant::now();
+        let written_at = self
+            .latest
+            .iter()
+            .flatten()
+            .map(|(taken_at, _)| *taken_at)
+            .min()
+            .unwrap_or_else(unix_now);
+        let mut records =
+            Vec::with_capacity(self.latest.iter().flatten().map(|(_, r)| r.len()).sum());
+        for (_, part) in self.latest.iter().flatten() {
+            records.extend_from_slice(part);
+        }
+        let snapshot = Snapshot {
+            kind: self.kind,
+            written_at,
+            extras: (self.extras)(),
+            records,
+        };
+        let bytes = snapshot.encode();
+        let name = self.kind.file_name();
+        match write_atomically(&self.directory, name, &bytes) {
+            Ok(()) => log::info!(
+                "state: wrote {} ({} bytes) in {} ms",
+                self.directory.join(name).display(),
+                bytes.len(),
+                started.elapsed().as_millis()
+            ),
+            Err(err) => log::warn!(
+                "state: cannot write {}: {err} (is [state] directory writable by the tracker?)",
+                self.directory.join(name).display()
+            ),
+        }
+    }
+}

@@ -1,0 +1,488 @@
+//! A tracker's state on disk: the snapshot file that lets a restart keep its swarms.
+//!
+//! One file per tracker in the state directory, `<kind>.snapshot`:
+//!
+//! ```text
+//! magic "SHOALSWM" [8] | format version u16 | tracker kind u8 | reserved u8
+//! written at (Unix seconds) u64 | extras length u32 | records length u64
+//! CRC-32 (IEEE) of extras and records u32 | extras | records
+//! ```
+//!
+//! Integers are little-endian. The extras are the tracker's own (the UDP tracker's
+//! connection-id key); the records are the torrents ([`shoal_swarm::snapshot`]).
+//!
+//! A file is written next to its final name, synced, renamed over it and the directory
+//! synced, so a crash at any point leaves either the old snapshot or the new one whole.
+//! A file that cannot be used (not a snapshot, another format version or tracker
+//! kind, cut short, checksum wrong) is refused with its name and the reason, moved
+//! aside for inspection, and the tracker starts empty: a bad file never stops a start.
+
+use std::fs::{self, File};
+use std::io::{self, Write as _};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use shoal_common::StateConfig;
+use shoal_swarm::{BitTorrentMap, Restored, ServerTime, SnapshotData};
+
+use crate::shard_for;
+
+/// What every snapshot file starts with.
+pub const MAGIC: [u8; 8] = *b"SHOALSWM";
+/// The format written; files of another version are refused.
+pub const FORMAT_VERSION: u16 = 1;
+/// Bytes before the extras.
+const HEADER: usize = 8 + 2 + 1 + 1 + 8 + 4 + 8 + 4;
+
+/// Which tracker a snapshot belongs to: the records differ between them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StateKind {
+    /// The UDP tracker: peers by address.
+    Udp = 1,
+    /// The HTTP tracker: peers by address, with their peer ids.
+    Http = 2,
+}
+
+impl StateKind {
+    fn from_byte(byte: u8) -> Option<Self> {
+        match byte {
+            1 => Some(Self::Udp),
+            2 => Some(Self::Http),
+            _ => None,
+        }
+    }
+
+    /// The tracker's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Udp => "udp",
+            Self::Http => "http",
+        }
+    }
+
+    /// The file's name in the state directory.
+    pub fn file_name(self) -> &'static str {
+        match self {
+            Self::Udp => "udp.snapshot",
+            Self::Http => "http.snapshot",
+        }
+    }
+}
+
+/// A tracker's state at one moment.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Snapshot {
+    /// The tracker it belongs to.
+    pub kind: StateKind,
+    /// When it was taken, as Unix seconds (peers' time left counts from here).
+    pub written_at: u64,
+    /// The tracker's own state beyond its torrents.
+    pub extras: Vec<u8>,
+    /// The torrents.
+    pub records: Vec<u8>,
+}
+
+/// Why a snapshot file was refused.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Refusal {
+    /// It does not start with [`MAGIC`].
+    NotASnapshot,
+    /// Written by another format version.
+    Version(u16),
+    /// Written by another tracker.
+    Kind(u8),
+    /// Shorter than its header says.
+    Truncated {
+        /// Bytes the header promises.
+        expected: u64,
+        /// Bytes there are.
+        found: u64,
+    },
+    /// The checksum does not match: the bytes changed after they were written.
+    Checksum,
+    /// Longer than its header says.
+    TrailingBytes(u64),
+}
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::NotASnapshot => write!(f, "not a shoal snapshot (no SHOALSWM header)"),
+            Self::Version(found) => write!(
+                f,
+                "format version {found}, this shoal reads version {FORMAT_VERSION}"
+            ),
+            Self::Kind(found) => match StateKind::from_byte(*found) {
+                Some(kind) => write!(f, "written by the {kind:?} tracker"),
+                None => write!(f, "written by an unknown tracker kind {found}"),
+            },
+            Self::Truncated { expected, found } => {
+                write!(f, "cut short: {found} bytes of {expected}")
+            }
+            Self::Checksum => write!(
+                f,
+                "checksum mismatch: the file changed after it was written"
+            ),
+            Self::TrailingBytes(extra) => write!(f, "{extra} bytes after the snapshot's end"),
+        }
+    }
+}
+
+impl std::error::Error for Refusal {}
+
+impl Snapshot {
+    /// The file's bytes.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(HEADER + self.extras.len() + self.records.len());
+        out.extend_from_slice(&MAGIC);
+        out.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
+        out.push(self.kind as u8);
+        out.push(0);
+        out.extend_from_slice(&self.written_at.to_le_bytes());
+        out.extend_from_slice(&(self.extras.len() as u32).to_le_bytes());
+        out.extend_from_slice(&(self.records.len() as u64).to_le_bytes());
+        let mut crc = Crc32::new();
+        crc.update(&self.extras);
+        crc.update(&self.records);
+        out.extend_from_slice(&crc.finish().to_le_bytes());
+        out.extend_from_slice(&self.extras);
+        out.extend_from_slice(&self.records);
+        out
+    }
+
+    /// Reads a file's bytes, which must be a snapshot of `kind`.
+    pub fn decode(bytes: &[u8], kind: StateKind) -> Result<Self, Refusal> {
+        if bytes.len() < MAGIC.len() || bytes[..MAGIC.len()] != MAGIC {
+            return Err(Refusal::NotASnapshot);
+        }
+        let header = bytes.get(..HEADER).ok_or(Refusal::Truncated {
+            expected: HEADER as u64,
+            found: bytes.len() as u64,
+        })?;
+        let field = |at: usize, len: usize| &header[at..at + len];
+        let version = u16::from_le_bytes(field(8, 2).try_into().expect("2 bytes"));
+        if version != FORMAT_VERSION {
+            return Err(Refusal::Version(version));
+        }
+        if header[10] != kind as u8 {
+            return Err(Refusal::Kind(header[10]));
+        }
+        let written_at = u64::from_le_bytes(field(12, 8).try_into().expect("8 bytes"));
+        let extras_len = u32::from_le_bytes(field(20, 4).try_into().expect("4 bytes"));
+        let records_len = u64::from_le_bytes(field(24, 8).try_into().expect("8 bytes"));
+        let checksum = u32::from_le_bytes(field(32, 4).try_into().expect("4 bytes"));
+        let expected = (HEADER as u64)
+            .saturating_add(u64::from(extras_len))
+            .saturating_add(records_len);
+        let found = bytes.len() as u64;
+        if found < expected {
+            return Err(Refusal::Truncated { expected, found });
+        }
+        if found > expected {
+            return Err(Refusal::TrailingBytes(found - expected));
+        }
+        let body = &bytes[HEADER..];
+        let (extras, records) = body.split_at(extras_len as usize);
+        let mut crc = Crc32::new();
+        crc.update(body);
+        if crc.finish() != checksum {
+            return Err(Refusal::Checksum);
+        }
+        Ok(Self {
+            kind,
+            written_at,
+            extras: extras.to_vec(),
+            records: records.to_vec(),
+        })
+    }
+
+    /// Seconds from when it was taken to `now` (0 if the clock went back).
+    pub fn age(&self, now: SystemTime) -> u32 {
+        let now = now.duration_since(UNIX_EPOCH).unwrap_or_default().as_secs();
+        u32::try_from(now.saturating_sub(self.written_at)).unwrap_or(u32::MAX)
+    }
+}
+
+/// Now, as Unix seconds.
+pub fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or(Duration::ZERO)
+        .as_secs()
+}
+
+/// Writes `bytes` as `directory/name` so that a crash leaves the old file or the new
+/// one, never a mix: a temporary file beside it, synced, renamed over it, and the
+/// directory synced so the rename itself survives a power cut.
+pub fn write_atomically(directory: &Path, name: &str, bytes: &[u8]) -> io::Result<()> {
+    let target = directory.join(name);
+    let temporary = directory.join(format!(".{name}.partial"));
+    let mut file = File::create(&temporary)?;
+    file.write_all(bytes)?;
+    file.sync_all()?;
+    drop(file);
+    fs::rename(&temporary, &target)?;
+    File::open(directory)?.sync_all()
+}
+
+/// What [`load`] found.
+#[derive(Debug)]
+pub enum Loaded {
+    /// A usable snapshot.
+    Snapshot(Snapshot),
+    /// No snapshot file: a first start.
+    Missing,
+    /// A file that could not be used, now at `kept_at`, and why.
+    Refused {
+        /// Why.
+        reason: String,
+        /// Where it was moved for inspection.
+        kept_at: Option<PathBuf>,
+    },
+}
+
+/// Reads the `kind` snapshot from `directory`. A file that cannot be read or used is
+/// moved aside to `<name>.refused-<unix seconds>` (so the next snapshot does not
+/// overwrite the evidence) and reported; it never stops a start.
+pub fn load(directory: &Path, kind: StateKind) -> Loaded {
+    let path = directory.join(kind.file_name());
+    let reason = match fs::read(&path) {
+        Ok(bytes) => match Snapshot::decode(&bytes, kind) {
+            Ok(snapshot) => return Loaded::Snapshot(snapshot),
+            Err(refusal) => refusal.to_string(),
+        },
+        Err(err) if err.kind() == io::ErrorKind::NotFound => return Loaded::Missing,
+        Err(err) => format!("cannot read it: {err}"),
+    };
+    let aside = directory.join(format!("{}.refused-{}", kind.file_name(), unix_now()));
+    let kept_at = fs::rename(&path, &aside).ok().map(|()| aside);
+    Loaded::Refused { reason, kept_at }
+}
+
+/// Reads `kind`'s snapshot at start when `[state]` is on, saying in the log what it
+/// found: a snapshot, none yet, or a file refused (and where it was kept).
+pub fn load_at_start(config: &StateConfig, kind: StateKind) -> Option<Snapshot> {
+    if !config.enabled() {
+        return None;
+    }
+    let path = config.directory.join(kind.file_name());
+    match load(&config.directory, kind) {
+        Loaded::Snapshot(snapshot) => {
+            log::info!(
+                "state: read {} (taken {} s ago)",
+                path.display(),
+                snapshot.age(SystemTime::now())
+            );
+            Some(snapshot)
+        }
+        Loaded::Missing => {
+            log::info!(
+                "state: no snapshot at {} yet; starting empty",
+                path.display()
+            );
+            None
+        }
+        Loaded::Refused { reason, kept_at } => {
+            let kept = kept_at.map_or_else(
+                || "it could not be moved aside".to_string(),
+                |kept| format!("kept as {}", kept.display()),
+            );
+            log::warn!(
+                "state: refused {}: {reason}; {kept}; starting empty",
+                path.display()
+            );
+            None
+        }
+    }
+}
+
+/// Fills `map`, shard `index` of `shards`, with its torrents from `snapshot` at `now`,
+/// peers' time left carried over by the wall-clock time since it was taken.
+pub fn restore_shard<X: SnapshotData>(
+    map: &mut BitTorrentMap<X>,
+    snapshot: &Snapshot,
+    now: ServerTime,
+    index: usize,
+    shards: usize,
+) -> Restored {
+    let age = snapshot.age(SystemTime::now());
+    map.restore(&snapshot.records, age, now, |info_hash| {
+        shard_for(info_hash, shards) == index
+    })
+    .unwrap_or_else(|err| {
+        log::warn!(
+            "state: the snapshot's records are damaged ({err}); kept the torrents before it"
+        );
+        Restored::default()
+    })
+}
+
+/// Logs what a start of the `kind` tracker restored over all shards.
+pub fn log_restored(kind: StateKind, restored: Restored) {
+    log::info!(
+        "state: restored {} torrents and {} peers to the {} tracker ({} peers expired while stopped, {} over the capacity limits)",
+        restored.torrents,
+        restored.peers,
+        kind.name(),
+        restored.peers_expired,
+        restored.over_capacity
+    );
+}
+
+/// CRC-32 (IEEE 802.3, as zlib and gzip compute it), table-driven.
+struct Crc32 {
+    value: u32,
+}
+
+const CRC_TABLE: [u32; 256] = {
+    let mut table = [0u32; 256];
+    let mut i = 0;
+    while i < 256 {
+        let mut crc = i as u32;
+        let mut bit = 0;
+        while bit < 8 {
+            crc = if crc & 1 == 1 {
+                (crc >> 1) ^ 0xEDB8_8320
+            } else {
+                crc >> 1
+            };
+            bit += 1;
+        }
+        table[i] = crc;
+        i += 1;
+    }
+    table
+};
+
+impl Crc32 {
+    fn new() -> Self {
+        Self { value: !0 }
+    }
+
+    fn update(&mut self, bytes: &[u8]) {
+        for &byte in bytes {
+            self.value =
+                CRC_TABLE[((self.value ^ u32::from(byte)) & 0xFF) as usize] ^ (self.value >> 8);
+        }
+    }
+
+    fn finish(&self) -> u32 {
+        !self.value
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> Snapshot {
+        Snapshot {
+            kind: StateKind::Udp,
+            written_at: 1_790_000_000,
+            extras: vec![1, 2, 3],
+            records: (0..200u8).collect(),
+        }
+    }
+
+    #[test]
+    fn crc32_matches_the_standard_check_value() {
+        let mut crc = Crc32::new();
+        crc.update(b"123456789");
+        assert_eq!(crc.finish(), 0xCBF4_3926);
+    }
+
+    #[test]
+    fn a_snapshot_reads_back_as_written() {
+        let snapshot = sample();
+        let bytes = snapshot.encode();
+        assert_eq!(bytes.len(), HEADER + 3 + 200);
+        assert_eq!(Snapshot::decode(&bytes, StateKind::Udp), Ok(snapshot));
+    }
+
+    #[test]
+    fn foreign_cut_damaged_and_other_version_files_are_refused() {
+        let bytes = sample().encode();
+        assert_eq!(
+            Snapshot::decode(&bytes, StateKind::Http),
+            Err(Refusal::Kind(1))
+        );
+        assert_eq!(
+            Snapshot::decode(b"{\"torrents\": []}", StateKind::Udp),
+            Err(Refusal::NotASnapshot)
+        );
+        let mut version = bytes.clone();
+        version[8] = 2;
+        assert_eq!(
+            Snapshot::decode(&version, StateKind::Udp),
+            Err(Refusal::Version(2))
+        );
+        for cut in [9, HEADER - 1, HEADER, bytes.len() - 1] {
+            assert!(
+                matches!(
+                    Snapshot::decode(&bytes[..cut], StateKind::Udp),
+                    Err(Refusal::Truncated { .. })
+                ),
+                "cut at {cut}"
+            );
+        }
+        let mut longer = bytes.clone();
+        longer.push(0);
+        assert_eq!(
+            Snapshot::decode(&longer, StateKind::Udp),
+            Err(Refusal::TrailingBytes(1))
+        );
+        for at in [HEADER, HEADER + 3, bytes.len() - 1] {
+            let mut flipped = bytes.clone();
+            flipped[at] ^= 0x40;
+            assert_eq!(
+                Snapshot::decode(&flipped, StateKind::Udp),
+                Err(Refusal::Checksum),
+                "flipped byte {at}"
+            );
+        }
+    }
+
+    #[test]
+    fn files_are_replaced_whole_and_bad_ones_moved_aside() {
+        let directory = std::env::temp_dir().join(format!("shoal-state-{}", std::process::id()));
+        fs::create_dir_all(&directory).unwrap();
+        assert!(matches!(load(&directory, StateKind::Udp), Loaded::Missing));
+
+        let snapshot = sample();
+        write_atomically(&directory, StateKind::Udp.file_name(), &snapshot.encode()).unwrap();
+        let mut newer = sample();
+        newer.records.truncate(10);
+        write_atomically(&directory, StateKind::Udp.file_name(), &newer.encode()).unwrap();
+        match load(&directory, StateKind::Udp) {
+            Loaded::Snapshot(loaded) => assert_eq!(loaded, newer),
+            other => panic!("{other:?}"),
+        }
+        assert!(!directory.join(".udp.snapshot.partial").exists());
+
+        let mut damaged = newer.encode();
+        let last = damaged.len() - 1;
+        damaged[last] ^= 1;
+        fs::write(directory.join("udp.snapshot"), &damaged).unwrap();
+        match load(&directory, StateKind::Udp) {
+            Loaded::Refused { reason, kept_at } => {
+                assert!(reason.contains("checksum"), "{reason}");
+                let kept_at = kept_at.unwrap();
+                assert_eq!(fs::read(&kept_at).unwrap(), damaged);
+                assert!(!directory.join("udp.snapshot").exists());
+            }
+            other => panic!("{other:?}"),
+        }
+        // After the refusal the next start finds no file and starts empty.
+        assert!(matches!(load(&directory, StateKind::Udp), Loaded::Missing));
+        fs::remove_dir_all(&directory).unwrap();
+    }
+
+    #[test]
+    fn age_counts_from_the_time_written() {
+        let snapshot = sample();
+        let later = UNIX_EPOCH + Duration::from_secs(snapshot.written_at + 90);
+        assert_eq!(snapshot.age(later), 90);
+        let earlier = UNIX_EPOCH + Duration::from_secs(snapshot.written_at - 5);
+        assert_eq!(snapshot.age(earlier), 0);
+    }
+}
