@@ -33,6 +33,23 @@ struct Part {
     taken_at: u64,
     records: Vec<u8>,
     last: bool,
+    cost: Cost,
+}
+
+/// What taking a part cost its shard's owner: time away from requests.
+#[derive(Clone, Copy, Debug, Default)]
+struct Cost {
+    total: Duration,
+    slices: u32,
+    longest: Duration,
+}
+
+impl Cost {
+    fn add_slice(&mut self, slice: Duration) {
+        self.total += slice;
+        self.slices += 1;
+        self.longest = self.longest.max(slice);
+    }
 }
 
 /// When a shard's owner takes its next snapshot, and how far the current one got.
@@ -46,6 +63,7 @@ pub struct SnapshotSchedule {
     partition: Option<usize>,
     records: Vec<u8>,
     taken_at: u64,
+    cost: Cost,
 }
 
 impl SnapshotSchedule {
@@ -70,14 +88,16 @@ impl SnapshotSchedule {
             shard.snapshot_partition(partition, now, &mut self.records);
             if partition + 1 == PARTITIONS {
                 self.partition = None;
+                self.cost.add_slice(started.elapsed());
                 self.send(false);
-                break;
+                return true;
             }
             self.partition = Some(partition + 1);
             if started.elapsed() >= SNAPSHOT_SLICE {
                 break;
             }
         }
+        self.cost.add_slice(started.elapsed());
         true
     }
 
@@ -85,9 +105,12 @@ impl SnapshotSchedule {
     pub fn finish<S: Shard>(mut self, shard: &S, now: ServerTime) {
         self.records.clear();
         self.taken_at = unix_now();
+        self.cost = Cost::default();
+        let started = Instant::now();
         for partition in 0..PARTITIONS {
             shard.snapshot_partition(partition, now, &mut self.records);
         }
+        self.cost.add_slice(started.elapsed());
         self.send(true);
     }
 
@@ -100,6 +123,7 @@ impl SnapshotSchedule {
             taken_at: self.taken_at,
             records,
             last,
+            cost: std::mem::take(&mut self.cost),
         };
         if self.parts.send(part).is_err() {
             log::warn!(
@@ -136,6 +160,7 @@ pub fn start_snapshots(
         fresh: vec![false; shards],
         last: vec![false; shards],
         extras,
+        cost: Cost::default(),
     };
     let shutdown = supervisor.shutdown().clone();
     supervisor.spawn("state", move || {
@@ -151,6 +176,7 @@ pub fn start_snapshots(
             partition: None,
             records: Vec::new(),
             taken_at: 0,
+            cost: Cost::default(),
         })
         .collect())
 }
@@ -167,6 +193,8 @@ struct Writer {
     /// Which shards sent their last part.
     last: Vec<bool>,
     extras: Extras,
+    /// What the parts since the last file cost their shards.
+    cost: Cost,
 }
 
 impl Writer {
@@ -182,6 +210,9 @@ impl Writer {
                     self.fresh[shard] = true;
                     self.last[shard] |= part.last;
                     self.latest[shard] = Some((part.taken_at, part.records));
+                    self.cost.total += part.cost.total;
+                    self.cost.slices += part.cost.slices;
+                    self.cost.longest = self.cost.longest.max(part.cost.longest);
                     if self.fresh.iter().all(|fresh| *fresh) {
                         self.write();
                     }
@@ -234,12 +265,16 @@ impl Writer {
         };
         let bytes = snapshot.encode();
         let name = self.kind.file_name();
+        let cost = std::mem::take(&mut self.cost);
         match write_atomically(&self.directory, name, &bytes) {
             Ok(()) => log::info!(
-                "state: wrote {} ({} bytes) in {} ms",
+                "state: wrote {} ({} bytes) in {} ms; taking it cost the workers {} ms in {} slices, the longest {} µs",
                 self.directory.join(name).display(),
                 bytes.len(),
-                started.elapsed().as_millis()
+                started.elapsed().as_millis(),
+                cost.total.as_millis(),
+                cost.slices,
+                cost.longest.as_micros(),
             ),
             Err(err) => log::warn!(
                 "state: cannot write {}: {err} (is [state] directory writable by the tracker?)",

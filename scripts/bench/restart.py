@@ -1,0 +1,218 @@
+#!/usr/bin/env python3
+"""What keeping swarms across restarts costs and gains (shoal_udp, `[state]`).
+
+1. Snapshot cost: two trackers, one with snapshots every --interval seconds and one
+   without, each filled by shoal_udp_load_test with --peers peers over --torrents
+   torrents (announces only) and then kept under the same announce load for
+   --duration seconds. Prints both reply rates and their ratio, and every "state:
+   wrote" line (file size, write time, the workers' time spent taking it, the longest
+   slice).
+2. Shutdown: SIGTERM to the filled tracker with snapshots; time to exit (the shutdown
+   snapshot) and the file's size.
+3. Restart gap, with and without [state]: the load tester runs for --gap-duration
+   seconds; a third of the way in, the tracker gets SIGTERM and a new process is
+   started on the same port at once. Prints the time from SIGTERM to the new
+   process's first answer, what the new process restored, and the load tester's
+   share of requests left unanswered over the whole run.
+
+Tracker on --tracker-cpus, load on --load-cpus; loopback only; every process is
+started here and ended by PID.
+"""
+
+import argparse
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from benchlib import start, status_kib, stop  # noqa: E402
+from udp_bench import PER_IP, port_free, wait_for_port  # noqa: E402
+
+
+class Restart:
+    def __init__(self, a):
+        self.a = a
+        self.tmp = tempfile.mkdtemp(prefix="shoal-restart-bench-")
+        self.state = os.path.join(self.tmp, "state")
+        os.makedirs(self.state)
+
+    def path(self, name):
+        return os.path.join(self.tmp, name)
+
+    def tracker(self, name, state):
+        a = self.a
+        config = self.path(f"{name}.toml")
+        with open(config, "w") as f:
+            f.write(f"""
+[network]
+address_ipv4 = "127.0.0.1:{a.port}"
+use_ipv6 = false
+[protocol]
+max_peers = 30
+default_peers = 30
+[statistics]
+interval = 0
+[state]
+directory = "{self.state if state else ''}"
+interval = {a.interval}
+""" + PER_IP)
+        log = open(self.path(f"{name}.log"), "w")
+        proc = start([os.path.join(a.shoal_dir, "shoal_udp"), "-c", config], a.tracker_cpus, log)
+        return proc, log
+
+    def load(self, name, duration, summarize):
+        a = self.a
+        config = self.path(f"{name}-load.toml")
+        with open(config, "w") as f:
+            f.write(f"""
+server_address = "127.0.0.1:{a.port}"
+workers = 1
+duration = {duration}
+summarize_last = {summarize}
+report_interval = 5
+log_level = "warn"
+[network]
+sockets_per_worker = 4
+[requests]
+torrents = {a.torrents}
+peers = {a.peers}
+popularity_shape = 0.0
+weight_connect = 0
+weight_announce = 1
+weight_scrape = 0
+peers_wanted = 30
+peer_order = "sequential"
+""")
+        out = open(self.path(f"{name}-load.out"), "w")
+        proc = start([os.path.join(a.shoal_dir, "shoal_udp_load_test"), "-c", config, "--json"], a.load_cpus, out)
+        return proc, out
+
+    def result(self, name):
+        text = open(self.path(f"{name}-load.out")).read()
+        return json.loads([line for line in text.splitlines() if line.startswith("{")][-1])
+
+    def run_load(self, name, duration, summarize):
+        proc, out = self.load(name, duration, summarize)
+        proc.wait()
+        out.close()
+        return self.result(name)
+
+    def snapshot_cost(self):
+        a = self.a
+        rates = {}
+        for name, state in [("with-state", True), ("without-state", False)]:
+            if not port_free(a.port):
+                sys.exit(f"port {a.port} is in use")
+            proc, log = self.tracker(name, state)
+            try:
+                wait_for_port(a.port)
+                self.run_load(f"{name}-fill", a.fill, 0)
+                rss = status_kib(proc.pid, "VmRSS") / 1024
+                measured = self.run_load(name, a.duration, a.duration - 2)
+                rates[name] = measured["replies_per_second"]
+                print(f"{name}: {measured['replies_per_second']:,.0f} replies/s over the last "
+                      f"{a.duration - 2} s of {a.duration} s, RSS {rss:.0f} MiB", flush=True)
+                if state:
+                    time.sleep(0.5)
+                    for line in open(self.path(f"{name}.log")):
+                        if "state: wrote" in line:
+                            print("   ", line.strip().split("] ", 1)[-1])
+                    # Shutdown snapshot of the filled tracker.
+                    began = time.time()
+                    proc.terminate()
+                    proc.wait(timeout=120)
+                    took = time.time() - began
+                    size = os.path.getsize(os.path.join(self.state, "udp.snapshot"))
+                    print(f"shutdown with a snapshot: exited {took * 1000:.0f} ms after SIGTERM; "
+                          f"udp.snapshot {size / 1e6:.1f} MB")
+                    last = [l for l in open(self.path(f"{name}.log")) if "state: wrote" in l][-1]
+                    print("   ", last.strip().split("] ", 1)[-1])
+            finally:
+                stop(proc)
+                log.close()
+        print(f"reply rate with snapshots every {a.interval} s / without: "
+              f"{rates['with-state'] / rates['without-state']:.3f}×")
+
+    def restart_gap(self, state):
+        a = self.a
+        name = "gap-state" if state else "gap-plain"
+        if state:
+            # Start from the filled tracker's snapshot.
+            pass
+        else:
+            shutil.rmtree(self.state)
+            os.makedirs(self.state)
+        old, old_log = self.tracker(f"{name}-old", state)
+        wait_for_port(a.port)
+        load, out = self.load(name, a.gap_duration, a.gap_duration)
+        time.sleep(a.gap_duration / 3)
+        probe = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        probe.settimeout(0.005)
+        connect = (0x41727101980).to_bytes(8, "big") + (0).to_bytes(4, "big") + (9).to_bytes(4, "big")
+        began = time.time()
+        old.terminate()
+        old.wait(timeout=120)
+        exited = time.time() - began
+        new, new_log = self.tracker(f"{name}-new", state)
+        first_answer = None
+        while time.time() - began < 30:
+            probe.sendto(connect, ("127.0.0.1", a.port))
+            try:
+                probe.recvfrom(64)
+                first_answer = time.time() - began
+                break
+            except (socket.timeout, ConnectionRefusedError):
+                pass
+        load.wait()
+        out.close()
+        stop(new)
+        old_log.close()
+        new_log.close()
+        result = self.result(name)
+        restored = [l.strip().split("] ", 1)[-1] for l in open(self.path(f"{name}-new.log"))
+                    if "state: restored" in l]
+        label = "with [state]" if state else "without [state]"
+        print(f"restart {label}: old process exited {exited * 1000:.0f} ms after SIGTERM; first answer "
+              f"from the new one {first_answer * 1000:.0f} ms after SIGTERM; load tester: "
+              f"{result['unanswered'] * 100:.2f}% of requests unanswered over {a.gap_duration} s, "
+              f"{result['replies_per_second']:,.0f} replies/s on average"
+              + (f"; {restored[0]}" if restored else ""), flush=True)
+
+    def main(self):
+        a = self.a
+        load1 = os.getloadavg()[0]
+        if load1 > a.max_load and not a.force:
+            sys.exit(f"load average {load1:.2f} > {a.max_load}: measure on an idle machine (or --force)")
+        try:
+            self.snapshot_cost()
+            self.restart_gap(True)
+            self.restart_gap(False)
+        finally:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--shoal-dir", default="target/release")
+    p.add_argument("--tracker-cpus", default="0")
+    p.add_argument("--load-cpus", default="1")
+    p.add_argument("--port", type=int, default=3998)
+    p.add_argument("--torrents", type=int, default=100_000)
+    p.add_argument("--peers", type=int, default=1_000_000)
+    p.add_argument("--fill", type=int, default=25, help="seconds of load that fill the tracker")
+    p.add_argument("--duration", type=int, default=32, help="seconds of load measured after the fill")
+    p.add_argument("--interval", type=int, default=10, help="[state] interval of the tracker with snapshots")
+    p.add_argument("--gap-duration", type=int, default=30)
+    p.add_argument("--max-load", type=float, default=0.7)
+    p.add_argument("--force", action="store_true")
+    Restart(p.parse_args()).main()
+
+
+if __name__ == "__main__":
+    main()
