@@ -14,6 +14,11 @@
    started on the same port at once. Prints the time from SIGTERM to the new
    process's first answer, what the new process restored, and the load tester's
    share of requests left unanswered over the whole run.
+4. The same for shoal_http under shoal_http_load_test (64 keep-alive connections,
+   --http-torrents torrents, --http-peers peers, after a fill of --fill seconds): the
+   time to the first answer, and the load tester's responses, connection errors and
+   peers per announce over the run (a tracker that lost its swarms answers with
+   fewer peers).
 
 Tracker on --tracker-cpus, load on --load-cpus; loopback only; every process is
 started here and ended by PID.
@@ -184,15 +189,119 @@ peer_order = "sequential"
               f"{result['replies_per_second']:,.0f} replies/s on average"
               + (f"; {restored[0]}" if restored else ""), flush=True)
 
+    # --- HTTP --------------------------------------------------------------------
+
+    def http_tracker(self, name, state):
+        a = self.a
+        config = self.path(f"{name}.toml")
+        with open(config, "w") as f:
+            f.write(f"""
+[network]
+address_ipv4 = "127.0.0.1:{a.port}"
+use_ipv6 = false
+max_connections = 100000
+[statistics]
+interval = 0
+[state]
+directory = "{self.state if state else ''}"
+interval = {a.interval}
+""" + PER_IP)
+        log = open(self.path(f"{name}.log"), "w")
+        proc = start([os.path.join(a.shoal_dir, "shoal_http"), "-c", config], a.tracker_cpus, log)
+        return proc, log
+
+    def http_load(self, name, duration):
+        a = self.a
+        config = self.path(f"{name}-load.toml")
+        with open(config, "w") as f:
+            f.write(f"""
+server_address = "127.0.0.1:{a.port}"
+workers = 1
+connections = 64
+duration = {duration}
+summarize_last = {duration}
+report_interval = 5
+log_level = "error"
+[network]
+response_timeout_ms = 1000
+[requests]
+torrents = {a.http_torrents}
+peers = {a.http_peers}
+popularity_shape = 0.0
+weight_announce = 1
+weight_scrape = 0
+seeder_probability = 0.25
+""")
+        out = open(self.path(f"{name}-load.out"), "w")
+        proc = start([os.path.join(a.shoal_dir, "shoal_http_load_test"), "-c", config, "--json"],
+                     a.load_cpus, out)
+        return proc, out
+
+    def http_answers(self):
+        """Whether the tracker answers a scrape on 127.0.0.1:port."""
+        try:
+            with socket.create_connection(("127.0.0.1", self.a.port), timeout=0.05) as s:
+                s.settimeout(0.5)
+                s.sendall(b"GET /scrape?info_hash=%01%01%01%01%01%01%01%01%01%01%01%01%01%01%01%01%01%01%01%01 "
+                          b"HTTP/1.1\r\nConnection: close\r\n\r\n")
+                return s.recv(12).startswith(b"HTTP/1.1 200")
+        except OSError:
+            return False
+
+    def http_restart_gap(self, state):
+        a = self.a
+        name = "http-gap-state" if state else "http-gap-plain"
+        shutil.rmtree(self.state)
+        os.makedirs(self.state)
+        old, old_log = self.http_tracker(f"{name}-old", state)
+        deadline = time.time() + 10
+        while not self.http_answers():
+            if time.time() > deadline:
+                sys.exit(f"shoal_http did not answer; see {self.path(name + '-old.log')}")
+            time.sleep(0.05)
+        fill, out = self.http_load(f"{name}-fill", a.fill)
+        fill.wait()
+        out.close()
+        load, out = self.http_load(name, a.gap_duration)
+        time.sleep(a.gap_duration / 3)
+        began = time.time()
+        old.terminate()
+        old.wait(timeout=120)
+        exited = time.time() - began
+        new, new_log = self.http_tracker(f"{name}-new", state)
+        first_answer = None
+        while time.time() - began < 30:
+            if self.http_answers():
+                first_answer = time.time() - began
+                break
+        load.wait()
+        out.close()
+        stop(new)
+        old_log.close()
+        new_log.close()
+        result = self.result(name)
+        restored = [l.strip().split("] ", 1)[-1] for l in open(self.path(f"{name}-new.log"))
+                    if "state: restored" in l]
+        label = "with [state]" if state else "without [state]"
+        print(f"HTTP restart {label}: old process exited {exited * 1000:.0f} ms after SIGTERM; first answer "
+              f"from the new one {first_answer * 1000:.0f} ms after SIGTERM; load tester over {a.gap_duration} s: "
+              f"{result['responses_per_second']:,.0f} responses/s, {result['errors_per_second']:.1f} connection "
+              f"errors/s, {result['peers_per_announce']:.1f} peers per announce"
+              + (f"; {restored[0]}" if restored else ""), flush=True)
+
     def main(self):
         a = self.a
         load1 = os.getloadavg()[0]
         if load1 > a.max_load and not a.force:
             sys.exit(f"load average {load1:.2f} > {a.max_load}: measure on an idle machine (or --force)")
         try:
-            self.snapshot_cost()
-            self.restart_gap(True)
-            self.restart_gap(False)
+            if a.only != "http":
+                self.snapshot_cost()
+                self.restart_gap(True)
+                self.restart_gap(False)
+            if a.only != "udp":
+                self.http_restart_gap(True)
+                self.http_restart_gap(False)
         finally:
             shutil.rmtree(self.tmp, ignore_errors=True)
 
@@ -209,6 +318,9 @@ def main():
     p.add_argument("--duration", type=int, default=32, help="seconds of load measured after the fill")
     p.add_argument("--interval", type=int, default=10, help="[state] interval of the tracker with snapshots")
     p.add_argument("--gap-duration", type=int, default=30)
+    p.add_argument("--http-torrents", type=int, default=10_000)
+    p.add_argument("--http-peers", type=int, default=100_000)
+    p.add_argument("--only", choices=["udp", "http"], help="run only one tracker's part")
     p.add_argument("--max-load", type=float, default=0.7)
     p.add_argument("--force", action="store_true")
     Restart(p.parse_args()).main()

@@ -19,7 +19,7 @@ use shoal_common::{StateConfig, Supervisor};
 use shoal_swarm::{PARTITIONS, ServerTime};
 
 use crate::shard::Shard;
-use crate::state::{Snapshot, StateKind, unix_now, write_atomically};
+use crate::state::{StateKind, unix_now, write_atomically, write_snapshot};
 
 /// The longest a snapshot slice runs before requests are served again.
 pub const SNAPSHOT_SLICE: Duration = Duration::from_millis(1);
@@ -62,6 +62,8 @@ pub struct SnapshotSchedule {
     /// The next partition to write while a pass is under way.
     partition: Option<usize>,
     records: Vec<u8>,
+    /// Bytes the last pass took.
+    reserve: usize,
     taken_at: u64,
     cost: Cost,
 }
@@ -82,6 +84,9 @@ impl SnapshotSchedule {
             self.next = now.plus(self.every);
             self.partition = Some(0);
             self.taken_at = unix_now();
+            // One allocation up front (pages are touched only as they fill), so no
+            // slice stops to copy the records into a bigger buffer.
+            self.records.reserve(self.reserve + self.reserve / 8);
         }
         let started = Instant::now();
         while let Some(partition) = self.partition {
@@ -115,9 +120,9 @@ impl SnapshotSchedule {
     }
 
     fn send(&mut self, last: bool) {
+        // Nothing kept between passes: the next one reserves as much as this took.
         let records = std::mem::take(&mut self.records);
-        // Sized for the next pass like this one.
-        self.records = Vec::with_capacity(records.len());
+        self.reserve = records.len();
         let part = Part {
             shard: self.shard,
             taken_at: self.taken_at,
@@ -175,6 +180,7 @@ pub fn start_snapshots(
             next: now.plus(config.interval),
             partition: None,
             records: Vec::new(),
+            reserve: 0,
             taken_at: 0,
             cost: Cost::default(),
         })
@@ -252,25 +258,22 @@ impl Writer {
             .map(|(taken_at, _)| *taken_at)
             .min()
             .unwrap_or_else(unix_now);
-        let mut records =
-            Vec::with_capacity(self.latest.iter().flatten().map(|(_, r)| r.len()).sum());
-        for (_, part) in self.latest.iter().flatten() {
-            records.extend_from_slice(part);
-        }
-        let snapshot = Snapshot {
-            kind: self.kind,
-            written_at,
-            extras: (self.extras)(),
-            records,
-        };
-        let bytes = snapshot.encode();
+        let parts: Vec<&[u8]> = self
+            .latest
+            .iter()
+            .flatten()
+            .map(|(_, records)| records.as_slice())
+            .collect();
+        let extras = (self.extras)();
         let name = self.kind.file_name();
         let cost = std::mem::take(&mut self.cost);
-        match write_atomically(&self.directory, name, &bytes) {
-            Ok(()) => log::info!(
-                "state: wrote {} ({} bytes) in {} ms; taking it cost the workers {} ms in {} slices, the longest {} µs",
+        let written = write_atomically(&self.directory, name, |file| {
+            write_snapshot(file, self.kind, written_at, &extras, &parts)
+        });
+        match written {
+            Ok(bytes) => log::info!(
+                "state: wrote {} ({bytes} bytes) in {} ms; taking it cost the workers {} ms in {} slices, the longest {} µs",
                 self.directory.join(name).display(),
-                bytes.len(),
                 started.elapsed().as_millis(),
                 cost.total.as_millis(),
                 cost.slices,

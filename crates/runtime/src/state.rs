@@ -18,7 +18,7 @@
 //! aside for inspection, and the tracker starts empty: a bad file never stops a start.
 
 use std::fs::{self, File};
-use std::io::{self, Write as _};
+use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -134,19 +134,14 @@ impl Snapshot {
     /// The file's bytes.
     pub fn encode(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(HEADER + self.extras.len() + self.records.len());
-        out.extend_from_slice(&MAGIC);
-        out.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
-        out.push(self.kind as u8);
-        out.push(0);
-        out.extend_from_slice(&self.written_at.to_le_bytes());
-        out.extend_from_slice(&(self.extras.len() as u32).to_le_bytes());
-        out.extend_from_slice(&(self.records.len() as u64).to_le_bytes());
-        let mut crc = Crc32::new();
-        crc.update(&self.extras);
-        crc.update(&self.records);
-        out.extend_from_slice(&crc.finish().to_le_bytes());
-        out.extend_from_slice(&self.extras);
-        out.extend_from_slice(&self.records);
+        write_snapshot(
+            &mut out,
+            self.kind,
+            self.written_at,
+            &self.extras,
+            &[&self.records],
+        )
+        .expect("writing to a Vec cannot fail");
         out
     }
 
@@ -211,18 +206,57 @@ pub fn unix_now() -> u64 {
         .as_secs()
 }
 
-/// Writes `bytes` as `directory/name` so that a crash leaves the old file or the new
+/// Writes a snapshot whose records are `parts` one after another into `out`, without
+/// putting them together first (at a million peers each copy is megabytes); returns
+/// the bytes written.
+pub fn write_snapshot(
+    out: &mut impl Write,
+    kind: StateKind,
+    written_at: u64,
+    extras: &[u8],
+    parts: &[&[u8]],
+) -> io::Result<u64> {
+    let records: usize = parts.iter().map(|part| part.len()).sum();
+    let mut crc = Crc32::new();
+    crc.update(extras);
+    for part in parts {
+        crc.update(part);
+    }
+    let mut header = Vec::with_capacity(HEADER);
+    header.extend_from_slice(&MAGIC);
+    header.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
+    header.push(kind as u8);
+    header.push(0);
+    header.extend_from_slice(&written_at.to_le_bytes());
+    header.extend_from_slice(&(extras.len() as u32).to_le_bytes());
+    header.extend_from_slice(&(records as u64).to_le_bytes());
+    header.extend_from_slice(&crc.finish().to_le_bytes());
+    out.write_all(&header)?;
+    out.write_all(extras)?;
+    for part in parts {
+        out.write_all(part)?;
+    }
+    Ok((HEADER + extras.len() + records) as u64)
+}
+
+/// Writes `directory/name` with `write` so that a crash leaves the old file or the new
 /// one, never a mix: a temporary file beside it, synced, renamed over it, and the
 /// directory synced so the rename itself survives a power cut.
-pub fn write_atomically(directory: &Path, name: &str, bytes: &[u8]) -> io::Result<()> {
+pub fn write_atomically<T>(
+    directory: &Path,
+    name: &str,
+    write: impl FnOnce(&mut io::BufWriter<File>) -> io::Result<T>,
+) -> io::Result<T> {
     let target = directory.join(name);
     let temporary = directory.join(format!(".{name}.partial"));
-    let mut file = File::create(&temporary)?;
-    file.write_all(bytes)?;
+    let mut file = io::BufWriter::with_capacity(1 << 20, File::create(&temporary)?);
+    let written = write(&mut file)?;
+    let file = file.into_inner().map_err(io::IntoInnerError::into_error)?;
     file.sync_all()?;
     drop(file);
     fs::rename(&temporary, &target)?;
-    File::open(directory)?.sync_all()
+    File::open(directory)?.sync_all()?;
+    Ok(written)
 }
 
 /// What [`load`] found.
@@ -396,7 +430,22 @@ mod tests {
         let snapshot = sample();
         let bytes = snapshot.encode();
         assert_eq!(bytes.len(), HEADER + 3 + 200);
-        assert_eq!(Snapshot::decode(&bytes, StateKind::Udp), Ok(snapshot));
+        assert_eq!(
+            Snapshot::decode(&bytes, StateKind::Udp),
+            Ok(snapshot.clone())
+        );
+        // Written from parts, the same bytes.
+        let (first, second) = snapshot.records.split_at(77);
+        let mut streamed = Vec::new();
+        let written = write_snapshot(
+            &mut streamed,
+            snapshot.kind,
+            snapshot.written_at,
+            &snapshot.extras,
+            &[first, &[], second],
+        )
+        .unwrap();
+        assert_eq!((streamed, written), (bytes.clone(), bytes.len() as u64));
     }
 
     #[test]
@@ -449,10 +498,16 @@ mod tests {
         assert!(matches!(load(&directory, StateKind::Udp), Loaded::Missing));
 
         let snapshot = sample();
-        write_atomically(&directory, StateKind::Udp.file_name(), &snapshot.encode()).unwrap();
+        let write = |snapshot: &Snapshot| {
+            write_atomically(&directory, StateKind::Udp.file_name(), |file| {
+                file.write_all(&snapshot.encode())
+            })
+            .unwrap();
+        };
+        write(&snapshot);
         let mut newer = sample();
         newer.records.truncate(10);
-        write_atomically(&directory, StateKind::Udp.file_name(), &newer.encode()).unwrap();
+        write(&newer);
         match load(&directory, StateKind::Udp) {
             Loaded::Snapshot(loaded) => assert_eq!(loaded, newer),
             other => panic!("{other:?}"),
