@@ -2,6 +2,8 @@
 
 use std::fmt::Write as _;
 
+use shoal_load_test_common::latency::LatencySummary;
+
 shoal_common::counters! {
     /// Counted by each worker.
     pub struct Counters, SharedCounters, Totals {
@@ -51,6 +53,8 @@ pub struct Summary {
     pub connections_per_second: f64,
     /// Average peers per announce response.
     pub peers_per_announce: f64,
+    /// Response latency over the same stretch (filled in at the end of the run).
+    pub latency: LatencySummary,
 }
 
 impl Summary {
@@ -75,6 +79,7 @@ impl Summary {
             } else {
                 d.peers_received as f64 / d.announce_responses as f64
             },
+            latency: LatencySummary::default(),
         }
     }
 
@@ -145,6 +150,7 @@ impl shoal_load_test_common::cli::Summary for Summary {
             "  peers per announce:  {:>12.1}",
             self.peers_per_announce
         );
+        out.push_str(&self.latency.text());
         out
     }
 
@@ -154,7 +160,7 @@ impl shoal_load_test_common::cli::Summary for Summary {
             "{{\"seconds\":{:.3},\"requests_per_second\":{:.1},\"responses_per_second\":{:.1},\
              \"announce_per_second\":{:.1},\"scrape_per_second\":{:.1},\"failures_per_second\":{:.1},\
              \"http_errors_per_second\":{:.1},\"errors_per_second\":{:.1},\"connections_per_second\":{:.1},\
-             \"peers_per_announce\":{:.3}}}",
+             \"peers_per_announce\":{:.3},{}}}",
             self.seconds,
             self.requests_per_second,
             self.responses_per_second,
@@ -164,7 +170,8 @@ impl shoal_load_test_common::cli::Summary for Summary {
             self.http_errors_per_second,
             self.errors_per_second,
             self.connections_per_second,
-            self.peers_per_announce
+            self.peers_per_announce,
+            self.latency.json()
         )
     }
 }

@@ -17,6 +17,7 @@ use mio::{Events, Interest, Poll, Token};
 use rustls::ClientConnection;
 use rustls::pki_types::ServerName;
 use shoal_common::Shutdown;
+use shoal_load_test_common::latency::LatencyRecorder;
 use shoal_load_test_common::population::Population;
 
 use crate::config::Config;
@@ -64,6 +65,7 @@ pub struct Worker {
     keep_alive: bool,
     timeout: Duration,
     scratch: Vec<u8>,
+    latency: LatencyRecorder,
 }
 
 impl std::fmt::Debug for Worker {
@@ -82,6 +84,7 @@ impl Worker {
         config: &Config,
         population: Arc<Population>,
         shared: Arc<SharedCounters>,
+        latency: LatencyRecorder,
         shutdown: Shutdown,
     ) -> anyhow::Result<Self> {
         let tls = if config.network.tls {
@@ -104,6 +107,7 @@ impl Worker {
             keep_alive: config.network.keep_alive,
             timeout: Duration::from_millis(config.network.response_timeout_ms),
             scratch: vec![0; 64 * 1024],
+            latency,
         })
     }
 
@@ -135,6 +139,7 @@ impl Worker {
             }
             self.counters.flush_into(&self.shared);
         }
+        self.latency.flush();
         Ok(())
     }
 
@@ -299,6 +304,9 @@ impl Worker {
             return Ok(None);
         };
         let kind = connection.waiting_for.take().ok_or(())?;
+        // From queueing the request (on a new connection: before connecting) to the
+        // whole response read.
+        self.latency.record(connection.sent_at, Instant::now());
         if response.code != Some(200) {
             self.counters.http_errors += 1;
         } else if body.starts_with(b"d14:failure reason") {

@@ -54,6 +54,21 @@ fn keep_alive_and_fresh_connections() {
             0.0
         );
         assert!(summary.peers_per_announce > 5.0, "{summary:?}");
+        // Every response in the window was timed.
+        let (latency, responses) = (
+            summary.latency,
+            summary.responses_per_second * summary.seconds,
+        );
+        assert!(
+            latency.count as f64 > responses * 0.8 && (latency.count as f64) < responses * 1.5,
+            "{summary:?}"
+        );
+        assert!(
+            latency.p50_us >= 1
+                && latency.p50_us <= latency.p999_us
+                && latency.p999_us <= latency.max_us,
+            "{summary:?}"
+        );
         if !keep_alive {
             assert!(
                 summary.connections_per_second >= summary.responses_per_second * 0.9,

@@ -1,6 +1,7 @@
 //! What shoal's load testers share.
 //!
 //! * [`cli`]: the flags, summary format and checks both load testers add.
+//! * [`latency`]: per-request latency in a histogram, summarized as percentiles.
 //! * [`popularity`]: drawing torrents by a power-law popularity in O(1).
 //! * [`population`]: the simulated torrents and peers of a run, the same every run.
 //! * [`report`]: sampling counters every second, progress lines, and the summary of
@@ -8,6 +9,7 @@
 //! * [`tls`]: a TLS client config that accepts self-signed certificates.
 
 pub mod cli;
+pub mod latency;
 pub mod popularity;
 pub mod population;
 pub mod report;

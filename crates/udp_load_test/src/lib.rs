@@ -26,6 +26,7 @@ use shoal_common::{AppInfo, Shutdown, Supervisor};
 
 pub use config::Config;
 use shoal_load_test_common::cli::print_summary;
+use shoal_load_test_common::latency::Latencies;
 use shoal_load_test_common::population::Population;
 use shoal_load_test_common::report::{ReportSchedule, run_reported};
 use stats::{SharedCounters, Summary, Totals};
@@ -65,6 +66,12 @@ pub fn run_until(config: Config, shutdown: Shutdown) -> anyhow::Result<Summary> 
     );
 
     let mut supervisor = Supervisor::new(shutdown.clone());
+    let schedule = ReportSchedule {
+        duration: config.duration,
+        summarize_last: config.summarize_last,
+        report_interval: config.report_interval,
+    };
+    let latencies = Latencies::new(&schedule);
     // One allocation per worker keeps workers' counters on separate cache lines.
     let counters: Arc<Vec<Arc<SharedCounters>>> = Arc::new(
         (0..config.workers)
@@ -77,6 +84,7 @@ pub fn run_until(config: Config, shutdown: Shutdown) -> anyhow::Result<Summary> 
             &config,
             population.clone(),
             counters[index].clone(),
+            latencies.recorder(),
             shutdown.clone(),
         )?;
         let core = config.cpu_pinning.core_for(index);
@@ -85,11 +93,6 @@ pub fn run_until(config: Config, shutdown: Shutdown) -> anyhow::Result<Summary> 
             worker.run()
         })?;
     }
-    let schedule = ReportSchedule {
-        duration: config.duration,
-        summarize_last: config.summarize_last,
-        report_interval: config.report_interval,
-    };
     let total = move || {
         let mut totals = Totals::default();
         for shared in counters.iter() {
@@ -97,5 +100,7 @@ pub fn run_until(config: Config, shutdown: Shutdown) -> anyhow::Result<Summary> 
         }
         totals
     };
-    run_reported(supervisor, schedule, total, Summary::between, Summary::line)
+    let mut summary = run_reported(supervisor, schedule, total, Summary::between, Summary::line)?;
+    summary.latency = latencies.summary();
+    Ok(summary)
 }

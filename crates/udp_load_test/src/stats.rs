@@ -1,5 +1,6 @@
 //! What the load tester counts, and the summary it prints.
 
+use shoal_load_test_common::latency::LatencySummary;
 use std::fmt::Write as _;
 
 shoal_common::counters! {
@@ -61,6 +62,8 @@ pub struct Summary {
     pub peers_per_announce: f64,
     /// Share of requests that got no reply (0 to 1).
     pub unanswered: f64,
+    /// Reply latency over the same stretch (filled in at the end of the run).
+    pub latency: LatencySummary,
 }
 
 impl Summary {
@@ -87,6 +90,7 @@ impl Summary {
             } else {
                 (1.0 - d.replies() as f64 / requests as f64).max(0.0)
             },
+            latency: LatencySummary::default(),
         }
     }
 
@@ -152,6 +156,7 @@ impl shoal_load_test_common::cli::Summary for Summary {
             "  unanswered:         {:>11.2} %",
             self.unanswered * 100.0
         );
+        out.push_str(&self.latency.text());
         out
     }
 
@@ -160,7 +165,7 @@ impl shoal_load_test_common::cli::Summary for Summary {
         format!(
             "{{\"seconds\":{:.3},\"requests_per_second\":{:.1},\"replies_per_second\":{:.1},\
              \"connect_per_second\":{:.1},\"announce_per_second\":{:.1},\"scrape_per_second\":{:.1},\
-             \"errors_per_second\":{:.1},\"peers_per_announce\":{:.3},\"unanswered\":{:.6}}}",
+             \"errors_per_second\":{:.1},\"peers_per_announce\":{:.3},\"unanswered\":{:.6},{}}}",
             self.seconds,
             self.requests_per_second,
             self.replies_per_second,
@@ -169,7 +174,8 @@ impl shoal_load_test_common::cli::Summary for Summary {
             self.scrape_per_second,
             self.errors_per_second,
             self.peers_per_announce,
-            self.unanswered
+            self.unanswered,
+            self.latency.json()
         )
     }
 }

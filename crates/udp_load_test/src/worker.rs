@@ -6,6 +6,10 @@
 //! per reply. If a socket hears nothing for the response timeout, its window is written
 //! off (counted) and sent again. Connection ids are renewed every minute, as BEP 15
 //! clients do.
+//!
+//! A request's transaction id is the time it was sent, in microseconds since the
+//! worker started (wrapping every 71 minutes): the tracker echoes it, so each reply's
+//! latency is known without keeping anything per request.
 
 use std::io::ErrorKind;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
@@ -21,6 +25,7 @@ use shoal_udp_protocol::{ConnectionId, TransactionId, action};
 use socket2::{Domain, Protocol, Socket, Type};
 
 use crate::config::Config;
+use shoal_load_test_common::latency::LatencyRecorder;
 use shoal_load_test_common::population::Population;
 
 use crate::requests::{Kind, RequestWriter};
@@ -41,7 +46,6 @@ struct LoadSocket {
     connect_sent_at: Option<Instant>,
     in_flight: usize,
     last_reply: Instant,
-    next_transaction: u32,
 }
 
 /// One worker thread's state.
@@ -61,6 +65,9 @@ pub struct Worker {
     send: SendBatch,
     out: Vec<u8>,
     ends: Vec<usize>,
+    /// Transaction ids count microseconds from here.
+    epoch: Instant,
+    latency: LatencyRecorder,
 }
 
 impl std::fmt::Debug for Worker {
@@ -78,6 +85,7 @@ impl Worker {
         config: &Config,
         population: Arc<Population>,
         shared: Arc<SharedCounters>,
+        latency: LatencyRecorder,
         shutdown: Shutdown,
     ) -> anyhow::Result<Self> {
         let poll = Poll::new().context("cannot create epoll instance")?;
@@ -109,7 +117,6 @@ impl Worker {
                 connect_sent_at: None,
                 in_flight: 0,
                 last_reply: Instant::now(),
-                next_transaction: (index as u32) << 24 | (i as u32) << 16,
             });
         }
         Ok(Self {
@@ -128,6 +135,8 @@ impl Worker {
             send: SendBatch::new(),
             out: Vec::with_capacity(SEND_CHUNK * 1500),
             ends: Vec::with_capacity(SEND_CHUNK),
+            epoch: Instant::now(),
+            latency,
         })
     }
 
@@ -146,6 +155,7 @@ impl Worker {
             }
             self.counters.flush_into(&self.shared);
         }
+        self.latency.flush();
         Ok(())
     }
 
@@ -189,7 +199,13 @@ impl Worker {
             match self.recv.recv(&self.sockets[index].socket) {
                 Ok(count) => {
                     let now = Instant::now();
+                    let now_micros = self.micros(now);
                     for datagram in self.recv.iter() {
+                        if let Some(sent) = datagram.bytes.get(4..8) {
+                            let sent = u32::from_be_bytes(sent.try_into().expect("4 bytes"));
+                            let micros = now_micros.wrapping_sub(sent);
+                            self.latency.record_micros(now, u64::from(micros));
+                        }
                         count_reply(
                             &mut self.counters,
                             &mut self.sockets[index],
@@ -219,7 +235,7 @@ impl Worker {
     fn send_connect(&mut self, index: usize) {
         self.out.clear();
         self.ends.clear();
-        let transaction_id = self.transaction(index);
+        let transaction_id = self.transaction();
         RequestWriter::connect(&mut self.out, transaction_id);
         self.ends.push(self.out.len());
         if self.flush(index) == 1 {
@@ -237,8 +253,9 @@ impl Worker {
             self.out.clear();
             self.ends.clear();
             let mut kinds = [0u64; 3];
+            // One clock read per chunk: the chunk goes out in one system call.
+            let transaction_id = self.transaction();
             for _ in 0..left.min(SEND_CHUNK) {
-                let transaction_id = self.transaction(index);
                 let kind = self.writer.write(
                     &self.population,
                     connection_id,
@@ -283,10 +300,14 @@ impl Worker {
         sent
     }
 
-    fn transaction(&mut self, index: usize) -> TransactionId {
-        let socket = &mut self.sockets[index];
-        socket.next_transaction = socket.next_transaction.wrapping_add(1);
-        TransactionId(socket.next_transaction)
+    /// The transaction id of a request sent now: the time.
+    fn transaction(&self) -> TransactionId {
+        TransactionId(self.micros(Instant::now()))
+    }
+
+    /// `at` in microseconds since the worker started, wrapping.
+    fn micros(&self, at: Instant) -> u32 {
+        at.saturating_duration_since(self.epoch).as_micros() as u32
     }
 }
 

@@ -52,6 +52,22 @@ fn every_kind_of_request_is_answered() {
         "500 peers over 50 torrents: {summary:?}"
     );
     assert!(summary.unanswered < 0.01, "{summary:?}");
+    // Every reply in the window was timed: as many as the rates count, give or take
+    // the replies of the second in which the window started.
+    let latency = summary.latency;
+    let replies = summary.replies_per_second * summary.seconds;
+    assert!(
+        latency.count as f64 > replies * 0.8 && (latency.count as f64) < replies * 1.5,
+        "{summary:?}"
+    );
+    assert!(
+        latency.p50_us >= 1 && latency.p50_us <= latency.p99_us && latency.p99_us <= latency.max_us,
+        "{summary:?}"
+    );
+    assert!(
+        latency.p50_us < 1_000_000,
+        "loopback replies take well under a second: {summary:?}"
+    );
     let stats = tracker.stats();
     assert_eq!(stats.requests.bad_connection_ids, 0);
     assert_eq!(stats.requests.invalid_requests, 0);
