@@ -10,6 +10,7 @@
 use std::io::{self, ErrorKind, Read, Write};
 use std::time::{Duration, Instant};
 
+use shoal_load_test_common::latency::LatencyRecorder;
 use shoal_load_test_common::population::Population;
 use tungstenite::error::ProtocolError;
 use tungstenite::protocol::{Role, WebSocketConfig, WebSocketContext};
@@ -79,6 +80,9 @@ pub struct Shared {
     pub population: std::sync::Arc<Population>,
     /// The worker's counters.
     pub counters: Counters,
+    /// Reply latencies: from sending a request to reading the reply that ends its
+    /// wait (offers forwarded by other peers are not replies and are not timed).
+    pub latency: LatencyRecorder,
     /// From the config.
     pub settings: Settings,
 }
@@ -286,8 +290,10 @@ impl Connection {
                 Ok(Message::Text(text)) => {
                     let reply = Reply::read(text.as_bytes());
                     reply.count(&mut shared.counters);
-                    if let Some(request) = reply.reply_to() {
-                        self.flow.replied(request, now);
+                    if let Some(request) = reply.reply_to()
+                        && let Some(sent) = self.flow.replied(request, now)
+                    {
+                        shared.latency.record(sent, now);
                     }
                     if let Reply::Offer(offer) = &reply
                         && shared.settings.answer_offers

@@ -78,8 +78,8 @@ pub struct Due {
 #[derive(Clone, Debug)]
 pub struct Flow {
     pace: Pace,
-    /// Requests sent and not yet replied to, oldest first.
-    waiting: VecDeque<Request>,
+    /// Requests sent and not yet replied to, with when they were sent, oldest first.
+    waiting: VecDeque<(Request, Instant)>,
     /// Since when the connection has waited for a reply: the last reply that ended a
     /// wait, or the send that started one.
     waiting_since: Instant,
@@ -116,22 +116,19 @@ impl Flow {
         if self.waiting.len() >= MAX_WAITING {
             self.waiting.pop_front();
         }
-        self.waiting.push_back(request);
+        self.waiting.push_back((request, now));
     }
 
-    /// Notes a reply to `request` at `now`; returns whether it ended a wait (the
-    /// oldest matching request's).
-    pub fn replied(&mut self, request: Request, now: Instant) -> bool {
-        let Some(at) = self
+    /// Notes a reply to `request` at `now`; when it ended a wait (the oldest matching
+    /// request's), returns when that request was sent.
+    pub fn replied(&mut self, request: Request, now: Instant) -> Option<Instant> {
+        let at = self
             .waiting
             .iter()
-            .position(|&waiting| request.ends(waiting))
-        else {
-            return false;
-        };
-        self.waiting.remove(at);
+            .position(|&(waiting, _)| request.ends(waiting))?;
+        let (_, sent) = self.waiting.remove(at)?;
         self.waiting_since = now;
-        true
+        Some(sent)
     }
 
     /// The requests to send at `now`. `backlogged`: the connection still holds
@@ -189,11 +186,18 @@ mod tests {
             flow.sent(announce(byte), start);
         }
         assert_eq!(flow.due(start, false).send, 0);
-        assert!(flow.replied(announce(2), start + MS));
+        // The reply names the request it ends, and so when that was sent.
+        assert_eq!(flow.replied(announce(2), start + MS), Some(start));
         assert_eq!(flow.due(start + MS, false).send, 1);
         flow.sent(Request::Scrape, start + MS);
-        assert!(flow.replied(Request::Scrape, start + MS));
-        assert!(!flow.replied(Request::Scrape, start + MS), "one reply each");
+        assert_eq!(
+            flow.replied(Request::Scrape, start + 3 * MS),
+            Some(start + MS)
+        );
+        assert!(
+            flow.replied(Request::Scrape, start + MS).is_none(),
+            "one reply each"
+        );
         assert_eq!(flow.in_flight(), 2);
     }
 
@@ -203,16 +207,16 @@ mod tests {
         let mut flow = Flow::new(Pace::Replies { in_flight: 1 }, start);
         flow.sent(announce(1), start);
         // aquatic_ws replies to an answer in torrent 7; shoal_ws refuses one there.
-        assert!(!flow.replied(announce(7), start));
+        assert!(flow.replied(announce(7), start).is_none());
         assert_eq!(flow.due(start, false).send, 0);
         // The announce's own reply, or its error, does.
-        assert!(flow.replied(announce(1), start));
+        assert!(flow.replied(announce(1), start).is_some());
         assert_eq!(flow.due(start, false).send, 1);
         flow.sent(announce(1), start);
-        assert!(flow.replied(Request::Announce(None), start));
+        assert!(flow.replied(Request::Announce(None), start).is_some());
         flow.sent(Request::Scrape, start);
-        assert!(!flow.replied(announce(1), start));
-        assert!(flow.replied(Request::Any, start));
+        assert!(flow.replied(announce(1), start).is_none());
+        assert!(flow.replied(Request::Any, start).is_some());
     }
 
     #[test]

@@ -34,6 +34,7 @@ use shoal_common::cpu::maybe_pin_current_thread;
 use shoal_common::signals::spawn_signal_thread;
 use shoal_common::{AppInfo, Shutdown, Supervisor};
 use shoal_load_test_common::cli::print_summary;
+use shoal_load_test_common::latency::Latencies;
 use shoal_load_test_common::report::{ReportSchedule, run_reported};
 
 pub use config::Config;
@@ -79,6 +80,12 @@ pub fn run_until(config: Config, shutdown: Shutdown) -> anyhow::Result<Summary> 
         }
     );
     let mut supervisor = Supervisor::new(shutdown.clone());
+    let schedule = ReportSchedule {
+        duration: config.duration,
+        summarize_last: config.summarize_last,
+        report_interval: config.report_interval,
+    };
+    let latencies = Latencies::new(&schedule);
     let counters: Vec<Arc<SharedCounters>> = (0..config.workers)
         .map(|_| Arc::new(SharedCounters::default()))
         .collect();
@@ -89,6 +96,7 @@ pub fn run_until(config: Config, shutdown: Shutdown) -> anyhow::Result<Summary> 
             &config,
             population.clone(),
             shared.clone(),
+            latencies.recorder(),
             shutdown.clone(),
         )?;
         let core = config.cpu_pinning.core_for(index);
@@ -97,11 +105,6 @@ pub fn run_until(config: Config, shutdown: Shutdown) -> anyhow::Result<Summary> 
             worker.run()
         })?;
     }
-    let schedule = ReportSchedule {
-        duration: config.duration,
-        summarize_last: config.summarize_last,
-        report_interval: config.report_interval,
-    };
     let total = move || {
         let mut totals = Totals::default();
         for shared in &counters {
@@ -109,5 +112,7 @@ pub fn run_until(config: Config, shutdown: Shutdown) -> anyhow::Result<Summary> 
         }
         totals
     };
-    run_reported(supervisor, schedule, total, Summary::between, Summary::line)
+    let mut summary = run_reported(supervisor, schedule, total, Summary::between, Summary::line)?;
+    summary.latency = latencies.summary();
+    Ok(summary)
 }

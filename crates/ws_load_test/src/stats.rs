@@ -6,6 +6,8 @@
 
 use std::fmt::Write as _;
 
+use shoal_load_test_common::latency::LatencySummary;
+
 shoal_common::counters! {
     /// Counted by each worker.
     pub struct Counters, SharedCounters, Totals {
@@ -87,6 +89,8 @@ pub struct Summary {
     pub megabits_sent_per_second: f64,
     /// Megabits per second received.
     pub megabits_received_per_second: f64,
+    /// Reply latency over the same stretch (filled in at the end of the run).
+    pub latency: LatencySummary,
 }
 
 impl Summary {
@@ -117,6 +121,7 @@ impl Summary {
                 .saturating_sub(later.closed_by_server + later.connection_errors + later.timeouts),
             megabits_sent_per_second: per_second(d.bytes_sent) * 8.0 / 1e6,
             megabits_received_per_second: per_second(d.bytes_received) * 8.0 / 1e6,
+            latency: LatencySummary::default(),
         }
     }
 
@@ -189,6 +194,7 @@ impl shoal_load_test_common::cli::Summary for Summary {
             let precision = usize::from(unit.contains("bit"));
             let _ = writeln!(out, "  {name:<22} {value:>12.precision$}{unit}");
         }
+        out.push_str(&self.latency.text());
         out
     }
 
@@ -203,7 +209,7 @@ impl shoal_load_test_common::cli::Summary for Summary {
              \"connect_failures_per_second\":{:.1},\"closed_by_server_per_second\":{:.1},\
              \"connection_errors_per_second\":{:.1},\"skipped_per_second\":{:.1},\
              \"open_connections\":{},\"megabits_sent_per_second\":{:.3},\
-             \"megabits_received_per_second\":{:.3}}}",
+             \"megabits_received_per_second\":{:.3},{}}}",
             self.seconds,
             self.requests_per_second,
             self.answers_sent_per_second,
@@ -222,6 +228,7 @@ impl shoal_load_test_common::cli::Summary for Summary {
             self.open_connections,
             self.megabits_sent_per_second,
             self.megabits_received_per_second,
+            self.latency.json(),
         )
     }
 }

@@ -18,6 +18,7 @@ use mio::net::TcpStream;
 use mio::{Events, Interest, Poll, Token};
 use rustls::pki_types::ServerName;
 use shoal_common::Shutdown;
+use shoal_load_test_common::latency::LatencyRecorder;
 use shoal_load_test_common::population::Population;
 
 use crate::config::Config;
@@ -70,6 +71,7 @@ impl Worker {
         config: &Config,
         population: Arc<Population>,
         counters: Arc<SharedCounters>,
+        latency: LatencyRecorder,
         shutdown: Shutdown,
     ) -> anyhow::Result<Self> {
         let tls = if config.network.tls {
@@ -103,6 +105,7 @@ impl Worker {
                 writer: MessageWriter::new(config, index),
                 population,
                 counters: Counters::default(),
+                latency,
                 settings,
             },
             counters,

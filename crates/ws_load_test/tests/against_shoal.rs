@@ -53,6 +53,18 @@ fn assert_healthy(summary: &Summary) {
     assert!(summary.scrape_replies_per_second > 1.0, "{summary:?}");
     assert!(!summary.has_errors(), "{summary:?}");
     assert_eq!(summary.open_connections, 2, "{summary:?}");
+    // Announce and scrape replies are timed (offers and answers come from other peers).
+    let replies =
+        (summary.announce_replies_per_second + summary.scrape_replies_per_second) * summary.seconds;
+    let latency = summary.latency;
+    assert!(
+        latency.count as f64 > replies * 0.8 && (latency.count as f64) < replies * 1.5,
+        "{summary:?}"
+    );
+    assert!(
+        latency.p50_us >= 1 && latency.p50_us <= latency.p99_us && latency.p99_us <= latency.max_us,
+        "{summary:?}"
+    );
 }
 
 #[test]
