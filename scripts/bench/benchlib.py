@@ -2,6 +2,7 @@
 sampling a process's CPU time over exactly the window a load tester measures."""
 
 import os
+import statistics
 import socket
 import subprocess
 import threading
@@ -140,3 +141,19 @@ class PortPicker:
             if port_free(port):
                 return port
         raise RuntimeError(f"no free port in {self.base}..{self.base + 199}")
+
+
+def latency_of(summary):
+    """(p50, p99, p99.9, max) in µs from a shoal load tester's JSON summary, if it has them."""
+    latency = summary.get("latency_us")
+    if not latency or not latency.get("count"):
+        return None
+    return tuple(latency[k] for k in ("p50", "p99", "p999", "max"))
+
+
+def latency_cell(latencies):
+    """Medians over rounds of each percentile, or a dash when the load tester has none."""
+    known = [l for l in latencies if l]
+    if not known:
+        return "—"
+    return " / ".join(f"{statistics.median(l[i] for l in known):.0f}" for i in range(4))

@@ -23,7 +23,7 @@ import sys
 import tempfile
 import time
 
-from benchlib import PortPicker, Sampler, children, cpu_list, start, status_kib, stop, wait_for_port
+from benchlib import PortPicker, Sampler, children, cpu_list, latency_cell, latency_of, start, status_kib, stop, wait_for_port
 
 FIXED_BODY = "d8:completei1e10:incompletei1e8:intervali1800e5:peers0:e"
 
@@ -159,24 +159,25 @@ seeder_probability = 0.25
         raise ValueError(load)
 
     def parse_load(self, load, text):
-        """(responses/s, failures/s)"""
+        """(responses/s, failures/s, latency percentiles in µs or None)"""
         if load == "wrk":
             rate = float(re.search(r"Requests/sec:\s+([\d.]+)", text).group(1))
             bad = re.search(r"Non-2xx or 3xx responses: (\d+)", text)
             errors = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", text)
             count = (int(bad.group(1)) if bad else 0) + (sum(map(int, errors.groups())) if errors else 0)
-            return rate, count / self.a.duration
+            return rate, count / self.a.duration, None
         if load == "shoal":
             data = json.loads([l for l in text.splitlines() if l.startswith("{")][-1])
             bad = data["failures_per_second"] + data["http_errors_per_second"] + data["errors_per_second"]
-            return data["responses_per_second"] - data["failures_per_second"] - data["http_errors_per_second"], bad
+            good = data["responses_per_second"] - data["failures_per_second"] - data["http_errors_per_second"]
+            return good, bad, latency_of(data)
         # Progress lines every 5 s; average those inside the measured window.
         responses = [float(x) for x in re.findall(r"Responses in: ([\d.]+)/second", text)]
         failures = [float(x) for x in re.findall(r"Failure responses: +([\d.]+)", text)]
         n = max(1, self.a.summarize // 5)
         window, bad = responses[-n:], failures[-n:]
         good = statistics.mean(window) - (statistics.mean(bad) if bad else 0)
-        return good, (statistics.mean(bad) if bad else 0.0)
+        return good, (statistics.mean(bad) if bad else 0.0), None
 
     def run_once(self, tracker, load, tls, keep_alive):
         a = self.a
@@ -202,7 +203,7 @@ seeder_probability = 0.25
                 sys.exit(f"the {load} load tester failed:\n{text}")
             if proc.poll() is not None:
                 sys.exit(f"{tracker} exited during the run; see {self.path(tracker + '.log')}")
-            responses, bad = self.parse_load(load, text)
+            responses, bad, latency = self.parse_load(load, text)
             # wrk reports its whole run, so measure the CPU over the whole run too.
             window = a.duration - 1 if load == "wrk" else a.summarize
             t0 = end - window
@@ -210,7 +211,7 @@ seeder_probability = 0.25
             load_cpu = sampler.cpu_between(load_proc.pid, t0, end)
             return {"responses": responses, "bad": bad, "cpu_us": cpu / max(1, responses * window) * 1e6,
                     "cores": cpu / window, "load_cores": load_cpu / window,
-                    "rss_mib": status_kib(proc.pid, "VmHWM") / 1024}
+                    "rss_mib": status_kib(proc.pid, "VmHWM") / 1024, "latency": latency}
         finally:
             stop(proc)
             log.close()
@@ -257,6 +258,16 @@ seeder_probability = 0.25
                            f"{med('shoal', 'cpu_us'):.1f} | {med('aquatic', 'cpu_us'):.1f} | "
                            f"{med('shoal', 'load_cores'):.2f} | {max(r['bad'] for r in get('shoal')):.0f}, "
                            f"{max(r['bad'] for r in get('aquatic')):.0f} |")
+        if "shoal" in a.load_testers:
+            servers = ["shoal", "aquatic", "nginx"] + (["shoal-before"] if a.baseline_dir else [])
+            out.append("\nResponse latency under shoal_http_load_test, µs, p50 / p99 / p99.9 / max (medians of "
+                       "rounds; from queueing a request to reading its whole response):\n")
+            out.append("| mode | " + " | ".join(servers) + " |")
+            out.append("|---|" + "---|" * len(servers))
+            for tls, keep_alive in modes:
+                mode = f"{'TLS' if tls else 'plain'}, keep-alive {'on' if keep_alive else 'off'}"
+                cells = [latency_cell(r["latency"] for r in results[(tls, keep_alive, "shoal", t)]) for t in servers]
+                out.append(f"| {mode} | " + " | ".join(cells) + " |")
         if a.baseline_dir:
             out.append("\nshoal against the baseline build (`--baseline-dir`), same rounds:\n")
             out.append("| mode | load tester | shoal/shoal-before | shoal-before/aquatic |")

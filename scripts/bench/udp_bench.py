@@ -31,7 +31,7 @@ import sys
 import tempfile
 import time
 
-from benchlib import Sampler, cpu_list, start, status_kib, stop
+from benchlib import Sampler, cpu_list, latency_cell, latency_of, start, status_kib, stop
 
 
 def port_free(port):
@@ -196,12 +196,13 @@ source_ips = [{ips}]
 
     @staticmethod
     def parse_load_output(load, text):
-        """(replies/s, requests/s or None, unanswered share or None, error replies/s)"""
+        """(replies/s, requests/s or None, unanswered share or None, error replies/s,
+        latency percentiles in µs or None)"""
         if load == "shoal":
             line = [l for l in text.splitlines() if l.startswith("{")][-1]
             data = json.loads(line)
             return (data["replies_per_second"], data["requests_per_second"], data["unanswered"],
-                    data["errors_per_second"])
+                    data["errors_per_second"], latency_of(data))
         report = text[text.index("# aquatic load test report"):]
         replies = float(re.search(r"Average responses per second: ([\d.]+)", report).group(1))
         errors = float(re.search(r"Error responses: +([\d.]+)", report).group(1))
@@ -211,7 +212,7 @@ source_ips = [{ips}]
         window = progress[-max(1, Bench.summarize // 5):] if progress else []
         requests = sum(window) / len(window) if window else None
         unanswered = max(0.0, 1 - replies / requests) if requests else None
-        return replies, requests, unanswered, errors
+        return replies, requests, unanswered, errors, None
 
     # --- one run ----------------------------------------------------------------
 
@@ -237,7 +238,7 @@ source_ips = [{ips}]
             text = open(load_log).read()
             if load_proc.returncode != 0:
                 sys.exit(f"the {load} load tester failed:\n{text}")
-            replies, requests, unanswered, errors = self.parse_load_output(load, text)
+            replies, requests, unanswered, errors, latency = self.parse_load_output(load, text)
             t0 = end - a.summarize
             tracker_cpu = sampler.cpu_between(proc.pid, t0, end)
             load_cpu = sampler.cpu_between(load_proc.pid, t0, end)
@@ -251,6 +252,7 @@ source_ips = [{ips}]
                 "rss_mib": rss_mib,
                 "unanswered": unanswered,
                 "errors": errors,
+                "latency": latency,
             }
         finally:
             stop(proc)
@@ -331,14 +333,14 @@ source_ips = [{ips}]
             floor = med["floor"]["cpu_per_reply_us"]
             out.append(f"Load tester: **{load}_udp_load_test**\n")
             out.append("| tracker | replies/s | tracker cores | CPU µs/reply | own cost µs/reply (− floor) | "
-                       "peak RSS MiB | load tester µs/request (cores) |")
-            out.append("|---|---|---|---|---|---|---|")
+                       "peak RSS MiB | load tester µs/request (cores) | reply latency µs p50 / p99 / p99.9 / max |")
+            out.append("|---|---|---|---|---|---|---|---|")
             for t in rows:
                 m = med[t]
                 own = "—" if t == "floor" else f"{m['cpu_per_reply_us'] - floor:.2f}"
                 out.append(f"| {t} | {m['replies']:.0f} | {m['tracker_cores']:.2f} | {m['cpu_per_reply_us']:.2f} | "
                            f"{own} | {m['rss_mib']:.0f} | {m['load_cpu_per_request_us']:.2f} "
-                           f"({m['load_cores']:.2f}) |")
+                           f"({m['load_cores']:.2f}) | {latency_cell(r['latency'] for r in rows[t])} |")
             s, q = med["shoal"], med["aquatic"]
             own_s = s["cpu_per_reply_us"] - floor
             own_q = q["cpu_per_reply_us"] - floor

@@ -31,7 +31,8 @@ import sys
 import tempfile
 import time
 
-from benchlib import PortPicker, Sampler, cpu_list, start, status_kib, stop, wait_for_port
+from benchlib import (PortPicker, Sampler, cpu_list, latency_cell, latency_of, start, status_kib, stop,
+                      wait_for_port)
 
 
 def set_keys(text, values):
@@ -142,17 +143,17 @@ interval = 0
         raise ValueError(load)
 
     def parse_load(self, load, text):
-        """(messages/s from the tracker, error messages/s)"""
+        """(messages/s from the tracker, error messages/s, latency percentiles in µs or None)"""
         if load == "shoal":
             data = json.loads([line for line in text.splitlines() if line.startswith("{")][-1])
-            return data["responses_per_second"], data["errors_per_second"]
+            return data["responses_per_second"], data["errors_per_second"], latency_of(data)
         # aquatic_ws_load_test prints progress every few seconds; average those in the window.
         responses = [float(x) for x in re.findall(r"Responses in: ([\d.]+)/second", text)]
         errors = [float(x) for x in re.findall(r"Error responses: +([\d.]+)", text)]
         if not responses:
             sys.exit(f"no progress lines in aquatic_ws_load_test's output:\n{text}")
         n = max(1, self.a.summarize // 5)
-        return statistics.mean(responses[-n:]), (statistics.mean(errors[-n:]) if errors else 0.0)
+        return statistics.mean(responses[-n:]), (statistics.mean(errors[-n:]) if errors else 0.0), None
 
     def run_once(self, tracker, load, tls, connections):
         a = self.a
@@ -178,14 +179,14 @@ interval = 0
                 sys.exit(f"the {load} load tester failed:\n{text}")
             if proc.poll() is not None:
                 sys.exit(f"{tracker} exited during the run; see {self.path(tracker + '.log')}")
-            responses, errors = self.parse_load(load, text)
+            responses, errors, latency = self.parse_load(load, text)
             t0 = end - a.summarize
             cpu = sampler.cpu_between(proc.pid, t0, end)
             load_cpu = sampler.cpu_between(load_proc.pid, t0, end)
             return {"responses": responses, "errors": errors,
                     "cpu_us": cpu / max(1, responses * a.summarize) * 1e6,
                     "cores": cpu / a.summarize, "load_cores": load_cpu / a.summarize,
-                    "rss_mib": status_kib(proc.pid, "VmHWM") / 1024}
+                    "rss_mib": status_kib(proc.pid, "VmHWM") / 1024, "latency": latency}
         finally:
             stop(proc)
             log.close()
@@ -239,6 +240,17 @@ interval = 0
                        f"{med('aquatic', 'cpu_us'):.1f} | {med('shoal', 'load_cores'):.2f} | "
                        f"{max(r['errors'] for r in get('shoal')):.0f}, {max(r['errors'] for r in get('aquatic')):.0f} | "
                        f"{med('shoal', 'rss_mib'):.0f}, {med('aquatic', 'rss_mib'):.0f} |")
+        shoal_cases = [case for case in self.cases() if case[0] == "shoal"]
+        if shoal_cases:
+            trackers = ["shoal", "aquatic"] + (["shoal-before"] if a.baseline_dir else [])
+            out.append("\nReply latency under shoal_ws_load_test, µs, p50 / p99 / p99.9 / max (medians of rounds; "
+                       "announce and scrape replies, from sending the request to reading its reply):\n")
+            out.append("| transport | connections | " + " | ".join(trackers) + " |")
+            out.append("|---|---|" + "---|" * len(trackers))
+            for case in shoal_cases:
+                _, tls, connections = case
+                cells = [latency_cell(r["latency"] for r in results[case + (t,)]) for t in trackers]
+                out.append(f"| {'wss' if tls else 'ws'} | {connections} | " + " | ".join(cells) + " |")
         if a.baseline_dir:
             out.append("\nshoal against the baseline build (`--baseline-dir`), same rounds:\n")
             out.append("| transport | connections | load tester | shoal/shoal-before | shoal-before/aquatic |")
