@@ -1,21 +1,38 @@
-//! `shoal_udp_floor`: the cheapest possible BEP 15 responder, for benchmarks.
+//! `shoal_udp_floor`: the cheapest BEP 15 responder we know how to write, for
+//! benchmarks.
 //!
-//! One thread, one blocking socket, one `recvfrom` and one `sendto` per request, fixed
-//! replies, no state, no checks. No tracker built on plain sockets can use less CPU per
-//! reply, so `tracker CPU per reply − floor CPU per reply` is what the tracker itself
-//! costs. Replies have the sizes a tracker's would: an announce reply carries as many
-//! peers as the request asks for (up to 30, all 127.0.0.1:6881); a scrape reply has one
-//! zeroed entry per info hash.
+//! One thread and one socket, no state and no checks: it reads every queued request
+//! with one `recvmmsg` (up to [`BATCH`], the batch shoal's socket workers read), writes
+//! fixed replies into one reused buffer and sends them all with one `sendmmsg`, and
+//! sleeps in `poll` only when nothing is queued. So it pays the kernel's per-packet
+//! cost and almost nothing else: `tracker CPU per reply − floor CPU per reply` is what a
+//! tracker itself adds. Replies have the sizes a tracker's would: an announce reply
+//! carries as many peers as the request asks for (up to 30, all 127.0.0.1:6881); a
+//! scrape reply has one zeroed entry per info hash.
 //!
-//! Usage: `shoal_udp_floor ADDRESS` (e.g. `127.0.0.1:3001`). It runs until killed.
+//! `--one-by-one` answers with one `recvfrom` and one `sendto` per request instead: the
+//! floor of the benchmark documents before 2026-11-23, which batching trackers beat.
+//!
+//! Usage: `shoal_udp_floor ADDRESS [--one-by-one]` (e.g. `127.0.0.1:3001`). It runs
+//! until killed.
 
-use std::net::UdpSocket;
+use std::io::ErrorKind;
+use std::net::{SocketAddr, UdpSocket};
+use std::os::fd::AsRawFd as _;
 
+use shoal_common::udp_batch::{RecvBatch, SendBatch};
+
+/// Peers in an announce reply at most.
 const MAX_PEERS: usize = 30;
+/// Datagrams read per `recvmmsg`: as many as a shoal socket worker reads.
+const BATCH: usize = 64;
+/// Largest request read (a scrape of 74 info hashes fits).
+const SLOT: usize = 1500;
 
 fn main() -> std::io::Result<()> {
-    let Some(address) = std::env::args().nth(1) else {
-        eprintln!("usage: shoal_udp_floor ADDRESS");
+    let mut args = std::env::args().skip(1);
+    let (Some(address), mode) = (args.next(), args.next()) else {
+        eprintln!("usage: shoal_udp_floor ADDRESS [--one-by-one]");
         std::process::exit(2);
     };
     let socket = UdpSocket::bind(&address)?;
@@ -23,37 +40,154 @@ fn main() -> std::io::Result<()> {
         "shoal_udp_floor listening on udp://{}",
         socket.local_addr()?
     );
-    let mut request = [0u8; 2048];
+    match mode.as_deref() {
+        None => batched(&socket),
+        Some("--one-by-one") => one_by_one(&socket),
+        Some(other) => {
+            eprintln!("unknown option {other}; usage: shoal_udp_floor ADDRESS [--one-by-one]");
+            std::process::exit(2);
+        }
+    }
+}
+
+/// Batches of requests in, batches of replies out.
+fn batched(socket: &UdpSocket) -> std::io::Result<()> {
+    socket.set_nonblocking(true)?;
+    let mut recv = RecvBatch::new(BATCH, SLOT);
+    let mut send = SendBatch::new();
+    let mut replies = Vec::with_capacity(BATCH * (20 + 6 * MAX_PEERS));
+    let mut sent_to: Vec<(SocketAddr, usize)> = Vec::with_capacity(BATCH);
+    loop {
+        match recv.recv(socket) {
+            Ok(_) => {}
+            Err(err) if err.kind() == ErrorKind::WouldBlock => {
+                wait_readable(socket);
+                continue;
+            }
+            Err(err) if err.kind() == ErrorKind::Interrupted => continue,
+            Err(err) => return Err(err),
+        }
+        replies.clear();
+        sent_to.clear();
+        for datagram in recv.iter() {
+            let Some(client) = datagram.source else {
+                continue;
+            };
+            if write_reply(datagram.bytes, &mut replies) {
+                sent_to.push((client, replies.len()));
+            }
+        }
+        let mut start = 0;
+        let packets = sent_to.iter().map(|&(client, end)| {
+            let packet = &replies[start..end];
+            start = end;
+            (Some(client), packet)
+        });
+        // Best effort: what the send buffer cannot take is dropped, like a tracker
+        // under overload.
+        let _ = send.send(socket, packets);
+    }
+}
+
+/// One `recvfrom` and one `sendto` per request.
+fn one_by_one(socket: &UdpSocket) -> std::io::Result<()> {
+    let mut request = [0u8; SLOT];
     let mut reply = Vec::with_capacity(2048);
     loop {
         let (len, client) = socket.recv_from(&mut request)?;
-        if len < 16 {
-            continue;
-        }
         reply.clear();
-        let action = u32::from_be_bytes([request[8], request[9], request[10], request[11]]);
-        reply.extend_from_slice(&action.to_be_bytes());
-        reply.extend_from_slice(&request[12..16]); // transaction id
-        match action {
-            0 => reply.extend_from_slice(&0x5eed_0000_0000_0001u64.to_be_bytes()),
-            1 if len >= 98 => {
-                reply.extend_from_slice(&1800u32.to_be_bytes());
-                reply.extend_from_slice(&[0, 0, 0, 1, 0, 0, 0, 1]); // leechers, seeders
-                let wanted =
-                    i32::from_be_bytes([request[92], request[93], request[94], request[95]]);
-                let peers = if wanted <= 0 {
-                    MAX_PEERS
-                } else {
-                    (wanted as usize).min(MAX_PEERS)
-                };
-                for _ in 0..peers {
-                    reply.extend_from_slice(&[127, 0, 0, 1, 0x1a, 0xe1]);
-                }
-            }
-            2 => reply.resize(8 + (len - 16) / 20 * 12, 0),
-            _ => continue,
+        if write_reply(&request[..len], &mut reply) {
+            let _ = socket.send_to(&reply, client);
         }
-        // Best effort: a full send buffer drops the reply, like a tracker under overload.
-        let _ = socket.send_to(&reply, client);
+    }
+}
+
+/// Appends the reply to `request` to `out`; false when there is none to send.
+fn write_reply(request: &[u8], out: &mut Vec<u8>) -> bool {
+    let len = request.len();
+    if len < 16 {
+        return false;
+    }
+    let action = u32::from_be_bytes([request[8], request[9], request[10], request[11]]);
+    out.extend_from_slice(&action.to_be_bytes());
+    out.extend_from_slice(&request[12..16]); // transaction id
+    match action {
+        0 => out.extend_from_slice(&0x5eed_0000_0000_0001u64.to_be_bytes()),
+        1 if len >= 98 => {
+            out.extend_from_slice(&1800u32.to_be_bytes());
+            out.extend_from_slice(&[0, 0, 0, 1, 0, 0, 0, 1]); // leechers, seeders
+            let wanted = i32::from_be_bytes([request[92], request[93], request[94], request[95]]);
+            let peers = if wanted <= 0 {
+                MAX_PEERS
+            } else {
+                (wanted as usize).min(MAX_PEERS)
+            };
+            for _ in 0..peers {
+                out.extend_from_slice(&[127, 0, 0, 1, 0x1a, 0xe1]);
+            }
+        }
+        2 => {
+            let entries = (len - 16) / 20;
+            out.resize(out.len() + entries * 12, 0);
+        }
+        _ => {
+            out.truncate(out.len() - 8);
+            return false;
+        }
+    }
+    true
+}
+
+/// Sleeps until the socket has a datagram (or a signal interrupts).
+fn wait_readable(socket: &UdpSocket) {
+    let mut fd = libc::pollfd {
+        fd: socket.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd for the duration of the call.
+    unsafe {
+        libc::poll(&raw mut fd, 1, -1);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(action: u32, extra: &[u8]) -> Vec<u8> {
+        let mut bytes = 0x0417_2710_1980u64.to_be_bytes().to_vec();
+        bytes.extend_from_slice(&action.to_be_bytes());
+        bytes.extend_from_slice(&7u32.to_be_bytes());
+        bytes.extend_from_slice(extra);
+        bytes
+    }
+
+    #[test]
+    fn replies_have_a_trackers_sizes_back_to_back() {
+        let mut out = Vec::new();
+        assert!(write_reply(&request(0, &[]), &mut out));
+        assert_eq!(out.len(), 16);
+        assert_eq!(&out[4..8], &7u32.to_be_bytes(), "transaction id echoed");
+
+        // An announce asking for 5 peers, then one asking for the default.
+        let mut announce = vec![0u8; 82];
+        announce[76..80].copy_from_slice(&5i32.to_be_bytes());
+        assert!(write_reply(&request(1, &announce), &mut out));
+        assert_eq!(out.len(), 16 + 20 + 5 * 6);
+        announce[76..80].copy_from_slice(&(-1i32).to_be_bytes());
+        assert!(write_reply(&request(1, &announce), &mut out));
+        assert_eq!(out.len(), 16 + 50 + 20 + MAX_PEERS * 6);
+
+        let before = out.len();
+        assert!(write_reply(&request(2, &[0; 60]), &mut out));
+        assert_eq!(out.len() - before, 8 + 3 * 12, "one entry per info hash");
+
+        // Nothing for what is not a request, and nothing left behind.
+        let before = out.len();
+        assert!(!write_reply(&request(9, &[]), &mut out));
+        assert!(!write_reply(&request(1, &[0; 10]), &mut out));
+        assert!(!write_reply(&[1, 2, 3], &mut out));
+        assert_eq!(out.len(), before);
     }
 }

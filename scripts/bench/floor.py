@@ -1,0 +1,82 @@
+#!/usr/bin/env python3
+"""shoal_udp against the floor: how much of the kernel's per-packet cost is left.
+
+Runs shoal_udp, the batched floor responder (`shoal_udp_floor`: one recvmmsg and one
+sendmmsg per batch of up to 64, fixed replies of a tracker's sizes) and the old
+one-by-one floor (`shoal_udp_floor --one-by-one`) in turn, round after round, under
+shoal_udp_load_test and, with --aquatic-dir, aquatic_udp_load_test, with the UDP
+bench's settings (udp_bench.py). Prints per round and as medians: replies per second,
+CPU per reply, and shoal's share of the batched floor's replies per second and of
+its CPU per reply (shoal's CPU per reply over the floor's: 1.05 means 5% more).
+
+  scripts/bench/floor.py --rounds 3
+  scripts/bench/floor.py --rounds 3 --aquatic-dir .bench/aquatic/bin
+"""
+import argparse
+import os
+import statistics
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import udp_bench  # noqa: E402
+
+TRACKERS = ["shoal", "floor", "floor-one-by-one"]
+
+
+class Floor(udp_bench.Bench):
+    def tracker_cmd(self, tracker):
+        if tracker == "floor-one-by-one":
+            return super().tracker_cmd("floor") + ["--one-by-one"]
+        return super().tracker_cmd(tracker)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--shoal-dir", default="target/release")
+    p.add_argument("--aquatic-dir", help="directory with aquatic_udp_load_test, to load with it too")
+    p.add_argument("--tracker-cpus", default="0")
+    p.add_argument("--load-cpus", default="1")
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--duration", type=int, default=20)
+    p.add_argument("--summarize", type=int, default=10)
+    p.add_argument("--port", type=int, default=3999)
+    p.add_argument("--max-load", type=float, default=0.7)
+    p.add_argument("--force", action="store_true")
+    a = p.parse_args()
+    a.workers, a.load_workers, a.swarm_workers = 0, 0, None
+    a.opentracker, a.baseline_dir = None, None
+    load1 = os.getloadavg()[0]
+    if load1 > a.max_load and not a.force:
+        sys.exit(f"load average {load1:.2f} > {a.max_load}: measure on an idle machine (or --force)")
+    bench = Floor(a)
+    loads = ["shoal"] + (["aquatic"] if a.aquatic_dir else [])
+    for load in loads:
+        runs = {t: [] for t in TRACKERS}
+        print(f"\n{load}_udp_load_test:\n")
+        print("| round | " + " | ".join(f"{t} replies/s (CPU µs/reply)" for t in TRACKERS)
+              + " | shoal / floor replies | shoal / floor CPU per reply |")
+        print("|---|" + "---|" * (len(TRACKERS) + 2))
+        for round_ in range(a.rounds):
+            order = TRACKERS[round_ % 3:] + TRACKERS[:round_ % 3]
+            for tracker in order:
+                runs[tracker].append(bench.run_once(tracker, load))
+            s, f = runs["shoal"][-1], runs["floor"][-1]
+            cells = [f"{runs[t][-1]['replies']:,.0f} ({runs[t][-1]['cpu_per_reply_us']:.2f})" for t in TRACKERS]
+            print(f"| {round_ + 1} | " + " | ".join(cells)
+                  + f" | {s['replies'] / f['replies']:.3f} | {s['cpu_per_reply_us'] / f['cpu_per_reply_us']:.3f} |",
+                  flush=True)
+        med = {t: (statistics.median(r["replies"] for r in rs), statistics.median(r["cpu_per_reply_us"] for r in rs))
+               for t, rs in runs.items()}
+        replies = statistics.median(s["replies"] / f["replies"] for s, f in zip(runs["shoal"], runs["floor"]))
+        cpu = statistics.median(s["cpu_per_reply_us"] / f["cpu_per_reply_us"]
+                                for s, f in zip(runs["shoal"], runs["floor"]))
+        print("| median | " + " | ".join(f"{med[t][0]:,.0f} ({med[t][1]:.2f})" for t in TRACKERS)
+              + f" | **{replies:.3f}** | **{cpu:.3f}** |")
+        busy = max(statistics.median(r["load_cores"] for r in rs) for rs in runs.values())
+        print(f"\nload tester cores (highest median): {busy:.2f}; reply latency (shoal load tester, "
+              f"p50/p99/p99.9/max µs): " + "; ".join(
+                  f"{t} {udp_bench.latency_cell(r['latency'] for r in runs[t])}" for t in TRACKERS))
+
+
+if __name__ == "__main__":
+    main()
