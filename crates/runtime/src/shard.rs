@@ -121,7 +121,10 @@ pub struct CleaningSchedule {
 }
 
 /// The longest a cleaning slice runs before requests are served again.
-pub const CLEANING_SLICE: Duration = Duration::from_millis(1);
+/// At 100 µs (a few partition steps) a request that arrives during a slice waits about
+/// as long as for a batch of other requests; at 1 ms the slice was the p99.9 latency
+/// (documents/benchmarks/cleaning-2026-11-23.md).
+pub const CLEANING_SLICE: Duration = Duration::from_micros(100);
 
 impl CleaningSchedule {
     /// A pass every `every` seconds, the first `every` seconds after `now`.

@@ -21,8 +21,9 @@ use shoal_swarm::{PARTITIONS, ServerTime};
 use crate::shard::Shard;
 use crate::state::{StateKind, unix_now, write_atomically, write_snapshot};
 
-/// The longest a snapshot slice runs before requests are served again.
-pub const SNAPSHOT_SLICE: Duration = Duration::from_millis(1);
+/// The longest a snapshot slice runs before requests are served again (as long as a
+/// cleaning slice, for the same reason).
+pub const SNAPSHOT_SLICE: Duration = crate::shard::CLEANING_SLICE;
 /// How long the writer waits for every shard's last part after shutdown.
 pub const LAST_PARTS_WAIT: Duration = Duration::from_secs(20);
 
