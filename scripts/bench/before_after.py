@@ -26,6 +26,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import http_bench  # noqa: E402
 import udp_bench  # noqa: E402
+from benchlib import require_idle  # noqa: E402
 
 
 def same_config(command, tracker):
@@ -75,9 +76,7 @@ def main():
     a.swarm_workers = None if a.protocol == "udp" else 0
     a.aquatic_dir, a.opentracker = None, None
     a.port = a.port or (3999 if a.protocol == "udp" else 23000)
-    load1 = os.getloadavg()[0]
-    if load1 > a.max_load and not a.force:
-        sys.exit(f"load average {load1:.2f} > {a.max_load}: measure on an idle machine (or --force)")
+    require_idle(a.max_load, a.force)
     bench = Udp(a) if a.protocol == "udp" else Http(a)
     runs = {"shoal": [], "shoal-before": []}
     print("| round | shoal replies/s | shoal-before | ratio | CPU/reply µs (shoal, before) |")

@@ -3,6 +3,7 @@ sampling a process's CPU time over exactly the window a load tester measures."""
 
 import os
 import statistics
+import sys
 import socket
 import subprocess
 import threading
@@ -157,3 +158,12 @@ def latency_cell(latencies):
     if not known:
         return "—"
     return " / ".join(f"{statistics.median(l[i] for l in known):.0f}" for i in range(4))
+
+
+def require_idle(max_load, force):
+    """Exits unless the 1-minute load average is at most `max_load` (or `force`): a
+    build or another bench in the background halves a tracker's throughput."""
+    load1 = os.getloadavg()[0]
+    if load1 > max_load and not force:
+        sys.exit(f"load average {load1:.2f} > {max_load}: the machine is busy; measure on an idle "
+                 f"machine (or pass --force)")

@@ -26,7 +26,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from benchlib import start, status_kib, stop  # noqa: E402
+from benchlib import require_idle, start, status_kib, stop  # noqa: E402
 from udp_bench import PER_IP, port_free, wait_for_port  # noqa: E402
 
 
@@ -44,9 +44,7 @@ def main():
     p.add_argument("--max-load", type=float, default=0.7)
     p.add_argument("--force", action="store_true")
     a = p.parse_args()
-    load1 = os.getloadavg()[0]
-    if load1 > a.max_load and not a.force:
-        sys.exit(f"load average {load1:.2f} > {a.max_load}: measure on an idle machine (or --force)")
+    require_idle(a.max_load, a.force)
     tmp = tempfile.mkdtemp(prefix="shoal-cleaning-bench-")
 
     def write(name, text):

@@ -19,6 +19,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import udp_bench  # noqa: E402
+from benchlib import require_idle  # noqa: E402
 
 TRACKERS = ["shoal", "floor", "floor-one-by-one"]
 
@@ -45,9 +46,7 @@ def main():
     a = p.parse_args()
     a.workers, a.load_workers, a.swarm_workers = 0, 0, None
     a.opentracker, a.baseline_dir = None, None
-    load1 = os.getloadavg()[0]
-    if load1 > a.max_load and not a.force:
-        sys.exit(f"load average {load1:.2f} > {a.max_load}: measure on an idle machine (or --force)")
+    require_idle(a.max_load, a.force)
     bench = Floor(a)
     loads = ["shoal"] + (["aquatic"] if a.aquatic_dir else [])
     for load in loads:

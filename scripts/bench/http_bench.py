@@ -23,7 +23,8 @@ import sys
 import tempfile
 import time
 
-from benchlib import PortPicker, Sampler, children, cpu_list, latency_cell, latency_of, start, status_kib, stop, wait_for_port
+from benchlib import (PortPicker, Sampler, children, cpu_list, latency_cell, latency_of,
+                      require_idle, start, status_kib, stop, wait_for_port)
 
 FIXED_BODY = "d8:completei1e10:incompletei1e8:intervali1800e5:peers0:e"
 
@@ -218,9 +219,7 @@ seeder_probability = 0.25
 
     def main(self):
         a = self.a
-        load1 = os.getloadavg()[0]
-        if load1 > a.max_load and not a.force:
-            sys.exit(f"load average {load1:.2f} > {a.max_load}: the machine is busy; measure on an idle machine")
+        require_idle(a.max_load, a.force)
         modes = [(tls, ka) for tls in (False, True) for ka in (True, False)]
         results = {}
         for tls, keep_alive in modes:

@@ -36,7 +36,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from benchlib import start, status_kib, stop  # noqa: E402
+from benchlib import require_idle, start, status_kib, stop  # noqa: E402
 from udp_bench import PER_IP, port_free, wait_for_port  # noqa: E402
 
 
@@ -144,50 +144,59 @@ peer_order = "sequential"
         print(f"reply rate with snapshots every {a.interval} s / without: "
               f"{rates['with-state'] / rates['without-state']:.3f}×")
 
-    def restart_gap(self, state):
-        a = self.a
-        name = "gap-state" if state else "gap-plain"
-        if state:
-            # Start from the filled tracker's snapshot.
-            pass
-        else:
-            shutil.rmtree(self.state)
-            os.makedirs(self.state)
-        old, old_log = self.tracker(f"{name}-old", state)
-        wait_for_port(a.port)
-        load, out = self.load(name, a.gap_duration, a.gap_duration)
-        time.sleep(a.gap_duration / 3)
-        probe = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        probe.settimeout(0.005)
+    def udp_answers(self):
+        """Whether the tracker answers a BEP 15 connect on 127.0.0.1:port within 5 ms."""
         connect = (0x41727101980).to_bytes(8, "big") + (0).to_bytes(4, "big") + (9).to_bytes(4, "big")
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+            probe.settimeout(0.005)
+            try:
+                probe.sendto(connect, ("127.0.0.1", self.a.port))
+                probe.recvfrom(64)
+                return True
+            except OSError:
+                return False
+
+    def restart_during_load(self, name, old, old_log, load, out, start_new, answers):
+        """A third of the way into `load`, SIGTERM to `old` and `start_new()` at once;
+        returns (seconds to the old one's exit, seconds to the new one's first answer,
+        the load's summary, the new process's "state: restored" line or "")."""
+        time.sleep(self.a.gap_duration / 3)
         began = time.time()
         old.terminate()
         old.wait(timeout=120)
         exited = time.time() - began
-        new, new_log = self.tracker(f"{name}-new", state)
-        first_answer = None
+        new, new_log = start_new()
+        first_answer = float("nan")
         while time.time() - began < 30:
-            probe.sendto(connect, ("127.0.0.1", a.port))
-            try:
-                probe.recvfrom(64)
+            if answers():
                 first_answer = time.time() - began
                 break
-            except (socket.timeout, ConnectionRefusedError):
-                pass
         load.wait()
         out.close()
         stop(new)
         old_log.close()
         new_log.close()
-        result = self.result(name)
         restored = [l.strip().split("] ", 1)[-1] for l in open(self.path(f"{name}-new.log"))
                     if "state: restored" in l]
+        return exited, first_answer, self.result(name), (f"; {restored[0]}" if restored else "")
+
+    def restart_gap(self, state):
+        a = self.a
+        name = "gap-state" if state else "gap-plain"
+        if not state:
+            shutil.rmtree(self.state)
+            os.makedirs(self.state)
+        # With [state], the new process starts from the filled tracker's snapshot.
+        old, old_log = self.tracker(f"{name}-old", state)
+        wait_for_port(a.port)
+        load, out = self.load(name, a.gap_duration, a.gap_duration)
+        exited, first_answer, result, restored = self.restart_during_load(
+            name, old, old_log, load, out, lambda: self.tracker(f"{name}-new", state), self.udp_answers)
         label = "with [state]" if state else "without [state]"
         print(f"restart {label}: old process exited {exited * 1000:.0f} ms after SIGTERM; first answer "
               f"from the new one {first_answer * 1000:.0f} ms after SIGTERM; load tester: "
               f"{result['unanswered'] * 100:.2f}% of requests unanswered over {a.gap_duration} s, "
-              f"{result['replies_per_second']:,.0f} replies/s on average"
-              + (f"; {restored[0]}" if restored else ""), flush=True)
+              f"{result['replies_per_second']:,.0f} replies/s on average" + restored, flush=True)
 
     # --- HTTP --------------------------------------------------------------------
 
@@ -263,37 +272,17 @@ seeder_probability = 0.25
         fill.wait()
         out.close()
         load, out = self.http_load(name, a.gap_duration)
-        time.sleep(a.gap_duration / 3)
-        began = time.time()
-        old.terminate()
-        old.wait(timeout=120)
-        exited = time.time() - began
-        new, new_log = self.http_tracker(f"{name}-new", state)
-        first_answer = None
-        while time.time() - began < 30:
-            if self.http_answers():
-                first_answer = time.time() - began
-                break
-        load.wait()
-        out.close()
-        stop(new)
-        old_log.close()
-        new_log.close()
-        result = self.result(name)
-        restored = [l.strip().split("] ", 1)[-1] for l in open(self.path(f"{name}-new.log"))
-                    if "state: restored" in l]
+        exited, first_answer, result, restored = self.restart_during_load(
+            name, old, old_log, load, out, lambda: self.http_tracker(f"{name}-new", state), self.http_answers)
         label = "with [state]" if state else "without [state]"
         print(f"HTTP restart {label}: old process exited {exited * 1000:.0f} ms after SIGTERM; first answer "
               f"from the new one {first_answer * 1000:.0f} ms after SIGTERM; load tester over {a.gap_duration} s: "
               f"{result['responses_per_second']:,.0f} responses/s, {result['errors_per_second']:.1f} connection "
-              f"errors/s, {result['peers_per_announce']:.1f} peers per announce"
-              + (f"; {restored[0]}" if restored else ""), flush=True)
+              f"errors/s, {result['peers_per_announce']:.1f} peers per announce" + restored, flush=True)
 
     def main(self):
         a = self.a
-        load1 = os.getloadavg()[0]
-        if load1 > a.max_load and not a.force:
-            sys.exit(f"load average {load1:.2f} > {a.max_load}: measure on an idle machine (or --force)")
+        require_idle(a.max_load, a.force)
         try:
             if a.only != "http":
                 self.snapshot_cost()

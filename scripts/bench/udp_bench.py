@@ -31,7 +31,7 @@ import sys
 import tempfile
 import time
 
-from benchlib import Sampler, cpu_list, latency_cell, latency_of, start, status_kib, stop
+from benchlib import Sampler, cpu_list, latency_cell, latency_of, require_idle, start, status_kib, stop
 
 
 def port_free(port):
@@ -287,10 +287,7 @@ source_ips = [{ips}]
 
     def main(self):
         a = self.a
-        load1 = os.getloadavg()[0]
-        if load1 > a.max_load and not a.force:
-            sys.exit(f"load average {load1:.2f} > {a.max_load}: the machine is busy; measure on an idle "
-                     f"machine (or pass --force)")
+        require_idle(a.max_load, a.force)
         results = {}
         for load in ([] if a.memory_only else a.load_testers):
             trackers = ["shoal", "aquatic", "floor"]

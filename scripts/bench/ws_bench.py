@@ -31,8 +31,8 @@ import sys
 import tempfile
 import time
 
-from benchlib import (PortPicker, Sampler, cpu_list, latency_cell, latency_of, start, status_kib, stop,
-                      wait_for_port)
+from benchlib import (PortPicker, Sampler, cpu_list, latency_cell, latency_of, require_idle,
+                      start, status_kib, stop, wait_for_port)
 
 
 def set_keys(text, values):
@@ -199,9 +199,7 @@ interval = 0
 
     def main(self):
         a = self.a
-        load1 = os.getloadavg()[0]
-        if load1 > a.max_load and not a.force:
-            sys.exit(f"load average {load1:.2f} > {a.max_load}: the machine is busy; measure on an idle machine")
+        require_idle(a.max_load, a.force)
         results = {}
         for case in self.cases():
             load, tls, connections = case
