@@ -240,6 +240,127 @@ impl StateConfig {
     }
 }
 
+/// Swarms shared with other tracker nodes through a Redis (or Valkey) store: each
+/// node answers from its own memory and publishes its peers' changes to the store,
+/// and applies the other nodes' changes as they arrive (documents/scale-out.md).
+/// Requests never wait for the store: while it is slow or down every node keeps
+/// serving what it knows, keeps what it could not publish (up to `backlog` bytes) and
+/// sends it when the store is back.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, TomlConfig)]
+#[serde(default, deny_unknown_fields)]
+pub struct ClusterConfig {
+    /// The store's `host:port` (e.g. "10.0.0.5:6379"); empty turns clustering off.
+    /// Keep the store on a private network, with a password: whoever can write to it
+    /// can add peers to every node.
+    pub store: String,
+    /// ACL user name for the store; empty logs in with the password alone.
+    pub username: String,
+    /// The store's password; empty for none.
+    pub password: String,
+    /// Database number in the store.
+    pub database: u32,
+    /// The name of this cluster: the prefix of its keys, so that several clusters can
+    /// share one store. Every node of a cluster uses the same name.
+    pub name: String,
+    /// This node's name in the logs; empty means the host name.
+    pub node: String,
+    /// Milliseconds between publications of this node's changes (each one a single
+    /// stream entry): the larger, the fewer store round trips per announce and the
+    /// staler the other nodes' view.
+    pub publish_interval_ms: u32,
+    /// Milliseconds to wait for the store to connect or to answer before it counts as
+    /// down; the node retries every second meanwhile.
+    pub timeout_ms: u32,
+    /// Bytes of changes kept while the store cannot be reached (about 43 per IPv4
+    /// announce, 63 with a peer id); past it the oldest are dropped and counted.
+    pub backlog: usize,
+}
+
+impl Default for ClusterConfig {
+    fn default() -> Self {
+        Self {
+            store: String::new(),
+            username: String::new(),
+            password: String::new(),
+            database: 0,
+            name: "shoal".into(),
+            node: String::new(),
+            publish_interval_ms: 100,
+            timeout_ms: 1000,
+            backlog: 64 << 20,
+        }
+    }
+}
+
+impl ClusterConfig {
+    /// Whether clustering is on.
+    pub fn enabled(&self) -> bool {
+        !self.store.is_empty()
+    }
+
+    /// This node's name: the configured one, or the host name.
+    pub fn node_name(&self) -> String {
+        if !self.node.is_empty() {
+            return self.node.clone();
+        }
+        std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .map(|name| name.trim().to_string())
+            .ok()
+            .filter(|name| !name.is_empty())
+            .unwrap_or_else(|| "shoal".into())
+    }
+
+    /// Records problems under `[cluster]` for a tracker that can share its swarms when
+    /// `shares_swarms`.
+    pub fn validate(&self, problems: &mut Problems, shares_swarms: bool) {
+        if !self.enabled() {
+            return;
+        }
+        if !shares_swarms {
+            problems.add(
+                "store",
+                "the WebTorrent tracker cannot share swarms across nodes (its peers are \
+                 connections to this node); leave it empty",
+            );
+            return;
+        }
+        problems.check(
+            self.store.rsplit_once(':').is_some_and(|(host, port)| {
+                !host.is_empty() && port.parse::<u16>().is_ok_and(|port| port > 0)
+            }),
+            "store",
+            format!(
+                "{:?} is not host:port (e.g. \"127.0.0.1:6379\")",
+                self.store
+            ),
+        );
+        problems.check(
+            !self.name.is_empty()
+                && self
+                    .name
+                    .bytes()
+                    .all(|byte| byte.is_ascii_alphanumeric() || b"-_.".contains(&byte)),
+            "name",
+            "must be letters, digits, '-', '_' or '.'",
+        );
+        problems.check(
+            (1..=10_000).contains(&self.publish_interval_ms),
+            "publish_interval_ms",
+            "must be 1 to 10000",
+        );
+        problems.check(
+            (10..=60_000).contains(&self.timeout_ms),
+            "timeout_ms",
+            "must be 10 to 60000",
+        );
+        problems.check(
+            self.backlog >= 1 << 20,
+            "backlog",
+            "must be at least 1048576 (1 MiB)",
+        );
+    }
+}
+
 /// Periodic statistics in the log.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, TomlConfig)]
 #[serde(default, deny_unknown_fields)]

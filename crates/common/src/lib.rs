@@ -39,6 +39,7 @@
 
 pub mod access_list;
 pub mod cli;
+pub mod cluster_stats;
 pub mod config;
 pub mod cpu;
 pub mod env_overrides;
@@ -67,7 +68,9 @@ pub mod udp_batch;
 
 pub use access_list::{AccessControl, AccessListConfig, AccessListMode};
 pub use cli::{AppInfo, run_cli};
-pub use config::{CleaningConfig, Problems, StateConfig, StatisticsConfig, TrackerConfig};
+pub use config::{
+    CleaningConfig, ClusterConfig, Problems, StateConfig, StatisticsConfig, TrackerConfig,
+};
 pub use cpu::CpuPinningConfig;
 pub use logging::{LogLevel, LoggingConfig};
 pub use privileges::PrivilegeConfig;

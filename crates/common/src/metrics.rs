@@ -235,6 +235,7 @@ pub struct WorkerStats<C> {
     sockets: Vec<CachePadded<C>>,
     traffic: Vec<CachePadded<SharedTraffic>>,
     swarms: std::sync::Arc<[CachePadded<SwarmGauges>]>,
+    cluster: std::sync::Arc<crate::cluster_stats::ClusterStats>,
 }
 
 /// A point-in-time sum over all workers.
@@ -256,6 +257,8 @@ pub struct StatsSnapshot<T> {
     pub seeders: u64,
     /// Leechers over all shards, as of their last cleaning pass.
     pub leechers: u64,
+    /// Replication to other nodes, when `[cluster]` is on.
+    pub cluster: Option<crate::cluster_stats::ClusterTotals>,
 }
 
 impl<C: Counters> WorkerStats<C> {
@@ -269,6 +272,7 @@ impl<C: Counters> WorkerStats<C> {
                 .map(|_| CachePadded::default())
                 .collect(),
             swarms: (0..swarm_workers).map(|_| CachePadded::default()).collect(),
+            cluster: Default::default(),
         })
     }
 
@@ -285,6 +289,11 @@ impl<C: Counters> WorkerStats<C> {
     /// Swarm worker `index`'s gauges.
     pub fn swarm(&self, index: usize) -> &SwarmGauges {
         &self.swarms[index]
+    }
+
+    /// What the cluster threads count.
+    pub fn cluster(&self) -> &std::sync::Arc<crate::cluster_stats::ClusterStats> {
+        &self.cluster
     }
 
     /// Swarm worker `index`'s gauges, for the worker to keep.
@@ -314,6 +323,7 @@ impl<C: Counters> WorkerStats<C> {
             snapshot.seeders += status.seeders;
             snapshot.leechers += status.leechers;
         }
+        snapshot.cluster = self.cluster.totals();
         snapshot
     }
 
@@ -513,6 +523,9 @@ impl<T: crate::observe::Observe> crate::observe::Observe for StatsSnapshot<T> {
             &[],
             self.leechers as f64,
         );
+        if let Some(cluster) = &self.cluster {
+            cluster.observe(out);
+        }
     }
 }
 

@@ -19,3 +19,84 @@ pub fn eventually(mut condition: impl FnMut() -> bool) -> bool {
     }
     condition()
 }
+
+/// A real `redis-server` on a free loopback port, for the cluster tests; stopped (by
+/// its PID) when dropped. `./scripts/test.sh` installs Debian's `redis-server`.
+#[derive(Debug)]
+pub struct RedisServer {
+    port: u16,
+    dir: std::path::PathBuf,
+    child: Option<std::process::Child>,
+}
+
+impl RedisServer {
+    /// Starts one and waits until it answers.
+    pub fn start() -> Self {
+        let port = {
+            let probe = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
+            probe.local_addr().expect("its address").port()
+        };
+        let dir = std::env::temp_dir().join(format!("shoal-redis-{}-{port}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("a directory for redis");
+        let mut server = Self {
+            port,
+            dir,
+            child: None,
+        };
+        server.restart();
+        server
+    }
+
+    /// `host:port`, as `[cluster] store` takes it.
+    pub fn address(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    /// Stops it (SIGTERM by PID, then waits). Its data goes with it: nothing is saved.
+    pub fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            // SAFETY: kill(2) on the PID of a child we started and have not reaped.
+            unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+            let _ = child.wait();
+        }
+    }
+
+    /// Starts it again on the same port (empty), and waits until it answers.
+    pub fn restart(&mut self) {
+        self.stop();
+        let child = std::process::Command::new("redis-server")
+            .args(["--bind", "127.0.0.1", "--port", &self.port.to_string()])
+            .args(["--save", "", "--appendonly", "no", "--protected-mode", "no"])
+            .arg("--dir")
+            .arg(&self.dir)
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .expect(
+                "cannot run redis-server: install it (Debian: apt-get install redis-server; \
+                 ./scripts/test.sh does)",
+            );
+        self.child = Some(child);
+        let answered = eventually(|| {
+            use std::io::{Read as _, Write as _};
+            let Ok(mut stream) = std::net::TcpStream::connect(("127.0.0.1", self.port)) else {
+                return false;
+            };
+            let mut reply = [0u8; 7];
+            stream.write_all(b"PING\r\n").is_ok()
+                && stream.read_exact(&mut reply).is_ok()
+                && &reply == b"+PONG\r\n"
+        });
+        assert!(
+            answered,
+            "redis-server did not answer on port {}",
+            self.port
+        );
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        self.stop();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}

@@ -26,7 +26,8 @@ use serde::{Deserialize, Serialize};
 use shoal_toml_config::TomlConfig;
 
 use crate::config::{
-    CleaningConfig, Problems, StateConfig, StatisticsConfig, TrackerConfig, available_cpus,
+    CleaningConfig, ClusterConfig, Problems, StateConfig, StatisticsConfig, TrackerConfig,
+    available_cpus,
 };
 use crate::process_config::ProcessAnd;
 use crate::{AccessListConfig, CpuPinningConfig};
@@ -64,6 +65,8 @@ pub trait TrackerKind: Clone + Debug + Default + PartialEq + Eq + Send + Sync + 
     const ABOUT: &'static str;
     /// Whether its swarms can be kept across restarts (`[state]`).
     const KEEPS_STATE: bool = false;
+    /// Whether its swarms can be shared with other nodes (`[cluster]`).
+    const SHARES_SWARMS: bool = false;
     /// Addresses and sockets.
     type Network: Section + Listen + Send + Sync;
     /// What the tracker tells clients.
@@ -142,6 +145,10 @@ pub struct Config<T: TrackerKind> {
     pub cpu_pinning: CpuPinningConfig,
     /// Swarms kept across restarts.
     pub state: StateConfig,
+    /// Swarms shared with other tracker nodes through a Redis or Valkey store
+    /// (documents/scale-out.md); off while `store` is empty. Requests never wait for
+    /// the store.
+    pub cluster: ClusterConfig,
 }
 
 impl<T: TrackerKind> Default for Config<T> {
@@ -159,6 +166,7 @@ impl<T: TrackerKind> Default for Config<T> {
             access_list: AccessListConfig::default(),
             cpu_pinning: CpuPinningConfig::default(),
             state: StateConfig::default(),
+            cluster: ClusterConfig::default(),
         }
     }
 }
@@ -219,6 +227,7 @@ impl<T: TrackerKind> TrackerConfig for Config<T> {
         problems.section("access_list", |p| self.access_list.validate(p));
         problems.section("cpu_pinning", |p| self.cpu_pinning.validate(p));
         problems.section("state", |p| self.state.validate(p, T::KEEPS_STATE));
+        problems.section("cluster", |p| self.cluster.validate(p, T::SHARES_SWARMS));
     }
 }
 

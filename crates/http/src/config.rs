@@ -155,6 +155,7 @@ impl TrackerKind for Http {
     const ABOUT: &'static str =
         "shoal_http: a BitTorrent tracker over HTTP and HTTPS (BEP 3, 7, 23 and 48).";
     const KEEPS_STATE: bool = true;
+    const SHARES_SWARMS: bool = true;
     type Network = NetworkConfig;
     type Protocol = ProtocolConfig;
     type Limits = LimitsConfig;

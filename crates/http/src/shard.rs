@@ -11,8 +11,8 @@ use shoal_common::metrics::ShardStatus;
 use shoal_http_protocol::PeerId;
 use shoal_runtime::{ByWorker, Shard, status_of};
 use shoal_swarm::{
-    Announce, Announced, BitTorrentMap, Capacity, CleanReport, DualStack, ListIn, Peer, PeerAddr,
-    PeerAddress, ServerTime,
+    Announce, BitTorrentMap, Capacity, ChangeLog, CleanReport, DualStack, InfoHash, ListIn, Peer,
+    PeerAddr, PeerAddress, RecordError, Replicated, ServerTime,
 };
 
 use crate::messages::{
@@ -26,6 +26,8 @@ pub(crate) struct HttpShard {
     rng: SmallRng,
     /// Replies of the batch being served, by socket worker.
     replies: ByWorker<SwarmReply>,
+    /// Changes for the other nodes, when the swarms are shared (`[cluster]`).
+    changes: Option<ChangeLog>,
 }
 
 impl Shard for HttpShard {
@@ -68,16 +70,31 @@ impl Shard for HttpShard {
     fn snapshot_partition(&self, part: usize, now: ServerTime, out: &mut Vec<u8>) {
         self.torrents.write_partition(part, now, out);
     }
+
+    fn change_log(&mut self) -> Option<&mut ChangeLog> {
+        self.changes.as_mut()
+    }
+
+    fn apply_changes(
+        &mut self,
+        records: &[u8],
+        elapsed: u32,
+        now: ServerTime,
+        mine: &mut dyn FnMut(&InfoHash) -> bool,
+    ) -> Result<Replicated, RecordError> {
+        self.torrents.apply_changes(records, elapsed, now, mine)
+    }
 }
 
 impl HttpShard {
     /// No torrents yet; peers expire `peer_timeout` seconds after their last announce;
-    /// at most `capacity`.
-    pub(crate) fn new(peer_timeout: u32, capacity: Capacity) -> Self {
+    /// at most `capacity`; changes are recorded for other nodes when `shared`.
+    pub(crate) fn new(peer_timeout: u32, capacity: Capacity, shared: bool) -> Self {
         Self {
             torrents: BitTorrentMap::new(peer_timeout, capacity),
             rng: rand::make_rng(),
             replies: ByWorker::default(),
+            changes: shared.then(ChangeLog::default),
         }
     }
 
@@ -128,9 +145,23 @@ impl HttpShard {
         );
         // BitTorrent peers (addresses) belong to nobody, so the only refusal is a
         // full tracker.
-        let Ok(Announced { counts, .. }) = result else {
+        let Ok(announced) = result else {
             return SwarmReplyKind::TrackerFull;
         };
+        if let Some(changes) = &mut self.changes {
+            let timeout = self.torrents.peer_timeout();
+            let (info_hash, peer_id) = (&work.info_hash, &work.peer_id);
+            changes.announced(
+                info_hash,
+                &addr,
+                work.event,
+                work.seeder,
+                peer_id,
+                &announced,
+                timeout,
+            );
+        }
+        let counts = announced.counts;
         let peers = if work.with_peer_ids {
             AnnouncedPeers::WithIds(with_ids)
         } else {

@@ -52,7 +52,11 @@ impl TcpTracker for HttpTracker {
     }
 
     fn shard(config: &Config<Http>) -> HttpShard {
-        HttpShard::new(config.cleaning.peer_timeout, shard_capacity(config))
+        HttpShard::new(
+            config.cleaning.peer_timeout,
+            shard_capacity(config),
+            config.cluster.enabled(),
+        )
     }
 
     const STATE: Option<StateKind> = Some(StateKind::Http);

@@ -24,6 +24,9 @@
 //!   the TCP trackers' routers use it.
 //! * [`outbox`]: routing by info hash and batching towards swarm workers, with load
 //!   shedding when a queue is full.
+//! * [`replica`]: a shard owner's part in shared swarms (`[cluster]`): its changes
+//!   out, other nodes' changes in, between batches; and [`ShardDuties`], everything a
+//!   shard owner does besides serving and cleaning.
 //! * [`reply`]: reply channels back to socket workers that wake them only when they
 //!   sleep.
 //! * [`per_ip`]: request rates, bans and the bounded table that tracks clients.
@@ -45,6 +48,7 @@ pub mod local;
 pub mod monitor;
 pub mod outbox;
 pub mod per_ip;
+pub mod replica;
 pub mod reply;
 pub mod running;
 pub mod shard;
@@ -64,6 +68,7 @@ use shoal_swarm::Clock;
 pub use link::SwarmLink;
 pub use local::LocalSwarm;
 pub use outbox::{Batch, Outboxes, Sent, SwarmWorkerGone, shard_for};
+pub use replica::{Replica, ShardDuties, start_replicas};
 pub use reply::{ReplyRoute, Wake, reply_capacity, reply_channel};
 pub use running::{
     Listening, Monitored, Prepared, Reload, RunningTracker, Servable, Served, access_list_reload,

@@ -11,8 +11,8 @@ use shoal_common::AccessControl;
 use shoal_common::metrics::GaugeSlot;
 use shoal_swarm::{Clock, ServerTime};
 
+use crate::replica::ShardDuties;
 use crate::shard::{CleaningSchedule, Shard, clean_some};
-use crate::snapshots::SnapshotSchedule;
 use crate::swarm_worker::publish;
 
 /// A shard inside a socket worker.
@@ -22,7 +22,7 @@ pub struct LocalSwarm<S> {
     clock: Arc<Clock>,
     cleaning: CleaningSchedule,
     gauges: GaugeSlot,
-    snapshots: Option<SnapshotSchedule>,
+    duties: ShardDuties,
 }
 
 impl<S: Shard> LocalSwarm<S> {
@@ -33,22 +33,22 @@ impl<S: Shard> LocalSwarm<S> {
             shard,
             clock,
             gauges,
-            snapshots: None,
+            duties: ShardDuties::default(),
         }
     }
 
-    /// Takes snapshots of the shard on `snapshots`' schedule (`[state]`).
+    /// Does `duties` between batches: snapshots (`[state]`), replication
+    /// (`[cluster]`).
     #[must_use]
-    pub fn with_snapshots(mut self, snapshots: Option<SnapshotSchedule>) -> Self {
-        self.snapshots = snapshots;
+    pub fn with_duties(mut self, duties: ShardDuties) -> Self {
+        self.duties = duties;
         self
     }
 
-    /// At shutdown: saves the whole shard when snapshots are on.
+    /// At shutdown: saves the whole shard when snapshots are on, hands the last
+    /// changes to the cluster.
     pub fn finish(&mut self) {
-        if let Some(snapshots) = self.snapshots.take() {
-            snapshots.finish(&self.shard, self.clock.now());
-        }
+        self.duties.finish(&mut self.shard, self.clock.now());
     }
 
     /// Runs `serve` on the shard at the current time and publishes its size.
@@ -67,9 +67,7 @@ impl<S: Shard> LocalSwarm<S> {
     /// if one is; call it often (every round of a socket worker's loop, and at least
     /// every [`Shutdown::POLL_INTERVAL`](shoal_common::Shutdown::POLL_INTERVAL)).
     pub fn clean_if_due(&mut self, access: &AccessControl) {
-        if let Some(snapshots) = &mut self.snapshots {
-            snapshots.step(&self.shard, self.clock.now());
-        }
+        self.duties.step(&mut self.shard, self.clock.now());
         if clean_some(
             &mut self.shard,
             &mut self.cleaning,
@@ -84,10 +82,12 @@ impl<S: Shard> LocalSwarm<S> {
     /// Whether a cleaning pass or a snapshot is under way (its owner should come back
     /// soon).
     pub fn cleaning(&self) -> bool {
-        self.cleaning.in_pass()
-            || self
-                .snapshots
-                .as_ref()
-                .is_some_and(SnapshotSchedule::in_pass)
+        self.cleaning.in_pass() || self.duties.busy()
+    }
+
+    /// The longest its owner may sleep: shorter while it replicates, so that other
+    /// nodes' changes arrive on time.
+    pub fn longest_wait(&self, otherwise: std::time::Duration) -> std::time::Duration {
+        self.duties.longest_wait(otherwise)
     }
 }

@@ -9,7 +9,10 @@ use std::time::{Duration, Instant};
 
 use shoal_common::access_list::AccessSnapshot;
 use shoal_common::metrics::{GaugeSlot, LargeSwarm, ShardStatus};
-use shoal_swarm::{Census, CleanReport, PeerSet, ServerTime, TorrentMap};
+use shoal_swarm::{
+    Census, ChangeLog, CleanReport, InfoHash, PeerSet, RecordError, Replicated, ServerTime,
+    TorrentMap,
+};
 
 /// The torrents of one swarm worker and how to serve requests on them.
 pub trait Shard: Send + 'static {
@@ -44,6 +47,25 @@ pub trait Shard: Send + 'static {
     /// process (WebTorrent's) writes nothing.
     fn snapshot_partition(&self, part: usize, now: ServerTime, out: &mut Vec<u8>) {
         let _ = (part, now, out);
+    }
+
+    /// The changes its announces recorded for other nodes (`[cluster]`); `None` for a
+    /// shard that records none (clustering off, or WebTorrent's).
+    fn change_log(&mut self) -> Option<&mut ChangeLog> {
+        None
+    }
+
+    /// Applies other nodes' changes to the torrents `mine` accepts
+    /// ([`TorrentMap::apply_changes`]), written `elapsed` seconds ago.
+    fn apply_changes(
+        &mut self,
+        records: &[u8],
+        elapsed: u32,
+        now: ServerTime,
+        mine: &mut dyn FnMut(&InfoHash) -> bool,
+    ) -> Result<Replicated, RecordError> {
+        let _ = (records, elapsed, now, mine);
+        Ok(Replicated::default())
     }
 }
 

@@ -191,6 +191,11 @@ impl Snapshot {
         })
     }
 
+    /// When it was taken.
+    pub fn taken(&self) -> SystemTime {
+        UNIX_EPOCH + std::time::Duration::from_secs(self.written_at)
+    }
+
     /// Seconds from when it was taken to `now` (0 if the clock went back).
     pub fn age(&self, now: SystemTime) -> u32 {
         let now = now.duration_since(UNIX_EPOCH).unwrap_or_default().as_secs();

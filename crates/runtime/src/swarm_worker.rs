@@ -15,9 +15,9 @@ use shoal_common::tracker_config::{Config, TrackerKind};
 use shoal_common::{Shutdown, Supervisor};
 
 use crate::Context;
+use crate::replica::ShardDuties;
 use crate::reply::ReplyRoute;
 use crate::shard::{CleaningSchedule, Shard, clean_some};
-use crate::snapshots::SnapshotSchedule;
 
 /// The request channels of `workers` swarm workers, `queue_len` batches each.
 pub fn swarm_channels<B>(workers: usize, queue_len: usize) -> (Vec<Sender<B>>, Vec<Receiver<B>>) {
@@ -28,21 +28,22 @@ pub fn swarm_channels<B>(workers: usize, queue_len: usize) -> (Vec<Sender<B>>, V
 
 /// Starts one swarm worker thread per receiver under `supervisor`, named `swarm-N`,
 /// with the shard `make(N)`; replies go out through `routes` (one per socket worker).
-/// They clean every `cleaning.interval` of `config` and are pinned after the socket
-/// workers (whose count `routes` gives).
+/// They clean every `cleaning.interval` of `config`, do their `duties` (snapshots,
+/// replication) between batches and are pinned after the socket workers (whose count
+/// `routes` gives).
 pub fn spawn_swarm_workers<S: Shard, C: Counters + 'static, K: TrackerKind>(
     supervisor: &mut Supervisor,
     context: &Context<C>,
     config: &Config<K>,
     receivers: Vec<Receiver<S::Batch>>,
     routes: &[ReplyRoute<S::Reply>],
-    snapshots: Vec<SnapshotSchedule>,
+    duties: Vec<ShardDuties>,
     mut make: impl FnMut(usize) -> S,
 ) -> anyhow::Result<()> {
-    let mut snapshots = snapshots.into_iter();
+    let mut duties = duties.into_iter();
     for (index, requests) in receivers.into_iter().enumerate() {
         let worker = SwarmWorker {
-            snapshots: snapshots.next(),
+            duties: duties.next().unwrap_or_default(),
             shard: make(index),
             requests,
             routes: routes.to_vec(),
@@ -67,7 +68,7 @@ struct SwarmWorker<S: Shard, C> {
     context: Context<C>,
     gauges: GaugeSlot,
     clean_every: u32,
-    snapshots: Option<SnapshotSchedule>,
+    duties: ShardDuties,
 }
 
 impl<S: Shard, C> SwarmWorker<S, C> {
@@ -82,14 +83,10 @@ impl<S: Shard, C> SwarmWorker<S, C> {
         while !shutdown.is_requested() {
             // During a cleaning pass or a snapshot, only look for requests between
             // slices.
-            let busy = self
-                .snapshots
-                .as_ref()
-                .is_some_and(SnapshotSchedule::in_pass);
-            let wait = if cleaning.in_pass() || busy {
+            let wait = if cleaning.in_pass() {
                 Duration::ZERO
             } else {
-                Shutdown::POLL_INTERVAL
+                self.duties.longest_wait(Shutdown::POLL_INTERVAL)
             };
             match self.requests.recv_timeout(wait) {
                 Ok(batch) => {
@@ -111,13 +108,9 @@ impl<S: Shard, C> SwarmWorker<S, C> {
             ) {
                 publish(&self.shard, &self.gauges);
             }
-            if let Some(snapshots) = &mut self.snapshots {
-                snapshots.step(&self.shard, clock.now());
-            }
+            self.duties.step(&mut self.shard, clock.now());
         }
-        if let Some(snapshots) = self.snapshots.take() {
-            snapshots.finish(&self.shard, clock.now());
-        }
+        self.duties.finish(&mut self.shard, clock.now());
         Ok(())
     }
 }

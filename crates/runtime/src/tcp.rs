@@ -30,6 +30,7 @@ use shoal_swarm::{Clock, Restored, ServerTime};
 use crate::counted::Counted;
 use crate::inbox::{ReplyInbox, glommio_reply_channel};
 use crate::per_ip::{ConnectionsPerIp, RateTable, Verdict};
+use crate::replica::{ShardDuties, start_replicas};
 use crate::running::{Listening, Prepared, Reload, RunningTracker, access_list_reload};
 use crate::snapshots::start_snapshots;
 use crate::state::{self, Snapshot, StateKind};
@@ -294,7 +295,7 @@ fn serve<T: TcpTracker>(
     let mut supervisor = Supervisor::new(context.shutdown.clone());
     let shards = swarm_workers.max(1);
     let snapshot = T::STATE.and_then(|kind| state::load_at_start(&config.state, kind));
-    let mut snapshots = match T::STATE {
+    let snapshots = match T::STATE {
         Some(kind) => start_snapshots(
             &mut supervisor,
             &config.state,
@@ -305,6 +306,15 @@ fn serve<T: TcpTracker>(
         )?,
         None => Vec::new(),
     };
+    let replicas = start_replicas(
+        &mut supervisor,
+        &config,
+        T::NAME,
+        shards,
+        snapshot.as_ref().map(Snapshot::taken),
+        context.stats.cluster(),
+    )?;
+    let mut duties = ShardDuties::for_shards(shards, snapshots, replicas);
     let mut restored = Restored::default();
     let mut shard = |index: usize| {
         let mut shard = T::shard(&config);
@@ -328,7 +338,7 @@ fn serve<T: TcpTracker>(
                 config.cleaning.interval,
                 context.stats.gauge_slot(0),
             )
-            .with_snapshots(snapshots.pop())
+            .with_duties(duties.pop().unwrap_or_default())
         });
         routes.push(route);
         workers.push(SocketWorker::<T> {
@@ -351,7 +361,7 @@ fn serve<T: TcpTracker>(
         &config,
         receivers,
         &routes,
-        snapshots,
+        duties,
         &mut shard,
     )?;
     if let (Some(kind), Some(_)) = (T::STATE, &snapshot) {
@@ -399,6 +409,7 @@ impl<T: TcpTracker> SocketWorker<T> {
     }
 
     async fn serve(self) -> anyhow::Result<()> {
+        let local_kept = self.local.is_some();
         let state = T::state(self.index, &self.config, self.swarms, self.local);
         let state_config = self.config.clone();
         let worker = Rc::new(Worker::<T> {
@@ -425,8 +436,15 @@ impl<T: TcpTracker> SocketWorker<T> {
 
         let shared = worker.context.stats.socket(worker.index);
         let traffic = worker.context.stats.traffic(worker.index);
+        // A socket worker that keeps replicated torrents applies other nodes' changes
+        // on its tick: then it ticks more often.
+        let every = if worker.config.cluster.enabled() && local_kept {
+            crate::replica::REPLICA_POLL
+        } else {
+            Shutdown::POLL_INTERVAL
+        };
         while !worker.context.shutdown.is_requested() {
-            glommio::timer::sleep(Shutdown::POLL_INTERVAL).await;
+            glommio::timer::sleep(every).await;
             T::tick(&worker);
             shared.flush(&mut worker.counters.borrow_mut());
             worker.traffic.borrow_mut().flush_into(traffic);

@@ -15,6 +15,8 @@
 //!   IPv6 apart) or one [`PeerList`] (WebTorrent: by peer id).
 //! * [`torrents`]: the map from info hash to torrent: announce, scrape, cleaning one
 //!   partition at a time, and the [`Capacity`] limits of a full tracker.
+//! * [`snapshot`]: torrents as records, for the state file of a warm restart.
+//! * [`replication`]: peer changes as the same records, for nodes that share swarms.
 //! * [`census`]: seeders, leechers and the largest swarms, counted by each cleaning
 //!   pass.
 //!
@@ -26,6 +28,7 @@ mod partitions;
 pub mod peer;
 pub mod peer_list;
 pub mod peer_set;
+pub mod replication;
 mod selection;
 pub mod snapshot;
 pub mod time;
@@ -36,6 +39,7 @@ pub use partitions::PARTITIONS;
 pub use peer::{Peer, PeerAddr, PeerAddress, PeerData, PeerKey, V4Addr, V6Addr};
 pub use peer_list::PeerList;
 pub use peer_set::{DualStack, ListIn, PeerSet};
+pub use replication::{ChangeLog, Replicated};
 pub use snapshot::{RecordError, Restored, SnapshotData};
 pub use time::{Clock, ServerTime};
 pub use torrents::{

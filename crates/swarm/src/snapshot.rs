@@ -248,18 +248,18 @@ fn write_peers<K: PeerAddr, X: SnapshotData>(
 }
 
 /// One torrent's record, checked to be whole.
-struct Record<'a, X> {
-    info_hash: InfoHash,
-    downloads: u32,
-    v4_count: usize,
-    v6_count: usize,
+pub(crate) struct Record<'a, X> {
+    pub(crate) info_hash: InfoHash,
+    pub(crate) downloads: u32,
+    pub(crate) v4_count: usize,
+    pub(crate) v6_count: usize,
     /// The peers' bytes: IPv4 then IPv6.
     peers: &'a [u8],
     data: std::marker::PhantomData<X>,
 }
 
 /// Info hash, downloads and the two peer counts.
-const HEAD: usize = 20 + 4 + 4 + 4;
+pub(crate) const HEAD: usize = 20 + 4 + 4 + 4;
 const V4_KEY: usize = 6;
 const V6_KEY: usize = 18;
 
@@ -269,7 +269,7 @@ const fn peer_width<X: SnapshotData>(key: usize) -> usize {
 }
 
 impl<X: SnapshotData> Record<'_, X> {
-    fn v4_peers(&self) -> impl Iterator<Item = (V4Addr, u32, bool, X)> + '_ {
+    pub(crate) fn v4_peers(&self) -> impl Iterator<Item = (V4Addr, u32, bool, X)> + '_ {
         let width = peer_width::<X>(V4_KEY);
         self.peers[..self.v4_count * width]
             .chunks_exact(width)
@@ -280,7 +280,7 @@ impl<X: SnapshotData> Record<'_, X> {
             })
     }
 
-    fn v6_peers(&self) -> impl Iterator<Item = (V6Addr, u32, bool, X)> + '_ {
+    pub(crate) fn v6_peers(&self) -> impl Iterator<Item = (V6Addr, u32, bool, X)> + '_ {
         let width = peer_width::<X>(V6_KEY);
         self.peers[self.v4_count * peer_width::<X>(V4_KEY)..]
             .chunks_exact(width)
@@ -300,7 +300,7 @@ fn peer_tail<X: SnapshotData>(bytes: &[u8]) -> (u32, bool, X) {
 
 /// The records in some bytes, each checked to be whole before it is given out; the
 /// first error ends them.
-struct Records<'a, X> {
+pub(crate) struct Records<'a, X> {
     bytes: &'a [u8],
     at: usize,
     failed: bool,
@@ -308,7 +308,7 @@ struct Records<'a, X> {
 }
 
 impl<'a, X> Records<'a, X> {
-    fn new(bytes: &'a [u8]) -> Self {
+    pub(crate) fn new(bytes: &'a [u8]) -> Self {
         Self {
             bytes,
             at: 0,

@@ -64,6 +64,9 @@ pub struct Announced {
     /// Whether the peer is stored: false when it is new and the torrent or the map is
     /// full (see [`Capacity`]); it was still sent peers.
     pub stored: bool,
+    /// Whether it counted a download (`Completed` from a stored peer that was not a
+    /// seeder yet).
+    pub downloaded: bool,
 }
 
 /// How much one map may hold. What happens at each limit is the documented policy of
@@ -248,6 +251,11 @@ impl<S: PeerSet> TorrentMap<S> {
         self.torrents.get(info_hash)
     }
 
+    /// Seconds a peer lives after its last announce.
+    pub fn peer_timeout(&self) -> u32 {
+        self.peer_timeout
+    }
+
     /// When a peer that announces at `now` expires.
     pub fn expiry(&self, now: ServerTime) -> ServerTime {
         now.plus(self.peer_timeout)
@@ -306,6 +314,7 @@ impl<S: PeerSet> TorrentMap<S> {
             return Ok(Announced {
                 counts: torrent.counts(),
                 stored: false,
+                downloaded: false,
             });
         }
 
@@ -355,12 +364,15 @@ impl<S: PeerSet> TorrentMap<S> {
             }
         };
         list.select(position, seeder, announce.peers_wanted, now, rng, emit);
-        if position.is_some() && announce.event == AnnounceEvent::Completed && !was_seeder {
+        let downloaded =
+            position.is_some() && announce.event == AnnounceEvent::Completed && !was_seeder;
+        if downloaded {
             torrent.downloads = torrent.downloads.saturating_add(1);
         }
         Ok(Announced {
             counts: torrent.counts(),
             stored: position.is_some(),
+            downloaded,
         })
     }
 

@@ -100,6 +100,7 @@ impl QueueLimits for LimitsConfig {
 impl TrackerKind for Udp {
     const ABOUT: &'static str = "shoal_udp: a BEP 15 UDP BitTorrent tracker.";
     const KEEPS_STATE: bool = true;
+    const SHARES_SWARMS: bool = true;
     type Network = NetworkConfig;
     type Protocol = ProtocolConfig;
     type Limits = LimitsConfig;

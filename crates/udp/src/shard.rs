@@ -10,8 +10,8 @@ use shoal_common::access_list::AccessSnapshot;
 use shoal_common::metrics::ShardStatus;
 use shoal_runtime::{Shard, status_of};
 use shoal_swarm::{
-    Announce, Announced, BitTorrentMap, CleanReport, DualStack, ListIn, PeerAddr, PeerAddress,
-    ServerTime,
+    Announce, BitTorrentMap, ChangeLog, CleanReport, DualStack, InfoHash, ListIn, PeerAddr,
+    PeerAddress, RecordError, Replicated, ServerTime,
 };
 use shoal_udp_protocol::TransactionId;
 use shoal_udp_protocol::response::{
@@ -32,6 +32,8 @@ pub(crate) struct UdpShard {
     pub(crate) rng: SmallRng,
     /// The announce interval told to clients.
     pub(crate) interval: u32,
+    /// Changes for the other nodes, when the swarms are shared (`[cluster]`).
+    pub(crate) changes: Option<ChangeLog>,
 }
 
 impl Shard for UdpShard {
@@ -58,6 +60,20 @@ impl Shard for UdpShard {
 
     fn snapshot_partition(&self, part: usize, now: ServerTime, out: &mut Vec<u8>) {
         self.torrents.write_partition(part, now, out);
+    }
+
+    fn change_log(&mut self) -> Option<&mut ChangeLog> {
+        self.changes.as_mut()
+    }
+
+    fn apply_changes(
+        &mut self,
+        records: &[u8],
+        elapsed: u32,
+        now: ServerTime,
+        mine: &mut dyn FnMut(&InfoHash) -> bool,
+    ) -> Result<Replicated, RecordError> {
+        self.torrents.apply_changes(records, elapsed, now, mine)
     }
 }
 
@@ -144,11 +160,25 @@ impl UdpShard {
                 });
         // BitTorrent peers (addresses) belong to nobody, so the only refusal is a
         // full tracker.
-        let Ok(Announced { counts, .. }) = result else {
+        let Ok(announced) = result else {
             out.truncate(header);
             write_error(out, transaction_id, TRACKER_FULL);
             return false;
         };
+        if let Some(changes) = &mut self.changes {
+            let timeout = self.torrents.peer_timeout();
+            let info_hash = &work.info_hash;
+            changes.announced(
+                info_hash,
+                &addr,
+                work.event,
+                work.seeder,
+                &(),
+                &announced,
+                timeout,
+            );
+        }
+        let counts = announced.counts;
         // The counts are known only after the update; patch them into the header.
         out[header + 12..header + 16].copy_from_slice(&counts.leechers.to_be_bytes());
         out[header + 16..header + 20].copy_from_slice(&counts.seeders.to_be_bytes());

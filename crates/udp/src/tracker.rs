@@ -13,10 +13,10 @@ use shoal_common::tracker_config::Listen as _;
 use shoal_runtime::snapshots::start_snapshots;
 use shoal_runtime::state::{self, StateKind};
 use shoal_runtime::{
-    Context, Listening, LocalSwarm, Prepared, access_list_reload, reply_capacity, shard_capacity,
-    spawn_swarm_workers, swarm_channels,
+    Context, Listening, LocalSwarm, Prepared, ShardDuties, access_list_reload, reply_capacity,
+    shard_capacity, spawn_swarm_workers, start_replicas, swarm_channels,
 };
-use shoal_swarm::{BitTorrentMap, Restored};
+use shoal_swarm::{BitTorrentMap, ChangeLog, Restored};
 
 use crate::config::Config;
 use crate::connection_id::ConnectionIds;
@@ -102,7 +102,7 @@ fn serve(
         .unwrap_or_else(|| ConnectionIds::new(lifetime));
     let shards = swarm_workers.max(1);
     let (saved_ids, saved_clock) = (ids.clone(), clock.clone());
-    let mut snapshots = start_snapshots(
+    let snapshots = start_snapshots(
         &mut supervisor,
         &config.state,
         StateKind::Udp,
@@ -110,6 +110,15 @@ fn serve(
         clock.now(),
         Box::new(move || saved_ids.to_bytes(saved_clock.now()).to_vec()),
     )?;
+    let replicas = start_replicas(
+        &mut supervisor,
+        &config,
+        "udp",
+        shards,
+        snapshot.as_ref().map(state::Snapshot::taken),
+        stats.cluster(),
+    )?;
+    let mut duties = ShardDuties::for_shards(shards, snapshots, replicas);
     let queue_len = config.limits.swarm_queue_len;
     let mut restored = Restored::default();
     let mut shard = |index: usize| {
@@ -128,6 +137,7 @@ fn serve(
             torrents,
             rng: rand::make_rng(),
             interval: config.protocol.announce_interval,
+            changes: config.cluster.enabled().then(ChangeLog::default),
         }
     };
 
@@ -146,7 +156,7 @@ fn serve(
                     config.cleaning.interval,
                     stats.gauge_slot(0),
                 )
-                .with_snapshots(snapshots.pop()),
+                .with_duties(duties.pop().unwrap_or_default()),
                 access: access.clone(),
             };
             (senders, Some(local))
@@ -177,7 +187,7 @@ fn serve(
         &config,
         job_receivers,
         &routes,
-        snapshots,
+        duties,
         &mut shard,
     )?;
     if snapshot.is_some() {

@@ -185,7 +185,11 @@ impl SocketWorker {
                 self.wake.going_to_sleep();
                 // A job returned after the check above finds the flag set and wakes us.
                 if self.returned_jobs.is_empty() {
-                    Shutdown::POLL_INTERVAL
+                    self.local
+                        .as_ref()
+                        .map_or(Shutdown::POLL_INTERVAL, |local| {
+                            local.swarm.longest_wait(Shutdown::POLL_INTERVAL)
+                        })
                 } else {
                     Duration::ZERO
                 }

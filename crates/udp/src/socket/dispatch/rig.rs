@@ -44,6 +44,7 @@ pub(crate) fn rig_with(
             ),
             rng: SmallRng::seed_from_u64(i as u64),
             interval: config.protocol.announce_interval,
+            changes: None,
         })
         .collect();
     Rig {
