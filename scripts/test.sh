@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# The one test command. Installs what the tests need when it is missing, then runs,
+# The one test command. Installs what the tests need when it is missing (Rust's
+# rustfmt and clippy, Debian's redis-server; the end-to-end scripts install their own
+# clients), then runs,
 # in order: formatting, clippy, unit and integration tests (the attack tests among
 # them), every fuzz target for a bounded time, and the end-to-end tests under
 # scripts/e2e/. CI (.ci/run) runs exactly this.
@@ -31,7 +33,25 @@ ensure_rust() {
     fi
 }
 
+# Installs Debian package $2 when command $1 is missing (as root; otherwise says how).
+ensure_command() {
+    local command=$1 package=$2
+    command -v "$command" >/dev/null 2>&1 && return 0
+    if [ "$(id -u)" -ne 0 ]; then
+        echo "$command is missing: sudo apt-get install -y $package (or run this script as root)" >&2
+        exit 1
+    fi
+    step "installing $package"
+    export DEBIAN_FRONTEND=noninteractive
+    # A fresh machine may have empty package lists; update only when the install fails.
+    apt-get install -y --no-install-recommends "$package" >/dev/null ||
+        { apt-get update >/dev/null && apt-get install -y --no-install-recommends "$package" >/dev/null; }
+}
+
 ensure_rust
+# The cluster tests (crates/*/tests/cluster.rs) run against a real redis-server on
+# loopback, started on a free port by each test.
+ensure_command redis-server redis-server
 export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-always}"
 
 # The HTTP tracker's tests run glommio executors, whose io_uring buffers are locked

@@ -221,6 +221,27 @@ mod tests {
     }
 
     #[test]
+    fn bad_cluster_keys_are_all_reported() {
+        let err = parse::<Config>(
+            "[cluster]\nstore = \"redis\"\nname = \"a b\"\npublish_interval_ms = 0\ntimeout_ms = 5\nbacklog = 10\n",
+        )
+        .unwrap_err()
+        .to_string();
+        for expected in [
+            "cluster.store: \"redis\" is not host:port",
+            "cluster.name: must be letters, digits",
+            "cluster.publish_interval_ms: must be 1 to 10000",
+            "cluster.timeout_ms: must be 10 to 60000",
+            "cluster.backlog: must be at least 1048576",
+        ] {
+            assert!(err.contains(expected), "missing {expected:?} in:\n{err}");
+        }
+        // Off (the default), nothing is checked.
+        let off: Config = parse("[cluster]\nstore = \"\"\ntimeout_ms = 5\n").unwrap();
+        assert!(!off.cluster.enabled());
+    }
+
+    #[test]
     fn type_errors_name_the_key() {
         let err = parse::<Config>("[network]\nuse_ipv4 = \"yes\"\n").unwrap_err();
         let text = format!("{err:#}");

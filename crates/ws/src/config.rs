@@ -271,4 +271,15 @@ mod tests {
             assert!(err.contains(expected), "{expected} missing from {err}");
         }
     }
+
+    #[test]
+    fn a_cluster_store_is_refused_with_the_reason() {
+        let err = parse::<Config>("[cluster]\nstore = \"127.0.0.1:6379\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("cluster.store: the WebTorrent tracker cannot share swarms"),
+            "{err}"
+        );
+    }
 }
