@@ -133,13 +133,28 @@ pub fn encode(args: &[&[u8]], out: &mut Vec<u8>) {
 /// Reads one reply from the front of `bytes`.
 pub fn parse(bytes: &[u8]) -> Result<Parsed, ProtocolError> {
     let mut at = 0;
-    match parse_at(bytes, &mut at, 0)? {
+    match parse_at(bytes, &mut at, 0, true)? {
         Some(reply) => Ok(Parsed::Reply(reply, at)),
         None => Ok(Parsed::Incomplete),
     }
 }
 
-fn parse_at(bytes: &[u8], at: &mut usize, depth: usize) -> Result<Option<Reply>, ProtocolError> {
+/// The length of the whole reply at the front of `bytes`, checked as [`parse`] checks
+/// it but without building it; `None` while it is incomplete. A reader calls this as
+/// bytes arrive and [`parse`] once, so a large reply costs one copy, not one per read.
+pub fn complete_length(bytes: &[u8]) -> Result<Option<usize>, ProtocolError> {
+    let mut at = 0;
+    Ok(parse_at(bytes, &mut at, 0, false)?.map(|_| at))
+}
+
+/// Reads the reply at `at`, advancing past it; with `build` false it only checks and
+/// measures (what it returns stands for the reply).
+fn parse_at(
+    bytes: &[u8],
+    at: &mut usize,
+    depth: usize,
+    build: bool,
+) -> Result<Option<Reply>, ProtocolError> {
     let Some(line) = line_at(bytes, *at)? else {
         return Ok(None);
     };
@@ -167,6 +182,9 @@ fn parse_at(bytes: &[u8], at: &mut usize, depth: usize) -> Result<Option<Reply>,
                 return Err(ProtocolError("a bulk string without its CRLF".into()));
             }
             *at = end + 2;
+            if !build {
+                return Ok(Some(Reply::Nil));
+            }
             return Ok(Some(Reply::Bulk(bytes[after_line..end].to_vec())));
         }
         b'*' => {
@@ -183,10 +201,12 @@ fn parse_at(bytes: &[u8], at: &mut usize, depth: usize) -> Result<Option<Reply>,
             }
             let mut next = after_line;
             // Each element takes at least 3 bytes: never reserve what is not there.
-            let mut items = Vec::with_capacity(count.min((bytes.len() - next) / 3));
+            let room = if build { (bytes.len() - next) / 3 } else { 0 };
+            let mut items = Vec::with_capacity(count.min(room));
             for _ in 0..count {
-                match parse_at(bytes, &mut next, depth + 1)? {
-                    Some(item) => items.push(item),
+                match parse_at(bytes, &mut next, depth + 1, build)? {
+                    Some(item) if build => items.push(item),
+                    Some(_) => {}
                     None => return Ok(None),
                 }
             }
@@ -281,6 +301,17 @@ mod tests {
         let mut two = reply.to_vec();
         two.extend_from_slice(b"+OK\r\n");
         assert!(matches!(parse(&two).unwrap(), Parsed::Reply(_, used) if used == reply.len()));
+    }
+
+    #[test]
+    fn the_length_of_a_reply_is_known_before_it_is_built() {
+        let reply = b"*2\r\n$5\r\nhello\r\n*1\r\n:7\r\n+OK\r\n";
+        let whole = reply.len() - 5;
+        for cut in 0..whole {
+            assert_eq!(complete_length(&reply[..cut]).unwrap(), None, "{cut}");
+        }
+        assert_eq!(complete_length(reply).unwrap(), Some(whole));
+        assert!(complete_length(b"$99999999999\r\n").is_err());
     }
 
     #[test]

@@ -124,12 +124,13 @@ impl Connection {
         self.stream.set_read_timeout(Some(timeout))?;
         let mut chunk = vec![0u8; 64 << 10];
         loop {
-            match resp::parse(&self.buffer)? {
-                Parsed::Reply(reply, used) => {
-                    self.buffer.drain(..used);
-                    return Ok(reply);
-                }
-                Parsed::Incomplete => {}
+            // Measure first, build once: a large reply arrives in many reads.
+            if let Some(length) = resp::complete_length(&self.buffer)? {
+                let Parsed::Reply(reply, used) = resp::parse(&self.buffer[..length])? else {
+                    bail!("a reply measured whole did not parse");
+                };
+                self.buffer.drain(..used);
+                return Ok(reply);
             }
             let read = self
                 .stream

@@ -36,7 +36,11 @@ fn peers_with_ids(response: &shoal_http_protocol::response::HttpResponse) -> Vec
         .iter()
         .map(|peer| {
             let port = peer.get("port").and_then(Value::as_int).unwrap() as u16;
-            let id = peer.get("peer id").and_then(Value::as_bytes).unwrap().to_vec();
+            let id = peer
+                .get("peer id")
+                .and_then(Value::as_bytes)
+                .unwrap()
+                .to_vec();
             (port, id)
         })
         .collect()

@@ -3,8 +3,13 @@
 //! Between batches of requests, whoever owns a shard (a swarm worker, or a socket
 //! worker that keeps its torrents) calls [`Replica::exchange`]: it hands the changes
 //! its announces recorded to the publisher once there are enough of them or they are
-//! old enough, and applies the other nodes' changes for at most a slice, as cleaning
-//! does, so that a burst of remote changes never holds requests up for long.
+//! old enough, and applies the other nodes' changes in slices, as cleaning does, so
+//! that a burst of remote changes never holds requests up for long. A slice may last
+//! half as long as the owner spent on other work since the last one (at least a
+//! cleaning slice): at most a third of its time goes to other nodes' changes, and
+//! under load they are still applied as fast as they come. (A fixed 100 µs slice
+//! per round fell behind at 110k announces/s per node: the changes waited 0.1–0.7 s
+//! in the queue, documents/benchmarks/cluster-2026-11-23.md.)
 
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
@@ -35,6 +40,8 @@ pub struct Replica {
     index: usize,
     shards: usize,
     handed_over: Instant,
+    /// When the last slice of other nodes' changes ended.
+    applied: Instant,
     stats: Arc<ClusterStats>,
 }
 
@@ -138,6 +145,7 @@ pub fn start_replicas<K: TrackerKind>(
             index,
             shards,
             handed_over: Instant::now(),
+            applied: Instant::now(),
             stats: stats.clone(),
         })
         .collect())
@@ -145,7 +153,8 @@ pub fn start_replicas<K: TrackerKind>(
 
 impl Replica {
     /// Hands over recorded changes when due, then applies other nodes' changes for
-    /// at most a [`CLEANING_SLICE`] (at least one entry, so that they always move).
+    /// a slice: half the time since the last one, at least a [`CLEANING_SLICE`] (and
+    /// at least one entry, so that they always move).
     pub fn exchange<S: Shard>(&mut self, shard: &mut S, now: ServerTime) {
         let due = shard.change_log().is_some_and(|log| {
             log.len() >= HAND_OVER_BYTES
@@ -155,6 +164,7 @@ impl Replica {
             self.hand_over(shard);
         }
         let started = Instant::now();
+        let slice = CLEANING_SLICE.max(started.duration_since(self.applied) / 2);
         while let Ok(changes) = self.ports.remote.try_recv() {
             let (index, shards) = (self.index, self.shards);
             let elapsed = changes.age(SystemTime::now());
@@ -171,10 +181,11 @@ impl Replica {
                 }
                 Err(_) => {}
             }
-            if started.elapsed() >= CLEANING_SLICE {
+            if started.elapsed() >= slice {
                 break;
             }
         }
+        self.applied = Instant::now();
     }
 
     /// Hands whatever changes are recorded to the publisher; counts them dropped
