@@ -77,7 +77,11 @@ impl Publisher {
                 match self.changes.recv_timeout(wait.min(Shutdown::POLL_INTERVAL)) {
                     Ok(changes) => {
                         self.add(&mut open, &mut backlog, changes);
-                        continue;
+                        // Take what else waits, without waiting: the flush below must
+                        // come on time however steadily changes arrive.
+                        while let Ok(changes) = self.changes.try_recv() {
+                            self.add(&mut open, &mut backlog, changes);
+                        }
                     }
                     Err(RecvTimeoutError::Timeout) => {}
                     Err(RecvTimeoutError::Disconnected) => owners_gone = true,
