@@ -188,21 +188,26 @@ impl<X: SnapshotData> TorrentMap<DualStack<X>> {
         let adds_something = record.downloads > 0
             || record.v4_peers().any(|peer| live_peer(peer.1))
             || record.v6_peers().any(|peer| live_peer(peer.1));
-        let known = self.torrents.get(&record.info_hash).is_some();
-        if !known && !adds_something {
-            // Leaving a torrent this node never had, or expired on the way.
-            let expired = |left: u32| left > 0;
-            done.peers_expired += record.v4_peers().filter(|peer| expired(peer.1)).count()
-                + record.v6_peers().filter(|peer| expired(peer.1)).count();
-            return;
-        }
-        let may_add = known || self.torrents.len() < self.capacity.torrents;
-        let Some(torrent) =
-            self.torrents
-                .get_or_insert(&record.info_hash, may_add, Torrent::default)
-        else {
-            done.over_capacity += record.v4_count + record.v6_count;
-            return;
+        // One lookup either way: this runs for every other node's announce.
+        let torrent = if adds_something {
+            let may_add = self.torrents.len() < self.capacity.torrents;
+            let Some(torrent) =
+                self.torrents
+                    .get_or_insert(&record.info_hash, may_add, Torrent::default)
+            else {
+                done.over_capacity += record.v4_count + record.v6_count;
+                return;
+            };
+            torrent
+        } else {
+            let Some(torrent) = self.torrents.get_mut(&record.info_hash) else {
+                // Leaving a torrent this node never had, or expired on the way.
+                let expired = |left: u32| left > 0;
+                done.peers_expired += record.v4_peers().filter(|peer| expired(peer.1)).count()
+                    + record.v6_peers().filter(|peer| expired(peer.1)).count();
+                return;
+            };
+            torrent
         };
         torrent.downloads = torrent.downloads.saturating_add(record.downloads);
         done.downloads += record.downloads as usize;
