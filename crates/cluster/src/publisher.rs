@@ -22,6 +22,8 @@ use crate::{Changes, RETRY_AFTER, unix_millis};
 /// The most bytes of changes in one stream entry: small enough that a shard owner
 /// applies one in a fraction of a millisecond.
 pub(crate) const ENTRY_LIMIT: usize = 64 << 10;
+/// How long the publisher waits at shutdown for the shard owners' last changes.
+const FINAL_HAND_OVER: Duration = Duration::from_millis(500);
 /// The most entries sent in one round trip.
 const ENTRIES_PER_ROUND_TRIP: usize = 64;
 
@@ -68,8 +70,13 @@ impl Publisher {
         loop {
             let stopping = self.shutdown.is_requested() || owners_gone;
             if stopping {
-                // What the shard owners handed over before they stopped.
-                while let Ok(changes) = self.changes.try_recv() {
+                // What the shard owners hand over as they stop: wait for all of them
+                // to let go of their ends (or a little while), then publish it.
+                let until = Instant::now() + FINAL_HAND_OVER;
+                while let Ok(changes) = self
+                    .changes
+                    .recv_timeout(until.saturating_duration_since(Instant::now()))
+                {
                     self.add(&mut open, &mut backlog, changes);
                 }
             } else {

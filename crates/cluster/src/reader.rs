@@ -39,6 +39,9 @@ pub(crate) struct StreamEntry {
     pub(crate) origin: Vec<u8>,
     pub(crate) written_ms: u64,
     pub(crate) records: Vec<u8>,
+    /// Why its fields could not be read: it is skipped (and counted), never retried,
+    /// so one bad entry cannot stop the reader.
+    pub(crate) refused: Option<String>,
 }
 
 impl Reader {
@@ -92,6 +95,11 @@ impl Reader {
             }
             for entry in entries {
                 last_id = String::from_utf8_lossy(&entry.id).into_owned();
+                if let Some(reason) = &entry.refused {
+                    ClusterStats::add(&self.stats.entries_refused, 1);
+                    log::warn!("cluster: skipped stream entry {last_id}: {reason}");
+                    continue;
+                }
                 if entry.origin == self.origin.as_bytes() {
                     continue;
                 }
@@ -155,20 +163,30 @@ pub(crate) fn entries_of(reply: Reply) -> anyhow::Result<Vec<StreamEntry>> {
             let (Some(id), Some(fields), None) = (item.next(), item.next(), item.next()) else {
                 anyhow::bail!("a stream entry that is not [id, fields]");
             };
-            entries.push(entry_of(id.into_bulk()?, fields.into_array()?)?);
+            let id = id.into_bulk()?;
+            entries.push(
+                entry_of(id.clone(), fields).unwrap_or_else(|error| StreamEntry {
+                    id,
+                    origin: Vec::new(),
+                    written_ms: 0,
+                    records: Vec::new(),
+                    refused: Some(format!("{error:#}")),
+                }),
+            );
         }
     }
     Ok(entries)
 }
 
-fn entry_of(id: Vec<u8>, fields: Vec<Reply>) -> anyhow::Result<StreamEntry> {
+fn entry_of(id: Vec<u8>, fields: Reply) -> anyhow::Result<StreamEntry> {
     let mut entry = StreamEntry {
         id,
         origin: Vec::new(),
         written_ms: 0,
         records: Vec::new(),
+        refused: None,
     };
-    let mut fields = fields.into_iter();
+    let mut fields = fields.into_array()?.into_iter();
     while let (Some(name), Some(value)) = (fields.next(), fields.next()) {
         let value = value.into_bulk()?;
         match name.into_bulk()?.as_slice() {
@@ -224,7 +242,7 @@ mod tests {
     }
 
     #[test]
-    fn a_timed_out_read_has_no_entries_and_odd_shapes_are_errors() {
+    fn a_timed_out_read_has_no_entries_odd_shapes_are_errors_and_bad_entries_are_marked() {
         assert!(entries_of(Reply::Nil).unwrap().is_empty());
         assert!(entries_of(Reply::Error("WRONGTYPE".into())).is_err());
         assert!(entries_of(Reply::Array(vec![Reply::Array(vec![bulk(b"k")])])).is_err());
@@ -235,6 +253,17 @@ mod tests {
                 Reply::Array(vec![bulk(b"t"), bulk(b"soon")]),
             ])]),
         ])]);
-        assert!(entries_of(bad_time).is_err());
+        let entries = entries_of(bad_time).unwrap();
+        assert_eq!(
+            entries[0].id, b"1-0",
+            "a bad entry keeps its id, to be skipped"
+        );
+        assert!(
+            entries[0]
+                .refused
+                .as_deref()
+                .unwrap()
+                .contains("not a number")
+        );
     }
 }

@@ -232,3 +232,38 @@ fn a_node_started_later_learns_the_live_swarms_from_the_stream() {
     a.stop().unwrap();
     c.stop().unwrap();
 }
+
+/// Sends one inline command to the store and returns its first reply line.
+fn redis_command(redis: &RedisServer, command: &str) -> String {
+    use std::io::{BufRead as _, BufReader, Write as _};
+    let mut stream = std::net::TcpStream::connect(redis.address()).unwrap();
+    stream
+        .write_all(format!("{command}\r\n").as_bytes())
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(stream).read_line(&mut line).unwrap();
+    line
+}
+
+#[test]
+fn bad_entries_in_the_stream_are_skipped_and_counted_and_replication_goes_on() {
+    let redis = RedisServer::start();
+    let (a, _) = node(&redis, "a", 0);
+    let (b, _) = node(&redis, "b", 0);
+    // Whoever writes to the store can write anything: an entry whose time is not a
+    // number, and one whose records are not records.
+    for fields in ["o x n evil t soon c x", "o x n evil t 1 c garbage"] {
+        let reply = redis_command(&redis, &format!("XADD shoal:udp:changes * {fields}"));
+        assert!(!reply.starts_with('-'), "{reply}");
+    }
+    let mut on_a = Client::new(addr(&a));
+    let id = on_a.connect();
+    on_a.announce(id, Announce::new(TORRENT, 7401).seeding());
+    let took = announce_until_sent(&b, Announce::new(TORRENT, 7402), peer(7401), STATED_DELAY);
+    assert!(took.is_some(), "replication stopped at the bad entries");
+    assert!(eventually(
+        || b.stats().cluster.unwrap().entries_refused == 2
+    ));
+    a.stop().unwrap();
+    b.stop().unwrap();
+}
