@@ -10,17 +10,19 @@
 #      downloads the file (sha256 equal);        scrape on A and on B: 2, 0, 1
 #   3. the leecher leaves (stopped, to B);       scrape on A and on B: 1, 0, 1
 #
-# Then node A is stopped with SIGTERM, the seeder still running: a second UDP leecher
-# on node B is sent the seeder of the dead node and downloads the file;
-#                                                 scrape on B: 2, 0, 2
+# Node B's /metrics then shows the replication (changes applied, the store up) and
+# passes `promtool check metrics`. Then node A is stopped with SIGTERM, the seeder
+# still running: a second UDP leecher on node B is sent the seeder of the dead node and
+# downloads the file;                             scrape on B: 2, 0, 2
 #
-# Needs: python3-libtorrent and redis-server (installed here when missing, as root).
+# Needs: python3-libtorrent, redis-server and prometheus (for promtool), installed here
+# when missing (as root).
 source "$(dirname "$0")/lib/common.bash"
 source "$E2E_DIR/lib/libtorrent.bash"
 e2e_init cluster
 
 libtorrent_deps
-need_apt redis-server
+need_apt redis-server prometheus
 
 free_port() {
     "$SYS_PYTHON" -c 'import socket, sys
@@ -41,13 +43,17 @@ done
 say "redis-server on 127.0.0.1:$redis_port"
 
 shoal_bin=$(tracker_bin shoal)
-declare -A UDP_PORT HTTP_PORT
+declare -A UDP_PORT HTTP_PORT METRICS_PORT
 for node in a b; do
     UDP_PORT[$node]=$(free_port udp)
     HTTP_PORT[$node]=$(free_port tcp)
+    METRICS_PORT[$node]=$(free_port tcp)
     cat >"$WORK/node-$node.toml" <<TOML
 [logging]
 level = "info"
+[metrics]
+enabled = true
+address = "127.0.0.1:${METRICS_PORT[$node]}"
 [udp.network]
 address_ipv4 = "127.0.0.1:${UDP_PORT[$node]}"
 use_ipv6 = false
@@ -130,6 +136,26 @@ cross_node() {
 cross_node http "http://127.0.0.1:${HTTP_PORT[a]}/announce" "http://127.0.0.1:${HTTP_PORT[b]}/announce"
 stop_bg http-seeder
 cross_node udp "udp://127.0.0.1:${UDP_PORT[a]}/announce" "udp://127.0.0.1:${UDP_PORT[b]}/announce"
+
+say "--- node b's metrics"
+"$SYS_PYTHON" - "${METRICS_PORT[b]}" "$WORK/metrics.txt" <<'PY' || fail "node b's metrics show no replication"
+import http.client, re, sys
+conn = http.client.HTTPConnection("127.0.0.1", int(sys.argv[1]), timeout=5)
+conn.request("GET", "/metrics")
+metrics = conn.getresponse().read().decode()
+open(sys.argv[2], "w").write(metrics)
+def value(name, protocol):
+    match = re.search(rf'^{name}{{protocol="{protocol}"}} (\S+)$', metrics, re.M)
+    return float(match.group(1)) if match else None
+for protocol in ("udp", "http"):
+    applied = value("shoal_cluster_applied_peers_total", protocol)
+    up = value("shoal_cluster_store_up", protocol)
+    print(f"{protocol}: {applied:.0f} peers applied from node a, store up {up:.0f}")
+    assert applied and applied > 0 and up == 1, (protocol, applied, up)
+PY
+promtool check metrics <"$WORK/metrics.txt" >"$WORK/promtool.log" 2>&1 ||
+    fail "promtool check metrics: $(cat "$WORK/promtool.log")"
+say "promtool check metrics: clean"
 
 say "--- stopping node a; the udp seeder stays"
 stop_bg node-a
