@@ -152,6 +152,13 @@ for protocol in ("udp", "http"):
     up = value("shoal_cluster_store_up", protocol)
     print(f"{protocol}: {applied:.0f} peers applied from node a, store up {up:.0f}")
     assert applied and applied > 0 and up == 1, (protocol, applied, up)
+import json
+conn.request("GET", "/stats.json")
+stats = json.loads(conn.getresponse().read())
+for tracker in stats["trackers"]:
+    cluster = tracker["cluster"]
+    assert cluster["store_up"] and cluster["applied_peers"] > 0, (tracker["protocol"], cluster)
+print("stats.json:", {t["protocol"]: t["cluster"] for t in stats["trackers"]})
 PY
 promtool check metrics <"$WORK/metrics.txt" >"$WORK/promtool.log" 2>&1 ||
     fail "promtool check metrics: $(cat "$WORK/promtool.log")"

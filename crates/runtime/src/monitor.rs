@@ -296,6 +296,7 @@ impl Endpoint {
                         "p99_at_most": bound(0.99),
                         "p999_at_most": bound(0.999),
                     },
+                    "cluster": cluster_json(&observation),
                     "largest_swarms": tracker.largest_swarms(LARGEST).iter().map(|swarm| serde_json::json!({
                         "info_hash": hex(&swarm.info_hash),
                         "seeders": swarm.seeders,
@@ -383,6 +384,26 @@ impl Endpoint {
 /// read: a counter's `# HELP` and `# TYPE` lines name it with its `_total` suffix, as
 /// its samples do, and the `# EOF` line goes. Prometheus itself asks for OpenMetrics
 /// and gets it unchanged.
+/// A tracker's replication (`[cluster]`) in `/stats.json`; `null` while it is off.
+fn cluster_json(observation: &Observation) -> serde_json::Value {
+    let on = observation
+        .families()
+        .iter()
+        .any(|family| family.name == "shoal_cluster_store_up");
+    if !on {
+        return serde_json::Value::Null;
+    }
+    let value = |name: &str| observation.sum(name, &[]);
+    serde_json::json!({
+        "store_up": value("shoal_cluster_store_up") == 1.0,
+        "backlog_bytes": value("shoal_cluster_backlog_bytes") as u64,
+        "delay_seconds": value("shoal_cluster_delay_seconds"),
+        "published_changes": value("shoal_cluster_published_changes") as u64,
+        "applied_peers": value("shoal_cluster_applied_peers") as u64,
+        "dropped_changes": value("shoal_cluster_dropped_changes") as u64,
+    })
+}
+
 fn classic_text(openmetrics: &str) -> String {
     let counters: Vec<&str> = openmetrics
         .lines()
