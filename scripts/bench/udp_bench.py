@@ -148,9 +148,9 @@ interval = 0
         if load == "shoal":
             ips = ", ".join(f'"127.0.0.{i + 1}"' for i in range(max(1, self.load_workers * 4 if self.workers > 1 else 1)))
             if memory:
-                requests = """
-torrents = 100000
-peers = 1000000
+                requests = f"""
+torrents = {a.memory_torrents}
+peers = {a.memory_peers}
 popularity_shape = 0.0
 weight_connect = 0
 weight_announce = 1
@@ -278,7 +278,7 @@ source_ips = [{ips}]
                 sys.exit(f"the memory load failed:\n{open(self.path('load-mem.out')).read()}")
             time.sleep(0.5)
             after = status_kib(proc.pid, "VmRSS")
-            return before / 1024, after / 1024, (after - before) * 1024 / 1_000_000
+            return before / 1024, after / 1024, (after - before) * 1024 / a.memory_peers
         finally:
             stop(proc)
             log.close()
@@ -416,6 +416,10 @@ def main():
     p.add_argument("--skip-memory", action="store_true")
     p.add_argument("--memory-only", action="store_true", help="only the memory-per-peer run")
     p.add_argument("--memory-duration", type=int, default=25)
+    p.add_argument("--memory-peers", type=int, default=1_000_000,
+                   help="distinct peers the memory run announces (bytes are per peer)")
+    p.add_argument("--memory-torrents", type=int, default=100_000,
+                   help="torrents they spread over (peers = torrents: about bytes per torrent)")
     p.add_argument("--max-load", type=float, default=0.7, help="refuse to run above this 1-minute load average")
     p.add_argument("--force", action="store_true")
     Bench(p.parse_args()).main()

@@ -155,12 +155,14 @@ impl PeerData for () {}
 impl PeerData for [u8; 20] {}
 
 /// One peer of one torrent. Whether it is a seeder is given by where it sits in its
-/// [`PeerList`](crate::PeerList), not by a field, which keeps the record at 12 bytes
-/// for IPv4 UDP peers.
+/// [`PeerList`](crate::PeerList), not by a field, and its expiry is kept as bytes (no
+/// alignment), which keeps the record at 10 bytes for IPv4 UDP peers (12 with an
+/// aligned `u32`: a sixth of all peer memory was padding).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Peer<K, X> {
-    /// The time after which the peer is dropped unless it announces again.
-    pub expires: ServerTime,
+    /// The time after which the peer is dropped unless it announces again
+    /// ([`expires`](Self::expires)).
+    expires: [u8; 4],
     /// What the peer is known by; private, since its list indexes peers by it.
     key: K,
     /// What else a tracker keeps per peer.
@@ -171,10 +173,20 @@ impl<K, X> Peer<K, X> {
     /// A peer known by `key` until `expires`.
     pub fn new(key: K, expires: ServerTime, extra: X) -> Self {
         Self {
-            expires,
+            expires: expires.0.to_ne_bytes(),
             key,
             extra,
         }
+    }
+
+    /// The time after which the peer is dropped unless it announces again.
+    pub fn expires(&self) -> ServerTime {
+        ServerTime(u32::from_ne_bytes(self.expires))
+    }
+
+    /// Sets when the peer expires.
+    pub fn set_expires(&mut self, at: ServerTime) {
+        self.expires = at.0.to_ne_bytes();
     }
 
     /// What the peer is known by (its address, or its peer id).
@@ -186,6 +198,16 @@ impl<K, X> Peer<K, X> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn peer_records_have_no_padding() {
+        assert_eq!(std::mem::size_of::<Peer<V4Addr, ()>>(), 10);
+        assert_eq!(std::mem::size_of::<Peer<V6Addr, ()>>(), 22);
+        assert_eq!(std::mem::size_of::<Peer<V4Addr, [u8; 20]>>(), 30);
+        let mut peer = Peer::new(V4Addr([1; 6]), ServerTime(7), ());
+        peer.set_expires(ServerTime(u32::MAX - 1));
+        assert_eq!(peer.expires(), ServerTime(u32::MAX - 1));
+    }
 
     #[test]
     fn compact_forms_round_trip() {
@@ -209,11 +231,5 @@ mod tests {
         );
         let v6: IpAddr = "2001:db8::1".parse().unwrap();
         assert!(matches!(PeerAddress::new(v6, 1), PeerAddress::V6(_)));
-    }
-
-    #[test]
-    fn ipv4_udp_peers_take_twelve_bytes() {
-        assert_eq!(std::mem::size_of::<Peer<V4Addr, ()>>(), 12);
-        assert_eq!(std::mem::size_of::<Peer<V6Addr, ()>>(), 24);
     }
 }

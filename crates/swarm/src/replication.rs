@@ -290,8 +290,8 @@ impl PeerUpdate {
         match found {
             Some(position) => {
                 let peer = list.get_mut(position);
-                if expires > peer.expires {
-                    peer.expires = expires;
+                if expires > peer.expires() {
+                    peer.set_expires(expires);
                 }
                 peer.extra = extra;
                 list.set_seeder(position, self.seeder, hasher);

@@ -235,7 +235,7 @@ fn write_peers<K: PeerAddr, X: SnapshotData>(
 ) -> u32 {
     let mut written = 0;
     for (position, peer) in list.peers().iter().enumerate() {
-        let Some(left) = peer.expires.seconds_since(now).filter(|left| *left > 0) else {
+        let Some(left) = peer.expires().seconds_since(now).filter(|left| *left > 0) else {
             continue;
         };
         out.extend_from_slice(peer.key().as_bytes());

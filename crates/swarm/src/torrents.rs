@@ -334,7 +334,7 @@ impl<S: PeerSet> TorrentMap<S> {
             Some(position) => {
                 let was_seeder = list.is_seeder_at(position);
                 let peer = list.get_mut(position);
-                if peer.expires > now {
+                if peer.expires() > now {
                     if !peer.extra.may_change(&announce.extra) {
                         return Err(Refused::PeerTaken);
                     }
@@ -343,7 +343,7 @@ impl<S: PeerSet> TorrentMap<S> {
                     // Timed out, if not cleaned yet: whoever announces it now owns it.
                     peer.extra = announce.extra;
                 }
-                peer.expires = expires;
+                peer.set_expires(expires);
                 let seeder = announce.seeder.unwrap_or(was_seeder);
                 (
                     Some(list.set_seeder(position, seeder, hasher)),
@@ -477,7 +477,7 @@ impl<S: PeerSet> TorrentMap<S> {
 /// Whether `by` may change or remove `peer` at `now`: its owner may, and anyone once
 /// it timed out (a peer that stopped announcing belongs to nobody).
 fn may_change<K, X: PeerData>(peer: &Peer<K, X>, by: &X, now: ServerTime) -> bool {
-    peer.expires <= now || peer.extra.may_change(by)
+    peer.expires() <= now || peer.extra.may_change(by)
 }
 
 #[cfg(test)]

@@ -41,7 +41,7 @@ fn a_change_adds_the_peer_with_its_time_left_and_its_data() {
     assert_eq!((stats.seeders, stats.leechers, stats.downloads), (1, 1, 1));
     let peer = map.peer(&hash(1), &v4(1)).unwrap();
     assert_eq!(
-        peer.expires,
+        peer.expires(),
         ServerTime(550),
         "600 s left, written 100 s ago"
     );
@@ -64,7 +64,7 @@ fn a_refresh_keeps_the_later_expiry_and_takes_the_seeder_state() {
     assert_eq!(done.peers_refreshed, 1);
     assert_eq!(map.peer_count(), 1);
     let peer = map.peer(&hash(1), &v4(1)).unwrap();
-    assert_eq!(peer.expires, ServerTime(900));
+    assert_eq!(peer.expires(), ServerTime(900));
     assert_eq!(peer.extra, [2; 20]);
     assert_eq!(map.scrape(&hash(1)).seeders, 1);
     // A later one lengthens it.
@@ -72,7 +72,7 @@ fn a_refresh_keeps_the_later_expiry_and_takes_the_seeder_state() {
     map.apply_changes(&log.take(), 0, ServerTime(20), all)
         .unwrap();
     assert_eq!(
-        map.peer(&hash(1), &v4(1)).unwrap().expires,
+        map.peer(&hash(1), &v4(1)).unwrap().expires(),
         ServerTime(1820)
     );
 }

@@ -152,10 +152,10 @@ fn a_map_comes_back_with_its_peers_seeders_downloads_and_time_left() {
     }
     assert_eq!(restored_map.scrape(&hash(1)).downloads, 1);
     // Time left carries over, less the 30 s the tracker was down.
-    let left_then = map.peer(&hash(1), &v4(1)).unwrap().expires.0 - now.0;
-    let expires = restored_map.peer(&hash(1), &v4(1)).unwrap().expires;
+    let left_then = map.peer(&hash(1), &v4(1)).unwrap().expires().0 - now.0;
+    let expires = restored_map.peer(&hash(1), &v4(1)).unwrap().expires();
     assert_eq!(expires, restart.plus(left_then - 30));
-    let later_peer = restored_map.peer(&hash(2), &v4(4)).unwrap().expires;
+    let later_peer = restored_map.peer(&hash(2), &v4(4)).unwrap().expires();
     assert_eq!(later_peer, restart.plus(TIMEOUT - 30));
     assert!(restored_map.peer(&hash(1), &v6(3)).is_some());
     // Written again, the restored map gives the same records (times shifted alike).
