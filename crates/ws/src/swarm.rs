@@ -324,7 +324,7 @@ impl Swarms {
             .ok_or("no such offer pending for the answering peer")?;
         let offerer = offerer.ok_or("the offering peer left")?;
         answerer.extra.offers.remove(pending);
-        answerer.expires = expires;
+        answerer.set_expires(expires);
         Ok(offerer)
     }
 }
