@@ -100,7 +100,10 @@ impl Publisher {
             next_flush = Instant::now() + self.interval;
             self.seal(&mut open, &mut backlog);
             let may_try = connection.is_some() || Instant::now() >= retry_at || stopping;
-            if !backlog.entries.is_empty() && may_try {
+            // Connect even with nothing to send, so that an idle node's
+            // `shoal_cluster_store_up` tells the truth.
+            let work = !backlog.entries.is_empty() || (connection.is_none() && !stopping);
+            if work && may_try {
                 match self.send(&mut connection, &mut backlog) {
                     Ok(()) if outage_logged => {
                         log::info!("cluster: publishing to {} again", self.store.address);

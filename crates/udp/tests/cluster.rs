@@ -227,6 +227,8 @@ fn a_node_started_later_learns_the_live_swarms_from_the_stream() {
         || a.stats().cluster.unwrap().changes_published >= 1
     ));
     let (c, _) = node(&redis, "c", 2);
+    // Before any traffic of its own, it shows the store as up.
+    assert!(eventually(|| c.stats().cluster.unwrap().store_up == 1));
     let took = announce_until_sent(&c, Announce::new(TORRENT, 7302), peer(7301), STATED_DELAY);
     assert!(took.is_some(), "a new node did not learn the swarm");
     a.stop().unwrap();
