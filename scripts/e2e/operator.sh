@@ -6,14 +6,17 @@
 # 2. `shoal -p` prints a file that `shoal -c` accepts; `shoal -c` runs the UDP, HTTP
 #    and WebTorrent trackers from it with the monitoring endpoint on; after traffic,
 #    /metrics passes `promtool check metrics` (Debian's prometheus package) and its
-#    counters moved; /stats.json and /health answer.
+#    counters moved; /stats.json and /health answer. The UDP tracker shares its swarms
+#    through a real redis-server (`[udp.cluster]`), so the cluster series are checked
+#    too, and the Grafana dashboard's queries (its cluster panels included) are valid
+#    PromQL over series shoal exposes.
 #
-# Needs: systemd (for systemd-analyze) and prometheus (for promtool), installed here
-# when missing and running as root.
+# Needs: systemd (for systemd-analyze), prometheus (for promtool) and redis-server,
+# installed here when missing and running as root.
 source "$(dirname "$0")/lib/common.bash"
 e2e_init operator
 
-need_apt systemd prometheus
+need_apt systemd prometheus redis-server
 command -v systemd-analyze >/dev/null || fail "systemd-analyze is missing after installing systemd"
 command -v promtool >/dev/null || fail "promtool is missing after installing prometheus"
 
@@ -32,12 +35,24 @@ for bin in shoal_udp shoal_http shoal_ws; do tracker_bin "$bin" >/dev/null; done
 say "systemd-analyze verify: $(find "$WORK/units" -name '*.service' | wc -l) units clean"
 
 # --- 2. one config, metrics -----------------------------------------------------------
+redis_port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+mkdir -p "$WORK/redis"
+start_bg redis redis-server --bind 127.0.0.1 --port "$redis_port" --save "" --appendonly no \
+    --dir "$WORK/redis"
+for _ in $(seq 100); do
+    [ "$(redis-cli -p "$redis_port" ping 2>/dev/null)" = PONG ] && break
+    sleep 0.1
+done
+[ "$(redis-cli -p "$redis_port" ping 2>/dev/null)" = PONG ] || fail "redis-server did not answer"
 "$shoal" -p >"$WORK/default.toml"
 "$shoal" -c "$WORK/default.toml" -P >/dev/null || fail "shoal rejects its own -p output"
 # The printed defaults, edited as an operator would: loopback, free ports, metrics on.
-python3 - "$WORK/default.toml" "$WORK/shoal.toml" <<'PY'
+python3 - "$WORK/default.toml" "$WORK/shoal.toml" "$redis_port" <<'PY'
 import sys
 text = open(sys.argv[1]).read()
+# The first `store` is [udp.cluster]'s: the UDP tracker shares its swarms.
+assert text.index('store = ""') > text.index("[udp.cluster]")
+text = text.replace('store = ""', f'store = "127.0.0.1:{sys.argv[3]}"', 1)
 text = text.replace('address_ipv4 = "0.0.0.0:6969"', 'address_ipv4 = "127.0.0.1:0"')
 text = text.replace('address_ipv4 = "0.0.0.0:8000"', 'address_ipv4 = "127.0.0.1:0"')
 text = text.replace("use_ipv6 = true", "use_ipv6 = false")
@@ -85,7 +100,8 @@ while True:
     assert status == 200, status
     if 'shoal_requests_total{protocol="udp",action="connect",ip_version="4"} 3' in metrics and \
             'shoal_requests_total{protocol="http",action="announce",ip_version="4"} 1' in metrics and \
-            'shoal_request_duration_seconds_count{protocol="udp"} 3' in metrics:
+            'shoal_request_duration_seconds_count{protocol="udp"} 3' in metrics and \
+            'shoal_cluster_store_up{protocol="udp"} 1' in metrics:
         break
     if time.time() > deadline:
         sys.exit("counters did not move:\n" + metrics)
@@ -126,4 +142,5 @@ promtool check rules "$WORK/dashboard-rules.yml" >"$WORK/promtool-rules.log" 2>&
 say "Grafana dashboard: every query valid, every series exposed"
 
 stop_bg shoal
+stop_bg redis
 say "passed in $((SECONDS - E2E_START))s"
