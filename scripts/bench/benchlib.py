@@ -1,6 +1,7 @@
 """Helpers shared by the benchmark scripts: pinning, CPU and memory from /proc, and
 sampling a process's CPU time over exactly the window a load tester measures."""
 
+import json
 import os
 import statistics
 import sys
@@ -158,6 +159,12 @@ def latency_cell(latencies):
     if not known:
         return "—"
     return " / ".join(f"{statistics.median(l[i] for l in known):.0f}" for i in range(4))
+
+
+def last_json(path):
+    """The last JSON line a load tester (`--json`) printed into `path`."""
+    with open(path) as f:
+        return json.loads([line for line in f.read().splitlines() if line.startswith("{")][-1])
 
 
 def require_idle(max_load, force):

@@ -22,7 +22,6 @@ Issue 15's target: p99.9 with cleaning within 2× of p99.9 without. Tracker on
 ended by PID.
 """
 import argparse
-import json
 import math
 import os
 import sys
@@ -33,7 +32,6 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from benchlib import require_idle, start, status_kib, stop  # noqa: E402
 import benchlib  # noqa: E402
 import udp_bench  # noqa: E402
-from udp_bench import PER_IP  # noqa: E402
 
 
 def main():
@@ -62,26 +60,8 @@ def main():
 
     def load(name, duration, summarize, in_flight, sockets):
         if a.protocol == "udp":
-            config = write(f"{name}.toml", f"""
-server_address = "127.0.0.1:{a.port}"
-workers = 1
-duration = {duration}
-summarize_last = {summarize}
-report_interval = 5
-log_level = "warn"
-[network]
-sockets_per_worker = {sockets}
-requests_in_flight = {in_flight}
-[requests]
-torrents = {a.torrents}
-peers = {a.peers}
-popularity_shape = 0.0
-weight_connect = 0
-weight_announce = 1
-weight_scrape = 0
-peers_wanted = 30
-peer_order = "sequential"
-""")
+            config = write(f"{name}.toml", udp_bench.announce_load_toml(
+                a.port, duration, summarize, a.torrents, a.peers, sockets, in_flight))
         else:
             config = write(f"{name}.toml", f"""
 server_address = "127.0.0.1:{a.port}"
@@ -103,8 +83,7 @@ weight_scrape = 0
             proc = start([os.path.join(a.shoal_dir, f"shoal_{a.protocol}_load_test"), "-c", config, "--json"],
                          a.load_cpus, out)
             proc.wait()
-        text = open(os.path.join(tmp, f"{name}.out")).read()
-        return json.loads([line for line in text.splitlines() if line.startswith("{")][-1])
+        return benchlib.last_json(os.path.join(tmp, f"{name}.out"))
 
     port_free = udp_bench.port_free if a.protocol == "udp" else benchlib.port_free
 
@@ -123,22 +102,15 @@ weight_scrape = 0
     for case, interval in [("cleaning", 1), ("no cleaning", 86400)]:
         if not port_free(a.port):
             sys.exit(f"port {a.port} is in use")
-        config = write("tracker.toml", f"""
-[network]
-address_ipv4 = "127.0.0.1:{a.port}"
-use_ipv6 = false
-[protocol]
-max_peers = 30
-default_peers = 30
-[statistics]
-interval = 0
+        # The HTTP tracker takes the same keys for these sections.
+        config = write("tracker.toml", udp_bench.tracker_toml(a.port, f"""
 [cleaning]
 interval = {interval}
 peer_timeout = 7200
 [capacity]
 max_torrents = {a.torrents * 2}
 max_peers = {a.peers * 2}
-""" + PER_IP)
+"""))
         log = open(os.path.join(tmp, "tracker.log"), "w")
         proc = start([os.path.join(a.shoal_dir, f"shoal_{a.protocol}"), "-c", config], a.tracker_cpus, log)
         try:

@@ -32,7 +32,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import benchlib  # noqa: E402
 from benchlib import Sampler, start, stop  # noqa: E402
 from redislib import Redis  # noqa: E402
-from udp_bench import PER_IP, port_free, wait_for_port  # noqa: E402
+from udp_bench import announce_load_toml, port_free, tracker_toml, wait_for_port  # noqa: E402
 
 PROTOCOL_ID = 0x41727101980
 
@@ -144,15 +144,7 @@ class Run:
         a = self.a
         config = self.path(f"node-{index}.toml")
         with open(config, "w") as f:
-            f.write(f"""
-[network]
-address_ipv4 = "127.0.0.1:{port}"
-use_ipv6 = false
-[protocol]
-max_peers = 30
-default_peers = 30
-[statistics]
-interval = 0
+            f.write(tracker_toml(port, f"""
 [metrics]
 enabled = true
 address = "127.0.0.1:{port}"
@@ -160,7 +152,7 @@ address = "127.0.0.1:{port}"
 store = "{store}"
 node = "node-{index}"
 publish_interval_ms = {a.publish_interval_ms}
-""" + PER_IP)
+"""))
         log = open(self.path(f"node-{index}.log"), "w")
         return start([os.path.join(a.shoal_dir, "shoal_udp"), "-c", config], a.tracker_cpus, log)
 
@@ -168,31 +160,14 @@ publish_interval_ms = {a.publish_interval_ms}
         a = self.a
         config = self.path(f"load-{index}.toml")
         with open(config, "w") as f:
-            f.write(f"""
-server_address = "127.0.0.1:{port}"
-workers = 1
-duration = {a.duration}
-summarize_last = {a.summarize}
-report_interval = 5
-log_level = "warn"
-[network]
-sockets_per_worker = 4
-[requests]
-torrents = {a.torrents}
-peers = {a.peers}
-weight_connect = 0
-weight_announce = 1
-weight_scrape = 0
-peers_wanted = 30
-""")
+            f.write(announce_load_toml(port, a.duration, a.summarize, a.torrents, a.peers,
+                                       sequential=False))
         out = open(self.path(f"load-{index}.out"), "w")
         return start([os.path.join(a.shoal_dir, "shoal_udp_load_test"), "-c", config, "--json"],
                      a.load_cpus, out), out
 
     def result(self, index):
-        import json
-        text = open(self.path(f"load-{index}.out")).read()
-        return json.loads([line for line in text.splitlines() if line.startswith("{")][-1])
+        return benchlib.last_json(self.path(f"load-{index}.out"))
 
     def once(self, nodes, clustered):
         a = self.a

@@ -25,7 +25,6 @@ started here and ended by PID.
 """
 
 import argparse
-import json
 import os
 import re
 import shutil
@@ -36,8 +35,8 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from benchlib import require_idle, start, status_kib, stop  # noqa: E402
-from udp_bench import PER_IP, port_free, wait_for_port  # noqa: E402
+from benchlib import last_json, require_idle, start, status_kib, stop  # noqa: E402
+from udp_bench import PER_IP, announce_load_toml, port_free, tracker_toml, wait_for_port  # noqa: E402
 
 
 class Restart:
@@ -54,19 +53,11 @@ class Restart:
         a = self.a
         config = self.path(f"{name}.toml")
         with open(config, "w") as f:
-            f.write(f"""
-[network]
-address_ipv4 = "127.0.0.1:{a.port}"
-use_ipv6 = false
-[protocol]
-max_peers = 30
-default_peers = 30
-[statistics]
-interval = 0
+            f.write(tracker_toml(a.port, f"""
 [state]
 directory = "{self.state if state else ''}"
 interval = {a.interval}
-""" + PER_IP)
+"""))
         log = open(self.path(f"{name}.log"), "w")
         proc = start([os.path.join(a.shoal_dir, "shoal_udp"), "-c", config], a.tracker_cpus, log)
         return proc, log
@@ -75,32 +66,13 @@ interval = {a.interval}
         a = self.a
         config = self.path(f"{name}-load.toml")
         with open(config, "w") as f:
-            f.write(f"""
-server_address = "127.0.0.1:{a.port}"
-workers = 1
-duration = {duration}
-summarize_last = {summarize}
-report_interval = 5
-log_level = "warn"
-[network]
-sockets_per_worker = 4
-[requests]
-torrents = {a.torrents}
-peers = {a.peers}
-popularity_shape = 0.0
-weight_connect = 0
-weight_announce = 1
-weight_scrape = 0
-peers_wanted = 30
-peer_order = "sequential"
-""")
+            f.write(announce_load_toml(a.port, duration, summarize, a.torrents, a.peers))
         out = open(self.path(f"{name}-load.out"), "w")
         proc = start([os.path.join(a.shoal_dir, "shoal_udp_load_test"), "-c", config, "--json"], a.load_cpus, out)
         return proc, out
 
     def result(self, name):
-        text = open(self.path(f"{name}-load.out")).read()
-        return json.loads([line for line in text.splitlines() if line.startswith("{")][-1])
+        return last_json(self.path(f"{name}-load.out"))
 
     def run_load(self, name, duration, summarize):
         proc, out = self.load(name, duration, summarize)

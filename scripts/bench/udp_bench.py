@@ -75,6 +75,49 @@ max_connections = 0
 """
 
 
+
+def tracker_toml(port, sections=""):
+    """A shoal_udp config on 127.0.0.1:port as the UDP benches run it (30 peers per
+    reply, no statistics lines, per-client limits raised), plus `sections`."""
+    return f"""
+[network]
+address_ipv4 = "127.0.0.1:{port}"
+use_ipv6 = false
+[protocol]
+max_peers = 30
+default_peers = 30
+[statistics]
+interval = 0
+{sections.strip()}
+""" + PER_IP
+
+
+def announce_load_toml(port, duration, summarize, torrents, peers, sockets=4, in_flight=None,
+                       sequential=True):
+    """A shoal_udp_load_test config that only announces (one worker, 30 peers wanted):
+    every peer once in turn with `sequential`, at random otherwise."""
+    network = f"sockets_per_worker = {sockets}"
+    if in_flight is not None:
+        network += f"\nrequests_in_flight = {in_flight}"
+    order = 'popularity_shape = 0.0\npeer_order = "sequential"\n' if sequential else ""
+    return f"""
+server_address = "127.0.0.1:{port}"
+workers = 1
+duration = {duration}
+summarize_last = {summarize}
+report_interval = 5
+log_level = "warn"
+[network]
+{network}
+[requests]
+torrents = {torrents}
+peers = {peers}
+weight_connect = 0
+weight_announce = 1
+weight_scrape = 0
+peers_wanted = 30
+{order}"""
+
 class Bench:
     summarize = 10
 
