@@ -28,6 +28,7 @@ mod partitions;
 pub mod peer;
 pub mod peer_list;
 pub mod peer_set;
+mod prefetch;
 pub mod replication;
 mod selection;
 pub mod snapshot;
@@ -43,8 +44,8 @@ pub use replication::{ChangeLog, Replicated};
 pub use snapshot::{RecordError, Restored, SnapshotData};
 pub use time::{Clock, ServerTime};
 pub use torrents::{
-    Announce, AnnounceEvent, Announced, BitTorrentMap, Capacity, CleanReport, PeerLimits, Refusals,
-    Refused, ScrapeStats, SwarmCounts, Torrent, TorrentMap,
+    Announce, AnnounceEvent, Announced, BitTorrentMap, Capacity, CleanReport, PREFETCH_STEPS,
+    PeerLimits, Refusals, Refused, ScrapeStats, SwarmCounts, Torrent, TorrentMap,
 };
 
 /// A 20-byte SHA-1 info hash, the key of a torrent.

@@ -59,6 +59,17 @@ impl<T> Partitions<T> {
             .map(|(_, value)| value)
     }
 
+    /// Starts fetching the slot `key` is in, for a lookup soon after (see
+    /// [`prefetch`](crate::prefetch)). Only the table's control bytes are read: the
+    /// first slot whose tag matches is taken, so a tag shared with another key costs a
+    /// wasted fetch, never a wrong answer.
+    pub(crate) fn prefetch(&self, key: &InfoHash) {
+        let (hash, part) = self.locate(key);
+        if let Some(slot) = self.tables[part].find(hash, |_| true) {
+            crate::prefetch::prefetch(slot, 2);
+        }
+    }
+
     /// The value of `key`, mutably.
     pub(crate) fn get_mut(&mut self, key: &InfoHash) -> Option<&mut T> {
         let (hash, part) = self.locate(key);

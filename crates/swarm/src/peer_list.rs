@@ -96,6 +96,20 @@ impl<K: PeerKey, X: PeerData> PeerList<K, X> {
         }
     }
 
+    /// Starts fetching what [`find`](Self::find) and [`select`](Self::select) read
+    /// first: the first peers, and the index's header if there is one (see
+    /// [`TorrentMap::prefetch_announce`](crate::TorrentMap::prefetch_announce)).
+    pub fn prefetch(&self) {
+        crate::prefetch::prefetch_bytes(
+            self.peers.as_ptr().cast(),
+            self.peers.len() * size_of::<Peer<K, X>>(),
+            2,
+        );
+        if let Some(index) = &self.index {
+            crate::prefetch::prefetch(&**index, 1);
+        }
+    }
+
     /// The peer at `position`, mutably (its key cannot change).
     pub fn get_mut(&mut self, position: usize) -> &mut Peer<K, X> {
         &mut self.peers[position]

@@ -10,8 +10,8 @@ use shoal_common::access_list::AccessSnapshot;
 use shoal_common::metrics::ShardStatus;
 use shoal_runtime::{Shard, status_of};
 use shoal_swarm::{
-    Announce, BitTorrentMap, ChangeLog, CleanReport, DualStack, InfoHash, ListIn, PeerAddr,
-    PeerAddress, RecordError, Replicated, ServerTime,
+    Announce, BitTorrentMap, ChangeLog, CleanReport, DualStack, InfoHash, ListIn, PREFETCH_STEPS,
+    PeerAddr, PeerAddress, RecordError, Replicated, ServerTime, V4Addr, V6Addr,
 };
 use shoal_udp_protocol::TransactionId;
 use shoal_udp_protocol::response::{
@@ -86,6 +86,21 @@ impl UdpShard {
             replies,
             ..
         } = job;
+        // With a million torrents nearly every announce misses the cache on its
+        // torrent's slot and again on its peers: ask for the batch's memory level by
+        // level first, so the misses overlap instead of queueing one request at a time
+        // (documents/benchmarks/floor-2026-11-23.md).
+        for step in 0..PREFETCH_STEPS {
+            for request in requests.iter() {
+                if let RequestKind::Announce(work) = &request.kind {
+                    let (torrents, hash) = (&self.torrents, &work.info_hash);
+                    match work.peer {
+                        PeerAddress::V4(_) => torrents.prefetch_announce::<V4Addr>(step, hash),
+                        PeerAddress::V6(_) => torrents.prefetch_announce::<V6Addr>(step, hash),
+                    }
+                }
+            }
+        }
         for request in requests.drain(..) {
             match request.kind {
                 RequestKind::Announce(work) => {

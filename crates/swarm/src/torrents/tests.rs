@@ -696,3 +696,29 @@ fn cleaning_steps_cover_the_map_once_per_pass() {
     assert_eq!(torrents, 2000);
     assert_eq!((map.torrent_count(), map.peer_count()), (0, 0));
 }
+
+#[test]
+fn prefetching_changes_nothing_a_batch_sees() {
+    // Two maps fed the same announces; one is asked to prefetch every step for every
+    // announce first, over missing torrents, small lists, indexed lists and an
+    // IPv6 list that does not exist yet.
+    let mut plain = Harness::new();
+    let mut prefetched = Harness::new();
+    for round in 0..3u8 {
+        for i in 0..(crate::peer_list::INDEX_FROM as u8 + 8) {
+            let request = announce(
+                v4(i, 1000 + u16::from(round)),
+                i % 3 == 0,
+                AnnounceEvent::None,
+            );
+            for step in 0..PREFETCH_STEPS {
+                prefetched.map.prefetch_announce::<V4Addr>(step, &HASH);
+                prefetched.map.prefetch_announce::<V6Addr>(step, &HASH);
+                prefetched.map.prefetch_announce::<V4Addr>(step, &[9; 20]);
+            }
+            assert_eq!(plain.announce(request), prefetched.announce(request));
+        }
+    }
+    assert!(prefetched.map.get(&[9; 20]).is_none());
+    assert_eq!(plain.map.peer_count(), prefetched.map.peer_count());
+}

@@ -334,14 +334,17 @@ impl Dispatcher {
         self.outboxes.recycle(job);
     }
 
-    /// Takes a job back from a swarm worker: merges its scrape parts into `out` and
-    /// keeps the job for reuse. The caller has sent the job's own reply packets.
-    pub(crate) fn finish_job(&mut self, job: Job, out: &mut Replies) {
+    /// Merges the scrape parts a job brought back from a swarm worker into `out`.
+    pub(crate) fn merge_scrape_parts(&mut self, job: &Job, out: &mut Replies) {
         let replies = &job.replies;
         for part in &replies.scrape_parts {
             let stats = &replies.scrape_stats[part.stats.start as usize..part.stats.end as usize];
             self.scrapes.add_part(part.slot, stats, out);
         }
+    }
+
+    /// Keeps a job whose replies were sent, for reuse.
+    pub(crate) fn recycle(&mut self, job: Job) {
         self.outboxes.recycle(job);
     }
 }

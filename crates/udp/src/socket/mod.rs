@@ -4,7 +4,8 @@
 //! the same address, so the kernel spreads clients over the workers. One round of the
 //! loop:
 //!
-//! 1. wait in `epoll` (skipped while there is known work);
+//! 1. wait in `poll` (only a look while there is known work, and not even that while
+//!    every socket is known to have more to read; see [`sleep`] for why not epoll);
 //! 2. read up to [`MAX_READS_PER_ROUND`] datagrams per socket, [`RECV_BATCH`] per
 //!    `recvmmsg`, handing them to the [`Dispatcher`]; after each batch, send the jobs
 //!    built so far and every reply that is ready, so swarm workers start early and
@@ -12,24 +13,24 @@
 //! 3. send the jobs, the replies swarm workers returned, and merged scrapes, with one
 //!    `sendmmsg` per family and batch.
 //!
-//! Sockets are edge-triggered: a socket is read until it would block, or remembered as
-//! still readable if the round's budget ran out. Swarm workers wake a sleeping socket
-//! worker through a [`mio::Waker`], and only when it is asleep, so under load a reply
-//! batch costs no system call beyond its sends.
+//! A socket is read until it would block, or remembered as still readable if the
+//! round's budget ran out. Swarm workers wake a sleeping socket worker through its
+//! [`Doorbell`], and only when it is asleep, so under load a reply batch costs no
+//! system call beyond its sends.
 
 mod bind;
 pub(crate) mod dispatch;
 mod outbound;
 pub(crate) mod scrapes;
+mod sleep;
 
 use std::io::ErrorKind;
+use std::os::fd::AsRawFd as _;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use crossbeam_channel::Receiver;
-use mio::net::UdpSocket;
-use mio::{Events, Interest, Poll, Token, Waker};
 use shoal_common::udp_batch::RecvBatch;
 use shoal_common::{AccessControl, Shutdown};
 use shoal_runtime::{LocalSwarm, ReplyRoute, Wake, reply_channel};
@@ -38,6 +39,7 @@ use shoal_swarm::Clock;
 pub(crate) use self::bind::bind_socket;
 use self::dispatch::Dispatcher;
 use self::outbound::{Endpoint, Endpoints, Outbound};
+use self::sleep::{Doorbell, Want};
 use crate::messages::{Job, Replies};
 use crate::shard::UdpShard;
 
@@ -53,10 +55,6 @@ const MIN_RECV_SLOT: usize = 2048;
 pub(crate) fn recv_slot_len(max_scrape_torrents: usize) -> usize {
     (shoal_udp_protocol::HEADER_LEN + 20 * (max_scrape_torrents + 1)).max(MIN_RECV_SLOT)
 }
-
-const V4: Token = Token(0);
-const V6: Token = Token(1);
-const WAKE: Token = Token(2);
 
 /// The sockets of one worker, one per family in use.
 #[derive(Debug, Default)]
@@ -80,7 +78,7 @@ pub(crate) struct LocalTorrents {
 
 /// A socket worker, ready to run on its own thread.
 pub(crate) struct SocketWorker {
-    poll: Poll,
+    doorbell: Arc<Doorbell>,
     endpoints: Endpoints,
     wake: Arc<Wake>,
     returned_jobs: Receiver<Job>,
@@ -133,30 +131,20 @@ pub(crate) struct SocketWorkerParts {
 impl SocketWorker {
     /// Registers the sockets and creates the channel swarm workers return jobs by.
     pub(crate) fn new(parts: SocketWorkerParts) -> anyhow::Result<(Self, ReplyRoute<Job>)> {
-        let poll = Poll::new().context("cannot create epoll instance")?;
-        let waker = Arc::new(Waker::new(poll.registry(), WAKE).context("cannot create waker")?);
+        let doorbell = Arc::new(Doorbell::new().context("cannot create eventfd")?);
         let wake = {
-            let waker = waker.clone();
-            Wake::new(move || {
-                let _ = waker.wake();
-            })
+            let doorbell = doorbell.clone();
+            Wake::new(move || doorbell.ring())
         };
         let (route, returned_jobs) = reply_channel(parts.reply_capacity, wake.clone());
-        let mut endpoints = [None, None];
-        for (slot, socket, token) in [(0, parts.sockets.v4, V4), (1, parts.sockets.v6, V6)] {
-            if let Some(socket) = socket {
-                let mut socket = UdpSocket::from_std(socket);
-                poll.registry()
-                    .register(&mut socket, token, Interest::READABLE)
-                    .context("cannot register socket with epoll")?;
-                endpoints[slot] = Some(Endpoint::new(socket, token));
-            }
+        let endpoints =
+            [parts.sockets.v4, parts.sockets.v6].map(|socket| socket.map(Endpoint::new));
+        {
+            let doorbell = doorbell.clone();
+            parts.shutdown.on_request(move || doorbell.ring());
         }
-        parts.shutdown.on_request(move || {
-            let _ = waker.wake();
-        });
         let worker = Self {
-            poll,
+            doorbell,
             endpoints,
             wake,
             returned_jobs,
@@ -176,38 +164,9 @@ impl SocketWorker {
 
     /// Runs until shutdown.
     pub(crate) fn run(mut self) -> anyhow::Result<()> {
-        let mut events = Events::with_capacity(16);
         let mut last_expiry = self.clock.now();
         while !self.shutdown.is_requested() {
-            let timeout = if self.has_work() {
-                Duration::ZERO
-            } else {
-                self.wake.going_to_sleep();
-                // A job returned after the check above finds the flag set and wakes us.
-                if self.returned_jobs.is_empty() {
-                    self.local
-                        .as_ref()
-                        .map_or(Shutdown::POLL_INTERVAL, |local| {
-                            local.swarm.longest_wait(Shutdown::POLL_INTERVAL)
-                        })
-                } else {
-                    Duration::ZERO
-                }
-            };
-            match self.poll.poll(&mut events, Some(timeout)) {
-                Ok(()) => {}
-                Err(err) if err.kind() == ErrorKind::Interrupted => {}
-                Err(err) => return Err(err).context("epoll failed"),
-            }
-            self.wake.awake();
-            for event in &events {
-                for endpoint in self.endpoints.iter_mut().flatten() {
-                    if event.token() == endpoint.token && event.is_readable() {
-                        endpoint.readable = true;
-                    }
-                }
-            }
-
+            self.wait()?;
             for slot in 0..2 {
                 if self.endpoints[slot].as_ref().is_some_and(|e| e.readable) {
                     self.read(slot)?;
@@ -230,6 +189,45 @@ impl SocketWorker {
         }
         if let Some(local) = &mut self.local {
             local.swarm.finish();
+        }
+        Ok(())
+    }
+
+    /// Learns which sockets have datagrams: sleeps while there is nothing to do, only
+    /// looks while there is, and skips even that while every socket is known to have
+    /// more to read.
+    fn wait(&mut self) -> anyhow::Result<()> {
+        let timeout = if self.has_work() {
+            let endpoints = self.endpoints.iter().flatten();
+            if endpoints.clone().all(|e| e.readable && !e.wants_writable()) {
+                return Ok(());
+            }
+            Duration::ZERO
+        } else {
+            self.wake.going_to_sleep();
+            // A job returned after the check above finds the flag set and rings.
+            if self.returned_jobs.is_empty() {
+                self.local
+                    .as_ref()
+                    .map_or(Shutdown::POLL_INTERVAL, |local| {
+                        local.swarm.longest_wait(Shutdown::POLL_INTERVAL)
+                    })
+            } else {
+                Duration::ZERO
+            }
+        };
+        let wants = self.endpoints.each_ref().map(|endpoint| {
+            endpoint.as_ref().map(|e| Want {
+                fd: e.socket.as_raw_fd(),
+                writable: e.wants_writable(),
+            })
+        });
+        let ready = sleep::wait(wants, &self.doorbell, timeout).context("poll failed")?;
+        self.wake.awake();
+        for (endpoint, ready) in self.endpoints.iter_mut().zip(ready) {
+            if let Some(endpoint) = endpoint {
+                endpoint.readable |= ready.readable;
+            }
         }
         Ok(())
     }
@@ -303,33 +301,36 @@ impl SocketWorker {
         // Counters before replies: whoever sees a reply sees what led to it counted.
         self.flush_counters();
         let sending_at = Instant::now();
-        for job in self.ready.drain(..) {
-            self.outbound.send(
-                &mut self.endpoints,
-                &job.replies,
-                &mut self.dispatcher.counters,
-                &mut self.dispatcher.traffic,
-            );
+        for job in &self.ready {
             if let Some(read_at) = job.read_at {
                 self.dispatcher.traffic.record_latency(
                     sending_at.saturating_duration_since(read_at),
                     job.replies.packets.len() as u64,
                 );
             }
-            self.dispatcher.finish_job(job, &mut self.own_replies);
+            self.dispatcher
+                .merge_scrape_parts(job, &mut self.own_replies);
         }
-        self.outbound.send(
-            &mut self.endpoints,
-            &self.own_replies,
-            &mut self.dispatcher.counters,
-            &mut self.dispatcher.traffic,
-        );
         // Connect replies, errors and merged scrapes: answered by this worker since
         // the last batch was read.
         self.dispatcher.traffic.record_latency(
             sending_at.saturating_duration_since(self.dispatcher.batch_read_at),
             self.own_replies.packets.len() as u64,
         );
+        // Every reply of the round in one `sendmmsg` per family (and 64 packets): each
+        // call also wakes the clients' sockets, so fewer calls cost less on both sides.
+        let mut sources: Vec<&Replies> = Vec::with_capacity(self.ready.len() + 1);
+        sources.extend(self.ready.iter().map(|job| &job.replies));
+        sources.push(&self.own_replies);
+        self.outbound.send(
+            &mut self.endpoints,
+            &sources,
+            &mut self.dispatcher.counters,
+            &mut self.dispatcher.traffic,
+        );
+        for job in self.ready.drain(..) {
+            self.dispatcher.recycle(job);
+        }
         self.own_replies.clear();
         Ok(())
     }
@@ -348,7 +349,6 @@ impl SocketWorker {
     fn retry_queued(&mut self) {
         self.outbound.retry_queued(
             &mut self.endpoints,
-            self.poll.registry(),
             &mut self.dispatcher.counters,
             &mut self.dispatcher.traffic,
         );

@@ -4,35 +4,35 @@ use std::collections::VecDeque;
 use std::io::ErrorKind;
 use std::net::SocketAddr;
 
-use mio::net::UdpSocket;
-use mio::{Interest, Registry, Token};
 use shoal_common::metrics::Traffic;
 use shoal_common::udp_batch::{MAX_BATCH, SendBatch};
+use std::net::UdpSocket;
 
 use crate::messages::{Replies, ReplyKind};
 use crate::stats::SocketCounters;
 
 /// One family's socket with its readiness and queued replies.
 pub(crate) struct Endpoint {
+    /// A non-blocking socket.
     pub(crate) socket: UdpSocket,
-    pub(crate) token: Token,
-    /// Not yet read to `WouldBlock` since its last readiness event.
+    /// Not read to `WouldBlock` since poll last said it was readable.
     pub(crate) readable: bool,
     /// Replies waiting for room in the kernel's send buffer.
     queue: VecDeque<(SocketAddr, Vec<u8>, ReplyKind)>,
-    /// Whether epoll reports writability (wanted only while `queue` is non-empty).
-    watching_writable: bool,
 }
 
 impl Endpoint {
-    pub(crate) fn new(socket: UdpSocket, token: Token) -> Self {
+    pub(crate) fn new(socket: UdpSocket) -> Self {
         Self {
             socket,
-            token,
             readable: true,
             queue: VecDeque::new(),
-            watching_writable: false,
         }
+    }
+
+    /// Whether replies wait for room to send (so a wait should end when there is).
+    pub(crate) fn wants_writable(&self) -> bool {
+        !self.queue.is_empty()
     }
 }
 
@@ -44,11 +44,22 @@ pub(crate) fn slot_for(client: &SocketAddr) -> usize {
     usize::from(client.is_ipv6())
 }
 
+/// A packet waiting to be sent: where to, which of the sources holds it, where in
+/// that source's bytes, and what it is.
+#[derive(Clone, Copy)]
+struct Pending {
+    client: SocketAddr,
+    source: u32,
+    start: u32,
+    end: u32,
+    kind: ReplyKind,
+}
+
 /// Sends replies with as few system calls as possible.
 pub(crate) struct Outbound {
     batch: SendBatch,
-    /// Scratch: (client, start, end, kind) of the packets of one family.
-    pending: Vec<(SocketAddr, u32, u32, ReplyKind)>,
+    /// Scratch: the packets of one family.
+    pending: Vec<Pending>,
     queue_len: usize,
 }
 
@@ -61,26 +72,34 @@ impl Outbound {
         }
     }
 
-    /// Sends every packet of `replies`; what the kernel will not take now is queued.
+    /// Sends every packet of `sources`, in order, in as few calls as the kernel takes
+    /// them; what it will not take now is queued.
     pub(crate) fn send(
         &mut self,
         endpoints: &mut Endpoints,
-        replies: &Replies,
+        sources: &[&Replies],
         counters: &mut SocketCounters,
         traffic: &mut Traffic,
     ) {
-        if replies.packets.is_empty() {
+        if sources.iter().all(|replies| replies.packets.is_empty()) {
             return;
         }
         for (slot, endpoint) in endpoints.iter_mut().enumerate() {
             self.pending.clear();
-            let mut start = 0;
-            for packet in &replies.packets {
-                if slot_for(&packet.client) == slot {
-                    self.pending
-                        .push((packet.client, start, packet.end, packet.kind));
+            for (source, replies) in sources.iter().enumerate() {
+                let mut start = 0;
+                for packet in &replies.packets {
+                    if slot_for(&packet.client) == slot {
+                        self.pending.push(Pending {
+                            client: packet.client,
+                            source: source as u32,
+                            start,
+                            end: packet.end,
+                            kind: packet.kind,
+                        });
+                    }
+                    start = packet.end;
                 }
-                start = packet.end;
             }
             if self.pending.is_empty() {
                 continue;
@@ -89,19 +108,18 @@ impl Outbound {
                 counters.send_failures += self.pending.len() as u64;
                 continue;
             };
-            let bytes = &replies.bytes;
+            let bytes =
+                |p: &Pending| &sources[p.source as usize].bytes[p.start as usize..p.end as usize];
             let mut next = 0;
             // Behind queued replies, new ones wait their turn.
             while endpoint.queue.is_empty() && next < self.pending.len() {
                 let chunk = &self.pending[next..self.pending.len().min(next + MAX_BATCH)];
-                let packets = chunk.iter().map(|&(client, start, end, _)| {
-                    (Some(client), &bytes[start as usize..end as usize])
-                });
+                let packets = chunk.iter().map(|p| (Some(p.client), bytes(p)));
                 match self.batch.send(&endpoint.socket, packets) {
                     Ok(sent) => {
-                        for &(_, start, end, kind) in &chunk[..sent] {
-                            count_reply(counters, kind, slot);
-                            traffic.bytes_sent += u64::from(end - start);
+                        for p in &chunk[..sent] {
+                            count_reply(counters, p.kind, slot);
+                            traffic.bytes_sent += u64::from(p.end - p.start);
                         }
                         next += sent;
                         if sent < chunk.len() {
@@ -113,19 +131,17 @@ impl Outbound {
                     Err(err) => {
                         // The first packet of the chunk failed (e.g. an unroutable
                         // address); drop it and go on with the rest.
-                        log::debug!("send to {} failed: {err}", chunk[0].0);
+                        log::debug!("send to {} failed: {err}", chunk[0].client);
                         counters.send_failures += 1;
                         next += 1;
                     }
                 }
             }
-            for &(client, start, end, kind) in &self.pending[next..] {
+            for p in &self.pending[next..] {
                 if endpoint.queue.len() < self.queue_len {
-                    endpoint.queue.push_back((
-                        client,
-                        bytes[start as usize..end as usize].to_vec(),
-                        kind,
-                    ));
+                    endpoint
+                        .queue
+                        .push_back((p.client, bytes(p).to_vec(), p.kind));
                 } else {
                     counters.send_failures += 1;
                 }
@@ -133,12 +149,10 @@ impl Outbound {
         }
     }
 
-    /// Sends queued replies the kernel now has room for, and asks epoll for
-    /// writability exactly while some remain.
+    /// Sends queued replies the kernel now has room for.
     pub(crate) fn retry_queued(
         &mut self,
         endpoints: &mut Endpoints,
-        registry: &Registry,
         counters: &mut SocketCounters,
         traffic: &mut Traffic,
     ) {
@@ -154,20 +168,6 @@ impl Outbound {
                     Err(_) => counters.send_failures += 1,
                 }
                 endpoint.queue.pop_front();
-            }
-            let want_writable = !endpoint.queue.is_empty();
-            if want_writable != endpoint.watching_writable {
-                let interest = if want_writable {
-                    Interest::READABLE | Interest::WRITABLE
-                } else {
-                    Interest::READABLE
-                };
-                if registry
-                    .reregister(&mut endpoint.socket, endpoint.token, interest)
-                    .is_ok()
-                {
-                    endpoint.watching_writable = want_writable;
-                }
             }
         }
     }

@@ -88,7 +88,8 @@ impl Rig {
                     out.bytes.extend_from_slice(bytes);
                     out.finish_packet(packet.client, packet.kind);
                 }
-                self.dispatcher.finish_job(job, &mut out);
+                self.dispatcher.merge_scrape_parts(&job, &mut out);
+                self.dispatcher.recycle(job);
             }
         }
         out.iter_packets()
