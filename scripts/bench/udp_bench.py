@@ -144,13 +144,15 @@ class Bench:
         a, port = self.a, self.a.port
         if tracker in ("shoal", "shoal-before"):
             swarm = max(1, self.workers // 4) if a.swarm_workers is None else a.swarm_workers
+            size = getattr(a, "recv_buffer", None)
+            recv_buffer = "" if size is None else f"socket_recv_buffer_size = {size}\n"
             config = self.write("shoal.toml", f"""
 socket_workers = {self.workers}
 swarm_workers = {swarm}
 [network]
 address_ipv4 = "127.0.0.1:{port}"
 use_ipv6 = false
-[protocol]
+{recv_buffer}[protocol]
 max_peers = 30
 default_peers = 30
 [statistics]
@@ -203,9 +205,10 @@ peer_order = "sequential"
 """
             else:
                 # aquatic_udp_load_test's defaults, so both load testers send the same mix.
-                requests = """
-torrents = 1000000
-peers = 2000000
+                torrents = getattr(a, "torrents", 1_000_000)
+                requests = f"""
+torrents = {torrents}
+peers = {2 * torrents}
 peers_wanted = 30
 seeder_probability = 0.75
 weight_connect = 50
@@ -232,7 +235,9 @@ source_ips = [{ips}]
                                   capture_output=True, text=True, check=True).stdout
             for key, value in [("server_address", f'"127.0.0.1:{port}"'), ("workers", self.load_workers),
                                ("duration", duration), ("summarize_last", summarize),
-                               ("extra_statistics", "false")]:
+                               ("extra_statistics", "false"),
+                               ("number_of_torrents", getattr(a, "torrents", 1_000_000)),
+                               ("number_of_peers", 2 * getattr(a, "torrents", 1_000_000))]:
                 text = re.sub(rf'^{key} = .*$', f"{key} = {value}", text, flags=re.M)
             return [os.path.join(a.aquatic_dir, "aquatic_udp_load_test"), "-c", self.write("aquatic-load.toml", text)]
         raise ValueError(load)
