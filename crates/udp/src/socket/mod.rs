@@ -319,12 +319,10 @@ impl SocketWorker {
         );
         // Every reply of the round in one `sendmmsg` per family (and 64 packets): each
         // call also wakes the clients' sockets, so fewer calls cost less on both sides.
-        let mut sources: Vec<&Replies> = Vec::with_capacity(self.ready.len() + 1);
-        sources.extend(self.ready.iter().map(|job| &job.replies));
-        sources.push(&self.own_replies);
         self.outbound.send(
             &mut self.endpoints,
-            &sources,
+            &self.ready,
+            &self.own_replies,
             &mut self.dispatcher.counters,
             &mut self.dispatcher.traffic,
         );

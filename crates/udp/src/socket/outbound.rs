@@ -8,7 +8,7 @@ use shoal_common::metrics::Traffic;
 use shoal_common::udp_batch::{MAX_BATCH, SendBatch};
 use std::net::UdpSocket;
 
-use crate::messages::{Replies, ReplyKind};
+use crate::messages::{Job, Replies, ReplyKind};
 use crate::stats::SocketCounters;
 
 /// One family's socket with its readiness and queued replies.
@@ -72,27 +72,31 @@ impl Outbound {
         }
     }
 
-    /// Sends every packet of `sources`, in order, in as few calls as the kernel takes
-    /// them; what it will not take now is queued.
+    /// Sends every reply of `jobs`, then of `own`, in order, in as few calls as the
+    /// kernel takes them; what it will not take now is queued.
     pub(crate) fn send(
         &mut self,
         endpoints: &mut Endpoints,
-        sources: &[&Replies],
+        jobs: &[Job],
+        own: &Replies,
         counters: &mut SocketCounters,
         traffic: &mut Traffic,
     ) {
-        if sources.iter().all(|replies| replies.packets.is_empty()) {
+        // Source i is job i's replies; source `jobs.len()` is `own`.
+        let source = |i: usize| jobs.get(i).map_or(own, |job| &job.replies);
+        let sources = jobs.len() + 1;
+        if (0..sources).all(|i| source(i).packets.is_empty()) {
             return;
         }
         for (slot, endpoint) in endpoints.iter_mut().enumerate() {
             self.pending.clear();
-            for (source, replies) in sources.iter().enumerate() {
+            for index in 0..sources {
                 let mut start = 0;
-                for packet in &replies.packets {
+                for packet in &source(index).packets {
                     if slot_for(&packet.client) == slot {
                         self.pending.push(Pending {
                             client: packet.client,
-                            source: source as u32,
+                            source: index as u32,
                             start,
                             end: packet.end,
                             kind: packet.kind,
@@ -109,7 +113,7 @@ impl Outbound {
                 continue;
             };
             let bytes =
-                |p: &Pending| &sources[p.source as usize].bytes[p.start as usize..p.end as usize];
+                |p: &Pending| &source(p.source as usize).bytes[p.start as usize..p.end as usize];
             let mut next = 0;
             // Behind queued replies, new ones wait their turn.
             while endpoint.queue.is_empty() && next < self.pending.len() {
