@@ -26,6 +26,7 @@
 pub mod census;
 mod partitions;
 pub mod peer;
+mod peer_index;
 pub mod peer_list;
 pub mod peer_set;
 mod prefetch;

@@ -7,15 +7,15 @@
 //!
 //! Most swarms are small, and a linear scan over a few dozen 10-byte records is faster
 //! than hashing and costs no memory. Once a list grows past [`INDEX_FROM`] peers it
-//! gets a hash index (key → position), kept in step by every move, and drops it
-//! again below [`INDEX_UNTIL`].
+//! gets a hash index (key → position, [`PeerIndex`]), kept in step by every move, and
+//! drops it again below [`INDEX_UNTIL`].
 
 use std::hash::BuildHasher;
 
-use hashbrown::HashTable;
 use rand::Rng;
 
 use crate::peer::{Peer, PeerData, PeerKey};
+use crate::peer_index::PeerIndex;
 use crate::selection;
 use crate::time::ServerTime;
 
@@ -39,8 +39,8 @@ fn growth(len: usize) -> usize {
 pub struct PeerList<K, X> {
     peers: Vec<Peer<K, X>>,
     seeders: u32,
-    /// Position of each peer by key; present only for large lists.
-    index: Option<Box<HashTable<u32>>>,
+    /// Position of each peer by key; a table only for large lists.
+    index: PeerIndex,
 }
 
 impl<K, X> Default for PeerList<K, X> {
@@ -48,7 +48,7 @@ impl<K, X> Default for PeerList<K, X> {
         Self {
             peers: Vec::new(),
             seeders: 0,
-            index: None,
+            index: PeerIndex::NONE,
         }
     }
 }
@@ -86,27 +86,28 @@ impl<K: PeerKey, X: PeerData> PeerList<K, X> {
 
     /// The position of the peer known by `key`.
     pub fn find(&self, key: &K, hasher: &impl BuildHasher) -> Option<usize> {
-        match &self.index {
-            Some(index) => index
-                .find(hasher.hash_one(key), |&pos| {
-                    *self.peers[pos as usize].key() == *key
-                })
-                .map(|&pos| pos as usize),
-            None => self.peers.iter().position(|peer| *peer.key() == *key),
+        if self.index.is_some() {
+            let peers = &self.peers;
+            self.index.find(hasher.hash_one(key), |position| {
+                peers[position].key() == key
+            })
+        } else {
+            self.peers.iter().position(|peer| peer.key() == key)
         }
     }
 
-    /// Starts fetching what [`find`](Self::find) and [`select`](Self::select) read
-    /// first: the first peers, and the index's header if there is one (see
+    /// Starts fetching what [`find`](Self::find) for `key` and [`select`](Self::select)
+    /// read first: the first peers, and the index slot `key` is probed at if the list
+    /// has an index (see
     /// [`TorrentMap::prefetch_announce`](crate::TorrentMap::prefetch_announce)).
-    pub fn prefetch(&self) {
+    pub fn prefetch(&self, key: &K, hasher: &impl BuildHasher) {
         crate::prefetch::prefetch_bytes(
             self.peers.as_ptr().cast(),
             self.peers.len() * size_of::<Peer<K, X>>(),
             2,
         );
-        if let Some(index) = &self.index {
-            crate::prefetch::prefetch(&**index, 1);
+        if self.index.is_some() {
+            self.index.prefetch(hasher.hash_one(key));
         }
     }
 
@@ -123,14 +124,11 @@ impl<K: PeerKey, X: PeerData> PeerList<K, X> {
             self.peers.reserve_exact(growth(position));
         }
         self.peers.push(peer);
-        if let Some(index) = &mut self.index {
-            let peers = &self.peers;
-            index.insert_unique(
-                hasher.hash_one(peer_key(peers, position)),
-                position as u32,
-                |&p| hasher.hash_one(peer_key(peers, p as usize)),
-            );
+        if self.index.is_some() && self.peers.len() <= self.index.room() {
+            self.index
+                .insert(hasher.hash_one(peer_key(&self.peers, position)), position);
         } else if self.peers.len() > INDEX_FROM {
+            // A new index, or one with room for twice as many.
             self.build_index(hasher);
         }
         if seeder {
@@ -153,15 +151,16 @@ impl<K: PeerKey, X: PeerData> PeerList<K, X> {
         // Now in the leecher region: swap with the last peer (a leecher) and pop.
         let last = self.peers.len() - 1;
         self.swap(position, last, hasher);
-        if let Some(index) = &mut self.index {
-            let hash = hasher.hash_one(peer_key(&self.peers, last));
-            if let Ok(entry) = index.find_entry(hash, |&p| p as usize == last) {
-                entry.remove();
-            }
+        if self.index.is_some() {
+            let peers = &self.peers;
+            self.index
+                .remove(hasher.hash_one(peer_key(peers, last)), last, |p| {
+                    hasher.hash_one(peer_key(peers, p))
+                });
         }
         let peer = self.peers.pop().expect("position was in bounds");
         if self.index.is_some() && self.peers.len() < INDEX_UNTIL {
-            self.index = None;
+            self.index = PeerIndex::NONE;
         }
         peer
     }
@@ -207,7 +206,7 @@ impl<K: PeerKey, X: PeerData> PeerList<K, X> {
         let removed = before - self.peers.len();
         if removed > 0 {
             self.seeders = seeders_kept;
-            self.index = None;
+            self.index = PeerIndex::NONE;
             if self.peers.len() > INDEX_FROM {
                 self.build_index(hasher);
             }
@@ -264,42 +263,28 @@ impl<K: PeerKey, X: PeerData> PeerList<K, X> {
         if a == b {
             return;
         }
-        if let Some(index) = &mut self.index {
-            let bucket_a = index
-                .find_bucket_index(hasher.hash_one(peer_key(&self.peers, a)), |&p| {
-                    p as usize == a
-                })
-                .expect("indexed peer");
-            let bucket_b = index
-                .find_bucket_index(hasher.hash_one(peer_key(&self.peers, b)), |&p| {
-                    p as usize == b
-                })
-                .expect("indexed peer");
-            *index.get_bucket_mut(bucket_a).expect("bucket") = b as u32;
-            *index.get_bucket_mut(bucket_b).expect("bucket") = a as u32;
+        if self.index.is_some() {
+            let hash_a = hasher.hash_one(peer_key(&self.peers, a));
+            let hash_b = hasher.hash_one(peer_key(&self.peers, b));
+            self.index.swap(hash_a, a, hash_b, b);
         }
         self.peers.swap(a, b);
     }
 
     fn build_index(&mut self, hasher: &impl BuildHasher) {
-        let peers = &self.peers;
-        let mut index = HashTable::with_capacity(peers.len() * 2);
-        for position in 0..peers.len() {
-            index.insert_unique(
-                hasher.hash_one(peer_key(peers, position)),
-                position as u32,
-                |&p| hasher.hash_one(peer_key(peers, p as usize)),
-            );
+        let mut index = PeerIndex::with_room_for(self.peers.len());
+        for (position, peer) in self.peers.iter().enumerate() {
+            index.insert(hasher.hash_one(peer.key()), position);
         }
-        self.index = Some(Box::new(index));
+        self.index = index;
     }
 
     /// Checks the invariants (tests only): partition bounds and index consistency.
     #[cfg(test)]
     pub(crate) fn assert_consistent(&self, hasher: &impl BuildHasher) {
         assert!(self.seeders as usize <= self.peers.len());
-        if let Some(index) = &self.index {
-            assert_eq!(index.len(), self.peers.len());
+        if self.index.is_some() {
+            assert_eq!(self.index.len(), self.peers.len());
         }
         for (position, peer) in self.peers.iter().enumerate() {
             assert_eq!(self.find(peer.key(), hasher), Some(position));
@@ -309,4 +294,17 @@ impl<K: PeerKey, X: PeerData> PeerList<K, X> {
 
 fn peer_key<K, X>(peers: &[Peer<K, X>], position: usize) -> &K {
     peers[position].key()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::peer::{V4Addr, V6Addr};
+
+    #[test]
+    fn a_list_is_as_small_as_with_a_boxed_index() {
+        // A torrent keeps its IPv4 list inline: every byte here is a byte per torrent.
+        assert_eq!(size_of::<PeerList<V4Addr, ()>>(), 40);
+        assert_eq!(size_of::<PeerList<V6Addr, ()>>(), 40);
+    }
 }

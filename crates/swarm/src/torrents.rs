@@ -264,23 +264,24 @@ impl<S: PeerSet> TorrentMap<S> {
         now.plus(self.peer_timeout)
     }
 
-    /// Starts fetching what an announce to torrent `info_hash` (from a peer of family
-    /// `K`) will read, in [`PREFETCH_STEPS`] steps, so that a batch of announces waits
-    /// on memory together rather than once per request.
+    /// Starts fetching what an announce to torrent `info_hash` from the peer `key` will
+    /// read, in [`PREFETCH_STEPS`] steps, so that a batch of announces waits on memory
+    /// together rather than once per request.
     ///
     /// Serve a batch as: step 0 for every announce, then step 1 for every announce,
     /// then the announces themselves. Step 0 fetches the torrent's slot, reading only
     /// the table's control bytes; step 1 reads the slot (cached by then) and fetches
-    /// the torrent's first peers and the header of its peer index. Hints only:
-    /// skipping a step changes nothing but speed. Deeper steps (the peer's index slot,
-    /// then its record) measured no faster: each step costs a lookup of its own.
-    pub fn prefetch_announce<K: ListIn<S>>(&self, step: usize, info_hash: &InfoHash) {
+    /// the torrent's first peers and, in a large swarm, the index slot `key` is probed
+    /// at (its address is known from the list itself). Hints only: skipping a step
+    /// changes nothing but speed. A third step for the peer's record measured no
+    /// faster with the earlier, boxed index: each step costs a lookup of its own.
+    pub fn prefetch_announce<K: ListIn<S>>(&self, step: usize, info_hash: &InfoHash, key: &K) {
         match step {
             0 => self.torrents.prefetch(info_hash),
             _ => {
                 let torrent = self.torrents.get(info_hash);
                 if let Some(list) = torrent.and_then(|t| K::list(&t.peers)) {
-                    list.prefetch();
+                    list.prefetch(key, &self.peer_hasher);
                 }
             }
         }

@@ -11,7 +11,7 @@ use shoal_common::metrics::ShardStatus;
 use shoal_runtime::{Shard, status_of};
 use shoal_swarm::{
     Announce, BitTorrentMap, ChangeLog, CleanReport, DualStack, InfoHash, ListIn, PREFETCH_STEPS,
-    PeerAddr, PeerAddress, RecordError, Replicated, ServerTime, V4Addr, V6Addr,
+    PeerAddr, PeerAddress, RecordError, Replicated, ServerTime,
 };
 use shoal_udp_protocol::TransactionId;
 use shoal_udp_protocol::response::{
@@ -94,9 +94,9 @@ impl UdpShard {
             for request in requests.iter() {
                 if let RequestKind::Announce(work) = &request.kind {
                     let (torrents, hash) = (&self.torrents, &work.info_hash);
-                    match work.peer {
-                        PeerAddress::V4(_) => torrents.prefetch_announce::<V4Addr>(step, hash),
-                        PeerAddress::V6(_) => torrents.prefetch_announce::<V6Addr>(step, hash),
+                    match &work.peer {
+                        PeerAddress::V4(addr) => torrents.prefetch_announce(step, hash, addr),
+                        PeerAddress::V6(addr) => torrents.prefetch_announce(step, hash, addr),
                     }
                 }
             }

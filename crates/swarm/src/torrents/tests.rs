@@ -712,9 +712,11 @@ fn prefetching_changes_nothing_a_batch_sees() {
                 AnnounceEvent::None,
             );
             for step in 0..PREFETCH_STEPS {
-                prefetched.map.prefetch_announce::<V4Addr>(step, &HASH);
-                prefetched.map.prefetch_announce::<V6Addr>(step, &HASH);
-                prefetched.map.prefetch_announce::<V4Addr>(step, &[9; 20]);
+                prefetched.map.prefetch_announce(step, &HASH, &request.key);
+                prefetched
+                    .map
+                    .prefetch_announce(step, &HASH, &V6Addr([1; 18]));
+                prefetched.map.prefetch_announce(step, &[9; 20], &v4(2, 2));
             }
             assert_eq!(plain.announce(request), prefetched.announce(request));
         }
