@@ -18,6 +18,11 @@ twice as many peers. With 1M the swarms are far larger than the caches, so shoal
 memory misses the stateless floor does not; with a few thousand they stay cached, and
 what is left is the cost of shoal's own code. --recv-buffer sets shoal_udp's
 socket_recv_buffer_size (default 8 MiB; the floor keeps the kernel's default).
+
+shoal_udp runs as an operator would run it on one core: one socket worker keeping
+its torrents itself (`swarm_workers = 0`, the default). --swarm-workers 1 adds a
+swarm worker thread beside it, as the UDP bench (udp_bench.py) and the floor
+documents before 2026-11-24 ran it.
 """
 import argparse
 import os
@@ -50,11 +55,13 @@ def main():
     p.add_argument("--torrents", type=int, default=1_000_000,
                    help="torrents both load testers simulate (peers: twice as many)")
     p.add_argument("--recv-buffer", type=int, help="shoal_udp's socket_recv_buffer_size in bytes")
+    p.add_argument("--swarm-workers", type=int, default=0,
+                   help="shoal_udp's swarm_workers (0: the socket worker keeps the torrents)")
     p.add_argument("--port", type=int, default=3999)
     p.add_argument("--max-load", type=float, default=0.7)
     p.add_argument("--force", action="store_true")
     a = p.parse_args()
-    a.workers, a.load_workers, a.swarm_workers = 0, 0, None
+    a.workers, a.load_workers = 0, 0
     a.opentracker, a.baseline_dir = None, None
     require_idle(a.max_load, a.force)
     bench = Floor(a)

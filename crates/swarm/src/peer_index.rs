@@ -11,10 +11,12 @@
 //!
 //! A slot holds `position + 1` in its low [`bits`](PeerIndex::bits) bits (0 is empty)
 //! and, above them, that many top bits of the key's hash as a tag, so a probe
-//! compares a peer record only when the tag matches. The table has at least twice as
-//! many slots as the list has peers (a load of at most one half, where linear probing
-//! needs about 1.5 probes to find a key and 2.5 to find a free slot). Removal shifts the
-//! entries behind it back (no tombstones), so lookups never slow down with churn.
+//! compares a peer record only when the tag matches. A table is built with two to four
+//! slots per peer (like hashbrown's `with_capacity(2 * n)`, which it replaced) and
+//! rebuilt so when its load passes 7/8; every cleaning that drops a peer rebuilds it
+//! too. Sixteen slots share a cache line, so even the long probes of a nearly full
+//! table read one or two lines. Removal shifts the entries behind it back (no
+//! tombstones), so lookups never slow down with churn.
 
 use std::alloc::{self, Layout};
 use std::fmt;
@@ -53,9 +55,9 @@ impl PeerIndex {
         bits: 0,
     };
 
-    /// An empty table with room for `peers` positions at a load of at most one half.
+    /// An empty table for `peers` positions, with two to four slots for each.
     pub(crate) fn with_room_for(peers: usize) -> Self {
-        let bits = (peers.max(1).next_power_of_two().trailing_zeros() + 1).max(MIN_BITS);
+        let bits = ((2 * peers).next_power_of_two().trailing_zeros()).max(MIN_BITS);
         assert!(bits <= 32, "a peer list holds fewer than 2^31 peers");
         let layout = Self::layout(bits);
         // SAFETY: the layout is not zero-sized (at least 64 slots).
@@ -75,10 +77,10 @@ impl PeerIndex {
         self.bits != 0
     }
 
-    /// How many positions the table takes before it must grow (half its slots).
+    /// How many positions the table takes before it must grow (7/8 of its slots).
     pub(crate) fn room(&self) -> usize {
         if self.is_some() {
-            1 << (self.bits - 1)
+            (1 << self.bits) / 8 * 7
         } else {
             0
         }
@@ -392,10 +394,11 @@ mod tests {
 
     #[test]
     fn tables_hold_twice_their_peers_and_nothing_without_one() {
-        assert_eq!(PeerIndex::with_room_for(33).room(), 64);
-        assert_eq!(PeerIndex::with_room_for(64).room(), 64);
-        assert_eq!(PeerIndex::with_room_for(65).room(), 128);
-        assert_eq!(PeerIndex::with_room_for(1).room(), 32);
+        // 33 peers: 128 slots, full at 112.
+        assert_eq!(PeerIndex::with_room_for(33).room(), 112);
+        assert_eq!(PeerIndex::with_room_for(64).room(), 112);
+        assert_eq!(PeerIndex::with_room_for(65).room(), 224);
+        assert_eq!(PeerIndex::with_room_for(1).room(), 56);
         let none = PeerIndex::NONE;
         assert!(!none.is_some());
         assert_eq!(none.room(), 0);
