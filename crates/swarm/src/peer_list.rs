@@ -128,7 +128,7 @@ impl<K: PeerKey, X: PeerData> PeerList<K, X> {
             self.index
                 .insert(hasher.hash_one(peer_key(&self.peers, position)), position);
         } else if self.peers.len() > INDEX_FROM {
-            // A new index, or one with room for twice as many.
+            // A new index, or a full one rebuilt with two to four slots per peer.
             self.build_index(hasher);
         }
         if seeder {
