@@ -26,9 +26,9 @@
 pub mod census;
 mod partitions;
 pub mod peer;
-mod peer_index;
 pub mod peer_list;
 pub mod peer_set;
+mod position_index;
 mod prefetch;
 pub mod replication;
 mod selection;

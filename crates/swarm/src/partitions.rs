@@ -1,29 +1,83 @@
 //! Torrents in partitions, so that cleaning can go one partition at a time.
 //!
 //! A swarm worker must not stop answering while it cleans a map of millions of
-//! torrents. The map is split into [`PARTITIONS`] hash tables by the top bits of a
-//! keyed hash of the info hash; a cleaning step walks one partition, and a pass is
-//! [`PARTITIONS`] steps with requests served in between. The hash is keyed (random per
-//! map) because info hashes are chosen by clients: with the plain bytes, an attacker
-//! could put every torrent into one partition and make its step as long as a pass.
+//! torrents. The map is split into [`PARTITIONS`] tables by bits of a keyed hash of
+//! the info hash; a cleaning step walks one partition, and a pass is [`PARTITIONS`]
+//! steps with requests served in between. The hash is keyed (random per map) because
+//! info hashes are chosen by clients: with the plain bytes, an attacker could put
+//! every torrent into one partition and make its step as long as a pass.
 //!
-//! Each lookup hashes once: the same hash picks the partition and probes its table.
+//! A partition keeps its torrents dense in a vector, found by a [`PositionIndex`]
+//! whose slot for a key is known from the hash alone. That is what lets a batch of
+//! announces fetch its torrents ahead in steps without waiting on any of them
+//! ([`Partitions::prefetch_slot`], [`Partitions::prefetch_value`]); a hashbrown table
+//! must be read (its control bytes) before the slot's address is known. Dense
+//! values cost less memory too: no empty slot is the size of a torrent.
+//!
+//! Each lookup hashes once: the same hash picks the partition and probes its index.
 
 use std::hash::BuildHasher;
 
-use hashbrown::{DefaultHashBuilder, HashTable};
+use hashbrown::DefaultHashBuilder;
 
 use crate::InfoHash;
+use crate::position_index::PositionIndex;
 
 /// Partitions per map: a cleaning step walks 1/2048 of the torrents (at 10M peers
 /// about 5,000 peers, tens of microseconds; with 256 a step took about 400 µs and
 /// showed in the p99.9 reply latency: documents/benchmarks/cleaning-2026-11-23.md).
 pub const PARTITIONS: usize = 2048;
 
+/// How many values a full partition of `len` grows by: an eighth, at least 4.
+///
+/// Doubling would leave a quarter of the torrent memory empty on average; an eighth
+/// leaves about 6%, at the cost of copying a partition (tens of kilobytes at a
+/// million torrents) once per eighth it grows.
+fn growth(len: usize) -> usize {
+    (len / 8).max(4)
+}
+
+/// One partition: its values, dense, and the index that finds them.
+#[derive(Debug)]
+struct Partition<T> {
+    values: Vec<(InfoHash, T)>,
+    /// Position of each value by key; no table while the partition is empty.
+    index: PositionIndex,
+}
+
+impl<T> Default for Partition<T> {
+    fn default() -> Self {
+        Self {
+            values: Vec::new(),
+            index: PositionIndex::NONE,
+        }
+    }
+}
+
+impl<T> Partition<T> {
+    fn find(&self, hash: u64, key: &InfoHash) -> Option<usize> {
+        let values = &self.values;
+        self.index.find(hash, |position| values[position].0 == *key)
+    }
+
+    /// Indexes every value again, in a table with two to four slots for each.
+    fn rebuild_index(&mut self, hasher: &impl BuildHasher) {
+        self.index = PositionIndex::NONE;
+        if self.values.is_empty() {
+            return;
+        }
+        let mut index = PositionIndex::with_room_for(self.values.len());
+        for (position, (key, _)) in self.values.iter().enumerate() {
+            index.insert(hasher.hash_one(key), position);
+        }
+        self.index = index;
+    }
+}
+
 /// Values keyed by info hash, in [`PARTITIONS`] tables.
 #[derive(Debug)]
 pub(crate) struct Partitions<T> {
-    tables: Box<[HashTable<(InfoHash, T)>]>,
+    parts: Box<[Partition<T>]>,
     hasher: DefaultHashBuilder,
     len: usize,
 }
@@ -31,7 +85,7 @@ pub(crate) struct Partitions<T> {
 impl<T> Default for Partitions<T> {
     fn default() -> Self {
         Self {
-            tables: (0..PARTITIONS).map(|_| HashTable::new()).collect(),
+            parts: (0..PARTITIONS).map(|_| Partition::default()).collect(),
             hasher: DefaultHashBuilder::default(),
             len: 0,
         }
@@ -46,36 +100,49 @@ impl<T> Partitions<T> {
 
     fn locate(&self, key: &InfoHash) -> (u64, usize) {
         let hash = self.hasher.hash_one(key);
-        // hashbrown probes with the low bits and tags with the top 7; the partition
-        // takes the 8 bits below those.
-        (hash, ((hash >> 49) as usize) % PARTITIONS)
+        // The index takes its home slot from the low bits (fewer than 21 below a
+        // billion torrents) and its tag from the top ones (from bit 32 up); the
+        // partition takes 11 bits between them, so both vary within a partition.
+        (hash, (hash >> 21) as usize % PARTITIONS)
     }
 
     /// The value of `key`.
     pub(crate) fn get(&self, key: &InfoHash) -> Option<&T> {
         let (hash, part) = self.locate(key);
-        self.tables[part]
-            .find(hash, |(k, _)| k == key)
-            .map(|(_, value)| value)
+        let part = &self.parts[part];
+        part.find(hash, key)
+            .map(|position| &part.values[position].1)
     }
 
-    /// Starts fetching the slot `key` is in, for a lookup soon after (see
-    /// [`prefetch`](crate::prefetch)). Only the table's control bytes are read: the
-    /// first slot whose tag matches is taken, so a tag shared with another key costs a
-    /// wasted fetch, never a wrong answer.
-    pub(crate) fn prefetch(&self, key: &InfoHash) {
+    /// Starts fetching the index slot `key` is probed at first (see
+    /// [`prefetch`](crate::prefetch)); its address is known without reading memory.
+    pub(crate) fn prefetch_slot(&self, key: &InfoHash) {
         let (hash, part) = self.locate(key);
-        if let Some(slot) = self.tables[part].find(hash, |_| true) {
-            crate::prefetch::prefetch(slot, 2);
+        self.parts[part].index.prefetch(hash);
+    }
+
+    /// Starts fetching the value of `key`, reading the index slots only (best after
+    /// [`prefetch_slot`](Self::prefetch_slot) had time to bring them in). The first
+    /// entry whose tag matches is taken, so a tag shared with another key costs a
+    /// wasted fetch, never a wrong answer.
+    pub(crate) fn prefetch_value(&self, key: &InfoHash) {
+        let (hash, part) = self.locate(key);
+        let part = &self.parts[part];
+        if let Some(value) = part
+            .index
+            .find(hash, |_| true)
+            .and_then(|position| part.values.get(position))
+        {
+            crate::prefetch::prefetch(value, 2);
         }
     }
 
     /// The value of `key`, mutably.
     pub(crate) fn get_mut(&mut self, key: &InfoHash) -> Option<&mut T> {
         let (hash, part) = self.locate(key);
-        self.tables[part]
-            .find_mut(hash, |(k, _)| k == key)
-            .map(|(_, value)| value)
+        let part = &mut self.parts[part];
+        let position = part.find(hash, key)?;
+        Some(&mut part.values[position].1)
     }
 
     /// The value of `key`, inserted with `make` if missing and `may_insert` allows;
@@ -87,16 +154,25 @@ impl<T> Partitions<T> {
         make: impl FnOnce() -> T,
     ) -> Option<&mut T> {
         let (hash, part) = self.locate(key);
-        let hasher = &self.hasher;
-        let table = &mut self.tables[part];
-        match table.entry(hash, |(k, _)| k == key, |(k, _)| hasher.hash_one(k)) {
-            hashbrown::hash_table::Entry::Occupied(entry) => Some(&mut entry.into_mut().1),
-            hashbrown::hash_table::Entry::Vacant(entry) if may_insert => {
-                self.len += 1;
-                Some(&mut entry.insert((*key, make())).into_mut().1)
-            }
-            hashbrown::hash_table::Entry::Vacant(_) => None,
+        let part = &mut self.parts[part];
+        if let Some(position) = part.find(hash, key) {
+            return Some(&mut part.values[position].1);
         }
+        if !may_insert {
+            return None;
+        }
+        let position = part.values.len();
+        if position == part.values.capacity() {
+            part.values.reserve_exact(growth(position));
+        }
+        part.values.push((*key, make()));
+        if part.values.len() <= part.index.room() {
+            part.index.insert(hash, position);
+        } else {
+            part.rebuild_index(&self.hasher);
+        }
+        self.len += 1;
+        Some(&mut part.values[position].1)
     }
 
     /// Keeps only the values of partition `part` for which `keep` says so, and gives
@@ -106,26 +182,33 @@ impl<T> Partitions<T> {
         part: usize,
         mut keep: impl FnMut(&InfoHash, &mut T) -> bool,
     ) {
-        let table = &mut self.tables[part];
-        let before = table.len();
-        table.retain(|(key, value)| keep(key, value));
-        self.len -= before - table.len();
-        if table.capacity() > 2 * table.len() + 16 {
-            let hasher = &self.hasher;
-            table.shrink_to_fit(|(k, _)| hasher.hash_one(k));
+        let part = &mut self.parts[part];
+        let before = part.values.len();
+        part.values.retain_mut(|(key, value)| keep(key, value));
+        let removed = before - part.values.len();
+        if removed == 0 {
+            return;
         }
+        self.len -= removed;
+        if part.values.capacity() > 2 * part.values.len() + 16 {
+            part.values.shrink_to_fit();
+        }
+        // The values that stay moved up over the gaps: index them again (a few
+        // hundred keys per partition at a million torrents, microseconds).
+        part.rebuild_index(&self.hasher);
     }
 
     /// The keys and values of partition `part`.
     pub(crate) fn iter_part(&self, part: usize) -> impl Iterator<Item = (&InfoHash, &T)> {
-        self.tables[part].iter().map(|(key, value)| (key, value))
+        self.parts[part]
+            .values
+            .iter()
+            .map(|(key, value)| (key, value))
     }
 
     /// Every key and value.
     pub(crate) fn iter(&self) -> impl Iterator<Item = (&InfoHash, &T)> {
-        self.tables
-            .iter()
-            .flat_map(|table| table.iter().map(|(key, value)| (key, value)))
+        (0..PARTITIONS).flat_map(|part| self.iter_part(part))
     }
 }
 
@@ -145,7 +228,7 @@ mod tests {
             *map.get_or_insert(&key, true, || 0).unwrap() += i;
         }
         assert_eq!(map.len(), count as usize);
-        let sizes: Vec<usize> = map.tables.iter().map(HashTable::len).collect();
+        let sizes: Vec<usize> = map.parts.iter().map(|part| part.values.len()).collect();
         assert!(sizes.iter().all(|&n| (30..150).contains(&n)), "{sizes:?}");
         let mut key = [0u8; 20];
         key[..4].copy_from_slice(&77u32.to_be_bytes());
@@ -162,7 +245,7 @@ mod tests {
             key[..4].copy_from_slice(&i.to_be_bytes());
             map.get_or_insert(&key, true, || ());
         }
-        let first = map.tables[0].len();
+        let first = map.parts[0].values.len();
         let mut visited = 0;
         map.retain_part(0, |_, _| {
             visited += 1;
@@ -170,6 +253,52 @@ mod tests {
         });
         assert_eq!(visited, first);
         assert_eq!(map.len(), 5_000 - first);
-        assert_eq!(map.tables[0].len(), 0);
+        assert_eq!(map.parts[0].values.len(), 0);
+        assert!(!map.parts[0].index.is_some());
+    }
+
+    #[test]
+    fn inserts_and_cleanings_keep_every_value_findable() {
+        use std::collections::HashMap;
+
+        use rand::rngs::SmallRng;
+        use rand::{RngExt, SeedableRng};
+
+        // Few partitions used heavily: keys that differ in one byte, grown past
+        // several index rebuilds, then partitions retained at random.
+        let mut rng = SmallRng::seed_from_u64(15);
+        let mut map = Partitions::default();
+        let mut model: HashMap<InfoHash, u32> = HashMap::new();
+        for round in 0..40u32 {
+            for _ in 0..2_000 {
+                let mut key = [0u8; 20];
+                key[..3].copy_from_slice(&rng.random_range(0..60_000u32).to_be_bytes()[1..]);
+                let value = rng.random::<u32>();
+                *map.get_or_insert(&key, true, || 0).unwrap() = value;
+                model.insert(key, value);
+            }
+            for part in 0..PARTITIONS {
+                if rng.random_bool(0.3) {
+                    let drop_odd = round % 2 == 0;
+                    map.retain_part(part, |key, value| {
+                        let keep = (*value % 2 == 1) != drop_odd;
+                        if !keep {
+                            model.remove(key);
+                        }
+                        keep
+                    });
+                }
+            }
+            assert_eq!(map.len(), model.len());
+            for (key, value) in &model {
+                assert_eq!(map.get(key), Some(value));
+                map.prefetch_slot(key);
+                map.prefetch_value(key);
+            }
+            let missing = [0xff; 20];
+            assert_eq!(map.get(&missing), None);
+            assert!(map.get_or_insert(&missing, false, || 0).is_none());
+        }
+        assert_eq!(map.iter().count(), model.len());
     }
 }

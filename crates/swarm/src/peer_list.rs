@@ -7,7 +7,7 @@
 //!
 //! Most swarms are small, and a linear scan over a few dozen 10-byte records is faster
 //! than hashing and costs no memory. Once a list grows past [`INDEX_FROM`] peers it
-//! gets a hash index (key → position, [`PeerIndex`]), kept in step by every move, and
+//! gets a hash index (key → position, [`PositionIndex`]), kept in step by every move, and
 //! drops it again below [`INDEX_UNTIL`].
 
 use std::hash::BuildHasher;
@@ -15,7 +15,7 @@ use std::hash::BuildHasher;
 use rand::Rng;
 
 use crate::peer::{Peer, PeerData, PeerKey};
-use crate::peer_index::PeerIndex;
+use crate::position_index::PositionIndex;
 use crate::selection;
 use crate::time::ServerTime;
 
@@ -40,7 +40,7 @@ pub struct PeerList<K, X> {
     peers: Vec<Peer<K, X>>,
     seeders: u32,
     /// Position of each peer by key; a table only for large lists.
-    index: PeerIndex,
+    index: PositionIndex,
 }
 
 impl<K, X> Default for PeerList<K, X> {
@@ -48,7 +48,7 @@ impl<K, X> Default for PeerList<K, X> {
         Self {
             peers: Vec::new(),
             seeders: 0,
-            index: PeerIndex::NONE,
+            index: PositionIndex::NONE,
         }
     }
 }
@@ -160,7 +160,7 @@ impl<K: PeerKey, X: PeerData> PeerList<K, X> {
         }
         let peer = self.peers.pop().expect("position was in bounds");
         if self.index.is_some() && self.peers.len() < INDEX_UNTIL {
-            self.index = PeerIndex::NONE;
+            self.index = PositionIndex::NONE;
         }
         peer
     }
@@ -206,7 +206,7 @@ impl<K: PeerKey, X: PeerData> PeerList<K, X> {
         let removed = before - self.peers.len();
         if removed > 0 {
             self.seeders = seeders_kept;
-            self.index = PeerIndex::NONE;
+            self.index = PositionIndex::NONE;
             if self.peers.len() > INDEX_FROM {
                 self.build_index(hasher);
             }
@@ -272,7 +272,7 @@ impl<K: PeerKey, X: PeerData> PeerList<K, X> {
     }
 
     fn build_index(&mut self, hasher: &impl BuildHasher) {
-        let mut index = PeerIndex::with_room_for(self.peers.len());
+        let mut index = PositionIndex::with_room_for(self.peers.len());
         for (position, peer) in self.peers.iter().enumerate() {
             index.insert(hasher.hash_one(peer.key()), position);
         }

@@ -17,7 +17,7 @@ use crate::peer_set::{DualStack, ListIn, PeerSet};
 use crate::time::ServerTime;
 
 /// Steps of [`TorrentMap::prefetch_announce`].
-pub const PREFETCH_STEPS: usize = 2;
+pub const PREFETCH_STEPS: usize = 3;
 
 /// What an announce says about the peer's state change.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -269,15 +269,15 @@ impl<S: PeerSet> TorrentMap<S> {
     /// together rather than once per request.
     ///
     /// Serve a batch as: step 0 for every announce, then step 1 for every announce,
-    /// then the announces themselves. Step 0 fetches the torrent's slot, reading only
-    /// the table's control bytes; step 1 reads the slot (cached by then) and fetches
-    /// the torrent's first peers and, in a large swarm, the index slot `key` is probed
-    /// at (its address is known from the list itself). Hints only: skipping a step
-    /// changes nothing but speed. A third step for the peer's record measured no
-    /// faster with the earlier, boxed index: each step costs a lookup of its own.
+    /// and so on, then the announces themselves. Each step reads only what the step
+    /// before fetched, and asks for the next level: step 0 the index slot of the
+    /// torrent (its address needs no memory read), step 1 the torrent the slot names,
+    /// step 2 the torrent's first peers and, in a large swarm, the index slot `key`
+    /// is probed at. Hints only: skipping a step changes nothing but speed.
     pub fn prefetch_announce<K: ListIn<S>>(&self, step: usize, info_hash: &InfoHash, key: &K) {
         match step {
-            0 => self.torrents.prefetch(info_hash),
+            0 => self.torrents.prefetch_slot(info_hash),
+            1 => self.torrents.prefetch_value(info_hash),
             _ => {
                 let torrent = self.torrents.get(info_hash);
                 if let Some(list) = torrent.and_then(|t| K::list(&t.peers)) {

@@ -1,64 +1,70 @@
-//! The hash index of a large peer list: which position holds the peer of a key.
+//! A flat hash index: which position of a vector holds the value of a key.
 //!
-//! An announce to a large swarm must find its peer among thousands. A general hash
-//! table (hashbrown, behind a box) costs four dependent cache misses per lookup: the
-//! box with the table's header, the control bytes, the slot and the peer record. With a
-//! million torrents each one is a trip to memory. This index is one flat array of
-//! `u32` slots with linear probing, and its pointer and size sit inline in the
-//! [`PeerList`](crate::PeerList), so the slot a key hashes to is known from the list
-//! itself: the batch prefetch asks for that line early ([`PeerIndex::prefetch`]), and
-//! a lookup then waits only on the peer record it compares.
+//! Two tables use it: the torrents of a partition ([`Partitions`](crate::partitions))
+//! and the peers of a large list ([`PeerList`](crate::PeerList)). Both keep their
+//! values dense in a vector and look them up by a key hashed with a keyed hasher.
 //!
-//! A slot holds `position + 1` in its low [`bits`](PeerIndex::bits) bits (0 is empty)
-//! and, above them, that many top bits of the key's hash as a tag, so a probe
-//! compares a peer record only when the tag matches. A table is built with two to four
-//! slots per peer (like hashbrown's `with_capacity(2 * n)`, which it replaced) and
-//! rebuilt so when its load passes 7/8; every cleaning that drops a peer rebuilds it
-//! too. Sixteen slots share a cache line, so even the long probes of a nearly full
-//! table read one or two lines. Removal shifts the entries behind it back (no
-//! tombstones), so lookups never slow down with churn.
+//! A general hash table (hashbrown) costs dependent cache misses per lookup: its
+//! header (behind a box, for a peer list), the control bytes, the slot and the value.
+//! With a million torrents each one is a trip to memory, and none can be fetched
+//! ahead of time, because the slot's address is known only after reading the control
+//! bytes. This index is one flat array of `u32` slots with linear probing, whose
+//! pointer and size sit inline in its owner. The slot a key hashes to is therefore
+//! known from the owner alone: the batch prefetch asks for that line early
+//! ([`PositionIndex::prefetch`]), then for the value the slot names, and a lookup
+//! waits on neither.
+//!
+//! A slot holds `position + 1` in its low [`bits`](PositionIndex::bits) bits (0 is
+//! empty) and, above them, that many top bits of the key's hash as a tag, so a probe
+//! compares a value only when the tag matches. A table is built with two to four
+//! slots per value (like hashbrown's `with_capacity(2 * n)`) and rebuilt so when its
+//! load passes 7/8. Sixteen slots share a cache line, so even the long probes of a
+//! nearly full table read one or two lines. Removal shifts the entries behind it back
+//! (no tombstones), so lookups never slow down with churn.
 
 use std::alloc::{self, Layout};
 use std::fmt;
 use std::ptr::NonNull;
 
-/// The smallest table: 64 slots (256 bytes, four cache lines).
-const MIN_BITS: u32 = 6;
+/// The smallest table: 16 slots (64 bytes, one cache line). A peer list gets an index
+/// only past 32 peers, so its tables start at 64 slots; a partition of a small map
+/// holds a few torrents.
+const MIN_BITS: u32 = 4;
 
-/// A slot that holds no peer.
+/// A slot that holds no value.
 const EMPTY: u32 = 0;
 
-/// Positions to slots, for one peer list; empty (no allocation) until
+/// Keys to positions, for one vector; empty (no allocation) until
 /// [`with_room_for`](Self::with_room_for).
 ///
-/// Packed to 4-byte alignment so that it fills the 12 bytes a [`PeerList`]
-/// (crate::PeerList) has after its vector and seeder count: the list stays 40 bytes,
-/// as it was with a boxed table, and a torrent no bigger.
+/// Packed to 4-byte alignment so that it fills the 12 bytes a
+/// [`PeerList`](crate::PeerList) has after its vector and seeder count: the list stays
+/// 40 bytes, as it was with a boxed table, and a torrent no bigger.
 #[repr(C, packed(4))]
-pub(crate) struct PeerIndex {
+pub(crate) struct PositionIndex {
     /// `1 << bits` slots; dangling when `bits` is 0.
     slots: NonNull<u32>,
     /// log2 of the number of slots; 0 when there is no table.
     bits: u32,
 }
 
-// SAFETY: a `PeerIndex` owns its slots like a `Box<[u32]>` would: nothing else points
+// SAFETY: a `PositionIndex` owns its slots like a `Box<[u32]>` would: nothing else points
 // into them, and they are plain integers.
-unsafe impl Send for PeerIndex {}
+unsafe impl Send for PositionIndex {}
 // SAFETY: shared access only reads the slots (see `Send`).
-unsafe impl Sync for PeerIndex {}
+unsafe impl Sync for PositionIndex {}
 
-impl PeerIndex {
+impl PositionIndex {
     /// No table.
     pub(crate) const NONE: Self = Self {
         slots: NonNull::dangling(),
         bits: 0,
     };
 
-    /// An empty table for `peers` positions, with two to four slots for each.
-    pub(crate) fn with_room_for(peers: usize) -> Self {
-        let bits = ((2 * peers).next_power_of_two().trailing_zeros()).max(MIN_BITS);
-        assert!(bits <= 32, "a peer list holds fewer than 2^31 peers");
+    /// An empty table for `values` positions, with two to four slots for each.
+    pub(crate) fn with_room_for(values: usize) -> Self {
+        let bits = ((2 * values).next_power_of_two().trailing_zeros()).max(MIN_BITS);
+        assert!(bits <= 32, "an index holds fewer than 2^31 values");
         let layout = Self::layout(bits);
         // SAFETY: the layout is not zero-sized (at least 64 slots).
         let slots = unsafe { alloc::alloc_zeroed(layout) }.cast::<u32>();
@@ -86,7 +92,7 @@ impl PeerIndex {
         }
     }
 
-    /// How many peers the table indexes (tests only: it is counted, not stored).
+    /// How many values the table indexes (tests only: it is counted, not stored).
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
         self.slots().iter().filter(|&&slot| slot != EMPTY).count()
@@ -229,7 +235,7 @@ impl PeerIndex {
     }
 }
 
-impl Drop for PeerIndex {
+impl Drop for PositionIndex {
     fn drop(&mut self) {
         let (slots, bits) = (self.slots, self.bits);
         if bits != 0 {
@@ -239,10 +245,10 @@ impl Drop for PeerIndex {
     }
 }
 
-impl fmt::Debug for PeerIndex {
+impl fmt::Debug for PositionIndex {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let slots = 1usize << self.bits;
-        f.debug_struct("PeerIndex")
+        f.debug_struct("PositionIndex")
             .field("slots", &if self.is_some() { slots } else { 0 })
             .finish()
     }
@@ -263,7 +269,7 @@ mod tests {
     /// does (remove = swap with the last, then pop).
     struct Indexed {
         keys: Vec<u64>,
-        index: PeerIndex,
+        index: PositionIndex,
         hasher: DefaultHashBuilder,
     }
 
@@ -271,7 +277,7 @@ mod tests {
         fn new() -> Self {
             Self {
                 keys: Vec::new(),
-                index: PeerIndex::with_room_for(1),
+                index: PositionIndex::with_room_for(1),
                 hasher: DefaultHashBuilder::default(),
             }
         }
@@ -286,7 +292,7 @@ mod tests {
 
         fn insert(&mut self, key: u64) {
             if self.keys.len() == self.index.room() {
-                self.index = PeerIndex::with_room_for(self.keys.len() + 1);
+                self.index = PositionIndex::with_room_for(self.keys.len() + 1);
                 for (position, &key) in self.keys.iter().enumerate() {
                     let hash = self.hasher.hash_one(key);
                     self.index.insert(hash, position);
@@ -349,7 +355,7 @@ mod tests {
     fn colliding_keys_wrap_around_the_end_of_the_table_and_shift_back() {
         // Every key hashes to the last slot: probes wrap to the start, and removing
         // the first ones must shift the others back across the wrap.
-        let mut index = PeerIndex::with_room_for(8);
+        let mut index = PositionIndex::with_room_for(8);
         let last = index.mask() as u64;
         let hash = |p: usize| last | (p as u64) << 40;
         for position in 0..8 {
@@ -378,7 +384,7 @@ mod tests {
     fn swapping_keys_with_the_same_hash_keeps_each_findable() {
         // The worst case for a swap: equal tags and one probe cluster.
         let mut keys: Vec<u64> = (0..8).collect();
-        let mut index = PeerIndex::with_room_for(8);
+        let mut index = PositionIndex::with_room_for(8);
         let hash = 0x1234_5678_9abc_def0;
         for position in 0..8 {
             index.insert(hash, position);
@@ -393,17 +399,18 @@ mod tests {
     }
 
     #[test]
-    fn tables_hold_twice_their_peers_and_nothing_without_one() {
+    fn tables_hold_twice_their_values_and_nothing_without_one() {
         // 33 peers: 128 slots, full at 112.
-        assert_eq!(PeerIndex::with_room_for(33).room(), 112);
-        assert_eq!(PeerIndex::with_room_for(64).room(), 112);
-        assert_eq!(PeerIndex::with_room_for(65).room(), 224);
-        assert_eq!(PeerIndex::with_room_for(1).room(), 56);
-        let none = PeerIndex::NONE;
+        assert_eq!(PositionIndex::with_room_for(33).room(), 112);
+        assert_eq!(PositionIndex::with_room_for(64).room(), 112);
+        assert_eq!(PositionIndex::with_room_for(65).room(), 224);
+        assert_eq!(PositionIndex::with_room_for(1).room(), 14);
+        assert_eq!(PositionIndex::with_room_for(9).room(), 28);
+        let none = PositionIndex::NONE;
         assert!(!none.is_some());
         assert_eq!(none.room(), 0);
         assert_eq!(none.find(7, |_| true), None);
         none.prefetch(7);
-        assert_eq!(size_of::<PeerIndex>(), 12);
+        assert_eq!(size_of::<PositionIndex>(), 12);
     }
 }
