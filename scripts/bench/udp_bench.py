@@ -156,7 +156,7 @@ use_ipv6 = false
 max_peers = 30
 default_peers = 30
 [statistics]
-interval = 0
+interval = {1 if getattr(self, "counting", False) else 0}
 """ + ("" if tracker == "shoal-before" else PER_IP))
             binary_dir = a.baseline_dir if tracker == "shoal-before" else a.shoal_dir
             return [os.path.join(binary_dir, "shoal_udp"), "-c", config]
@@ -307,11 +307,22 @@ source_ips = [{ips}]
             tracker_log.close()
 
     def memory_run(self, tracker):
+        """(RSS before MiB, RSS after MiB, bytes per peer, torrents held or None).
+
+        shoal prints its statistics every second here, so the torrents it holds are
+        known: the load tester spreads its peers over the torrents at random, and with
+        as many peers as torrents about 63% of them get one.
+        """
         a = self.a
         if not port_free(a.port):
             sys.exit(f"port {a.port} is in use")
-        log = open(self.path(f"{tracker}-mem.log"), "w")
-        command = self.tracker_cmd("opentracker-mem" if tracker == "opentracker" else tracker)
+        log_path = self.path(f"{tracker}-mem.log")
+        log = open(log_path, "w")
+        self.counting = tracker == "shoal"
+        try:
+            command = self.tracker_cmd("opentracker-mem" if tracker == "opentracker" else tracker)
+        finally:
+            self.counting = False
         proc = start(command, self.tracker_cpus, log)
         try:
             wait_for_port(a.port)
@@ -324,9 +335,16 @@ source_ips = [{ips}]
                 load.wait()
             if load.returncode != 0:
                 sys.exit(f"the memory load failed:\n{open(self.path('load-mem.out')).read()}")
-            time.sleep(0.5)
+            # Long enough for a statistics line after the last announce.
+            time.sleep(1.5)
             after = status_kib(proc.pid, "VmRSS")
-            return before / 1024, after / 1024, (after - before) * 1024 / a.memory_peers
+            torrents = None
+            if tracker == "shoal":
+                counts = re.findall(r"torrents (\d+), peers (\d+)", open(log_path).read())
+                if not counts:
+                    sys.exit(f"shoal_udp printed no statistics line in {log_path}")
+                torrents = int(counts[-1][0])
+            return before / 1024, after / 1024, (after - before) * 1024 / a.memory_peers, torrents
         finally:
             stop(proc)
             log.close()
@@ -357,8 +375,10 @@ source_ips = [{ips}]
         if not a.skip_memory:
             for tracker in ["shoal", "aquatic"] + (["opentracker"] if a.opentracker else []):
                 memory[tracker] = self.memory_run(tracker)
-                b, af, per = memory[tracker]
-                print(f"[memory] {tracker}: RSS {b:.0f} -> {af:.0f} MiB, {per:.1f} bytes/peer", file=sys.stderr)
+                b, af, per, torrents = memory[tracker]
+                held = "" if torrents is None else f", {torrents} torrents held"
+                print(f"[memory] {tracker}: RSS {b:.0f} -> {af:.0f} MiB, {per:.1f} bytes/peer{held}",
+                      file=sys.stderr)
         print(self.table(results, memory))
 
 
@@ -432,10 +452,10 @@ source_ips = [{ips}]
             out.append("")
         if memory:
             out.append("Memory: 1M distinct peers announced over 100k torrents (our load tester, sequential peers).\n")
-            out.append("| tracker | RSS before MiB | RSS after MiB | bytes per peer |")
-            out.append("|---|---|---|---|")
-            for t, (b, af, per) in memory.items():
-                out.append(f"| {t} | {b:.0f} | {af:.0f} | {per:.1f} |")
+            out.append("| tracker | RSS before MiB | RSS after MiB | bytes per peer | torrents held |")
+            out.append("|---|---|---|---|---|")
+            for t, (b, af, per, torrents) in memory.items():
+                out.append(f"| {t} | {b:.0f} | {af:.0f} | {per:.1f} | {'' if torrents is None else torrents} |")
             out.append(f"\n- shoal/aquatic bytes per peer: **{memory['shoal'][2] / memory['aquatic'][2]:.2f}×**")
             if "opentracker" in memory:
                 out.append(f"- shoal/opentracker bytes per peer: "
