@@ -2,8 +2,9 @@
 """shoal_udp against the floor: how much of the kernel's per-packet cost is left.
 
 Runs shoal_udp, the batched floor responder (`shoal_udp_floor`: one recvmmsg and one
-sendmmsg per batch of up to 64, fixed replies of a tracker's sizes) and the old
-one-by-one floor (`shoal_udp_floor --one-by-one`) in turn, round after round, under
+sendmmsg per batch of up to 64, fixed replies of a tracker's sizes) with the kernel's
+default receive buffer, and the same floor with shoal_udp's receive buffer
+("floor-deep"), in turn, round after round, under
 shoal_udp_load_test and, with --aquatic-dir, aquatic_udp_load_test, with the UDP
 bench's settings (udp_bench.py). Prints per round and as medians: replies per second,
 CPU per reply, and shoal's share of the batched floor's replies per second and of
@@ -17,7 +18,12 @@ Both load testers simulate --torrents torrents (1M by default, aquatic's default
 twice as many peers. With 1M the swarms are far larger than the caches, so shoal pays
 memory misses the stateless floor does not; with a few thousand they stay cached, and
 what is left is the cost of shoal's own code. --recv-buffer sets shoal_udp's
-socket_recv_buffer_size (default 8 MiB; the floor keeps the kernel's default).
+socket_recv_buffer_size (default 8 MiB), and floor-deep's. The ratios are against the
+floor with the kernel's default buffer, the cheaper of the two under aquatic's
+open-loop load (a deep queue holds packets long enough to go cold in the cache);
+floor-deep shows how much of a gap is that buffer rather than shoal's code.
+--one-by-one adds the old floor (`shoal_udp_floor --one-by-one`: one recvfrom and one
+sendto per request).
 
 shoal_udp runs as an operator would run it on one core: one socket worker keeping
 its torrents itself (`swarm_workers = 0`, the default). --swarm-workers 1 adds a
@@ -33,13 +39,16 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import udp_bench  # noqa: E402
 from benchlib import require_idle  # noqa: E402
 
-TRACKERS = ["shoal", "floor", "floor-one-by-one"]
+SHOAL_RECV_BUFFER = 8 * 1024 * 1024  # shoal_udp's default socket_recv_buffer_size
 
 
 class Floor(udp_bench.Bench):
     def tracker_cmd(self, tracker):
         if tracker == "floor-one-by-one":
             return super().tracker_cmd("floor") + ["--one-by-one"]
+        if tracker == "floor-deep":
+            size = self.a.recv_buffer or SHOAL_RECV_BUFFER
+            return super().tracker_cmd("floor") + ["--recv-buffer", str(size)]
         return super().tracker_cmd(tracker)
 
 
@@ -54,7 +63,9 @@ def main():
     p.add_argument("--summarize", type=int, default=10)
     p.add_argument("--torrents", type=int, default=1_000_000,
                    help="torrents both load testers simulate (peers: twice as many)")
-    p.add_argument("--recv-buffer", type=int, help="shoal_udp's socket_recv_buffer_size in bytes")
+    p.add_argument("--recv-buffer", type=int,
+                   help="shoal_udp's socket_recv_buffer_size in bytes, and floor-deep's (default 8 MiB)")
+    p.add_argument("--one-by-one", action="store_true", help="run the one-by-one floor too")
     p.add_argument("--swarm-workers", type=int, default=0,
                    help="shoal_udp's swarm_workers (0: the socket worker keeps the torrents)")
     p.add_argument("--port", type=int, default=3999)
@@ -65,19 +76,21 @@ def main():
     a.opentracker, a.baseline_dir = None, None
     require_idle(a.max_load, a.force)
     bench = Floor(a)
+    trackers = ["shoal", "floor", "floor-deep"] + (["floor-one-by-one"] if a.one_by_one else [])
     loads = ["shoal"] + (["aquatic"] if a.aquatic_dir else [])
     for load in loads:
-        runs = {t: [] for t in TRACKERS}
+        runs = {t: [] for t in trackers}
         print(f"\n{load}_udp_load_test:\n")
-        print("| round | " + " | ".join(f"{t} replies/s (CPU µs/reply)" for t in TRACKERS)
+        print("| round | " + " | ".join(f"{t} replies/s (CPU µs/reply)" for t in trackers)
               + " | shoal / floor replies | shoal / floor CPU per reply |")
-        print("|---|" + "---|" * (len(TRACKERS) + 2))
+        print("|---|" + "---|" * (len(trackers) + 2))
         for round_ in range(a.rounds):
-            order = TRACKERS[round_ % 3:] + TRACKERS[:round_ % 3]
+            k = round_ % len(trackers)
+            order = trackers[k:] + trackers[:k]
             for tracker in order:
                 runs[tracker].append(bench.run_once(tracker, load))
             s, f = runs["shoal"][-1], runs["floor"][-1]
-            cells = [f"{runs[t][-1]['replies']:,.0f} ({runs[t][-1]['cpu_per_reply_us']:.2f})" for t in TRACKERS]
+            cells = [f"{runs[t][-1]['replies']:,.0f} ({runs[t][-1]['cpu_per_reply_us']:.2f})" for t in trackers]
             print(f"| {round_ + 1} | " + " | ".join(cells)
                   + f" | {s['replies'] / f['replies']:.3f} | {s['cpu_per_reply_us'] / f['cpu_per_reply_us']:.3f} |",
                   flush=True)
@@ -86,12 +99,12 @@ def main():
         replies = statistics.median(s["replies"] / f["replies"] for s, f in zip(runs["shoal"], runs["floor"]))
         cpu = statistics.median(s["cpu_per_reply_us"] / f["cpu_per_reply_us"]
                                 for s, f in zip(runs["shoal"], runs["floor"]))
-        print("| median | " + " | ".join(f"{med[t][0]:,.0f} ({med[t][1]:.2f})" for t in TRACKERS)
+        print("| median | " + " | ".join(f"{med[t][0]:,.0f} ({med[t][1]:.2f})" for t in trackers)
               + f" | **{replies:.3f}** | **{cpu:.3f}** |")
         busy = max(statistics.median(r["load_cores"] for r in rs) for rs in runs.values())
         print(f"\nload tester cores (highest median): {busy:.2f}; reply latency (shoal load tester, "
               f"p50/p99/p99.9/max µs): " + "; ".join(
-                  f"{t} {udp_bench.latency_cell(r['latency'] for r in runs[t])}" for t in TRACKERS))
+                  f"{t} {udp_bench.latency_cell(r['latency'] for r in runs[t])}" for t in trackers))
 
 
 if __name__ == "__main__":

@@ -127,6 +127,42 @@ pub fn bind_failure(protocol: &str, addr: SocketAddr, err: &std::io::Error) -> a
     anyhow::anyhow!("cannot bind {protocol} {addr}: {err}; {fix}")
 }
 
+/// Asks for a receive buffer of `size` bytes; as root, past net.core.rmem_max.
+pub fn set_recv_buffer(socket: &Socket, size: usize) {
+    if socket.set_recv_buffer_size(size).is_err() {
+        log::warn!("cannot set the socket receive buffer to {size} bytes");
+    }
+    // Linux reports double the usable size it granted.
+    let granted = socket.recv_buffer_size().unwrap_or(0) / 2;
+    if granted < size {
+        let forced = force_recv_buffer(socket, size);
+        let granted = socket.recv_buffer_size().unwrap_or(0) / 2;
+        if !forced || granted < size {
+            log::warn!(
+                "socket receive buffer is {granted} bytes, not the {size} configured; raise \
+                 net.core.rmem_max (sysctl) or start as root"
+            );
+        }
+    }
+}
+
+/// SO_RCVBUFFORCE, which root may use to exceed net.core.rmem_max.
+fn force_recv_buffer(socket: &Socket, size: usize) -> bool {
+    use std::os::fd::AsRawFd as _;
+    let value = libc::c_int::try_from(size).unwrap_or(libc::c_int::MAX);
+    // SAFETY: setsockopt reads an int from a valid pointer with the length we pass.
+    let result = unsafe {
+        libc::setsockopt(
+            socket.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_RCVBUFFORCE,
+            (&value as *const libc::c_int).cast(),
+            size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    result == 0
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -13,8 +13,13 @@
 //! `--one-by-one` answers with one `recvfrom` and one `sendto` per request instead: the
 //! floor of the benchmark documents before 2026-11-23, which batching trackers beat.
 //!
-//! Usage: `shoal_udp_floor ADDRESS [--one-by-one]` (e.g. `127.0.0.1:3001`). It runs
-//! until killed.
+//! `--recv-buffer BYTES` asks for a socket receive buffer of that size (as root, past
+//! net.core.rmem_max, the way shoal_udp does) instead of the kernel's default: with the
+//! buffer a tracker is configured with, the floor shows what a deep queue itself costs
+//! under a load that sends faster than the responder answers.
+//!
+//! Usage: `shoal_udp_floor ADDRESS [--one-by-one] [--recv-buffer BYTES]` (e.g.
+//! `127.0.0.1:3001`). It runs until killed.
 
 use std::io::ErrorKind;
 use std::net::{SocketAddr, UdpSocket};
@@ -29,24 +34,59 @@ const BATCH: usize = 64;
 /// Largest request read (a scrape of 74 info hashes fits).
 const SLOT: usize = 1500;
 
-fn main() -> std::io::Result<()> {
-    let mut args = std::env::args().skip(1);
-    let (Some(address), mode) = (args.next(), args.next()) else {
-        eprintln!("usage: shoal_udp_floor ADDRESS [--one-by-one]");
-        std::process::exit(2);
+const USAGE: &str = "usage: shoal_udp_floor ADDRESS [--one-by-one] [--recv-buffer BYTES]";
+
+/// What the command line asks for.
+#[derive(Debug, PartialEq, Eq)]
+struct Options {
+    address: String,
+    one_by_one: bool,
+    recv_buffer: Option<usize>,
+}
+
+fn parse_options(mut args: impl Iterator<Item = String>) -> Result<Options, String> {
+    let address = args.next().ok_or("no address given")?;
+    let mut options = Options {
+        address,
+        one_by_one: false,
+        recv_buffer: None,
     };
-    let socket = UdpSocket::bind(&address)?;
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "--one-by-one" => options.one_by_one = true,
+            "--recv-buffer" => {
+                let value = args.next().ok_or("--recv-buffer needs a size in bytes")?;
+                let bytes = value
+                    .parse()
+                    .map_err(|_| format!("--recv-buffer {value}: not a size in bytes"))?;
+                options.recv_buffer = Some(bytes);
+            }
+            other => return Err(format!("unknown option {other}")),
+        }
+    }
+    Ok(options)
+}
+
+fn main() -> std::io::Result<()> {
+    let options = match parse_options(std::env::args().skip(1)) {
+        Ok(options) => options,
+        Err(problem) => {
+            eprintln!("{problem}; {USAGE}");
+            std::process::exit(2);
+        }
+    };
+    let socket = UdpSocket::bind(&options.address)?;
+    if let Some(bytes) = options.recv_buffer {
+        shoal_common::sockets::set_recv_buffer(&socket2::SockRef::from(&socket), bytes);
+    }
     eprintln!(
         "shoal_udp_floor listening on udp://{}",
         socket.local_addr()?
     );
-    match mode.as_deref() {
-        None => batched(&socket),
-        Some("--one-by-one") => one_by_one(&socket),
-        Some(other) => {
-            eprintln!("unknown option {other}; usage: shoal_udp_floor ADDRESS [--one-by-one]");
-            std::process::exit(2);
-        }
+    if options.one_by_one {
+        one_by_one(&socket)
+    } else {
+        batched(&socket)
     }
 }
 
@@ -161,6 +201,30 @@ mod tests {
         bytes.extend_from_slice(&7u32.to_be_bytes());
         bytes.extend_from_slice(extra);
         bytes
+    }
+
+    fn parse(args: &[&str]) -> Result<Options, String> {
+        parse_options(args.iter().map(|arg| arg.to_string()))
+    }
+
+    #[test]
+    fn options_are_read_in_any_order_and_bad_ones_refused() {
+        assert_eq!(
+            parse(&["127.0.0.1:1", "--recv-buffer", "8388608", "--one-by-one"]),
+            Ok(Options {
+                address: "127.0.0.1:1".into(),
+                one_by_one: true,
+                recv_buffer: Some(8 << 20),
+            })
+        );
+        assert_eq!(
+            parse(&["127.0.0.1:1"]).map(|o| (o.one_by_one, o.recv_buffer)),
+            Ok((false, None))
+        );
+        assert!(parse(&[]).is_err());
+        assert!(parse(&["127.0.0.1:1", "--recv-buffer"]).is_err());
+        assert!(parse(&["127.0.0.1:1", "--recv-buffer", "8M"]).is_err());
+        assert!(parse(&["127.0.0.1:1", "--fast"]).is_err());
     }
 
     #[test]
