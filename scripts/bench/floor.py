@@ -1,14 +1,27 @@
 #!/usr/bin/env python3
 """shoal_udp against the floor: how much of the kernel's per-packet cost is left.
 
-Runs shoal_udp, the batched floor responder (`shoal_udp_floor`: one recvmmsg and one
-sendmmsg per batch of up to 64, fixed replies of a tracker's sizes) with the kernel's
-default receive buffer, and the same floor with shoal_udp's receive buffer
-("floor-deep"), in turn, round after round, under
-shoal_udp_load_test and, with --aquatic-dir, aquatic_udp_load_test, with the UDP
-bench's settings (udp_bench.py). Prints per round and as medians: replies per second,
-CPU per reply, and shoal's share of the batched floor's replies per second and of
-its CPU per reply (shoal's CPU per reply over the floor's: 1.05 means 5% more).
+The floor (`shoal_udp_floor`) is the cheapest responder we know how to write: one
+recvmmsg and one sendmmsg per batch of up to 64, fixed replies of a tracker's sizes,
+no state. Each shoal_udp run is compared with the floor on the same socket, in the
+same rounds, so that what differs is shoal's code and nothing else:
+
+- "shoal" (shoal_udp as configured by default, an 8 MiB receive buffer, or
+  --recv-buffer) against "floor-deep" (the floor with that receive buffer);
+- "shoal-kernel-buffer" (shoal_udp with `socket_recv_buffer_size = 0`: the kernel's
+  default, 208 KiB here) against "floor" (the floor as it comes, the same buffer).
+
+The buffer matters only when a load sends faster than the responder answers, as
+aquatic_udp_load_test does (open loop): a deep queue holds packets long enough for
+them to go cold in the cache, and every responder pays for it per packet. Our load
+tester keeps a window of requests in flight, so its queue stays short.
+
+Runs them in turn, round after round (each pair back to back, which of the two goes
+first alternating), under shoal_udp_load_test
+and, with --aquatic-dir, aquatic_udp_load_test, with the UDP bench's settings
+(udp_bench.py). Prints per round and as medians: replies per second, CPU per reply,
+and for each pair shoal's share of the floor's replies per second and its CPU per
+reply over the floor's (1.05 means 5% more).
 
   scripts/bench/floor.py --rounds 3
   scripts/bench/floor.py --rounds 3 --aquatic-dir .bench/aquatic/bin
@@ -17,13 +30,8 @@ its CPU per reply (shoal's CPU per reply over the floor's: 1.05 means 5% more).
 Both load testers simulate --torrents torrents (1M by default, aquatic's default) and
 twice as many peers. With 1M the swarms are far larger than the caches, so shoal pays
 memory misses the stateless floor does not; with a few thousand they stay cached, and
-what is left is the cost of shoal's own code. --recv-buffer sets shoal_udp's
-socket_recv_buffer_size (default 8 MiB), and floor-deep's. The ratios are against the
-floor with the kernel's default buffer, the cheaper of the two under aquatic's
-open-loop load (a deep queue holds packets long enough to go cold in the cache);
-floor-deep shows how much of a gap is that buffer rather than shoal's code.
---one-by-one adds the old floor (`shoal_udp_floor --one-by-one`: one recvfrom and one
-sendto per request).
+what is left is the cost of shoal's own code. --one-by-one adds the old floor
+(`shoal_udp_floor --one-by-one`: one recvfrom and one sendto per request).
 
 shoal_udp runs as an operator would run it on one core: one socket worker keeping
 its torrents itself (`swarm_workers = 0`, the default). --swarm-workers 1 adds a
@@ -42,8 +50,19 @@ from benchlib import require_idle  # noqa: E402
 SHOAL_RECV_BUFFER = 8 * 1024 * 1024  # shoal_udp's default socket_recv_buffer_size
 
 
+# (shoal run, the floor run on the same socket)
+PAIRS = [("shoal", "floor-deep"), ("shoal-kernel-buffer", "floor")]
+
+
 class Floor(udp_bench.Bench):
     def tracker_cmd(self, tracker):
+        if tracker == "shoal-kernel-buffer":
+            configured = self.a.recv_buffer
+            self.a.recv_buffer = 0
+            try:
+                return super().tracker_cmd("shoal")
+            finally:
+                self.a.recv_buffer = configured
         if tracker == "floor-one-by-one":
             return super().tracker_cmd("floor") + ["--one-by-one"]
         if tracker == "floor-deep":
@@ -64,7 +83,8 @@ def main():
     p.add_argument("--torrents", type=int, default=1_000_000,
                    help="torrents both load testers simulate (peers: twice as many)")
     p.add_argument("--recv-buffer", type=int,
-                   help="shoal_udp's socket_recv_buffer_size in bytes, and floor-deep's (default 8 MiB)")
+                   help="the \"shoal\" run's socket_recv_buffer_size in bytes, and floor-deep's "
+                        "(default: shoal_udp's, 8 MiB)")
     p.add_argument("--one-by-one", action="store_true", help="run the one-by-one floor too")
     p.add_argument("--swarm-workers", type=int, default=0,
                    help="shoal_udp's swarm_workers (0: the socket worker keeps the torrents)")
@@ -76,31 +96,41 @@ def main():
     a.opentracker, a.baseline_dir = None, None
     require_idle(a.max_load, a.force)
     bench = Floor(a)
-    trackers = ["shoal", "floor", "floor-deep"] + (["floor-one-by-one"] if a.one_by_one else [])
+    trackers = [t for pair in PAIRS for t in pair] + (["floor-one-by-one"] if a.one_by_one else [])
     loads = ["shoal"] + (["aquatic"] if a.aquatic_dir else [])
     for load in loads:
         runs = {t: [] for t in trackers}
         print(f"\n{load}_udp_load_test:\n")
-        print("| round | " + " | ".join(f"{t} replies/s (CPU µs/reply)" for t in trackers)
-              + " | shoal / floor replies | shoal / floor CPU per reply |")
-        print("|---|" + "---|" * (len(trackers) + 2))
+        pair_heads = "".join(f" | {shoal} / {floor} replies | {shoal} / {floor} CPU per reply"
+                             for shoal, floor in PAIRS)
+        print("| round | " + " | ".join(f"{t} replies/s (CPU µs/reply)" for t in trackers) + pair_heads + " |")
+        print("|---|" + "---|" * (len(trackers) + 2 * len(PAIRS)))
+
+        def ratios(pick):
+            return [(pick(runs[shoal])["replies"] / pick(runs[floor])["replies"],
+                     pick(runs[shoal])["cpu_per_reply_us"] / pick(runs[floor])["cpu_per_reply_us"])
+                    for shoal, floor in PAIRS]
+
         for round_ in range(a.rounds):
-            k = round_ % len(trackers)
-            order = trackers[k:] + trackers[:k]
+            # The two runs of a pair go back to back, the floor first in every other
+            # round: this VM's speed drifts over minutes, and a ratio of neighbours
+            # drifts least.
+            order = [t for pair in PAIRS for t in (pair if round_ % 2 == 0 else pair[::-1])]
+            order += [t for t in trackers if t not in order]
             for tracker in order:
                 runs[tracker].append(bench.run_once(tracker, load))
-            s, f = runs["shoal"][-1], runs["floor"][-1]
             cells = [f"{runs[t][-1]['replies']:,.0f} ({runs[t][-1]['cpu_per_reply_us']:.2f})" for t in trackers]
-            print(f"| {round_ + 1} | " + " | ".join(cells)
-                  + f" | {s['replies'] / f['replies']:.3f} | {s['cpu_per_reply_us'] / f['cpu_per_reply_us']:.3f} |",
-                  flush=True)
+            pairs = "".join(f" | {r:.3f} | {c:.3f}" for r, c in ratios(lambda rs: rs[-1]))
+            print(f"| {round_ + 1} | " + " | ".join(cells) + pairs + " |", flush=True)
         med = {t: (statistics.median(r["replies"] for r in rs), statistics.median(r["cpu_per_reply_us"] for r in rs))
                for t, rs in runs.items()}
-        replies = statistics.median(s["replies"] / f["replies"] for s, f in zip(runs["shoal"], runs["floor"]))
-        cpu = statistics.median(s["cpu_per_reply_us"] / f["cpu_per_reply_us"]
-                                for s, f in zip(runs["shoal"], runs["floor"]))
+        medians = []
+        for shoal, floor in PAIRS:
+            both = list(zip(runs[shoal], runs[floor]))
+            medians.append((statistics.median(s["replies"] / f["replies"] for s, f in both),
+                            statistics.median(s["cpu_per_reply_us"] / f["cpu_per_reply_us"] for s, f in both)))
         print("| median | " + " | ".join(f"{med[t][0]:,.0f} ({med[t][1]:.2f})" for t in trackers)
-              + f" | **{replies:.3f}** | **{cpu:.3f}** |")
+              + "".join(f" | **{r:.3f}** | **{c:.3f}**" for r, c in medians) + " |")
         busy = max(statistics.median(r["load_cores"] for r in rs) for rs in runs.values())
         print(f"\nload tester cores (highest median): {busy:.2f}; reply latency (shoal load tester, "
               f"p50/p99/p99.9/max µs): " + "; ".join(
