@@ -14,10 +14,10 @@ use socket2::{Domain, Protocol, Socket, Type};
 /// second tracker started by the same user join the group silently (both serving,
 /// each a share of the clients) instead of failing on a busy port. So each UDP address
 /// is first bound alone, without SO_REUSEPORT ([`exclusive_port`]): that fails while
-/// anything holds the port, and for port 0 it picks a port nobody holds. TCP is left
-/// to the workers' own binds: the connections a just-stopped tracker left in
-/// TIME_WAIT make a lone bind fail even with SO_REUSEADDR, which would break every
-/// quick restart.
+/// anything holds the port, and for port 0 it picks a port nobody holds. TCP cannot
+/// be probed that way: the connections a just-stopped tracker left in TIME_WAIT make
+/// a lone bind fail even with SO_REUSEADDR, which would break every quick restart.
+/// [`bind_listeners`] checks the kernel's table of listening sockets instead.
 pub fn bind_per_worker<S>(
     addresses: &[SocketAddr],
     workers: usize,
@@ -46,18 +46,104 @@ pub fn bind_per_worker<S>(
 }
 
 /// Binds `workers` listening TCP sockets to each of `addresses` (see
-/// [`bind_per_worker`]).
+/// [`bind_per_worker`]), and fails if another process listens on one of the ports
+/// too ([`foreign_listener`]).
 pub fn bind_listeners(
     addresses: &[SocketAddr],
     workers: usize,
 ) -> anyhow::Result<(Vec<Vec<TcpListener>>, Vec<SocketAddr>)> {
-    bind_per_worker(
+    let (sockets, bound) = bind_per_worker(
         addresses,
         workers,
         Type::STREAM,
         bind_listener,
         TcpListener::local_addr,
-    )
+    )?;
+    let ours: Vec<u64> = sockets.iter().flatten().filter_map(socket_inode).collect();
+    for &addr in &bound {
+        if let Some(other) = foreign_listener(addr, &ours) {
+            anyhow::bail!(
+                "cannot listen on TCP {addr}: another process listens on {other} with \
+                 SO_REUSEPORT too (an instance of this tracker still running?), and the \
+                 kernel would split the clients between the two; stop it (`ss -ltnp \
+                 'sport = :{}'` shows which), or change {}",
+                addr.port(),
+                address_key(addr)
+            );
+        }
+    }
+    Ok((sockets, bound))
+}
+
+/// A listening TCP socket that overlaps `addr` (same port; same address, or either
+/// one the wildcard) and is none of `ours` (socket inodes), from the kernel's tables
+/// (`/proc/net/tcp`, `/proc/net/tcp6`). `None` also when the tables cannot be read:
+/// the check is a safeguard, and a system without /proc still runs.
+///
+/// Only a process of the same user can have joined our SO_REUSEPORT group, which is
+/// what this is for; any other would have made our bind fail already.
+fn foreign_listener(addr: SocketAddr, ours: &[u64]) -> Option<SocketAddr> {
+    let table = if addr.is_ipv6() {
+        "/proc/net/tcp6"
+    } else {
+        "/proc/net/tcp"
+    };
+    let text = std::fs::read_to_string(table).ok()?;
+    text.lines()
+        .skip(1)
+        .filter_map(parse_listener)
+        .find(|&(other, inode)| {
+            other.port() == addr.port()
+                && (other.ip() == addr.ip()
+                    || other.ip().is_unspecified()
+                    || addr.ip().is_unspecified())
+                && !ours.contains(&inode)
+        })
+        .map(|(other, _)| other)
+}
+
+/// The local address and inode of one line of `/proc/net/tcp{,6}` if it is a
+/// listening socket (state 0A). Addresses are hex words in the kernel's byte order.
+fn parse_listener(line: &str) -> Option<(SocketAddr, u64)> {
+    const LISTEN: &str = "0A";
+    let fields: Vec<&str> = line.split_whitespace().collect();
+    if fields.get(3) != Some(&LISTEN) {
+        return None;
+    }
+    let (ip, port) = fields.get(1)?.split_once(':')?;
+    let port = u16::from_str_radix(port, 16).ok()?;
+    let mut bytes = Vec::with_capacity(16);
+    for word in (0..ip.len()).step_by(8) {
+        let word = u32::from_str_radix(ip.get(word..word + 8)?, 16).ok()?;
+        bytes.extend_from_slice(&word.to_ne_bytes());
+    }
+    let ip = match bytes.len() {
+        4 => std::net::IpAddr::from(<[u8; 4]>::try_from(bytes).ok()?),
+        16 => std::net::IpAddr::from(<[u8; 16]>::try_from(bytes).ok()?),
+        _ => return None,
+    };
+    let inode = fields.get(9)?.parse().ok()?;
+    Some((SocketAddr::new(ip, port), inode))
+}
+
+/// The inode the kernel's socket tables list `socket` under.
+fn socket_inode(socket: &TcpListener) -> Option<u64> {
+    use std::os::fd::AsRawFd as _;
+    // SAFETY: `stat` is plain integers, for which all zeros is a valid value.
+    let mut stat: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: fstat writes one `stat` into the value we own; the descriptor stays open
+    // for the borrow of `socket`.
+    let result = unsafe { libc::fstat(socket.as_raw_fd(), &raw mut stat) };
+    (result == 0).then_some(stat.st_ino)
+}
+
+/// The config key of an address's family.
+fn address_key(addr: SocketAddr) -> &'static str {
+    if addr.is_ipv6() {
+        "network.address_ipv6"
+    } else {
+        "network.address_ipv4"
+    }
 }
 
 /// `addr` with a port nobody holds: binds a socket of type `kind` there without
@@ -105,11 +191,7 @@ fn bind_listener(addr: SocketAddr) -> anyhow::Result<TcpListener> {
 
 /// Why binding `addr` failed and what to do, for the start-up error.
 pub fn bind_failure(protocol: &str, addr: SocketAddr, err: &std::io::Error) -> anyhow::Error {
-    let key = if addr.is_ipv6() {
-        "network.address_ipv6"
-    } else {
-        "network.address_ipv4"
-    };
+    let key = address_key(addr);
     let fix = match err.raw_os_error() {
         Some(libc::EADDRINUSE) => format!(
             "another process holds the port (`ss -lnp 'sport = :{}'` shows which): stop it, \
@@ -218,6 +300,63 @@ mod tests {
         assert!(err.contains("another process holds the port"), "{err}");
         let free = exclusive_port(SocketAddr::from(([127, 0, 0, 1], 0)), Type::DGRAM).unwrap();
         assert_ne!(free.port(), 0);
+    }
+
+    #[test]
+    fn a_second_tracker_on_the_same_tcp_port_is_refused_and_a_restart_is_not() {
+        // Another tracker's listener: SO_REUSEPORT, same user, so our binds succeed.
+        let other = bind_listener(SocketAddr::from(([127, 0, 0, 1], 0))).unwrap();
+        let taken = other.local_addr().unwrap();
+        let err = bind_listeners(&[taken], 2).unwrap_err().to_string();
+        assert!(
+            err.contains("another process listens on 127.0.0.1:") && err.contains("ss -ltnp"),
+            "{err}"
+        );
+        // On the wildcard address too: it would take the same clients.
+        let wildcard = SocketAddr::from(([0, 0, 0, 0], taken.port()));
+        assert!(bind_listeners(&[wildcard], 1).is_err());
+        drop(other);
+
+        // A restart: the old listener closed with a connection left in TIME_WAIT.
+        let (sockets, bound) = bind_listeners(&[taken], 2).unwrap();
+        let client = std::net::TcpStream::connect(bound[0]).unwrap();
+        let accepted = sockets
+            .iter()
+            .flatten()
+            .find_map(|listener| {
+                listener.set_nonblocking(true).unwrap();
+                (0..200).find_map(|_| match listener.accept() {
+                    Ok((stream, _)) => Some(stream),
+                    Err(_) => {
+                        std::thread::sleep(std::time::Duration::from_millis(5));
+                        None
+                    }
+                })
+            })
+            .expect("one worker's listener accepts");
+        drop(accepted); // the server side closes first: TIME_WAIT on the tracker's port
+        drop(client);
+        drop(sockets);
+        bind_listeners(&[taken], 2).expect("TIME_WAIT is not a listener");
+    }
+
+    #[test]
+    fn kernel_table_lines_are_read_in_the_kernels_byte_order() {
+        let header = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode";
+        assert_eq!(parse_listener(header), None);
+        let v4 = "   0: 0100007F:1F90 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 4242 1 0000000000000000 100 0 0 10 0";
+        assert_eq!(
+            parse_listener(v4),
+            Some(("127.0.0.1:8080".parse().unwrap(), 4242))
+        );
+        let established = v4.replace(" 0A ", " 01 ");
+        assert_eq!(parse_listener(&established), None);
+        let v6 = "   1: 00000000000000000000000001000000:1A0B 00000000000000000000000000000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 77 1 0000000000000000 100 0 0 10 0";
+        assert_eq!(
+            parse_listener(v6),
+            Some(("[::1]:6667".parse().unwrap(), 77))
+        );
+        assert_eq!(parse_listener("   2: garbage 0A"), None);
     }
 
     #[test]
