@@ -142,6 +142,27 @@ pub struct RequestConfig {
     /// not replies keep up (fractions allowed: 0.0083 is one per two minutes, as
     /// browsers announce). 0 sends as fast as replies come (see `in_flight`).
     pub rate: f64,
+    /// Which of its torrents a connection announces in next.
+    pub torrent_order: TorrentOrder,
+    /// Requests (announces and scrapes) each connection sends, after which it only
+    /// keeps its connection open, so that its peers stay in their swarms; 0: no
+    /// limit. With `torrent_order = "sequential"` and this equal to
+    /// `torrents_per_connection`, every connection announces in each of its torrents
+    /// once: a tracker filled with connections × torrents peers, for as long as the
+    /// run lasts (the cleaning bench's WebTorrent fill).
+    pub requests_per_connection: u64,
+}
+
+/// Which of its torrents a connection announces in next.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, TomlConfig)]
+#[serde(rename_all = "lowercase")]
+pub enum TorrentOrder {
+    /// One drawn at random for each announce: the steady state of browsers.
+    #[default]
+    Random,
+    /// Each in turn, from the first again after the last: every torrent of a
+    /// connection is announced once in its first `torrents_per_connection` announces.
+    Sequential,
 }
 
 impl Default for RequestConfig {
@@ -160,6 +181,8 @@ impl Default for RequestConfig {
             answer_offers: true,
             in_flight: 1,
             rate: 0.0,
+            torrent_order: TorrentOrder::Random,
+            requests_per_connection: 0,
         }
     }
 }

@@ -35,6 +35,8 @@ pub struct Settings {
     pub pace: Pace,
     /// Answer forwarded offers.
     pub answer_offers: bool,
+    /// Requests per connection before it only stays open; 0: no limit.
+    pub requests_per_connection: u64,
     /// How long opening, and waiting for a reply, may take.
     pub timeout: Duration,
     /// Host header of the upgrade.
@@ -56,6 +58,7 @@ impl Settings {
                 },
             },
             answer_offers: config.requests.answer_offers,
+            requests_per_connection: config.requests.requests_per_connection,
             timeout: Duration::from_millis(config.network.response_timeout_ms),
             host: config.network.host.clone(),
             path: config.network.path.clone(),
@@ -345,11 +348,12 @@ impl Connection {
         };
         let due = self.flow.due(now, self.out.len() > MAX_BACKLOG);
         shared.counters.skipped += due.skipped;
+        let send = client.allowed(due.send as usize, shared.settings.requests_per_connection);
         let mut io = Io {
             transport: &mut self.transport,
             out: &mut self.out,
         };
-        for _ in 0..due.send {
+        for _ in 0..send {
             let request = shared.writer.write_request(client, &shared.population);
             match request {
                 Request::Scrape => shared.counters.scrapes_sent += 1,

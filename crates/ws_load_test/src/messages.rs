@@ -48,6 +48,10 @@ pub struct Client {
     first_peer: usize,
     /// Whether the current connection has announced each torrent yet.
     started: Vec<bool>,
+    /// The torrent the next announce is in, with `torrent_order = "sequential"`.
+    next: usize,
+    /// Requests the current connection has sent.
+    sent: u64,
 }
 
 impl Client {
@@ -58,7 +62,19 @@ impl Client {
             peer_id: Id20(Population::peer_id(id_base + connection)),
             first_peer: connection * torrents_per_connection,
             started: vec![false; torrents_per_connection],
+            next: 0,
+            sent: 0,
         }
+    }
+
+    /// How many of `wanted` requests the current connection may still send under a
+    /// limit of `limit` per connection (0: no limit).
+    pub fn allowed(&self, wanted: usize, limit: u64) -> usize {
+        if limit == 0 {
+            return wanted;
+        }
+        let left = limit.saturating_sub(self.sent);
+        wanted.min(usize::try_from(left).unwrap_or(usize::MAX))
     }
 
     /// Its peer id.
@@ -70,6 +86,8 @@ impl Client {
     /// so each is announced with `started` again.
     pub fn reconnected(&mut self) {
         self.started.fill(false);
+        self.next = 0;
+        self.sent = 0;
     }
 }
 
@@ -89,6 +107,7 @@ pub struct MessageWriter {
     weight_announce: u32,
     total_weight: u32,
     scrape_max: usize,
+    sequential: bool,
     json: Vec<u8>,
     staging: BytesMut,
 }
@@ -139,6 +158,7 @@ impl MessageWriter {
             weight_announce: r.weight_announce,
             total_weight: r.weight_announce + r.weight_scrape,
             scrape_max: r.scrape_max_torrents,
+            sequential: r.torrent_order == crate::config::TorrentOrder::Sequential,
             json: Vec::with_capacity(4096),
             staging: BytesMut::with_capacity(64 * 1024),
         }
@@ -148,6 +168,7 @@ impl MessageWriter {
     /// returns what it is; see [`json`](Self::json) and
     /// [`take_message`](Self::take_message).
     pub fn write_request(&mut self, client: &mut Client, population: &Population) -> Request {
+        client.sent += 1;
         if self.rng.random_range(0..self.total_weight) < self.weight_announce {
             Request::Announce(Some(self.write_announce(client, population)))
         } else {
@@ -156,10 +177,16 @@ impl MessageWriter {
         }
     }
 
-    /// An announce in one of `client`'s torrents, picked at random, with fresh offer
-    /// ids; returns its info hash.
+    /// An announce in one of `client`'s torrents, picked at random or the next in
+    /// turn (`torrent_order`), with fresh offer ids; returns its info hash.
     fn write_announce(&mut self, client: &mut Client, population: &Population) -> Id20 {
-        let at = self.rng.random_range(0..client.started.len());
+        let at = if self.sequential {
+            let at = client.next;
+            client.next = (at + 1) % client.started.len();
+            at
+        } else {
+            self.rng.random_range(0..client.started.len())
+        };
         let peer = population.peer(client.first_peer + at);
         let announce = announce_mut(&mut self.announce);
         announce.info_hash = Id20(*population.info_hash(peer.torrent as usize));
@@ -320,6 +347,38 @@ mod tests {
         assert!((1..=3).contains(&started), "{started}");
         client.reconnected();
         assert!(client.started.iter().all(|started| !started));
+    }
+
+    #[test]
+    fn sequential_connections_announce_each_torrent_once_then_stop() {
+        let mut config = config();
+        config.requests.weight_scrape = 0;
+        config.requests.torrent_order = crate::config::TorrentOrder::Sequential;
+        let population = population(&config);
+        let mut writer = MessageWriter::new(&config, 0);
+        let mut client = Client::new(1, 3, 0);
+        let limit = 3;
+        let mut seen = Vec::new();
+        while client.allowed(1, limit) == 1 {
+            match writer.write_request(&mut client, &population) {
+                Request::Announce(Some(info_hash)) => seen.push(info_hash),
+                other => panic!("{other:?}"),
+            }
+            assert!(seen.len() <= 3, "the limit stops it");
+        }
+        let torrents: Vec<Id20> = (3..6)
+            .map(|peer| Id20(*population.info_hash(population.peer(peer).torrent as usize)))
+            .collect();
+        assert_eq!(seen, torrents, "each torrent once, in order");
+        assert_eq!(client.allowed(5, limit), 0);
+        assert_eq!(client.allowed(5, 0), 5, "0 is no limit");
+        // A new connection announces them all again.
+        client.reconnected();
+        assert_eq!(client.allowed(5, limit), 3);
+        let Request::Announce(Some(first)) = writer.write_request(&mut client, &population) else {
+            panic!("an announce");
+        };
+        assert_eq!(first, torrents[0]);
     }
 
     #[test]
