@@ -72,27 +72,33 @@ def main():
             f.write(text)
         return path
 
-    def load(name, duration, summarize, in_flight, sockets):
-        if a.protocol == "udp":
-            config = write(f"{name}.toml", udp_bench.announce_load_toml(
-                a.port, duration, summarize, a.torrents, a.peers, sockets, in_flight))
-        else:
-            config = write(f"{name}.toml", f"""
+    def load_header(connections, duration, summarize):
+        """The start of an HTTP or WebTorrent load tester's config that only announces,
+        to torrents chosen uniformly; `connections` is its connection-count line."""
+        return f"""
 server_address = "127.0.0.1:{a.port}"
 workers = 1
-connections = {in_flight * sockets}
+{connections}
 duration = {duration}
 summarize_last = {summarize}
 report_interval = 5
 log_level = "warn"
 [requests]
 torrents = {a.torrents}
-peers = {a.peers}
 popularity_shape = 0.0
-peers_wanted = 30
 weight_announce = 1
 weight_scrape = 0
-""")
+"""
+
+    def load(name, duration, summarize, in_flight, sockets):
+        if a.protocol == "udp":
+            config = write(f"{name}.toml", udp_bench.announce_load_toml(
+                a.port, duration, summarize, a.torrents, a.peers, sockets, in_flight))
+        elif a.protocol == "ws":
+            config = write(f"{name}.toml", ws_load_toml(duration, summarize, sockets, 10, in_flight, False))
+        else:
+            config = write(f"{name}.toml", load_header(f"connections = {in_flight * sockets}", duration, summarize)
+                           + f"peers = {a.peers}\npeers_wanted = 30\n")
         with open(os.path.join(tmp, f"{name}.out"), "w") as out:
             proc = start([os.path.join(a.shoal_dir, f"shoal_{a.protocol}_load_test"), "-c", config, "--json"],
                          a.load_cpus, out)
@@ -104,20 +110,8 @@ weight_scrape = 0
         each connection announces in each of its torrents once and then stays open."""
         once = (f'torrent_order = "sequential"\nrequests_per_connection = {torrents_each}\n'
                 if fill else "")
-        return f"""
-server_address = "127.0.0.1:{a.port}"
-workers = 1
-connections_per_worker = {connections}
-duration = {duration}
-summarize_last = {summarize}
-report_interval = 5
-log_level = "warn"
-[requests]
-torrents = {a.torrents}
+        return load_header(f"connections_per_worker = {connections}", duration, summarize) + f"""\
 torrents_per_connection = {torrents_each}
-popularity_shape = 0.0
-weight_announce = 1
-weight_scrape = 0
 offers_per_announce = 0
 numwant = 0
 answer_offers = false
@@ -159,7 +153,13 @@ in_flight = {in_flight}
     print("|---|---|---|---|---|")
     results = {}
     for case, interval in [("cleaning", 1), ("no cleaning", 86400)]:
-        if not port_free(a.port):
+        # The previous case's tracker has exited, but the kernel may need a moment to
+        # let its port go.
+        for _ in range(50):
+            if port_free(a.port):
+                break
+            time.sleep(0.2)
+        else:
             sys.exit(f"port {a.port} is in use")
         sections = f"""
 [cleaning]
@@ -205,15 +205,7 @@ interval = 1
                 stored = min(a.peers, round(distinct))
             rss = status_kib(proc.pid, "VmRSS") / 1024
             time.sleep(1)
-            if a.protocol == "ws":
-                measured_config = write("measure.toml", ws_load_toml(a.duration, a.duration - 2, 8, 10,
-                                                                      a.in_flight, False))
-                with open(os.path.join(tmp, "measure.out"), "w") as out:
-                    start([os.path.join(a.shoal_dir, "shoal_ws_load_test"), "-c", measured_config, "--json"],
-                          a.load_cpus, out).wait()
-                measured = benchlib.last_json(os.path.join(tmp, "measure.out"))
-            else:
-                measured = load("measure", a.duration, a.duration - 2, a.in_flight, 8)
+            measured = load("measure", a.duration, a.duration - 2, a.in_flight, 8)
         finally:
             if holders is not None:
                 stop(holders)
