@@ -38,8 +38,8 @@ def same_config(command, tracker):
 
 
 class Udp(udp_bench.Bench):
-    def tracker_cmd(self, tracker):
-        return same_config(super().tracker_cmd(tracker), tracker)
+    def tracker_cmd(self, tracker, **options):
+        return same_config(super().tracker_cmd(tracker, **options), tracker)
 
     def measure(self, tracker):
         r = self.run_once(tracker, "shoal")

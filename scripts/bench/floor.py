@@ -55,20 +55,15 @@ PAIRS = [("shoal", "floor-deep"), ("shoal-kernel-buffer", "floor")]
 
 
 class Floor(udp_bench.Bench):
-    def tracker_cmd(self, tracker):
+    def tracker_cmd(self, tracker, **options):
         if tracker == "shoal-kernel-buffer":
-            configured = self.a.recv_buffer
-            self.a.recv_buffer = 0
-            try:
-                return super().tracker_cmd("shoal")
-            finally:
-                self.a.recv_buffer = configured
+            return super().tracker_cmd("shoal", recv_buffer=0, **options)
         if tracker == "floor-one-by-one":
             return super().tracker_cmd("floor") + ["--one-by-one"]
         if tracker == "floor-deep":
             size = self.a.recv_buffer or SHOAL_RECV_BUFFER
             return super().tracker_cmd("floor") + ["--recv-buffer", str(size)]
-        return super().tracker_cmd(tracker)
+        return super().tracker_cmd(tracker, **options)
 
 
 def main():

@@ -140,11 +140,14 @@ class Bench:
 
     # --- trackers -------------------------------------------------------------
 
-    def tracker_cmd(self, tracker):
+    def tracker_cmd(self, tracker, recv_buffer=None, statistics_interval=0):
+        """The command line of `tracker`. For shoal: `recv_buffer` overrides
+        --recv-buffer (0: the kernel's default), and `statistics_interval` > 0 prints
+        a statistics line that often."""
         a, port = self.a, self.a.port
         if tracker in ("shoal", "shoal-before"):
             swarm = max(1, self.workers // 4) if a.swarm_workers is None else a.swarm_workers
-            size = getattr(a, "recv_buffer", None)
+            size = getattr(a, "recv_buffer", None) if recv_buffer is None else recv_buffer
             recv_buffer = "" if size is None else f"socket_recv_buffer_size = {size}\n"
             config = self.write("shoal.toml", f"""
 socket_workers = {self.workers}
@@ -156,7 +159,7 @@ use_ipv6 = false
 max_peers = 30
 default_peers = 30
 [statistics]
-interval = {1 if getattr(self, "counting", False) else 0}
+interval = {statistics_interval}
 """ + ("" if tracker == "shoal-before" else PER_IP))
             binary_dir = a.baseline_dir if tracker == "shoal-before" else a.shoal_dir
             return [os.path.join(binary_dir, "shoal_udp"), "-c", config]
@@ -318,11 +321,8 @@ source_ips = [{ips}]
             sys.exit(f"port {a.port} is in use")
         log_path = self.path(f"{tracker}-mem.log")
         log = open(log_path, "w")
-        self.counting = tracker == "shoal"
-        try:
-            command = self.tracker_cmd("opentracker-mem" if tracker == "opentracker" else tracker)
-        finally:
-            self.counting = False
+        command = self.tracker_cmd("opentracker-mem" if tracker == "opentracker" else tracker,
+                                   statistics_interval=1 if tracker == "shoal" else 0)
         proc = start(command, self.tracker_cpus, log)
         try:
             wait_for_port(a.port)
