@@ -37,7 +37,7 @@ pub mod time;
 pub mod torrents;
 
 pub use census::{Census, LARGEST_SWARMS, SwarmSummary};
-pub use partitions::PARTITIONS;
+pub use partitions::{Located, PARTITIONS};
 pub use peer::{Peer, PeerAddr, PeerAddress, PeerData, PeerKey, V4Addr, V6Addr};
 pub use peer_list::PeerList;
 pub use peer_set::{DualStack, ListIn, PeerSet};

@@ -37,6 +37,35 @@ fn growth(len: usize) -> usize {
     (len / 8).max(4)
 }
 
+/// An info hash with its hash in one map ([`TorrentMap::locate`]): what finds its
+/// partition and its index slot. A batch of announces locates each torrent once and
+/// hands the result to every prefetch step and to the announce, instead of hashing
+/// the info hash at each of them.
+///
+/// It belongs to the map that made it: the hash is keyed per map, so in another map
+/// it leads to the wrong partition.
+///
+/// [`TorrentMap::locate`]: crate::TorrentMap::locate
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Located {
+    key: InfoHash,
+    hash: u64,
+}
+
+impl Located {
+    /// The info hash.
+    pub fn info_hash(&self) -> &InfoHash {
+        &self.key
+    }
+
+    fn part(&self) -> usize {
+        // The index takes its home slot from the low bits (fewer than 21 below a
+        // billion torrents) and its tag from the top ones (from bit 32 up); the
+        // partition takes 11 bits between them, so both vary within a partition.
+        (self.hash >> 21) as usize % PARTITIONS
+    }
+}
+
 /// One partition: its values, dense, and the index that finds them.
 #[derive(Debug)]
 struct Partition<T> {
@@ -98,39 +127,45 @@ impl<T> Partitions<T> {
         self.len
     }
 
-    fn locate(&self, key: &InfoHash) -> (u64, usize) {
-        let hash = self.hasher.hash_one(key);
-        // The index takes its home slot from the low bits (fewer than 21 below a
-        // billion torrents) and its tag from the top ones (from bit 32 up); the
-        // partition takes 11 bits between them, so both vary within a partition.
-        (hash, (hash >> 21) as usize % PARTITIONS)
+    /// `key` with its hash, which picks its partition and its index slot.
+    pub(crate) fn locate(&self, key: &InfoHash) -> Located {
+        Located {
+            key: *key,
+            hash: self.hasher.hash_one(key),
+        }
+    }
+
+    fn part(&self, at: &Located) -> &Partition<T> {
+        &self.parts[at.part()]
     }
 
     /// The value of `key`.
     pub(crate) fn get(&self, key: &InfoHash) -> Option<&T> {
-        let (hash, part) = self.locate(key);
-        let part = &self.parts[part];
-        part.find(hash, key)
+        self.get_at(&self.locate(key))
+    }
+
+    /// The value of a located key.
+    pub(crate) fn get_at(&self, at: &Located) -> Option<&T> {
+        let part = self.part(at);
+        part.find(at.hash, &at.key)
             .map(|position| &part.values[position].1)
     }
 
-    /// Starts fetching the index slot `key` is probed at first (see
+    /// Starts fetching the index slot a located key is probed at first (see
     /// [`prefetch`](crate::prefetch)); its address is known without reading memory.
-    pub(crate) fn prefetch_slot(&self, key: &InfoHash) {
-        let (hash, part) = self.locate(key);
-        self.parts[part].index.prefetch(hash);
+    pub(crate) fn prefetch_slot(&self, at: &Located) {
+        self.part(at).index.prefetch(at.hash);
     }
 
-    /// Starts fetching the value of `key`, reading the index slots only (best after
-    /// [`prefetch_slot`](Self::prefetch_slot) had time to bring them in). The first
-    /// entry whose tag matches is taken, so a tag shared with another key costs a
+    /// Starts fetching the value of a located key, reading the index slots only (best
+    /// after [`prefetch_slot`](Self::prefetch_slot) had time to bring them in). The
+    /// first entry whose tag matches is taken, so a tag shared with another key costs a
     /// wasted fetch, never a wrong answer.
-    pub(crate) fn prefetch_value(&self, key: &InfoHash) {
-        let (hash, part) = self.locate(key);
-        let part = &self.parts[part];
+    pub(crate) fn prefetch_value(&self, at: &Located) {
+        let part = self.part(at);
         if let Some(value) = part
             .index
-            .find(hash, |_| true)
+            .find(at.hash, |_| true)
             .and_then(|position| part.values.get(position))
         {
             crate::prefetch::prefetch(value, 2);
@@ -139,9 +174,13 @@ impl<T> Partitions<T> {
 
     /// The value of `key`, mutably.
     pub(crate) fn get_mut(&mut self, key: &InfoHash) -> Option<&mut T> {
-        let (hash, part) = self.locate(key);
-        let part = &mut self.parts[part];
-        let position = part.find(hash, key)?;
+        self.get_mut_at(&self.locate(key))
+    }
+
+    /// The value of a located key, mutably.
+    pub(crate) fn get_mut_at(&mut self, at: &Located) -> Option<&mut T> {
+        let part = &mut self.parts[at.part()];
+        let position = part.find(at.hash, &at.key)?;
         Some(&mut part.values[position].1)
     }
 
@@ -153,9 +192,19 @@ impl<T> Partitions<T> {
         may_insert: bool,
         make: impl FnOnce() -> T,
     ) -> Option<&mut T> {
-        let (hash, part) = self.locate(key);
-        let part = &mut self.parts[part];
-        if let Some(position) = part.find(hash, key) {
+        self.get_or_insert_at(&self.locate(key), may_insert, make)
+    }
+
+    /// The value of a located key, inserted with `make` if missing and `may_insert`
+    /// allows; `None` when it is missing and may not be inserted.
+    pub(crate) fn get_or_insert_at(
+        &mut self,
+        at: &Located,
+        may_insert: bool,
+        make: impl FnOnce() -> T,
+    ) -> Option<&mut T> {
+        let part = &mut self.parts[at.part()];
+        if let Some(position) = part.find(at.hash, &at.key) {
             return Some(&mut part.values[position].1);
         }
         if !may_insert {
@@ -165,9 +214,9 @@ impl<T> Partitions<T> {
         if position == part.values.capacity() {
             part.values.reserve_exact(growth(position));
         }
-        part.values.push((*key, make()));
+        part.values.push((at.key, make()));
         if part.values.len() <= part.index.room() {
-            part.index.insert(hash, position);
+            part.index.insert(at.hash, position);
         } else {
             part.rebuild_index(&self.hasher);
         }
@@ -292,8 +341,11 @@ mod tests {
             assert_eq!(map.len(), model.len());
             for (key, value) in &model {
                 assert_eq!(map.get(key), Some(value));
-                map.prefetch_slot(key);
-                map.prefetch_value(key);
+                let at = map.locate(key);
+                assert_eq!(at.info_hash(), key);
+                map.prefetch_slot(&at);
+                map.prefetch_value(&at);
+                assert_eq!(map.get_at(&at), Some(value));
             }
             let missing = [0xff; 20];
             assert_eq!(map.get(&missing), None);

@@ -96,18 +96,33 @@ impl<K: PeerKey, X: PeerData> PeerList<K, X> {
         }
     }
 
-    /// Starts fetching what [`find`](Self::find) for `key` and [`select`](Self::select)
-    /// read first: the first peers, and the index slot `key` is probed at if the list
-    /// has an index (see
+    /// Starts fetching what [`find`](Self::find) for `key` reads, in two steps (see
     /// [`TorrentMap::prefetch_announce`](crate::TorrentMap::prefetch_announce)).
-    pub fn prefetch(&self, key: &K, hasher: &impl BuildHasher) {
-        crate::prefetch::prefetch_bytes(
-            self.peers.as_ptr().cast(),
-            self.peers.len() * size_of::<Peer<K, X>>(),
-            2,
-        );
-        if self.index.is_some() {
-            self.index.prefetch(hasher.hash_one(key));
+    ///
+    /// Without an index, `find` and [`select`](Self::select) read the first peers:
+    /// step 0 fetches them and step 1 has nothing left to do. With one, the peers
+    /// are too many to fetch and are read where the index points: step 0 fetches
+    /// the index slot `key` is probed at, step 1 the peer that slot names.
+    pub fn prefetch(&self, step: usize, key: &K, hasher: &impl BuildHasher) {
+        if !self.index.is_some() {
+            if step == 0 {
+                crate::prefetch::prefetch_bytes(
+                    self.peers.as_ptr().cast(),
+                    self.peers.len() * size_of::<Peer<K, X>>(),
+                    2,
+                );
+            }
+            return;
+        }
+        let hash = hasher.hash_one(key);
+        if step == 0 {
+            self.index.prefetch(hash);
+        } else if let Some(peer) = self
+            .index
+            .find(hash, |_| true)
+            .and_then(|position| self.peers.get(position))
+        {
+            crate::prefetch::prefetch(peer, 1);
         }
     }
 

@@ -11,13 +11,13 @@ use rand::Rng;
 
 use crate::InfoHash;
 use crate::census::Census;
-use crate::partitions::{PARTITIONS, Partitions};
+use crate::partitions::{Located, PARTITIONS, Partitions};
 use crate::peer::{Peer, PeerData};
 use crate::peer_set::{DualStack, ListIn, PeerSet};
 use crate::time::ServerTime;
 
 /// Steps of [`TorrentMap::prefetch_announce`].
-pub const PREFETCH_STEPS: usize = 3;
+pub const PREFETCH_STEPS: usize = 4;
 
 /// What an announce says about the peer's state change.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -264,7 +264,16 @@ impl<S: PeerSet> TorrentMap<S> {
         now.plus(self.peer_timeout)
     }
 
-    /// Starts fetching what an announce to torrent `info_hash` from the peer `key` will
+    /// `info_hash` with its hash in this map, for [`prefetch_announce`] and
+    /// [`announce_located`]: a batch hashes each info hash once.
+    ///
+    /// [`prefetch_announce`]: Self::prefetch_announce
+    /// [`announce_located`]: Self::announce_located
+    pub fn locate(&self, info_hash: &InfoHash) -> Located {
+        self.torrents.locate(info_hash)
+    }
+
+    /// Starts fetching what an announce to a located torrent from the peer `key` will
     /// read, in [`PREFETCH_STEPS`] steps, so that a batch of announces waits on memory
     /// together rather than once per request.
     ///
@@ -272,16 +281,17 @@ impl<S: PeerSet> TorrentMap<S> {
     /// and so on, then the announces themselves. Each step reads only what the step
     /// before fetched, and asks for the next level: step 0 the index slot of the
     /// torrent (its address needs no memory read), step 1 the torrent the slot names,
-    /// step 2 the torrent's first peers and, in a large swarm, the index slot `key`
-    /// is probed at. Hints only: skipping a step changes nothing but speed.
-    pub fn prefetch_announce<K: ListIn<S>>(&self, step: usize, info_hash: &InfoHash, key: &K) {
+    /// step 2 the torrent's first peers or, in a swarm large enough to have an index,
+    /// the index slot `key` is probed at, and step 3 the peer that slot names. Hints
+    /// only: skipping a step changes nothing but speed.
+    pub fn prefetch_announce<K: ListIn<S>>(&self, step: usize, torrent: &Located, key: &K) {
         match step {
-            0 => self.torrents.prefetch_slot(info_hash),
-            1 => self.torrents.prefetch_value(info_hash),
+            0 => self.torrents.prefetch_slot(torrent),
+            1 => self.torrents.prefetch_value(torrent),
             _ => {
-                let torrent = self.torrents.get(info_hash);
+                let torrent = self.torrents.get_at(torrent);
                 if let Some(list) = torrent.and_then(|t| K::list(&t.peers)) {
-                    list.prefetch(key, &self.peer_hasher);
+                    list.prefetch(step - 2, key, &self.peer_hasher);
                 }
             }
         }
@@ -323,10 +333,23 @@ impl<S: PeerSet> TorrentMap<S> {
         rng: &mut impl Rng,
         emit: impl FnMut(&mut Peer<K, S::Data>),
     ) -> Result<Announced, Refused> {
+        let torrent = self.locate(info_hash);
+        self.announce_located(&torrent, announce, now, rng, emit)
+    }
+
+    /// [`announce`](Self::announce) to a torrent [located](Self::locate) in this map.
+    pub fn announce_located<K: ListIn<S>>(
+        &mut self,
+        located: &Located,
+        announce: Announce<K, S::Data>,
+        now: ServerTime,
+        rng: &mut impl Rng,
+        emit: impl FnMut(&mut Peer<K, S::Data>),
+    ) -> Result<Announced, Refused> {
         let hasher = &self.peer_hasher;
         if announce.event == AnnounceEvent::Stopped {
             // Leaving: never create a torrent for it, and send no peers.
-            let Some(torrent) = self.torrents.get_mut(info_hash) else {
+            let Some(torrent) = self.torrents.get_mut_at(located) else {
                 return Ok(Announced::default());
             };
             let list = K::list_mut(&mut torrent.peers);
@@ -348,7 +371,7 @@ impl<S: PeerSet> TorrentMap<S> {
         let may_add_torrent = self.torrents.len() < self.capacity.torrents;
         let Some(torrent) =
             self.torrents
-                .get_or_insert(info_hash, may_add_torrent, Torrent::default)
+                .get_or_insert_at(located, may_add_torrent, Torrent::default)
         else {
             self.refusals.torrents += 1;
             return Err(Refused::TorrentsFull);

@@ -10,8 +10,8 @@ use shoal_common::access_list::AccessSnapshot;
 use shoal_common::metrics::ShardStatus;
 use shoal_runtime::{Shard, status_of};
 use shoal_swarm::{
-    Announce, BitTorrentMap, ChangeLog, CleanReport, DualStack, InfoHash, ListIn, PREFETCH_STEPS,
-    PeerAddr, PeerAddress, RecordError, Replicated, ServerTime,
+    Announce, BitTorrentMap, ChangeLog, CleanReport, DualStack, InfoHash, ListIn, Located,
+    PREFETCH_STEPS, PeerAddr, PeerAddress, RecordError, Replicated, ServerTime,
 };
 use shoal_udp_protocol::TransactionId;
 use shoal_udp_protocol::response::{
@@ -34,6 +34,9 @@ pub(crate) struct UdpShard {
     pub(crate) interval: u32,
     /// Changes for the other nodes, when the swarms are shared (`[cluster]`).
     pub(crate) changes: Option<ChangeLog>,
+    /// The torrent of each announce of the batch being served, hashed once for the
+    /// prefetch steps and the announce; kept to reuse its memory.
+    located: Vec<Located>,
 }
 
 impl Shard for UdpShard {
@@ -78,6 +81,22 @@ impl Shard for UdpShard {
 }
 
 impl UdpShard {
+    /// A shard with `torrents`, telling clients to announce every `interval` seconds.
+    pub(crate) fn new(
+        torrents: BitTorrentMap<()>,
+        rng: SmallRng,
+        interval: u32,
+        changes: Option<ChangeLog>,
+    ) -> Self {
+        Self {
+            torrents,
+            rng,
+            interval,
+            changes,
+            located: Vec::new(),
+        }
+    }
+
     /// Runs every request of `job` and leaves the replies in it.
     pub(crate) fn serve(&mut self, job: &mut Job, now: ServerTime) {
         let Job {
@@ -90,27 +109,38 @@ impl UdpShard {
         // torrent's slot and again on its peers: ask for the batch's memory level by
         // level first, so the misses overlap instead of queueing one request at a time
         // (documents/benchmarks/floor-2026-11-23.md).
+        self.located.clear();
+        for request in requests.iter() {
+            if let RequestKind::Announce(work) = &request.kind {
+                self.located.push(self.torrents.locate(&work.info_hash));
+            }
+        }
         for step in 0..PREFETCH_STEPS {
-            for request in requests.iter() {
-                if let RequestKind::Announce(work) = &request.kind {
-                    let (torrents, hash) = (&self.torrents, &work.info_hash);
-                    match &work.peer {
-                        PeerAddress::V4(addr) => torrents.prefetch_announce(step, hash, addr),
-                        PeerAddress::V6(addr) => torrents.prefetch_announce(step, hash, addr),
-                    }
+            let announces = requests.iter().filter_map(|request| match &request.kind {
+                RequestKind::Announce(work) => Some(&work.peer),
+                _ => None,
+            });
+            for (peer, torrent) in announces.zip(&self.located) {
+                let torrents = &self.torrents;
+                match peer {
+                    PeerAddress::V4(addr) => torrents.prefetch_announce(step, torrent, addr),
+                    PeerAddress::V6(addr) => torrents.prefetch_announce(step, torrent, addr),
                 }
             }
         }
+        let mut located = 0;
         for request in requests.drain(..) {
             match request.kind {
                 RequestKind::Announce(work) => {
                     let (transaction_id, out) = (request.transaction_id, &mut replies.bytes);
+                    let torrent = self.located[located];
+                    located += 1;
                     let answered = match work.peer {
                         PeerAddress::V4(addr) => {
-                            self.announce(&work, addr, transaction_id, now, out)
+                            self.announce(&work, &torrent, addr, transaction_id, now, out)
                         }
                         PeerAddress::V6(addr) => {
-                            self.announce(&work, addr, transaction_id, now, out)
+                            self.announce(&work, &torrent, addr, transaction_id, now, out)
                         }
                     };
                     let kind = if answered {
@@ -154,6 +184,7 @@ impl UdpShard {
     fn announce<A: PeerAddr + ListIn<DualStack<()>>>(
         &mut self,
         work: &AnnounceWork,
+        torrent: &Located,
         addr: A,
         transaction_id: TransactionId,
         now: ServerTime,
@@ -170,7 +201,7 @@ impl UdpShard {
         };
         let result =
             self.torrents
-                .announce(&work.info_hash, announce, now, &mut self.rng, |peer| {
+                .announce_located(torrent, announce, now, &mut self.rng, |peer| {
                     out.extend_from_slice(peer.key().as_bytes());
                 });
         // BitTorrent peers (addresses) belong to nobody, so the only refusal is a

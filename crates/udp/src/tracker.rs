@@ -133,12 +133,12 @@ fn serve(
                 shards,
             ));
         }
-        UdpShard {
+        UdpShard::new(
             torrents,
-            rng: rand::make_rng(),
-            interval: config.protocol.announce_interval,
-            changes: config.cluster.enabled().then(ChangeLog::default),
-        }
+            rand::make_rng(),
+            config.protocol.announce_interval,
+            config.cluster.enabled().then(ChangeLog::default),
+        )
     };
 
     let (job_senders, job_receivers) = swarm_channels::<Job>(swarm_workers, queue_len);

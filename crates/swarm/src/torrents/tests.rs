@@ -711,12 +711,15 @@ fn prefetching_changes_nothing_a_batch_sees() {
                 i % 3 == 0,
                 AnnounceEvent::None,
             );
+            let (torrent, missing) = (
+                prefetched.map.locate(&HASH),
+                prefetched.map.locate(&[9; 20]),
+            );
             for step in 0..PREFETCH_STEPS {
-                prefetched.map.prefetch_announce(step, &HASH, &request.key);
-                prefetched
-                    .map
-                    .prefetch_announce(step, &HASH, &V6Addr([1; 18]));
-                prefetched.map.prefetch_announce(step, &[9; 20], &v4(2, 2));
+                let map = &prefetched.map;
+                map.prefetch_announce(step, &torrent, &request.key);
+                map.prefetch_announce(step, &torrent, &V6Addr([1; 18]));
+                map.prefetch_announce(step, &missing, &v4(2, 2));
             }
             assert_eq!(plain.announce(request), prefetched.announce(request));
         }

@@ -37,14 +37,16 @@ pub(crate) fn rig_with(
     let ids = ConnectionIds::with_keys((7, 8), config.protocol.connection_id_lifetime);
     let dispatcher = Dispatcher::new(0, &config, ids, Arc::new(access), senders);
     let shards = (0..swarm_workers)
-        .map(|i| UdpShard {
-            torrents: BitTorrentMap::new(
-                config.cleaning.peer_timeout,
-                shoal_swarm::Capacity::UNLIMITED,
-            ),
-            rng: SmallRng::seed_from_u64(i as u64),
-            interval: config.protocol.announce_interval,
-            changes: None,
+        .map(|i| {
+            UdpShard::new(
+                BitTorrentMap::new(
+                    config.cleaning.peer_timeout,
+                    shoal_swarm::Capacity::UNLIMITED,
+                ),
+                SmallRng::seed_from_u64(i as u64),
+                config.protocol.announce_interval,
+                None,
+            )
         })
         .collect();
     Rig {
