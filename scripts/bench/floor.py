@@ -85,14 +85,20 @@ def main():
                    help="shoal_udp's swarm_workers (0: the socket worker keeps the torrents)")
     p.add_argument("--port", type=int, default=3999)
     p.add_argument("--max-load", type=float, default=0.7)
+    p.add_argument("--load-testers", default="shoal,aquatic",
+                   help="which load testers to run, of shoal,aquatic (aquatic needs --aquatic-dir)")
     p.add_argument("--force", action="store_true")
     a = p.parse_args()
     a.workers, a.load_workers = 0, 0
     a.opentracker, a.baseline_dir = None, None
+    wanted = a.load_testers.split(",")
+    unknown = set(wanted) - {"shoal", "aquatic"}
+    if unknown:
+        p.error(f"--load-testers: unknown {', '.join(sorted(unknown))}")
     require_idle(a.max_load, a.force)
     bench = Floor(a)
     trackers = [t for pair in PAIRS for t in pair] + (["floor-one-by-one"] if a.one_by_one else [])
-    loads = ["shoal"] + (["aquatic"] if a.aquatic_dir else [])
+    loads = [load for load in ("shoal", "aquatic") if load in wanted and (load == "shoal" or a.aquatic_dir)]
     for load in loads:
         runs = {t: [] for t in trackers}
         print(f"\n{load}_udp_load_test:\n")
