@@ -36,6 +36,7 @@ struct SimulatedPeer {
     seeder: bool,
 }
 
+#[allow(clippy::print_stdout)] // the figures are the output
 fn main() {
     let mut args = std::env::args().skip(1).map(|a| a.parse::<usize>());
     let torrents = args
