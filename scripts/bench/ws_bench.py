@@ -11,7 +11,8 @@ its runs use TLS on both trackers; shoal_ws_load_test runs both ws and wss.
 
 shoal_ws's per-connection limits are set far above what the load testers trigger:
 `limits.max_requests_per_second = 0` (off), `limits.max_torrents_per_connection`,
-`limits.max_outgoing_messages` and `protocol.max_pending_offers` raised. Their
+`limits.max_outgoing_messages`, `limits.max_outgoing_bytes_per_worker` (not for a
+--baseline-dir build older than that key) and `protocol.max_pending_offers` raised. Their
 defaults suit browsers on a public tracker; a load tester's connection announces in
 thousands of torrents, receives hundreds of offers a second and answers only the
 latest, and the defaults would otherwise be what is measured. aquatic_ws has no such
@@ -81,6 +82,7 @@ class Bench:
         a = self.a
         cert, key = self.path("tls/cert.pem"), self.path("tls/key.pem")
         if tracker in ("shoal", "shoal-before"):
+            budget = "" if tracker == "shoal-before" else "max_outgoing_bytes_per_worker = 17179869184\n"
             config = self.write("shoal.toml", f"""
 socket_workers = {self.workers}
 swarm_workers = {a.swarm_workers}
@@ -95,7 +97,7 @@ max_connections = 1000000
 max_requests_per_second = 0
 max_torrents_per_connection = 1000000
 max_outgoing_messages = 8192
-[protocol]
+{budget}[protocol]
 max_pending_offers = 1000
 [statistics]
 interval = 0

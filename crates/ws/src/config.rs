@@ -97,6 +97,12 @@ pub struct LimitsConfig {
     /// their session descriptions). A client that reads too slowly to keep under this
     /// is disconnected, like one over max_outgoing_messages.
     pub max_outgoing_bytes: usize,
+    /// Bytes waiting to be written over all connections of one socket worker. Without
+    /// it, clients that never read could make every connection hold max_outgoing_bytes.
+    /// A message that would go past it first disconnects the connection holding the
+    /// most (counted and logged as a slow reader); a client that keeps up holds next
+    /// to nothing.
+    pub max_outgoing_bytes_per_worker: usize,
     /// Batches of requests waiting for each swarm worker. When full, requests get a
     /// "tracker busy" error instead of waiting.
     pub swarm_queue_len: usize,
@@ -117,6 +123,7 @@ impl Default for LimitsConfig {
             max_torrents_per_connection: 1000,
             max_outgoing_messages: 256,
             max_outgoing_bytes: 1 << 20,
+            max_outgoing_bytes_per_worker: 256 << 20,
             swarm_queue_len: 256,
             io_memory: 1 << 20,
         }
@@ -235,6 +242,11 @@ impl TrackerKind for Ws {
             p.check(
                 limits.max_outgoing_bytes >= limits.max_message_size,
                 "max_outgoing_bytes",
+                "must be at least max_message_size (one forwarded offer can be that big)",
+            );
+            p.check(
+                limits.max_outgoing_bytes_per_worker >= limits.max_message_size,
+                "max_outgoing_bytes_per_worker",
                 "must be at least max_message_size (one forwarded offer can be that big)",
             );
             shoal_common::memlock::validate_io_memory(p, limits.io_memory);

@@ -74,12 +74,13 @@ impl TcpTracker for WsTracker {
 
     fn state(
         index: usize,
-        _: &Config<Ws>,
+        config: &Config<Ws>,
         swarms: Vec<Sender<Vec<SwarmRequest>>>,
         local: Option<LocalSwarm<Swarms>>,
     ) -> State {
+        let budget = config.limits.max_outgoing_bytes_per_worker;
         State {
-            router: Rc::new(RefCell::new(Router::new(index, swarms, local))),
+            router: Rc::new(RefCell::new(Router::new(index, swarms, local, budget))),
         }
     }
 

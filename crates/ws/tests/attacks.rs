@@ -1,7 +1,8 @@
 //! Attacks on a running WebTorrent tracker, each with the defence it must meet: taking
 //! over another browser's peer id, answering or stopping for it, answering without
 //! limit, keeping a connection with pings, flooding a reader that never reads with big
-//! offers, one address taking every connection or sending too much over several, and
+//! offers, many readers that never read holding the worker's memory, one address
+//! taking every connection or sending too much over several, and
 //! a flood of fresh info hashes.
 
 mod support;
@@ -167,6 +168,95 @@ fn a_reader_that_never_reads_is_cut_off_by_bytes_not_messages() {
         }
     }
     assert!(eventually(|| tracker.stats().requests.slow_readers == 1));
+}
+
+#[test]
+fn readers_that_never_read_are_cut_off_by_the_worker_budget_and_a_prompt_reader_is_not() {
+    // No connection can reach its own limits here: only the worker's budget can
+    // close one.
+    let mut config = unlimited();
+    config.socket_workers = 1;
+    config.limits.max_outgoing_messages = 1_000_000;
+    config.limits.max_outgoing_bytes = 1 << 30;
+    config.limits.max_message_size = 32 * 1024;
+    config.limits.max_frame_size = 32 * 1024;
+    config.limits.max_outgoing_bytes_per_worker = 64 * 1024;
+    let tracker = start(config);
+    let torrent = id("torrent");
+    let mut sleepers: Vec<_> = (0..2)
+        .map(|i| {
+            let mut sleeper = connect(v4(&tracker));
+            sleeper.announce(torrent, id(&format!("sleeper{i}")), json!({}));
+            sleeper.receive();
+            sleeper
+        })
+        .collect();
+    let mut reader = connect(v4(&tracker));
+    reader.announce(torrent, id("reader"), json!({}));
+    reader.receive();
+    reader
+        .socket
+        .get_ref()
+        .set_read_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let reading = {
+        let stop = std::sync::Arc::clone(&stop);
+        std::thread::spawn(move || {
+            let mut offers = 0;
+            loop {
+                match reader.socket.read() {
+                    Ok(Message::Text(_)) => offers += 1,
+                    Ok(Message::Close(_)) => return (offers, false),
+                    Ok(_) => {}
+                    Err(tungstenite::Error::Io(err))
+                        if matches!(
+                            err.kind(),
+                            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                        ) =>
+                    {
+                        if stop.load(std::sync::atomic::Ordering::Relaxed) {
+                            return (offers, true);
+                        }
+                    }
+                    Err(_) => return (offers, false),
+                }
+            }
+        })
+    };
+    let mut sender = connect(v4(&tracker));
+    let big = json!([{"offer": {"type": "offer", "sdp": "x".repeat(16 * 1024)}, "offer_id": chars(id("big"))}]);
+    for _ in 0..10_000 {
+        sender.announce(torrent, id("sender"), json!({"offers": big}));
+        sender.receive();
+        if tracker.stats().requests.slow_readers == 2 {
+            break;
+        }
+    }
+    assert!(eventually(|| tracker.stats().requests.slow_readers == 2));
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let (offers, open) = reading.join().unwrap();
+    assert!(open, "the prompt reader was closed after {offers} offers");
+    assert!(offers > 0);
+    // Each sleeper finds its connection closed under whatever the kernel still holds
+    // for it (a reset, when unread bytes were left behind).
+    for sleeper in &mut sleepers {
+        loop {
+            match sleeper.socket.read() {
+                Ok(Message::Close(_)) => break,
+                Ok(_) => {}
+                Err(tungstenite::Error::Io(err))
+                    if matches!(
+                        err.kind(),
+                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                    ) =>
+                {
+                    panic!("a sleeper is still connected")
+                }
+                Err(_) => break,
+            }
+        }
+    }
 }
 
 #[test]

@@ -33,7 +33,7 @@ use tungstenite::{Error as WsError, Message};
 
 use super::Worker;
 use super::handshake::{Opening, open};
-use super::router::{ConnectionQueue, QueueLimit, submit};
+use super::router::{ConnectionQueue, Overflow, QueueLimit, submit};
 use crate::messages::{ConnectionRef, RequestKind, SwarmRequest, ToConnection};
 use shoal_ws_protocol::opening::Refusal;
 
@@ -233,6 +233,7 @@ impl<'a> Session<'a> {
                 input: &mut &[][..],
                 output: &mut self.out,
             });
+            self.queue.set_writing(self.out.len());
             if !self.out.is_empty() {
                 // A client that stops reading blocks this write while its queue fills
                 // up: watch the queue meanwhile.
@@ -249,9 +250,11 @@ impl<'a> Session<'a> {
                     if self.queue.overflowed() {
                         self.slow_reader();
                     }
+                    self.queue.set_writing(0);
                     return;
                 }
                 self.out.clear();
+                self.queue.set_writing(0);
             }
             if self.closing {
                 return;
@@ -289,12 +292,20 @@ impl<'a> Session<'a> {
     fn slow_reader(&self) {
         self.local.counters.borrow_mut().slow_readers += 1;
         let limits = &self.local.config.limits;
-        log::info!(
-            "closing the connection of {}: it reads too slowly (over {} messages or {} bytes waiting)",
-            self.peer,
-            limits.max_outgoing_messages,
-            limits.max_outgoing_bytes,
-        );
+        if self.queue.overflow_reason() == Some(Overflow::Worker) {
+            log::info!(
+                "closing the connection of {}: it held the most of this worker's {} bytes waiting to be written",
+                self.peer,
+                limits.max_outgoing_bytes_per_worker,
+            );
+        } else {
+            log::info!(
+                "closing the connection of {}: it reads too slowly (over {} messages or {} bytes waiting)",
+                self.peer,
+                limits.max_outgoing_messages,
+                limits.max_outgoing_bytes,
+            );
+        }
     }
 
     /// Hands bytes to tungstenite and serves every complete message; returns whether

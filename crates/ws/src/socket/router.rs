@@ -11,6 +11,13 @@
 //! Messages for connections ([`Router::deliver`]) go into each connection's
 //! [`ConnectionQueue`]; a queue that would grow past its limit marks its connection
 //! as too slow instead, and the connection closes itself.
+//!
+//! The queues of one socket worker also share an [`OutgoingBudget`]: the bytes waiting
+//! in them and in the writes under way. Without it, clients that never read could
+//! make every connection hold its own limit, `max_connections` times over. A message
+//! that would take the worker past its budget first closes the connection holding the
+//! most. That is the slowest reader, and a client that keeps up holds next to
+//! nothing.
 
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
@@ -31,9 +38,53 @@ pub(crate) struct ConnectionQueue {
     messages: RefCell<VecDeque<ToConnection>>,
     /// Estimated bytes of the queued messages as written.
     bytes: Cell<usize>,
+    /// Bytes of the write under way (messages taken from the queue, not yet sent).
+    writing: Cell<usize>,
     waker: Cell<Option<Waker>>,
-    overflowed: Cell<bool>,
+    overflowed: Cell<Option<Overflow>>,
     limit: QueueLimit,
+    /// The socket worker's budget, which counts `bytes` and `writing` until the queue
+    /// overflows (the connection is closing then) or is dropped.
+    budget: Rc<OutgoingBudget>,
+}
+
+/// Which limit a queue ran into.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Overflow {
+    /// Its own limit in messages or bytes.
+    Connection,
+    /// The socket worker's budget, and this connection held the most.
+    Worker,
+}
+
+/// Bytes waiting to be written over all connections of one socket worker.
+#[derive(Debug)]
+pub(crate) struct OutgoingBudget {
+    limit: usize,
+    used: Cell<usize>,
+}
+
+impl OutgoingBudget {
+    pub(crate) fn new(limit: usize) -> Self {
+        Self {
+            limit,
+            used: Cell::new(0),
+        }
+    }
+
+    /// Bytes counted now.
+    #[cfg(test)]
+    pub(crate) fn used(&self) -> usize {
+        self.used.get()
+    }
+
+    fn add(&self, bytes: usize) {
+        self.used.set(self.used.get() + bytes);
+    }
+
+    fn remove(&self, bytes: usize) {
+        self.used.set(self.used.get() - bytes);
+    }
 }
 
 /// How much may wait for one connection.
@@ -55,47 +106,98 @@ impl std::fmt::Debug for ConnectionQueue {
 }
 
 impl ConnectionQueue {
-    fn new(limit: QueueLimit) -> Self {
+    fn new(limit: QueueLimit, budget: Rc<OutgoingBudget>) -> Self {
         Self {
             messages: RefCell::new(VecDeque::new()),
             bytes: Cell::new(0),
+            writing: Cell::new(0),
             waker: Cell::new(None),
-            overflowed: Cell::new(false),
+            overflowed: Cell::new(None),
             limit,
+            budget,
         }
     }
 
     /// Queues a message; past a limit, marks the connection as too slow instead.
     pub(crate) fn push(&self, message: ToConnection) {
-        let mut messages = self.messages.borrow_mut();
         let weight = message.weight();
-        if messages.len() >= self.limit.messages || self.bytes.get() + weight > self.limit.bytes {
-            self.overflowed.set(true);
-        } else if !self.overflowed.get() {
-            messages.push_back(message);
+        let full = {
+            let messages = self.messages.borrow();
+            messages.len() >= self.limit.messages || self.bytes.get() + weight > self.limit.bytes
+        };
+        if full {
+            self.overflow_with(Overflow::Connection);
+        } else if self.overflowed.get().is_none() {
+            self.messages.borrow_mut().push_back(message);
             self.bytes.set(self.bytes.get() + weight);
+            self.budget.add(weight);
         }
+        self.wake();
+    }
+
+    /// The next message to write; its bytes stay counted in the budget until the
+    /// write they go into is done ([`set_writing`](Self::set_writing)).
+    pub(crate) fn pop(&self) -> Option<ToConnection> {
+        let message = self.messages.borrow_mut().pop_front()?;
+        let weight = message.weight();
+        self.bytes.set(self.bytes.get() - weight);
+        if self.overflowed.get().is_none() {
+            self.writing.set(self.writing.get() + weight);
+        }
+        Some(message)
+    }
+
+    /// The connection's write under way holds `bytes` (0 once it is done): what the
+    /// budget counts for it from now on, in place of the messages popped for it.
+    pub(crate) fn set_writing(&self, bytes: usize) {
+        if self.overflowed.get().is_none() {
+            self.budget.remove(self.writing.get());
+            self.budget.add(bytes);
+            self.writing.set(bytes);
+        }
+    }
+
+    /// Bytes this connection holds: waiting, and in the write under way.
+    fn holding(&self) -> usize {
+        self.bytes.get() + self.writing.get()
+    }
+
+    /// Whether a message had to be refused: the client reads too slowly.
+    pub(crate) fn overflowed(&self) -> bool {
+        self.overflowed.get().is_some()
+    }
+
+    /// Which limit the queue ran into, once it overflowed.
+    pub(crate) fn overflow_reason(&self) -> Option<Overflow> {
+        self.overflowed.get()
+    }
+
+    /// Marks the connection as too slow. It is closing: the budget stops counting
+    /// it, and past the worker's budget its waiting messages go at once.
+    fn overflow_with(&self, reason: Overflow) {
+        if self.overflowed.get().is_some() {
+            return;
+        }
+        self.overflowed.set(Some(reason));
+        self.budget.remove(self.holding());
+        self.writing.set(0);
+        if reason == Overflow::Worker {
+            self.messages.borrow_mut().clear();
+            self.bytes.set(0);
+        }
+        self.wake();
+    }
+
+    fn wake(&self) {
         if let Some(waker) = self.waker.take() {
             waker.wake();
         }
     }
 
-    /// The next message to write.
-    pub(crate) fn pop(&self) -> Option<ToConnection> {
-        let message = self.messages.borrow_mut().pop_front()?;
-        self.bytes.set(self.bytes.get() - message.weight());
-        Some(message)
-    }
-
-    /// Whether a message had to be refused: the client reads too slowly.
-    pub(crate) fn overflowed(&self) -> bool {
-        self.overflowed.get()
-    }
-
     /// Resolves once the queue overflowed.
     pub(crate) async fn overflow(&self) {
         poll_fn(|cx| {
-            if self.overflowed.get() {
+            if self.overflowed.get().is_some() {
                 Poll::Ready(())
             } else {
                 self.waker.set(Some(cx.waker().clone()));
@@ -108,7 +210,7 @@ impl ConnectionQueue {
     /// Resolves once there is a message (or the queue overflowed).
     pub(crate) async fn ready(&self) {
         poll_fn(|cx| {
-            if !self.messages.borrow().is_empty() || self.overflowed.get() {
+            if !self.messages.borrow().is_empty() || self.overflowed.get().is_some() {
                 Poll::Ready(())
             } else {
                 self.waker.set(Some(cx.waker().clone()));
@@ -116,6 +218,14 @@ impl ConnectionQueue {
             }
         })
         .await
+    }
+}
+
+impl Drop for ConnectionQueue {
+    fn drop(&mut self) {
+        if self.overflowed.get().is_none() {
+            self.budget.remove(self.holding());
+        }
     }
 }
 
@@ -128,15 +238,18 @@ pub(crate) struct Router {
     connections: HashMap<u64, Rc<ConnectionQueue>>,
     next_connection: u64,
     produced: Vec<(ConnectionRef, ToConnection)>,
+    budget: Rc<OutgoingBudget>,
 }
 
 impl Router {
     /// A router for `socket_worker` sending to `swarms`, or, when `local` is given,
-    /// answering from its own torrents.
+    /// answering from its own torrents; its connections may hold `outgoing_budget`
+    /// bytes in all.
     pub(crate) fn new(
         socket_worker: usize,
         swarms: Vec<Sender<Vec<SwarmRequest>>>,
         local: Option<LocalSwarm<Swarms>>,
+        outgoing_budget: usize,
     ) -> Self {
         Self {
             socket_worker: socket_worker as u16,
@@ -144,6 +257,7 @@ impl Router {
             connections: HashMap::new(),
             next_connection: 0,
             produced: Vec::new(),
+            budget: Rc::new(OutgoingBudget::new(outgoing_budget)),
         }
     }
 
@@ -155,7 +269,7 @@ impl Router {
     /// A new connection and its queue of at most `limit`.
     pub(crate) fn register(&mut self, limit: QueueLimit) -> (ConnectionRef, Rc<ConnectionQueue>) {
         self.next_connection += 1;
-        let queue = Rc::new(ConnectionQueue::new(limit));
+        let queue = Rc::new(ConnectionQueue::new(limit, Rc::clone(&self.budget)));
         self.connections
             .insert(self.next_connection, Rc::clone(&queue));
         let connection = ConnectionRef {
@@ -170,6 +284,27 @@ impl Router {
         self.connections.remove(&connection.id);
     }
 
+    /// Queues `message` for connection `id`, if it is still open. A message that
+    /// would take the worker past its budget first closes the connection holding the
+    /// most (the slowest reader; it may be `id` itself).
+    fn push(&self, id: u64, message: ToConnection) {
+        let Some(queue) = self.connections.get(&id) else {
+            return;
+        };
+        let budget = &self.budget;
+        if budget.used.get() + message.weight() > budget.limit {
+            let largest = self
+                .connections
+                .values()
+                .filter(|queue| !queue.overflowed())
+                .max_by_key(|queue| queue.holding());
+            if let Some(largest) = largest.filter(|queue| queue.holding() > 0) {
+                largest.overflow_with(Overflow::Worker);
+            }
+        }
+        queue.push(message);
+    }
+
     /// Sends `request` to swarm worker `worker` (or serves it here). Returns whether
     /// the caller must schedule a [`Router::flush`].
     pub(crate) fn submit(&mut self, worker: usize, request: SwarmRequest) -> bool {
@@ -177,9 +312,7 @@ impl Router {
             let mut produced = std::mem::take(&mut self.produced);
             local.serve(|swarms, now| swarms.serve(request, now, &mut produced));
             for (to, message) in produced.drain(..) {
-                if let Some(queue) = self.connections.get(&to.id) {
-                    queue.push(message);
-                }
+                self.push(to.id, message);
             }
             self.produced = produced;
             return false;
@@ -209,9 +342,7 @@ impl Router {
                     }
                 };
                 self.link.count_shed(1);
-                if let Some(queue) = self.connections.get(&request.from.id) {
-                    queue.push(busy);
-                }
+                self.push(request.from.id, busy);
             }
         }
     }
@@ -219,9 +350,7 @@ impl Router {
     /// Takes a batch of messages from a swarm worker.
     pub(crate) fn deliver(&mut self, batch: Vec<Delivery>) {
         for (connection, message) in batch {
-            if let Some(queue) = self.connections.get(&connection) {
-                queue.push(message);
-            }
+            self.push(connection, message);
         }
     }
 }
@@ -231,5 +360,119 @@ pub(crate) fn submit(router: &Rc<RefCell<Router>>, worker: usize, request: Swarm
     if router.borrow_mut().submit(worker, request) {
         let router = Rc::clone(router);
         glommio::spawn_local(async move { router.borrow_mut().flush() }).detach();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A message of `ToConnection::weight` 160.
+    fn message() -> ToConnection {
+        ToConnection::Shed {
+            info_hash: None,
+            scrape_id: None,
+        }
+    }
+
+    const WEIGHT: usize = 160;
+
+    const ROOMY: QueueLimit = QueueLimit {
+        messages: 1000,
+        bytes: 1 << 20,
+    };
+
+    fn router(budget: usize) -> Router {
+        Router::new(0, Vec::new(), None, budget)
+    }
+
+    #[test]
+    fn the_budget_counts_waiting_bytes_and_the_write_under_way_until_it_is_done() {
+        let mut router = router(1 << 20);
+        let (connection, queue) = router.register(ROOMY);
+        for _ in 0..3 {
+            router.push(connection.id, message());
+        }
+        assert_eq!(router.budget.used(), 3 * WEIGHT);
+        // Taken for writing: still held until written.
+        queue.pop().unwrap();
+        queue.pop().unwrap();
+        assert_eq!(router.budget.used(), 3 * WEIGHT);
+        queue.set_writing(1000);
+        assert_eq!(router.budget.used(), WEIGHT + 1000);
+        queue.set_writing(0);
+        assert_eq!(router.budget.used(), WEIGHT);
+        router.unregister(connection);
+        drop(queue);
+        assert_eq!(router.budget.used(), 0);
+    }
+
+    #[test]
+    fn a_connection_over_its_own_limit_stops_counting_at_once() {
+        let mut router = router(1 << 20);
+        let limit = QueueLimit {
+            messages: 1000,
+            bytes: 2 * WEIGHT,
+        };
+        let (connection, queue) = router.register(limit);
+        router.push(connection.id, message());
+        queue.pop().unwrap();
+        queue.set_writing(500);
+        router.push(connection.id, message());
+        router.push(connection.id, message());
+        router.push(connection.id, message());
+        assert_eq!(queue.overflow_reason(), Some(Overflow::Connection));
+        assert_eq!(router.budget.used(), 0);
+        // Closing: what it still does must not count twice.
+        while queue.pop().is_some() {}
+        queue.set_writing(0);
+        router.unregister(connection);
+        drop(queue);
+        assert_eq!(router.budget.used(), 0);
+    }
+
+    #[test]
+    fn past_the_budget_the_connection_holding_the_most_is_closed() {
+        let mut router = router(6 * WEIGHT);
+        let (slow, slow_queue) = router.register(ROOMY);
+        let (prompt, prompt_queue) = router.register(ROOMY);
+        let (idle, idle_queue) = router.register(ROOMY);
+        for _ in 0..4 {
+            router.push(slow.id, message());
+        }
+        router.push(prompt.id, message());
+        router.push(idle.id, message());
+        assert_eq!(router.budget.used(), 6 * WEIGHT);
+        // One more goes past the budget: the slow reader goes, with what it held.
+        router.push(prompt.id, message());
+        assert_eq!(slow_queue.overflow_reason(), Some(Overflow::Worker));
+        assert!(slow_queue.pop().is_none());
+        assert!(!prompt_queue.overflowed() && !idle_queue.overflowed());
+        assert_eq!(router.budget.used(), 3 * WEIGHT);
+        // A write under way counts too: now the prompt connection holds the most.
+        prompt_queue.pop().unwrap();
+        prompt_queue.set_writing(3 * WEIGHT);
+        router.push(idle.id, message());
+        assert_eq!(router.budget.used(), 6 * WEIGHT);
+        assert!(!prompt_queue.overflowed());
+        router.push(idle.id, message());
+        assert_eq!(prompt_queue.overflow_reason(), Some(Overflow::Worker));
+        assert!(!idle_queue.overflowed());
+        assert_eq!(router.budget.used(), 3 * WEIGHT);
+    }
+
+    #[test]
+    fn the_recipient_itself_may_be_the_one_that_holds_the_most() {
+        let mut router = router(3 * WEIGHT);
+        let (slow, slow_queue) = router.register(ROOMY);
+        let (other, _other_queue) = router.register(ROOMY);
+        for _ in 0..3 {
+            router.push(slow.id, message());
+        }
+        router.push(slow.id, message());
+        assert_eq!(slow_queue.overflow_reason(), Some(Overflow::Worker));
+        assert_eq!(router.budget.used(), 0);
+        router.push(other.id, message());
+        assert_eq!(router.budget.used(), WEIGHT);
     }
 }
