@@ -596,6 +596,11 @@ pub const CONNECTIONS_HELP: &str = "TCP connections accepted.";
 pub const OPEN_CONNECTIONS: &str = "shoal_connections_open";
 /// Its help line.
 pub const OPEN_CONNECTIONS_HELP: &str = "TCP connections open now.";
+/// Bytes waiting to be written to WebTorrent connections.
+pub const OUTGOING_BYTES: &str = "shoal_outgoing_bytes";
+/// Its help line.
+pub const OUTGOING_BYTES_HELP: &str =
+    "Bytes waiting to be written to connections now, writes under way included (ws).";
 
 #[cfg(test)]
 mod tests {

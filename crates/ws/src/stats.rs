@@ -2,8 +2,8 @@
 
 use shoal_common::metrics::{
     BANS, BANS_HELP, CONNECTIONS, CONNECTIONS_HELP, ERRORS, ERRORS_HELP, OPEN_CONNECTIONS,
-    OPEN_CONNECTIONS_HELP, REFUSED, REFUSED_HELP, REQUESTS, REQUESTS_HELP, RESPONSES,
-    RESPONSES_HELP,
+    OPEN_CONNECTIONS_HELP, OUTGOING_BYTES, OUTGOING_BYTES_HELP, REFUSED, REFUSED_HELP, REQUESTS,
+    REQUESTS_HELP, RESPONSES, RESPONSES_HELP,
 };
 use shoal_common::observe::{Observation, Observe};
 
@@ -24,6 +24,9 @@ shoal_common::counters! {
         bans,
         /// Connections currently open (a gauge: set, not added).
         open_connections,
+        /// Bytes waiting to be written to connections, writes under way included
+        /// (a gauge: set, not added; see `limits.max_outgoing_bytes_per_worker`).
+        outgoing_bytes,
         /// Connections that upgraded to WebSocket.
         upgraded,
         /// Upgrade requests refused (malformed, not WebSocket, too big, too slow).
@@ -102,7 +105,7 @@ pub fn summary(now: &StatsSnapshot, before: &StatsSnapshot, seconds: f64) -> Str
     let rate = |count: u64| count as f64 / seconds.max(0.001);
     format!(
         "announces/s {:.0}, offers/s {:.0}, answers/s {:.0}, scrapes/s {:.0}, new connections/s {:.0}, \
-         open connections {}; per interval: refused answers {}, peer ids taken {}, bad messages {}, oversized {}, \
+         open connections {}, outgoing bytes {}; per interval: refused answers {}, peer ids taken {}, bad messages {}, oversized {}, \
          denied {}, rate-limited {}, too many torrents {}, busy {}, slow readers {}, idle timeouts {}, \
          bad handshakes {}, TLS failures {}, refused connections {} (per client {}), client rate-limited {}, \
          banned {}, new bans {}, {}; torrents {}, peers {}",
@@ -112,6 +115,7 @@ pub fn summary(now: &StatsSnapshot, before: &StatsSnapshot, seconds: f64) -> Str
         rate(d.scrapes),
         rate(d.accepted),
         now.requests.open_connections,
+        now.requests.outgoing_bytes,
         d.answers_refused,
         d.peer_ids_taken,
         d.bad_messages,
@@ -206,6 +210,12 @@ impl Observe for SocketTotals {
             OPEN_CONNECTIONS_HELP,
             &[],
             self.open_connections as f64,
+        );
+        out.gauge(
+            OUTGOING_BYTES,
+            OUTGOING_BYTES_HELP,
+            &[],
+            self.outgoing_bytes as f64,
         );
     }
 }

@@ -5,6 +5,7 @@ use std::cell::RefCell;
 use std::net::SocketAddr;
 use std::rc::Rc;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::Sender;
@@ -109,6 +110,13 @@ impl TcpTracker for WsTracker {
         }
         let shed = router.link.tick(&worker.context.access);
         worker.counters.borrow_mut().shed(shed);
+        // A gauge: set, not added like the counters flushed after this tick.
+        worker
+            .context
+            .stats
+            .socket(worker.index)
+            .outgoing_bytes
+            .store(router.outgoing_bytes() as u64, Ordering::Relaxed);
     }
 }
 

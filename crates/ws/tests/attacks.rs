@@ -260,6 +260,40 @@ fn readers_that_never_read_are_cut_off_by_the_worker_budget_and_a_prompt_reader_
 }
 
 #[test]
+fn the_outgoing_gauge_shows_what_waits_for_a_reader_that_never_reads() {
+    let mut config = unlimited();
+    config.socket_workers = 1;
+    config.limits.max_outgoing_messages = 1_000_000;
+    config.limits.max_outgoing_bytes = 1 << 30;
+    let tracker = start(config);
+    let torrent = id("torrent");
+    let mut sleeper = connect(v4(&tracker));
+    sleeper.announce(torrent, id("sleeper"), json!({}));
+    sleeper.receive();
+    let mut sender = connect(v4(&tracker));
+    let big = json!([{"offer": {"type": "offer", "sdp": "x".repeat(8 * 1024)}, "offer_id": chars(id("big"))}]);
+    // Once the kernel's buffers are full, offers wait in the tracker; the gauge is
+    // set every tick (100 ms).
+    let mut sent = 0;
+    while tracker.stats().requests.outgoing_bytes == 0 && sent < 20_000 {
+        sender.announce(torrent, id("sender"), json!({"offers": big}));
+        sender.receive();
+        sent += 1;
+    }
+    assert!(eventually(|| tracker.stats().requests.outgoing_bytes > 0));
+    // Nothing is read and nothing more is sent: what waits stays, and is no more
+    // than what was sent.
+    std::thread::sleep(Duration::from_millis(300));
+    let held = tracker.stats().requests.outgoing_bytes;
+    assert!(held > 0);
+    assert!(
+        held <= sent * (8 * 1024 + 1024),
+        "{held} bytes held after {sent} offers"
+    );
+    assert_eq!(tracker.stats().requests.slow_readers, 0);
+}
+
+#[test]
 fn one_address_cannot_take_every_connection() {
     let mut config = unlimited();
     config.per_ip.max_connections = 2;

@@ -72,12 +72,6 @@ impl OutgoingBudget {
         }
     }
 
-    /// Bytes counted now.
-    #[cfg(test)]
-    pub(crate) fn used(&self) -> usize {
-        self.used.get()
-    }
-
     fn add(&self, bytes: usize) {
         self.used.set(self.used.get() + bytes);
     }
@@ -261,6 +255,12 @@ impl Router {
         }
     }
 
+    /// Bytes waiting to be written over this worker's connections, writes under way
+    /// included.
+    pub(crate) fn outgoing_bytes(&self) -> usize {
+        self.budget.used.get()
+    }
+
     /// Number of swarm workers (1 when the torrents are kept here).
     pub(crate) fn swarm_workers(&self) -> usize {
         self.link.shards()
@@ -393,18 +393,18 @@ mod tests {
         for _ in 0..3 {
             router.push(connection.id, message());
         }
-        assert_eq!(router.budget.used(), 3 * WEIGHT);
+        assert_eq!(router.outgoing_bytes(), 3 * WEIGHT);
         // Taken for writing: still held until written.
         queue.pop().unwrap();
         queue.pop().unwrap();
-        assert_eq!(router.budget.used(), 3 * WEIGHT);
+        assert_eq!(router.outgoing_bytes(), 3 * WEIGHT);
         queue.set_writing(1000);
-        assert_eq!(router.budget.used(), WEIGHT + 1000);
+        assert_eq!(router.outgoing_bytes(), WEIGHT + 1000);
         queue.set_writing(0);
-        assert_eq!(router.budget.used(), WEIGHT);
+        assert_eq!(router.outgoing_bytes(), WEIGHT);
         router.unregister(connection);
         drop(queue);
-        assert_eq!(router.budget.used(), 0);
+        assert_eq!(router.outgoing_bytes(), 0);
     }
 
     #[test]
@@ -422,13 +422,13 @@ mod tests {
         router.push(connection.id, message());
         router.push(connection.id, message());
         assert_eq!(queue.overflow_reason(), Some(Overflow::Connection));
-        assert_eq!(router.budget.used(), 0);
+        assert_eq!(router.outgoing_bytes(), 0);
         // Closing: what it still does must not count twice.
         while queue.pop().is_some() {}
         queue.set_writing(0);
         router.unregister(connection);
         drop(queue);
-        assert_eq!(router.budget.used(), 0);
+        assert_eq!(router.outgoing_bytes(), 0);
     }
 
     #[test]
@@ -442,23 +442,23 @@ mod tests {
         }
         router.push(prompt.id, message());
         router.push(idle.id, message());
-        assert_eq!(router.budget.used(), 6 * WEIGHT);
+        assert_eq!(router.outgoing_bytes(), 6 * WEIGHT);
         // One more goes past the budget: the slow reader goes, with what it held.
         router.push(prompt.id, message());
         assert_eq!(slow_queue.overflow_reason(), Some(Overflow::Worker));
         assert!(slow_queue.pop().is_none());
         assert!(!prompt_queue.overflowed() && !idle_queue.overflowed());
-        assert_eq!(router.budget.used(), 3 * WEIGHT);
+        assert_eq!(router.outgoing_bytes(), 3 * WEIGHT);
         // A write under way counts too: now the prompt connection holds the most.
         prompt_queue.pop().unwrap();
         prompt_queue.set_writing(3 * WEIGHT);
         router.push(idle.id, message());
-        assert_eq!(router.budget.used(), 6 * WEIGHT);
+        assert_eq!(router.outgoing_bytes(), 6 * WEIGHT);
         assert!(!prompt_queue.overflowed());
         router.push(idle.id, message());
         assert_eq!(prompt_queue.overflow_reason(), Some(Overflow::Worker));
         assert!(!idle_queue.overflowed());
-        assert_eq!(router.budget.used(), 3 * WEIGHT);
+        assert_eq!(router.outgoing_bytes(), 3 * WEIGHT);
     }
 
     #[test]
@@ -471,8 +471,8 @@ mod tests {
         }
         router.push(slow.id, message());
         assert_eq!(slow_queue.overflow_reason(), Some(Overflow::Worker));
-        assert_eq!(router.budget.used(), 0);
+        assert_eq!(router.outgoing_bytes(), 0);
         router.push(other.id, message());
-        assert_eq!(router.budget.used(), WEIGHT);
+        assert_eq!(router.outgoing_bytes(), WEIGHT);
     }
 }
