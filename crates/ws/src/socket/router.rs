@@ -151,6 +151,11 @@ impl ConnectionQueue {
         }
     }
 
+    /// Whether no message waits.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.messages.borrow().is_empty()
+    }
+
     /// Bytes this connection holds: waiting, and in the write under way.
     fn holding(&self) -> usize {
         self.bytes.get() + self.writing.get()
