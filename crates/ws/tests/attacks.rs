@@ -155,18 +155,11 @@ fn a_reader_that_never_reads_is_cut_off_by_bytes_not_messages() {
     config.limits.max_outgoing_bytes = 32 * 1024;
     let tracker = start(config);
     let torrent = id("torrent");
-    let mut sleeper = connect(v4(&tracker));
-    sleeper.announce(torrent, id("sleeper"), json!({}));
-    sleeper.receive();
+    let _sleeper = joined(v4(&tracker), torrent, "sleeper");
     let mut sender = connect(v4(&tracker));
-    let big = json!([{"offer": {"type": "offer", "sdp": "x".repeat(8 * 1024)}, "offer_id": chars(id("big"))}]);
-    for _ in 0..4000 {
-        sender.announce(torrent, id("sender"), json!({"offers": big}));
-        sender.receive();
-        if tracker.stats().requests.slow_readers == 1 {
-            break;
-        }
-    }
+    offer_until(&mut sender, torrent, &big_offer(8 * 1024), 4000, || {
+        tracker.stats().requests.slow_readers == 1
+    });
     assert!(eventually(|| tracker.stats().requests.slow_readers == 1));
 }
 
@@ -184,16 +177,9 @@ fn readers_that_never_read_are_cut_off_by_the_worker_budget_and_a_prompt_reader_
     let tracker = start(config);
     let torrent = id("torrent");
     let mut sleepers: Vec<_> = (0..2)
-        .map(|i| {
-            let mut sleeper = connect(v4(&tracker));
-            sleeper.announce(torrent, id(&format!("sleeper{i}")), json!({}));
-            sleeper.receive();
-            sleeper
-        })
+        .map(|i| joined(v4(&tracker), torrent, &format!("sleeper{i}")))
         .collect();
-    let mut reader = connect(v4(&tracker));
-    reader.announce(torrent, id("reader"), json!({}));
-    reader.receive();
+    let mut reader = joined(v4(&tracker), torrent, "reader");
     reader
         .socket
         .get_ref()
@@ -209,12 +195,7 @@ fn readers_that_never_read_are_cut_off_by_the_worker_budget_and_a_prompt_reader_
                     Ok(Message::Text(_)) => offers += 1,
                     Ok(Message::Close(_)) => return (offers, false),
                     Ok(_) => {}
-                    Err(tungstenite::Error::Io(err))
-                        if matches!(
-                            err.kind(),
-                            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                        ) =>
-                    {
+                    Err(err) if timed_out(&err) => {
                         if stop.load(std::sync::atomic::Ordering::Relaxed) {
                             return (offers, true);
                         }
@@ -225,14 +206,9 @@ fn readers_that_never_read_are_cut_off_by_the_worker_budget_and_a_prompt_reader_
         })
     };
     let mut sender = connect(v4(&tracker));
-    let big = json!([{"offer": {"type": "offer", "sdp": "x".repeat(16 * 1024)}, "offer_id": chars(id("big"))}]);
-    for _ in 0..10_000 {
-        sender.announce(torrent, id("sender"), json!({"offers": big}));
-        sender.receive();
-        if tracker.stats().requests.slow_readers == 2 {
-            break;
-        }
-    }
+    offer_until(&mut sender, torrent, &big_offer(16 * 1024), 10_000, || {
+        tracker.stats().requests.slow_readers == 2
+    });
     assert!(eventually(|| tracker.stats().requests.slow_readers == 2));
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let (offers, open) = reading.join().unwrap();
@@ -245,14 +221,7 @@ fn readers_that_never_read_are_cut_off_by_the_worker_budget_and_a_prompt_reader_
             match sleeper.socket.read() {
                 Ok(Message::Close(_)) => break,
                 Ok(_) => {}
-                Err(tungstenite::Error::Io(err))
-                    if matches!(
-                        err.kind(),
-                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                    ) =>
-                {
-                    panic!("a sleeper is still connected")
-                }
+                Err(err) if timed_out(&err) => panic!("a sleeper is still connected"),
                 Err(_) => break,
             }
         }
@@ -267,19 +236,13 @@ fn the_outgoing_gauge_shows_what_waits_for_a_reader_that_never_reads() {
     config.limits.max_outgoing_bytes = 1 << 30;
     let tracker = start(config);
     let torrent = id("torrent");
-    let mut sleeper = connect(v4(&tracker));
-    sleeper.announce(torrent, id("sleeper"), json!({}));
-    sleeper.receive();
+    let _sleeper = joined(v4(&tracker), torrent, "sleeper");
     let mut sender = connect(v4(&tracker));
-    let big = json!([{"offer": {"type": "offer", "sdp": "x".repeat(8 * 1024)}, "offer_id": chars(id("big"))}]);
     // Once the kernel's buffers are full, offers wait in the tracker; the gauge is
     // set every tick (100 ms).
-    let mut sent = 0;
-    while tracker.stats().requests.outgoing_bytes == 0 && sent < 20_000 {
-        sender.announce(torrent, id("sender"), json!({"offers": big}));
-        sender.receive();
-        sent += 1;
-    }
+    let sent = offer_until(&mut sender, torrent, &big_offer(8 * 1024), 20_000, || {
+        tracker.stats().requests.outgoing_bytes > 0
+    });
     assert!(eventually(|| tracker.stats().requests.outgoing_bytes > 0));
     // Nothing is read and nothing more is sent: what waits stays, and is no more
     // than what was sent.
@@ -287,7 +250,7 @@ fn the_outgoing_gauge_shows_what_waits_for_a_reader_that_never_reads() {
     let held = tracker.stats().requests.outgoing_bytes;
     assert!(held > 0);
     assert!(
-        held <= sent * (8 * 1024 + 1024),
+        held <= sent as u64 * (8 * 1024 + 1024),
         "{held} bytes held after {sent} offers"
     );
     assert_eq!(tracker.stats().requests.slow_readers, 0);

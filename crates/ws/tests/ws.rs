@@ -250,20 +250,13 @@ fn a_client_that_does_not_read_is_disconnected_and_counted() {
     config.limits.max_outgoing_messages = 8;
     let tracker = start(config);
     let torrent = id(TORRENT);
-    let mut sleeper = connect(v4(&tracker));
-    sleeper.announce(torrent, id("sleeper"), json!({}));
-    sleeper.receive();
+    let _sleeper = joined(v4(&tracker), torrent, "sleeper");
     // Offers of 8 KiB for the sleeper until the socket buffers are full and its
     // queue overflows; the sender reads its own replies as it goes.
     let mut sender = connect(v4(&tracker));
-    let big_offer = json!([{"offer": {"type": "offer", "sdp": "x".repeat(8192)}, "offer_id": chars(id("big"))}]);
-    for _ in 0..4000 {
-        sender.announce(torrent, id("sender"), json!({"offers": big_offer}));
-        sender.receive();
-        if tracker.stats().requests.slow_readers == 1 {
-            break;
-        }
-    }
+    offer_until(&mut sender, torrent, &big_offer(8192), 4000, || {
+        tracker.stats().requests.slow_readers == 1
+    });
     assert!(eventually(|| tracker.stats().requests.slow_readers == 1));
 }
 

@@ -118,3 +118,40 @@ pub fn offers(label: &str, count: usize) -> Value {
             .collect(),
     )
 }
+
+/// One offer whose session description is `size` bytes: what fills a slow reader.
+pub fn big_offer(size: usize) -> Value {
+    json!([{"offer": {"type": "offer", "sdp": "x".repeat(size)}, "offer_id": chars(id("big"))}])
+}
+
+/// A connection to `addr` that announced `peer` in `torrent` and read its reply.
+pub fn joined(addr: SocketAddr, torrent: Id20, peer: &str) -> Client<TcpStream> {
+    let mut client = connect(addr);
+    client.announce(torrent, id(peer), json!({}));
+    client.receive();
+    client
+}
+
+/// Announces `offers` in `torrent` from `sender` (reading each reply), at most `max`
+/// times and until `done` says so; returns how many were sent.
+pub fn offer_until(
+    sender: &mut Client<TcpStream>,
+    torrent: Id20,
+    offers: &Value,
+    max: usize,
+    mut done: impl FnMut() -> bool,
+) -> usize {
+    let mut sent = 0;
+    while sent < max && !done() {
+        sender.announce(torrent, id("sender"), json!({ "offers": offers }));
+        sender.receive();
+        sent += 1;
+    }
+    sent
+}
+
+/// Whether a read failed only because nothing arrived within the read timeout.
+pub fn timed_out(err: &tungstenite::Error) -> bool {
+    matches!(err, tungstenite::Error::Io(err)
+        if matches!(err.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut))
+}
