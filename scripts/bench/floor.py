@@ -14,7 +14,10 @@ same rounds, so that what differs is shoal's code and nothing else:
 The buffer matters only when a load sends faster than the responder answers, as
 aquatic_udp_load_test does (open loop): a deep queue holds packets long enough for
 them to go cold in the cache, and every responder pays for it per packet. Our load
-tester keeps a window of requests in flight, so its queue stays short.
+tester keeps a window of requests in flight (4 sockets of 256, --in-flight to
+change): with 8 MiB nearly all of them wait in the queue (p50 about 2 ms), with the
+kernel's buffer the excess is dropped; the floor's CPU per reply is the same either
+way.
 
 Runs them in turn, round after round (each pair back to back, which of the two goes
 first alternating), under shoal_udp_load_test
@@ -26,6 +29,7 @@ reply over the floor's (1.05 means 5% more).
   scripts/bench/floor.py --rounds 3
   scripts/bench/floor.py --rounds 3 --aquatic-dir .bench/aquatic/bin
   scripts/bench/floor.py --rounds 3 --torrents 1000   # swarms that fit in the cache
+  scripts/bench/floor.py --rounds 3 --load-testers shoal --in-flight 64   # a short queue
 
 Both load testers simulate --torrents torrents (1M by default, aquatic's default) and
 twice as many peers. With 1M the swarms are far larger than the caches, so shoal pays
@@ -80,6 +84,9 @@ def main():
     p.add_argument("--recv-buffer", type=int,
                    help="the \"shoal\" run's socket_recv_buffer_size in bytes, and floor-deep's "
                         "(default: shoal_udp's, 8 MiB)")
+    p.add_argument("--in-flight", type=int,
+                   help="requests each socket of our load tester keeps outstanding "
+                        "(its default: 256, 4 sockets)")
     p.add_argument("--one-by-one", action="store_true", help="run the one-by-one floor too")
     p.add_argument("--swarm-workers", type=int, default=0,
                    help="shoal_udp's swarm_workers (0: the socket worker keeps the torrents)")

@@ -219,6 +219,8 @@ weight_announce = 50
 weight_scrape = 1
 scrape_max_torrents = 10
 """
+            window = getattr(a, "in_flight", None)
+            in_flight = f"\nrequests_in_flight = {window}" if window and not memory else ""
             config = self.write(f"load-{'mem' if memory else 'run'}.toml", f"""
 server_address = "127.0.0.1:{port}"
 workers = {self.load_workers}
@@ -228,7 +230,7 @@ report_interval = 5
 log_level = "warn"
 [network]
 sockets_per_worker = 4
-source_ips = [{ips}]
+source_ips = [{ips}]{in_flight}
 [requests]
 {requests}
 """)
