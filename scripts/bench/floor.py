@@ -30,6 +30,7 @@ reply over the floor's (1.05 means 5% more).
   scripts/bench/floor.py --rounds 3 --aquatic-dir .bench/aquatic/bin
   scripts/bench/floor.py --rounds 3 --torrents 1000   # swarms that fit in the cache
   scripts/bench/floor.py --rounds 3 --load-testers shoal --in-flight 64   # a short queue
+  scripts/bench/floor.py --rounds 3 --load-testers shoal --rate 300000   # a fixed load
 
 Both load testers simulate --torrents torrents (1M by default, aquatic's default) and
 twice as many peers. With 1M the swarms are far larger than the caches, so shoal pays
@@ -87,6 +88,10 @@ def main():
     p.add_argument("--in-flight", type=int,
                    help="requests each socket of our load tester keeps outstanding "
                         "(its default: 256, 4 sockets)")
+    p.add_argument("--rate", type=int,
+                   help="our load tester sends this many requests per second, whatever comes "
+                        "back (open loop), instead of keeping windows full: compare CPU per "
+                        "reply at a load both serve")
     p.add_argument("--one-by-one", action="store_true", help="run the one-by-one floor too")
     p.add_argument("--swarm-workers", type=int, default=0,
                    help="shoal_udp's swarm_workers (0: the socket worker keeps the torrents)")

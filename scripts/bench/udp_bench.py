@@ -219,8 +219,9 @@ weight_announce = 50
 weight_scrape = 1
 scrape_max_torrents = 10
 """
-            window = getattr(a, "in_flight", None)
+            window, rate = getattr(a, "in_flight", None), getattr(a, "rate", None)
             in_flight = f"\nrequests_in_flight = {window}" if window and not memory else ""
+            in_flight += f"\nrequests_per_second = {rate}" if rate and not memory else ""
             config = self.write(f"load-{'mem' if memory else 'run'}.toml", f"""
 server_address = "127.0.0.1:{port}"
 workers = {self.load_workers}

@@ -6,6 +6,7 @@
 //! * [`population`]: the simulated torrents and peers of a run, the same every run.
 //! * [`report`]: sampling counters every second, progress lines, and the summary of
 //!   the last seconds of a run.
+//! * [`schedule`]: fixed-rate sending, with a bound on catching up.
 //! * [`tls`]: a TLS client config that accepts self-signed certificates.
 
 pub mod cli;
@@ -13,4 +14,5 @@ pub mod latency;
 pub mod popularity;
 pub mod population;
 pub mod report;
+pub mod schedule;
 pub mod tls;

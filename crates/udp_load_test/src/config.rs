@@ -8,11 +8,13 @@ use shoal_common::{CpuPinningConfig, LogLevel, LoggingConfig, TrackerConfig};
 use shoal_load_test_common::cli::{SummaryFormat, validate_schedule};
 use shoal_toml_config::TomlConfig;
 
-/// shoal_udp_load_test: sends BEP 15 requests to a UDP tracker as fast as it answers
-/// and reports what came back.
+/// shoal_udp_load_test: sends BEP 15 requests to a UDP tracker, as fast as it answers
+/// or at a fixed rate, and reports what came back.
 ///
-/// Each socket keeps `network.requests_in_flight` requests outstanding and sends a new
-/// one for every reply, so the load follows what the tracker can serve.
+/// By default each socket keeps `network.requests_in_flight` requests outstanding and
+/// sends a new one for every reply, so the load follows what the tracker can serve.
+/// With `network.requests_per_second` the requests go out on schedule instead,
+/// whatever comes back.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, TomlConfig)]
 #[serde(default, deny_unknown_fields)]
 pub struct Config {
@@ -66,11 +68,17 @@ pub struct NetworkConfig {
     /// addresses (127.0.0.1, 127.0.0.2, ...) make a tracker's SO_REUSEPORT sockets
     /// share the load the way many clients would. Empty: let the system choose.
     pub source_ips: Vec<IpAddr>,
-    /// Requests each socket keeps outstanding.
+    /// Requests each socket keeps outstanding (when `requests_per_second` is 0).
     pub requests_in_flight: usize,
     /// Milliseconds without any reply after which a socket's outstanding requests
-    /// count as lost and it sends a fresh window.
+    /// count as lost and it sends a fresh window (when `requests_per_second` is 0).
     pub response_timeout_ms: u64,
+    /// Requests per second in all (over every worker and socket), sent on schedule
+    /// whether or not replies keep up: how a tracker copes with a given load. They
+    /// go out in ticks of about a millisecond; a worker that falls more than 10 ms
+    /// behind skips the rest and counts them ("skipped"). 0 sends as fast as the
+    /// tracker answers instead (see `requests_in_flight`).
+    pub requests_per_second: u64,
     /// Kernel receive buffer per socket, in bytes; 0 keeps the system default.
     pub recv_buffer_size: usize,
 }
@@ -82,6 +90,7 @@ impl Default for NetworkConfig {
             source_ips: Vec::new(),
             requests_in_flight: 256,
             response_timeout_ms: 500,
+            requests_per_second: 0,
             recv_buffer_size: 8 * 1024 * 1024,
         }
     }
@@ -145,6 +154,9 @@ impl Default for RequestConfig {
     }
 }
 
+/// The highest fixed rate accepted: far above what one machine can send.
+pub const MAX_REQUESTS_PER_SECOND: u64 = 100_000_000;
+
 impl TrackerConfig for Config {
     fn validate(&self, problems: &mut Problems) {
         problems.check(
@@ -183,6 +195,11 @@ impl TrackerConfig for Config {
                 network.response_timeout_ms >= 1,
                 "response_timeout_ms",
                 "must be at least 1",
+            );
+            p.check(
+                network.requests_per_second <= MAX_REQUESTS_PER_SECOND,
+                "requests_per_second",
+                format!("must be at most {MAX_REQUESTS_PER_SECOND} (0: as fast as replies come)"),
             );
         });
         let requests = &self.requests;
@@ -253,5 +270,12 @@ mod tests {
             "{err}"
         );
         assert!(err.contains("network.source_ips: must all be"), "{err}");
+        let err = parse::<Config>("[network]\nrequests_per_second = 100000001\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("network.requests_per_second: must be at most 100000000"),
+            "{err}"
+        );
     }
 }

@@ -26,6 +26,9 @@ shoal_common::counters! {
         peers_received,
         /// Windows given up on after the response timeout.
         timeouts,
+        /// Requests not sent at a fixed rate: the worker fell too far behind, or the
+        /// socket's send buffer was full.
+        skipped,
     }
 }
 
@@ -62,6 +65,8 @@ pub struct Summary {
     pub peers_per_announce: f64,
     /// Share of requests that got no reply (0 to 1).
     pub unanswered: f64,
+    /// Requests skipped per second (fixed-rate mode).
+    pub skipped_per_second: f64,
     /// Reply latency over the same stretch (filled in at the end of the run).
     pub latency: LatencySummary,
 }
@@ -90,15 +95,21 @@ impl Summary {
             } else {
                 (1.0 - d.replies() as f64 / requests as f64).max(0.0)
             },
+            skipped_per_second: per_second(d.skipped),
             latency: LatencySummary::default(),
         }
     }
 
     /// One progress line.
     pub fn line(&self) -> String {
+        let skipped = if self.skipped_per_second > 0.0 {
+            format!(", {:.0}/s skipped", self.skipped_per_second)
+        } else {
+            String::new()
+        };
         format!(
             "requests {:.0}/s, replies {:.0}/s (connect {:.0}, announce {:.0}, scrape {:.0}, error {:.0}), \
-             {:.1} peers/announce, {:.2}% unanswered",
+             {:.1} peers/announce, {:.2}% unanswered{skipped}",
             self.requests_per_second,
             self.replies_per_second,
             self.connect_per_second,
@@ -156,6 +167,11 @@ impl shoal_load_test_common::cli::Summary for Summary {
             "  unanswered:         {:>11.2} %",
             self.unanswered * 100.0
         );
+        let _ = writeln!(
+            out,
+            "  skipped (fixed rate): {:>10.0}/s",
+            self.skipped_per_second
+        );
         out.push_str(&self.latency.text());
         out
     }
@@ -165,7 +181,8 @@ impl shoal_load_test_common::cli::Summary for Summary {
         format!(
             "{{\"seconds\":{:.3},\"requests_per_second\":{:.1},\"replies_per_second\":{:.1},\
              \"connect_per_second\":{:.1},\"announce_per_second\":{:.1},\"scrape_per_second\":{:.1},\
-             \"errors_per_second\":{:.1},\"peers_per_announce\":{:.3},\"unanswered\":{:.6},{}}}",
+             \"errors_per_second\":{:.1},\"peers_per_announce\":{:.3},\"unanswered\":{:.6},\
+             \"skipped_per_second\":{:.1},{}}}",
             self.seconds,
             self.requests_per_second,
             self.replies_per_second,
@@ -175,6 +192,7 @@ impl shoal_load_test_common::cli::Summary for Summary {
             self.errors_per_second,
             self.peers_per_announce,
             self.unanswered,
+            self.skipped_per_second,
             self.latency.json()
         )
     }
@@ -194,6 +212,7 @@ mod tests {
             announce_replies: 900,
             error_replies: 50,
             peers_received: 2700,
+            skipped: 20,
             ..Totals::default()
         };
         let summary = Summary::between(&earlier, &later, 2.0);
@@ -201,6 +220,8 @@ mod tests {
         assert_eq!(summary.replies_per_second, 475.0);
         assert_eq!(summary.peers_per_announce, 3.0);
         assert!((summary.unanswered - 0.05).abs() < 1e-9);
+        assert_eq!(summary.skipped_per_second, 10.0);
         assert!(summary.json().contains("\"replies_per_second\":475.0"));
+        assert!(summary.json().contains("\"skipped_per_second\":10.0"));
     }
 }

@@ -1,4 +1,5 @@
-//! A load worker: some sockets, each with a window of requests in flight.
+//! A load worker: some sockets, each with a window of requests in flight, or sending
+//! its share of a fixed rate.
 //!
 //! Each socket is connected to the tracker, so `sendmmsg`/`recvmmsg` need no addresses
 //! and the kernel drops datagrams from anyone else. A socket starts with a connect
@@ -6,6 +7,10 @@
 //! per reply. If a socket hears nothing for the response timeout, its window is written
 //! off (counted) and sent again. Connection ids are renewed every minute, as BEP 15
 //! clients do.
+//!
+//! At a fixed rate the worker wakes about every millisecond and sends what its
+//! [`FixedRate`] schedule says is due, spread over its connected sockets in chunks
+//! of up to 64; replies are counted as they come and never trigger a send.
 //!
 //! A request's transaction id is the time it was sent, in microseconds since the
 //! worker started (wrapping every 71 minutes): the tracker echoes it, so each reply's
@@ -27,6 +32,7 @@ use socket2::{Domain, Protocol, Socket, Type};
 use crate::config::Config;
 use shoal_load_test_common::latency::LatencyRecorder;
 use shoal_load_test_common::population::Population;
+use shoal_load_test_common::schedule::FixedRate;
 
 use crate::requests::{Kind, RequestWriter};
 use crate::stats::{Counters, SharedCounters};
@@ -39,6 +45,36 @@ const SEND_CHUNK: usize = 64;
 /// smaller): refilling after every reply would cost a system call per request against a
 /// tracker that answers one datagram at a time.
 const REFILL_BATCH: usize = 32;
+/// At a fixed rate, how far behind a worker catches up at once; older requests are
+/// skipped, so a descheduled worker does not send a burst its rate never had.
+const MAX_CATCH_UP: Duration = Duration::from_millis(10);
+/// How long a worker waits for events at most.
+const POLL_INTERVAL: Duration = Duration::from_millis(5);
+
+/// A worker's share of a fixed rate.
+#[derive(Clone, Copy, Debug)]
+struct Rate {
+    per_second: f64,
+    schedule: FixedRate,
+    /// The socket the next chunk goes to.
+    next_socket: usize,
+}
+
+impl Rate {
+    fn new(per_second: f64, now: Instant) -> Self {
+        Self {
+            per_second,
+            schedule: Self::schedule(per_second, now),
+            next_socket: 0,
+        }
+    }
+
+    /// A schedule that starts at `now`.
+    fn schedule(per_second: f64, now: Instant) -> FixedRate {
+        let catch_up = (per_second * MAX_CATCH_UP.as_secs_f64()).ceil() as u64;
+        FixedRate::per_second(per_second, now, catch_up.max(SEND_CHUNK as u64))
+    }
+}
 
 struct LoadSocket {
     socket: UdpSocket,
@@ -59,6 +95,8 @@ pub struct Worker {
     shutdown: Shutdown,
     window: usize,
     refill_at: usize,
+    /// Set at a fixed rate: then windows and timeouts are not used.
+    rate: Option<Rate>,
     timeout: Duration,
     ipv6: bool,
     recv: RecvBatch,
@@ -129,6 +167,12 @@ impl Worker {
             shutdown,
             window: network.requests_in_flight,
             refill_at: REFILL_BATCH.min(network.requests_in_flight / 2).max(1),
+            rate: (network.requests_per_second > 0).then(|| {
+                Rate::new(
+                    network.requests_per_second as f64 / config.workers as f64,
+                    Instant::now(),
+                )
+            }),
             timeout: Duration::from_millis(network.response_timeout_ms),
             ipv6: server.is_ipv6(),
             recv: RecvBatch::new(256, 2048),
@@ -144,14 +188,23 @@ impl Worker {
     pub fn run(mut self) -> anyhow::Result<()> {
         let mut events = Events::with_capacity(64);
         while !self.shutdown.is_requested() {
-            self.maintain(Instant::now());
-            match self.poll.poll(&mut events, Some(Duration::from_millis(5))) {
+            let now = Instant::now();
+            self.maintain(now);
+            let wait = match &self.rate {
+                // Rounded up to a whole millisecond by epoll: the rate's tick.
+                Some(rate) => rate.schedule.next().saturating_duration_since(now),
+                None => POLL_INTERVAL,
+            };
+            match self.poll.poll(&mut events, Some(wait.min(POLL_INTERVAL))) {
                 Ok(()) => {}
                 Err(err) if err.kind() == ErrorKind::Interrupted => {}
                 Err(err) => return Err(err).context("epoll failed"),
             }
             for event in &events {
                 self.drain(event.token().0);
+            }
+            if self.rate.is_some() {
+                self.send_due(Instant::now());
             }
             self.counters.flush_into(&self.shared);
         }
@@ -172,6 +225,10 @@ impl Worker {
             if stale_id && !connect_pending {
                 socket.connect_sent_at = Some(now);
                 self.send_connect(index);
+            }
+            if self.rate.is_some() {
+                // A fixed rate sends on schedule, never to refill a window.
+                continue;
             }
             let socket = &mut self.sockets[index];
             if socket.connection_id.is_some() && now - socket.last_reply > self.timeout {
@@ -219,7 +276,9 @@ impl Worker {
                     socket.last_reply = now;
                 }
                 Err(err) if err.kind() == ErrorKind::WouldBlock => {
-                    self.top_up(index);
+                    if self.rate.is_none() {
+                        self.top_up(index);
+                    }
                     return;
                 }
                 Err(err) if err.kind() == ErrorKind::Interrupted => {}
@@ -243,12 +302,48 @@ impl Worker {
         }
     }
 
-    /// Writes and sends `count` requests on socket `index`.
-    fn send_requests(&mut self, index: usize, count: usize) {
-        let Some((connection_id, _)) = self.sockets[index].connection_id else {
+    /// Sends the requests the fixed rate has due at `now`, a chunk per connected
+    /// socket in turn; what cannot go out is counted as skipped.
+    fn send_due(&mut self, now: Instant) {
+        let Some(rate) = &mut self.rate else {
             return;
         };
+        let connected = self
+            .sockets
+            .iter()
+            .filter(|socket| socket.connection_id.is_some())
+            .count();
+        if connected == 0 {
+            // Nothing can be sent before a connect reply: the schedule starts then.
+            rate.schedule = Rate::schedule(rate.per_second, now);
+            return;
+        }
+        let due = rate.schedule.due(now);
+        self.counters.skipped += due.skipped;
+        let mut left = due.send as usize;
+        let mut index = rate.next_socket;
+        while left > 0 {
+            index = (index + 1) % self.sockets.len();
+            if self.sockets[index].connection_id.is_none() {
+                continue;
+            }
+            let chunk = left.min(SEND_CHUNK);
+            let sent = self.send_requests(index, chunk);
+            self.counters.skipped += (chunk - sent) as u64;
+            left -= chunk;
+        }
+        if let Some(rate) = &mut self.rate {
+            rate.next_socket = index;
+        }
+    }
+
+    /// Writes and sends `count` requests on socket `index`; returns how many went.
+    fn send_requests(&mut self, index: usize, count: usize) -> usize {
+        let Some((connection_id, _)) = self.sockets[index].connection_id else {
+            return 0;
+        };
         let mut left = count;
+        let mut total = 0;
         while left > 0 {
             self.out.clear();
             self.ends.clear();
@@ -272,11 +367,13 @@ impl Worker {
             self.counters.connect_sent += kinds[Kind::Connect as usize];
             self.counters.scrape_sent += kinds[Kind::Scrape as usize];
             self.counters.announce_sent += kinds[Kind::Announce as usize] - (written - sent) as u64;
+            total += sent;
             if sent < written {
-                return;
+                return total;
             }
             left -= written;
         }
+        total
     }
 
     /// Sends the packets in `out`; returns how many went.

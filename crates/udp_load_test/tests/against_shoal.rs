@@ -88,3 +88,26 @@ fn sequential_peers_over_ipv6() {
     assert!(summary.peers_per_announce > 5.0, "{summary:?}");
     assert_eq!(summary.errors_per_second, 0.0);
 }
+
+#[test]
+fn a_fixed_rate_is_kept_whatever_the_tracker_could_serve() {
+    let tracker = tracker(false).expect("tracker starts");
+    let mut config = load(tracker.ipv4_addr().unwrap());
+    config.workers = 2;
+    config.network.requests_per_second = 3_000;
+    // A window that would send far more than 3,000 a second if it were used.
+    config.network.requests_in_flight = 1_000;
+    let summary = shoal_udp_load_test::run_until(config, Shutdown::new()).unwrap();
+    assert!(
+        (2_700.0..=3_300.0).contains(&summary.requests_per_second),
+        "{summary:?}"
+    );
+    assert!(
+        (2_700.0..=3_300.0).contains(&summary.replies_per_second),
+        "{summary:?}"
+    );
+    assert_eq!(summary.skipped_per_second, 0.0, "{summary:?}");
+    assert!(summary.unanswered < 0.01, "{summary:?}");
+    // At a rate the tracker serves with ease, nothing waits in a queue.
+    assert!(summary.latency.p50_us < 10_000, "{summary:?}");
+}

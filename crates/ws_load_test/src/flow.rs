@@ -18,6 +18,7 @@
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
+use shoal_load_test_common::schedule::{Due, FixedRate};
 use shoal_ws_protocol::Id20;
 
 /// Most requests one connection sends at once to catch up in fixed-rate mode; those
@@ -65,41 +66,40 @@ impl Request {
     }
 }
 
-/// Requests due now.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Due {
-    /// To send.
-    pub send: u32,
-    /// Not sent: too far behind, or the connection is not writing fast enough.
-    pub skipped: u64,
-}
-
 /// One connection's requests waiting for replies.
 #[derive(Clone, Debug)]
 pub struct Flow {
-    pace: Pace,
+    sending: Sending,
     /// Requests sent and not yet replied to, with when they were sent, oldest first.
     waiting: VecDeque<(Request, Instant)>,
     /// Since when the connection has waited for a reply: the last reply that ended a
     /// wait, or the send that started one.
     waiting_since: Instant,
-    /// Fixed rate: when the next request is due.
-    next_send: Instant,
+}
+
+/// What decides when a connection sends: the replies, or the clock.
+#[derive(Clone, Copy, Debug)]
+enum Sending {
+    /// Keep this many requests waiting.
+    Replies(usize),
+    /// On schedule.
+    Rate(FixedRate),
 }
 
 impl Flow {
     /// A flow for a connection opened at `now`; in fixed-rate mode the first request
     /// is due at once.
     pub fn new(pace: Pace, now: Instant) -> Self {
-        let capacity = match pace {
-            Pace::Replies { in_flight } => in_flight as usize,
-            Pace::Rate { .. } => 4,
+        let (sending, capacity) = match pace {
+            Pace::Replies { in_flight } => {
+                (Sending::Replies(in_flight as usize), in_flight as usize)
+            }
+            Pace::Rate { period } => (Sending::Rate(FixedRate::new(period, now, MAX_CATCH_UP)), 4),
         };
         Self {
-            pace,
+            sending,
             waiting: VecDeque::with_capacity(capacity),
             waiting_since: now,
-            next_send: now,
         }
     }
 
@@ -134,29 +134,14 @@ impl Flow {
     /// The requests to send at `now`. `backlogged`: the connection still holds
     /// unsent bytes past its limit, so fixed-rate requests are skipped.
     pub fn due(&mut self, now: Instant, backlogged: bool) -> Due {
-        match self.pace {
-            Pace::Replies { in_flight } => Due {
-                send: (in_flight as usize).saturating_sub(self.waiting.len()) as u32,
+        match &mut self.sending {
+            Sending::Replies(in_flight) => Due {
+                send: in_flight.saturating_sub(self.waiting.len()) as u64,
                 skipped: 0,
             },
-            Pace::Rate { period } => {
-                if now < self.next_send {
-                    return Due::default();
-                }
-                let period_ns = period.as_nanos().max(1);
-                let behind = ((now - self.next_send).as_nanos() / period_ns) as u64 + 1;
-                self.next_send += period * (behind.min(u64::from(u32::MAX)) as u32);
-                if backlogged {
-                    return Due {
-                        send: 0,
-                        skipped: behind,
-                    };
-                }
-                let send = behind.min(MAX_CATCH_UP);
-                Due {
-                    send: send as u32,
-                    skipped: behind - send,
-                }
+            Sending::Rate(schedule) => {
+                let due = schedule.due(now);
+                if backlogged { due.skip_all() } else { due }
             }
         }
     }
