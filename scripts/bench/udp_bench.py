@@ -12,6 +12,10 @@ other CPUs with the same request mix. For every run it records:
 - load tester CPU time over that window, per request sent;
 - the tracker's peak RSS (VmHWM).
 
+With `--rate N --load-testers shoal` our load tester sends a fixed N requests a second
+(open loop): every tracker that keeps up serves the same load, and CPU per reply (or
+tracker cores) says what each needs for it, the figure an operator sizes by.
+
 The table shows medians over the rounds and the ratio shoal/aquatic. "Own cost" is
 CPU per reply minus the floor responder's: what the tracker adds to the kernel's
 per-packet work. A memory run then announces 1M distinct peers over 100k torrents
@@ -424,6 +428,9 @@ source_ips = [{ips}]{in_flight}
                    for sh, aq, fl in pairs if aq["cpu_per_reply_us"] > fl["cpu_per_reply_us"]]
             out.append(f"- per round, shoal/aquatic replies/s: {', '.join(f'{r:.2f}' for r in speed)} "
                        f"(median **{statistics.median(speed):.2f}×**)")
+            cpu = [sh["cpu_per_reply_us"] / aq["cpu_per_reply_us"] for sh, aq, _ in pairs]
+            out.append(f"- per round, shoal/aquatic CPU per reply: {', '.join(f'{r:.2f}' for r in cpu)} "
+                       f"(median **{statistics.median(cpu):.2f}×**)")
             if own:
                 out.append(f"- per round, shoal/aquatic own cost: {', '.join(f'{r:.2f}' for r in own)} "
                            f"(median **{statistics.median(own):.2f}×**)")
@@ -441,6 +448,10 @@ source_ips = [{ips}]{in_flight}
                 out.append(f"- per round, shoal/opentracker replies/s: {', '.join(f'{r:.2f}' for r in vs_ot)} "
                            f"(median **{statistics.median(vs_ot):.2f}×**; opentracker checks every announce "
                            f"against its whitelist)")
+                cpu_ot = [sh["cpu_per_reply_us"] / ot["cpu_per_reply_us"]
+                          for sh, ot in zip(results[(load, "shoal")], results[(load, "opentracker")])]
+                out.append(f"- per round, shoal/opentracker CPU per reply: "
+                           f"{', '.join(f'{r:.2f}' for r in cpu_ot)} (median **{statistics.median(cpu_ot):.2f}×**)")
             busy = max(m["load_cores"] for m in med.values()) / len(cpu_list(self.a.load_cpus))
             if busy > 0.9:
                 out.append(f"- the load tester used up to {busy * 100:.0f}% of its CPUs: it is close to being "
@@ -483,6 +494,10 @@ def main():
     p.add_argument("--duration", type=int, default=20)
     p.add_argument("--summarize", type=int, default=10)
     p.add_argument("--load-testers", nargs="+", default=["shoal", "aquatic"], choices=["shoal", "aquatic"])
+    p.add_argument("--rate", type=int,
+                   help="our load tester sends this many requests per second whatever comes back "
+                        "(open loop), so every tracker serves the same load and CPU per reply compares "
+                        "them; needs --load-testers shoal (aquatic's load tester has no fixed rate)")
     p.add_argument("--port", type=int, default=3999)
     p.add_argument("--skip-memory", action="store_true")
     p.add_argument("--memory-only", action="store_true", help="only the memory-per-peer run")
@@ -493,7 +508,10 @@ def main():
                    help="torrents they spread over (peers = torrents: about bytes per torrent)")
     p.add_argument("--max-load", type=float, default=0.7, help="refuse to run above this 1-minute load average")
     p.add_argument("--force", action="store_true")
-    Bench(p.parse_args()).main()
+    a = p.parse_args()
+    if a.rate and "aquatic" in a.load_testers:
+        p.error("--rate drives our load tester only: add --load-testers shoal")
+    Bench(a).main()
 
 
 if __name__ == "__main__":
