@@ -107,6 +107,8 @@ def main():
     unknown = set(wanted) - {"shoal", "aquatic"}
     if unknown:
         p.error(f"--load-testers: unknown {', '.join(sorted(unknown))}")
+    if a.rate and "aquatic" in wanted:
+        p.error("--rate drives our load tester only: add --load-testers shoal")
     require_idle(a.max_load, a.force)
     bench = Floor(a)
     trackers = [t for pair in PAIRS for t in pair] + (["floor-one-by-one"] if a.one_by_one else [])
