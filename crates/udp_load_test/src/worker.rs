@@ -190,10 +190,12 @@ impl Worker {
         while !self.shutdown.is_requested() {
             let now = Instant::now();
             self.maintain(now);
+            let connected = self.sockets.iter().any(|s| s.connection_id.is_some());
             let wait = match &self.rate {
-                // Rounded up to a whole millisecond by epoll: the rate's tick.
-                Some(rate) => rate.schedule.next().saturating_duration_since(now),
-                None => POLL_INTERVAL,
+                // Rounded up to a whole millisecond by epoll: the rate's tick. Until a
+                // connect is answered nothing can be sent, so no tick is needed.
+                Some(rate) if connected => rate.schedule.next().saturating_duration_since(now),
+                _ => POLL_INTERVAL,
             };
             match self.poll.poll(&mut events, Some(wait.min(POLL_INTERVAL))) {
                 Ok(()) => {}
