@@ -125,9 +125,10 @@ say "promtool check metrics: clean"
 python3 - "$REPO_ROOT/packaging/grafana/shoal.json" "$WORK/metrics.txt" "$WORK/dashboard-rules.yml" <<'PY'
 import json, re, sys
 dashboard = json.load(open(sys.argv[1]))
-exposed = set(re.findall(r"^(shoal_[a-z_]+)", open(sys.argv[2]).read(), re.M))
+series = r"(?:shoal|process)_[a-z_]+"
+exposed = set(re.findall(rf"^({series})", open(sys.argv[2]).read(), re.M))
 exprs = [t["expr"] for panel in dashboard["panels"] for t in panel["targets"]]
-missing = sorted({name for e in exprs for name in re.findall(r"shoal_[a-z_]+", e)} - exposed)
+missing = sorted({name for e in exprs for name in re.findall(series, e)} - exposed)
 if missing:
     sys.exit(f"the dashboard asks for series shoal does not expose: {missing}")
 with open(sys.argv[3], "w") as out:

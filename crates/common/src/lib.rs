@@ -12,6 +12,8 @@
 //!   and the listening addresses every `[network]` section starts with.
 //! * [`process_config`]: what belongs to the process, not to one tracker (logging, the
 //!   monitoring endpoint, privileges), and [`sections`]: two config types in one table.
+//! * [`process_metrics`]: the process's memory, CPU and file descriptors under the
+//!   standard `process_*` metric names, read from `/proc` when scraped.
 //! * [`env_overrides`]: `SHOAL__SECTION__KEY` variables over the file.
 //! * [`access_list`]: allow/deny lists of info hashes, swapped atomically on reload so
 //!   workers never wait for it.
@@ -54,6 +56,7 @@ pub mod notify;
 pub mod observe;
 pub mod privileges;
 pub mod process_config;
+pub mod process_metrics;
 pub mod running;
 pub mod sections;
 pub mod signals;

@@ -58,7 +58,8 @@ pub type Labels = Vec<(&'static str, String)>;
 /// One metric family: every sample of one name.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Family {
-    /// The name, `shoal_` first; counters without `_total` (the encoder adds it).
+    /// The name, `shoal_` first (`process_` for the process's own); counters without
+    /// `_total` (the encoder adds it).
     pub name: &'static str,
     /// What it measures.
     pub help: &'static str,
@@ -96,6 +97,12 @@ impl Observation {
         value: u64,
     ) {
         self.sample(name, help, MetricKind::Counter, labels, value as f64);
+    }
+
+    /// Adds a counter of seconds (or any counter with a fraction), without labels of
+    /// its own.
+    pub fn counter_seconds(&mut self, name: &'static str, help: &'static str, value: f64) {
+        self.sample(name, help, MetricKind::Counter, &[], value);
     }
 
     /// Adds a gauge sample.

@@ -249,6 +249,7 @@ impl Endpoint {
             &[],
             self.started.elapsed().as_secs_f64(),
         );
+        shoal_common::process_metrics::observe(&mut all);
         all.gauge(
             "shoal_build_info",
             "Always 1; the labels say which shoal runs.",
@@ -474,7 +475,11 @@ impl Collector for Families {
                     labels.iter().map(|(k, v)| (*k, v.as_str())).collect();
                 let sample = family.encode_family(&labels)?;
                 match kind {
-                    MetricKind::Counter => ConstCounter::new(*value as u64).encode(sample)?,
+                    // Whole counts as integers; a counter of seconds keeps its fraction.
+                    MetricKind::Counter if value.fract() == 0.0 => {
+                        ConstCounter::new(*value as u64).encode(sample)?
+                    }
+                    MetricKind::Counter => ConstCounter::new(*value).encode(sample)?,
                     MetricKind::Gauge | MetricKind::Histogram => {
                         ConstGauge::new(*value).encode(sample)?
                     }
@@ -545,5 +550,46 @@ mod tests {
              # TYPE shoal_peers gauge\n\
              shoal_peers{protocol=\"udp\"} 2.0\n"
         );
+    }
+
+    #[test]
+    fn a_counter_of_seconds_keeps_its_fraction() {
+        let mut observation = Observation::default();
+        observation.counter_seconds("process_cpu_seconds", "CPU time.", 12.25);
+        observation.counter("shoal_bans", "Bans.", &[], 7);
+        let mut registry = Registry::default();
+        registry.register_collector(Box::new(Families(observation)));
+        let mut openmetrics = String::new();
+        prometheus_client::encoding::text::encode(&mut openmetrics, &registry).unwrap();
+        let classic = classic_text(&openmetrics);
+        assert!(
+            classic
+                .lines()
+                .any(|l| l == "process_cpu_seconds_total{} 12.25"),
+            "{classic}"
+        );
+        assert!(
+            classic.lines().any(|l| l == "shoal_bans_total{} 7"),
+            "{classic}"
+        );
+    }
+
+    #[test]
+    fn the_process_reports_its_own_memory_and_descriptors() {
+        let mut observation = Observation::default();
+        shoal_common::process_metrics::observe(&mut observation);
+        if observation.families().is_empty() {
+            eprintln!("skipped: no /proc here");
+            return;
+        }
+        assert!(observation.sum("process_resident_memory_bytes", &[]) > 1e6);
+        assert!(observation.sum("process_open_fds", &[]) >= 1.0);
+        assert!(observation.sum("process_start_time_seconds", &[]) > 1.5e9);
+        let kinds: Vec<_> = observation
+            .families()
+            .iter()
+            .map(|family| (family.name, family.kind))
+            .collect();
+        assert!(kinds.contains(&("process_cpu_seconds", MetricKind::Counter)));
     }
 }

@@ -289,6 +289,18 @@ fn one_file_runs_every_tracker_and_the_metrics_move_with_traffic() {
     assert_eq!(sample(&after, r#"shoal_torrents{protocol="http"}"#), 1.0);
     assert_eq!(sample(&after, r#"shoal_peers{protocol="http"}"#), 1.0);
     assert_eq!(sample(&after, r#"shoal_torrents{protocol="ws"}"#), 0.0);
+    // The process's own figures, under the names alert rules everywhere use.
+    assert!(sample(&after, "process_resident_memory_bytes{}") > 1e6);
+    assert!(
+        sample(&after, "process_virtual_memory_bytes{}")
+            >= sample(&after, "process_resident_memory_bytes{}")
+    );
+    // Three trackers' sockets, the metrics listener and the journal at least.
+    let open = sample(&after, "process_open_fds{}");
+    assert!(open >= 5.0, "{open} descriptors open");
+    assert!(sample(&after, "process_max_fds{}") >= open);
+    assert!(sample(&after, "process_cpu_seconds_total{}") >= 0.0);
+    assert!(sample(&after, "process_start_time_seconds{}") > 1.5e9);
 
     // The WebTorrent tracker serves on its own address from the same process.
     let mut stream = TcpStream::connect(ws).unwrap();
