@@ -2,8 +2,9 @@
 //! Prometheus client library gives them (`process_resident_memory_bytes`, ...), read
 //! from `/proc/self` when scraped.
 //!
-//! These are what an operator's alerts are written against: a memory limit under
-//! systemd (`MemoryMax=`) is met by resident memory, and a tracker that runs out of
+//! These are what an operator's alerts are written against: resident memory is most
+//! of what a memory limit under systemd (`MemoryMax=`, which also counts the kernel's
+//! socket buffers and page cache) counts, and a tracker that runs out of
 //! file descriptors stops accepting connections. Dashboards and alert rules written
 //! for any other service work unchanged with the standard names. Nothing here runs on
 //! the request path.
@@ -189,7 +190,7 @@ mod tests {
         };
         // A buffer of 128 MiB, written, shows in resident memory.
         let before = stats.resident_bytes;
-        let buffer = vec![1u8; 128 << 20];
+        let buffer = std::hint::black_box(vec![1u8; 128 << 20]);
         let touched: u64 = buffer.iter().step_by(4096).map(|&b| u64::from(b)).sum();
         let after = ProcessStats::read().unwrap();
         assert_eq!(touched, 32_768);
@@ -200,7 +201,7 @@ mod tests {
         );
         assert!(after.virtual_bytes >= after.resident_bytes);
         drop(buffer);
-        // A file opened shows as one more descriptor.
+        // At least the file held open here (other tests open and close their own).
         let file = std::fs::File::open("/proc/self/stat").unwrap();
         let with_file = ProcessStats::read().unwrap();
         drop(file);

@@ -46,22 +46,38 @@ impl FixedRate {
     /// One request every `period`, the first due at `start`. At most `max_catch_up`
     /// requests are sent at one look; older ones are skipped.
     pub fn new(period: Duration, start: Instant, max_catch_up: u64) -> Self {
-        Self::per_second(1.0 / period.as_secs_f64(), start, max_catch_up)
+        Self::per_second(1.0 / period.as_secs_f64().max(1e-12), start, max_catch_up)
     }
 
-    /// `per_second` requests a second, the first due at `start`.
+    /// `per_second` requests a second, the first due at `start`. The rate is kept
+    /// between one request in about 30 years (1e-9 a second; also what a rate that is
+    /// not a positive number becomes) and 1e12 a second, so that every time computed
+    /// from it stays a valid `Duration`.
     pub fn per_second(per_second: f64, start: Instant, max_catch_up: u64) -> Self {
+        debug_assert!(
+            per_second.is_finite() && per_second > 0.0,
+            "rate {per_second}"
+        );
         Self {
             start,
-            per_second: per_second.clamp(1e-9, 1e12),
+            per_second: if per_second.is_nan() {
+                1e-9
+            } else {
+                per_second.clamp(1e-9, 1e12)
+            },
             issued: 0,
             max_catch_up: max_catch_up.max(1),
         }
     }
 
-    /// When the next request is due.
+    /// When the next request is due (rounded up to the nanosecond, so that [`due`]
+    /// counts it then).
+    ///
+    /// [`due`]: Self::due
     pub fn next(&self) -> Instant {
-        self.start + Duration::from_secs_f64(self.issued as f64 / self.per_second)
+        self.start
+            + Duration::from_secs_f64(self.issued as f64 / self.per_second)
+            + Duration::from_nanos(1)
     }
 
     /// The requests due at `now`; the schedule moves past them.
@@ -69,7 +85,7 @@ impl FixedRate {
         let Some(elapsed) = now.checked_duration_since(self.start) else {
             return Due::default();
         };
-        let total = (elapsed.as_secs_f64() * self.per_second) as u64 + 1;
+        let total = ((elapsed.as_secs_f64() * self.per_second) as u64).saturating_add(1);
         let behind = total.saturating_sub(self.issued);
         self.issued = self.issued.max(total);
         let send = behind.min(self.max_catch_up);
@@ -92,7 +108,7 @@ mod tests {
         let mut rate = FixedRate::new(10 * MS, start, 64);
         assert_eq!(rate.due(start).send, 1);
         assert_eq!(rate.due(start + 5 * MS), Due::default());
-        assert_eq!(rate.next(), start + 10 * MS);
+        assert_eq!(rate.next(), start + 10 * MS + Duration::from_nanos(1));
         assert_eq!(rate.due(start + 10 * MS).send, 1);
         // 35 ms later: due at 20, 30 and 40 ms.
         assert_eq!(rate.due(start + 45 * MS).send, 3);

@@ -71,13 +71,14 @@ pub struct NetworkConfig {
     /// Requests each socket keeps outstanding (when `requests_per_second` is 0).
     pub requests_in_flight: usize,
     /// Milliseconds without any reply after which a socket's outstanding requests
-    /// count as lost and it sends a fresh window (when `requests_per_second` is 0).
+    /// count as lost and it sends a fresh window (when `requests_per_second` is 0),
+    /// and after which an unanswered connect is sent again (always).
     pub response_timeout_ms: u64,
     /// Requests per second in all (over every worker and socket), sent on schedule
     /// whether or not replies keep up: how a tracker copes with a given load. They
     /// go out in ticks of about a millisecond; a worker that falls more than 10 ms
-    /// behind skips the rest and counts them ("skipped"). 0 sends as fast as the
-    /// tracker answers instead (see `requests_in_flight`).
+    /// behind (or 64 requests, if more) skips the rest and counts them ("skipped").
+    /// 0 sends as fast as the tracker answers instead (see `requests_in_flight`).
     pub requests_per_second: u64,
     /// Kernel receive buffer per socket, in bytes; 0 keeps the system default.
     pub recv_buffer_size: usize,

@@ -27,7 +27,8 @@ shoal_common::counters! {
         /// Windows given up on after the response timeout.
         timeouts,
         /// Requests not sent at a fixed rate: the worker fell too far behind, or the
-        /// socket's send buffer was full.
+        /// send failed (a full send buffer, or an error such as ECONNREFUSED left by an
+        /// ICMP message).
         skipped,
     }
 }

@@ -8,9 +8,11 @@
 //! off (counted) and sent again. Connection ids are renewed every minute, as BEP 15
 //! clients do.
 //!
-//! At a fixed rate the worker wakes about every millisecond and sends what its
-//! [`FixedRate`] schedule says is due, spread over its connected sockets in chunks
-//! of up to 64; replies are counted as they come and never trigger a send.
+//! At a fixed rate the worker wakes when its [`FixedRate`] schedule has a request due
+//! (epoll rounds that up to a whole millisecond, so above about 1,000 requests a second
+//! per worker they go out in ticks of a millisecond), or for replies, and sends what is
+//! due over its connected sockets in chunks of up to 64; replies are counted as they
+//! come and never trigger a send.
 //!
 //! A request's transaction id is the time it was sent, in microseconds since the
 //! worker started (wrapping every 71 minutes): the tracker echoes it, so each reply's
@@ -45,8 +47,9 @@ const SEND_CHUNK: usize = 64;
 /// smaller): refilling after every reply would cost a system call per request against a
 /// tracker that answers one datagram at a time.
 const REFILL_BATCH: usize = 32;
-/// At a fixed rate, how far behind a worker catches up at once; older requests are
-/// skipped, so a descheduled worker does not send a burst its rate never had.
+/// At a fixed rate, how far behind a worker catches up at once (or 64 requests, if
+/// more); older requests are skipped, so a descheduled worker does not send a burst
+/// its rate never had.
 const MAX_CATCH_UP: Duration = Duration::from_millis(10);
 /// How long a worker waits for events at most.
 const POLL_INTERVAL: Duration = Duration::from_millis(5);
@@ -364,11 +367,18 @@ impl Worker {
             }
             let written = self.ends.len();
             let sent = self.flush(index);
-            // Count what went out; with a partial send, attribute the shortfall to the
-            // commonest kind (announce), which is what nearly every request is.
+            // Count what went out; with a partial send, the shortfall is taken from
+            // announces first (what nearly every request is), then scrapes, then
+            // connects, so the counts never go below what was written.
+            let mut short = (written - sent) as u64;
+            for kind in [Kind::Announce, Kind::Scrape, Kind::Connect] {
+                let taken = short.min(kinds[kind as usize]);
+                kinds[kind as usize] -= taken;
+                short -= taken;
+            }
             self.counters.connect_sent += kinds[Kind::Connect as usize];
             self.counters.scrape_sent += kinds[Kind::Scrape as usize];
-            self.counters.announce_sent += kinds[Kind::Announce as usize] - (written - sent) as u64;
+            self.counters.announce_sent += kinds[Kind::Announce as usize];
             total += sent;
             if sent < written {
                 return total;

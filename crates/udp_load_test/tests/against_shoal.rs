@@ -106,7 +106,12 @@ fn a_fixed_rate_is_kept_whatever_the_tracker_could_serve() {
         (2_700.0..=3_300.0).contains(&summary.replies_per_second),
         "{summary:?}"
     );
-    assert_eq!(summary.skipped_per_second, 0.0, "{summary:?}");
+    // Nothing skipped, unless a worker was descheduled for tens of milliseconds on a
+    // busy machine.
+    assert!(
+        summary.skipped_per_second < summary.requests_per_second * 0.01,
+        "{summary:?}"
+    );
     assert!(summary.unanswered < 0.01, "{summary:?}");
     // At a rate the tracker serves with ease, nothing waits in a queue.
     assert!(summary.latency.p50_us < 10_000, "{summary:?}");
