@@ -31,6 +31,8 @@ reply over the floor's (1.05 means 5% more).
   scripts/bench/floor.py --rounds 3 --torrents 1000   # swarms that fit in the cache
   scripts/bench/floor.py --rounds 3 --load-testers shoal --in-flight 64   # a short queue
   scripts/bench/floor.py --rounds 3 --load-testers shoal --rate 300000   # a fixed load
+  scripts/bench/floor.py --rounds 5 --floors-only \
+      --floor-variant batch256="--batch 256" --floor-variant uring=--io-uring   # lower floors?
 
 Both load testers simulate --torrents torrents (1M by default, aquatic's default) and
 twice as many peers. With 1M the swarms are far larger than the caches, so shoal pays
@@ -42,6 +44,12 @@ shoal_udp runs as an operator would run it on one core: one socket worker keepin
 its torrents itself (`swarm_workers = 0`, the default). --swarm-workers 1 adds a
 swarm worker thread beside it, as the UDP bench (udp_bench.py) and the floor
 documents before 2026-11-24 ran it.
+
+--floor-variant NAME=ARGS (repeatable) adds a run of the floor with more options
+(`shoal_udp_floor --help`: --batch N, --busy-poll, --io-uring, --recv-buffer BYTES)
+to every round, compared with the plain floor as "floor+NAME / floor": what a
+different way into the kernel would save any responder. --floors-only leaves shoal
+out.
 """
 import argparse
 import os
@@ -61,6 +69,8 @@ PAIRS = [("shoal", "floor-deep"), ("shoal-kernel-buffer", "floor")]
 
 class Floor(udp_bench.Bench):
     def tracker_cmd(self, tracker, **options):
+        if tracker.startswith("floor+"):
+            return super().tracker_cmd("floor") + self.a.variants[tracker]
         if tracker == "shoal-kernel-buffer":
             return super().tracker_cmd("shoal", recv_buffer=0, **options)
         if tracker == "floor-one-by-one":
@@ -99,8 +109,21 @@ def main():
     p.add_argument("--max-load", type=float, default=0.7)
     p.add_argument("--load-testers", default="shoal,aquatic",
                    help="which load testers to run, of shoal,aquatic (aquatic needs --aquatic-dir)")
+    p.add_argument("--floor-variant", action="append", default=[], metavar="NAME=ARGS",
+                   help="also run the floor with ARGS (e.g. batch256=\"--batch 256\"), "
+                        "compared with the plain floor; repeatable")
+    p.add_argument("--floors-only", action="store_true",
+                   help="run only the floor and its --floor-variant runs, no shoal")
     p.add_argument("--force", action="store_true")
     a = p.parse_args()
+    a.variants = {}
+    for spec in a.floor_variant:
+        name, sep, args = spec.partition("=")
+        if not sep or not name or not args.split():
+            p.error(f"--floor-variant {spec!r}: expected NAME=ARGS")
+        a.variants[f"floor+{name}"] = args.split()
+    if a.floors_only and not a.variants:
+        p.error("--floors-only needs at least one --floor-variant")
     a.workers, a.load_workers = 0, 0
     a.opentracker, a.baseline_dir = None, None
     wanted = a.load_testers.split(",")
@@ -111,36 +134,39 @@ def main():
         p.error("--rate drives our load tester only: add --load-testers shoal")
     require_idle(a.max_load, a.force)
     bench = Floor(a)
-    trackers = [t for pair in PAIRS for t in pair] + (["floor-one-by-one"] if a.one_by_one else [])
+    pairs = ([] if a.floors_only else PAIRS) + [(variant, "floor") for variant in a.variants]
+    trackers = ["floor"] if a.floors_only else [t for pair in PAIRS for t in pair]
+    trackers += (["floor-one-by-one"] if a.one_by_one else []) + list(a.variants)
     loads = [load for load in ("shoal", "aquatic") if load in wanted and (load == "shoal" or a.aquatic_dir)]
     for load in loads:
         runs = {t: [] for t in trackers}
         print(f"\n{load}_udp_load_test:\n")
         pair_heads = "".join(f" | {shoal} / {floor} replies | {shoal} / {floor} CPU per reply"
-                             for shoal, floor in PAIRS)
+                             for shoal, floor in pairs)
         print("| round | " + " | ".join(f"{t} replies/s (CPU µs/reply)" for t in trackers) + pair_heads + " |")
-        print("|---|" + "---|" * (len(trackers) + 2 * len(PAIRS)))
+        print("|---|" + "---|" * (len(trackers) + 2 * len(pairs)))
 
         def ratios(pick):
             return [(pick(runs[shoal])["replies"] / pick(runs[floor])["replies"],
                      pick(runs[shoal])["cpu_per_reply_us"] / pick(runs[floor])["cpu_per_reply_us"])
-                    for shoal, floor in PAIRS]
+                    for shoal, floor in pairs]
 
         for round_ in range(a.rounds):
             # The two runs of a pair go back to back, the floor first in every other
             # round: this VM's speed drifts over minutes, and a ratio of neighbours
             # drifts least.
-            order = [t for pair in PAIRS for t in (pair if round_ % 2 == 0 else pair[::-1])]
-            order += [t for t in trackers if t not in order]
+            # (With variants the plain floor serves several pairs; it runs once.)
+            order = [t for pair in pairs for t in (pair if round_ % 2 == 0 else pair[::-1])]
+            order = list(dict.fromkeys(order + trackers))
             for tracker in order:
                 runs[tracker].append(bench.run_once(tracker, load))
             cells = [f"{runs[t][-1]['replies']:,.0f} ({runs[t][-1]['cpu_per_reply_us']:.2f})" for t in trackers]
-            pairs = "".join(f" | {r:.3f} | {c:.3f}" for r, c in ratios(lambda rs: rs[-1]))
-            print(f"| {round_ + 1} | " + " | ".join(cells) + pairs + " |", flush=True)
+            pair_cells = "".join(f" | {r:.3f} | {c:.3f}" for r, c in ratios(lambda rs: rs[-1]))
+            print(f"| {round_ + 1} | " + " | ".join(cells) + pair_cells + " |", flush=True)
         med = {t: (statistics.median(r["replies"] for r in rs), statistics.median(r["cpu_per_reply_us"] for r in rs))
                for t, rs in runs.items()}
         medians = []
-        for shoal, floor in PAIRS:
+        for shoal, floor in pairs:
             both = list(zip(runs[shoal], runs[floor]))
             medians.append((statistics.median(s["replies"] / f["replies"] for s, f in both),
                             statistics.median(s["cpu_per_reply_us"] / f["cpu_per_reply_us"] for s, f in both)))

@@ -38,15 +38,22 @@ import time
 from benchlib import Sampler, cpu_list, latency_cell, latency_of, require_idle, start, status_kib, stop
 
 
-def port_free(port):
-    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    try:
-        s.bind(("127.0.0.1", port))
-        return True
-    except OSError:
-        return False
-    finally:
-        s.close()
+def port_free(port, wait=3.0):
+    """Whether 127.0.0.1:port can be bound, waiting up to `wait` seconds for it: a
+    process that used io_uring (the floor's --io-uring) lets its socket go only after
+    the kernel has torn its ring down, a moment after the process exits."""
+    deadline = time.time() + wait
+    while True:
+        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        try:
+            s.bind(("127.0.0.1", port))
+            return True
+        except OSError:
+            if time.time() >= deadline:
+                return False
+            time.sleep(0.05)
+        finally:
+            s.close()
 
 
 def wait_for_port(port, timeout=10.0):

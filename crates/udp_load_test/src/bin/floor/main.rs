@@ -18,42 +18,91 @@
 //! buffer a tracker is configured with, the floor shows what a deep queue itself costs
 //! under a load that sends faster than the responder answers.
 //!
-//! Usage: `shoal_udp_floor ADDRESS [--one-by-one] [--recv-buffer BYTES]` (e.g.
-//! `127.0.0.1:3001`). It runs until killed.
+//! Ways to lower the floor itself, each measured against it (documents/benchmarks/
+//! floor-2026-11-23.md, section "Lowering the floor"):
+//!
+//! - `--batch N`: read up to N datagrams per `recvmmsg` (1 to 1024) instead of 64;
+//! - `--busy-poll`: never sleep in `poll`; call `recvmmsg` again at once when nothing
+//!   is queued;
+//! - `--io-uring`: receive with one multishot `recvmsg` on io_uring into a ring of
+//!   provided buffers registered with the kernel, and send each batch's replies as
+//!   `sendmsg` entries submitted in the same `io_uring_enter` that waits for the next
+//!   requests (module [`uring`]).
+//!
+//! Usage: `shoal_udp_floor ADDRESS [--one-by-one | --io-uring] [--batch N] [--busy-poll]
+//! [--recv-buffer BYTES]` (e.g. `127.0.0.1:3001`). It runs until killed.
 
 use std::io::ErrorKind;
 use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd as _;
 
-use shoal_common::udp_batch::{RecvBatch, SendBatch};
+use shoal_common::udp_batch::{MAX_BATCH, RecvBatch, SendBatch};
+
+mod uring;
 
 /// Peers in an announce reply at most.
 const MAX_PEERS: usize = 30;
-/// Datagrams read per `recvmmsg`: as many as a shoal socket worker reads.
+/// Datagrams read per `recvmmsg` unless `--batch` says otherwise: as many as a shoal
+/// socket worker reads.
 const BATCH: usize = 64;
 /// Largest request read (a scrape of 74 info hashes fits).
 const SLOT: usize = 1500;
 
-const USAGE: &str = "usage: shoal_udp_floor ADDRESS [--one-by-one] [--recv-buffer BYTES]";
+const USAGE: &str = "usage: shoal_udp_floor ADDRESS [--one-by-one | --io-uring] [--batch N] \
+                     [--busy-poll] [--recv-buffer BYTES]";
 
 /// What the command line asks for.
 #[derive(Debug, PartialEq, Eq)]
 struct Options {
     address: String,
-    one_by_one: bool,
+    mode: Mode,
+    batch: usize,
+    busy_poll: bool,
     recv_buffer: Option<usize>,
+}
+
+/// How requests are read and replies sent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Mode {
+    /// `recvmmsg` and `sendmmsg`.
+    Batched,
+    /// `recvfrom` and `sendto`.
+    OneByOne,
+    /// Multishot `recvmsg` and `sendmsg` entries on io_uring.
+    IoUring,
 }
 
 fn parse_options(mut args: impl Iterator<Item = String>) -> Result<Options, String> {
     let address = args.next().ok_or("no address given")?;
     let mut options = Options {
         address,
-        one_by_one: false,
+        mode: Mode::Batched,
+        batch: BATCH,
+        busy_poll: false,
         recv_buffer: None,
+    };
+    let set_mode = |options: &mut Options, mode: Mode| {
+        if options.mode != Mode::Batched && options.mode != mode {
+            return Err("--one-by-one and --io-uring exclude each other".to_string());
+        }
+        options.mode = mode;
+        Ok(())
     };
     while let Some(arg) = args.next() {
         match arg.as_str() {
-            "--one-by-one" => options.one_by_one = true,
+            "--one-by-one" => set_mode(&mut options, Mode::OneByOne)?,
+            "--io-uring" => set_mode(&mut options, Mode::IoUring)?,
+            "--busy-poll" => options.busy_poll = true,
+            "--batch" => {
+                let value = args.next().ok_or("--batch needs a number of datagrams")?;
+                options.batch = value
+                    .parse()
+                    .ok()
+                    .filter(|n| (1..=MAX_BATCH).contains(n))
+                    .ok_or(format!(
+                        "--batch {value}: not a number from 1 to {MAX_BATCH}"
+                    ))?;
+            }
             "--recv-buffer" => {
                 let value = args.next().ok_or("--recv-buffer needs a size in bytes")?;
                 let bytes = value
@@ -63,6 +112,9 @@ fn parse_options(mut args: impl Iterator<Item = String>) -> Result<Options, Stri
             }
             other => return Err(format!("unknown option {other}")),
         }
+    }
+    if options.busy_poll && options.mode != Mode::Batched {
+        return Err("--busy-poll applies to the batched floor only".into());
     }
     Ok(options)
 }
@@ -83,25 +135,27 @@ fn main() -> std::io::Result<()> {
         "shoal_udp_floor listening on udp://{}",
         socket.local_addr()?
     );
-    if options.one_by_one {
-        one_by_one(&socket)
-    } else {
-        batched(&socket)
+    match options.mode {
+        Mode::OneByOne => one_by_one(&socket),
+        Mode::Batched => batched(&socket, options.batch, options.busy_poll),
+        Mode::IoUring => uring::serve(&socket, options.batch),
     }
 }
 
 /// Batches of requests in, batches of replies out.
-fn batched(socket: &UdpSocket) -> std::io::Result<()> {
+fn batched(socket: &UdpSocket, batch: usize, busy_poll: bool) -> std::io::Result<()> {
     socket.set_nonblocking(true)?;
-    let mut recv = RecvBatch::new(BATCH, SLOT);
+    let mut recv = RecvBatch::new(batch, SLOT);
     let mut send = SendBatch::new();
-    let mut replies = Vec::with_capacity(BATCH * (20 + 6 * MAX_PEERS));
-    let mut sent_to: Vec<(SocketAddr, usize)> = Vec::with_capacity(BATCH);
+    let mut replies = Vec::with_capacity(batch * (20 + 6 * MAX_PEERS));
+    let mut sent_to: Vec<(SocketAddr, usize)> = Vec::with_capacity(batch);
     loop {
         match recv.recv(socket) {
             Ok(_) => {}
             Err(err) if err.kind() == ErrorKind::WouldBlock => {
-                wait_readable(socket);
+                if !busy_poll {
+                    wait_readable(socket);
+                }
                 continue;
             }
             Err(err) if err.kind() == ErrorKind::Interrupted => continue,
@@ -213,18 +267,37 @@ mod tests {
             parse(&["127.0.0.1:1", "--recv-buffer", "8388608", "--one-by-one"]),
             Ok(Options {
                 address: "127.0.0.1:1".into(),
-                one_by_one: true,
+                mode: Mode::OneByOne,
+                batch: BATCH,
+                busy_poll: false,
                 recv_buffer: Some(8 << 20),
             })
         );
         assert_eq!(
-            parse(&["127.0.0.1:1"]).map(|o| (o.one_by_one, o.recv_buffer)),
-            Ok((false, None))
+            parse(&["127.0.0.1:1"]).map(|o| (o.mode, o.batch, o.busy_poll, o.recv_buffer)),
+            Ok((Mode::Batched, 64, false, None))
+        );
+        assert_eq!(
+            parse(&["127.0.0.1:1", "--batch", "256", "--busy-poll"])
+                .map(|o| (o.batch, o.busy_poll)),
+            Ok((256, true))
+        );
+        assert_eq!(
+            parse(&["127.0.0.1:1", "--io-uring", "--batch", "1024"]).map(|o| (o.mode, o.batch)),
+            Ok((Mode::IoUring, 1024))
         );
         assert!(parse(&[]).is_err());
         assert!(parse(&["127.0.0.1:1", "--recv-buffer"]).is_err());
         assert!(parse(&["127.0.0.1:1", "--recv-buffer", "8M"]).is_err());
         assert!(parse(&["127.0.0.1:1", "--fast"]).is_err());
+        for batch in ["0", "1025", "many"] {
+            assert!(
+                parse(&["127.0.0.1:1", "--batch", batch]).is_err(),
+                "{batch}"
+            );
+        }
+        assert!(parse(&["127.0.0.1:1", "--one-by-one", "--io-uring"]).is_err());
+        assert!(parse(&["127.0.0.1:1", "--io-uring", "--busy-poll"]).is_err());
     }
 
     #[test]
