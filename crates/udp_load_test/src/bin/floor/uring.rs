@@ -35,7 +35,7 @@ const BUFFER_LEN: usize = 2048;
 const GROUP: u16 = 0;
 /// `user_data` of the multishot receive; a send's is its arena's index + 1.
 const RECEIVE: u64 = 0;
-/// The longest reply `write_reply` writes: a scrape of 74 info hashes.
+/// The longest reply to a request of [`SLOT`] bytes: a scrape of 74 info hashes.
 const LONGEST_REPLY: usize = 8 + 74 * 12;
 
 /// Serves until an error: one multishot receive, replies in rounds of up to `batch`.
@@ -86,12 +86,14 @@ pub(crate) fn serve(socket: &UdpSocket, batch: usize) -> io::Result<()> {
             }
             armed &= cqueue::more(cqe.flags());
             let Ok(len) = usize::try_from(cqe.result()) else {
-                // ENOBUFS (every buffer in use) ends the multishot, which is re-armed
-                // above; anything else is a fault of the socket.
-                if cqe.result() == -libc::ENOBUFS {
+                // A multishot that ends for want of buffers (ENOBUFS), of room in the
+                // completion queue (EOVERFLOW) or by cancellation is re-armed above;
+                // anything else is a fault of the socket.
+                let error = -cqe.result();
+                if [libc::ENOBUFS, libc::EOVERFLOW, libc::ECANCELED, libc::EINTR].contains(&error) {
                     continue;
                 }
-                return Err(io::Error::from_raw_os_error(-cqe.result()));
+                return Err(io::Error::from_raw_os_error(error));
             };
             let Some(id) = cqueue::buffer_select(cqe.flags()) else {
                 continue;
@@ -162,7 +164,9 @@ impl Arena {
     fn new(capacity: usize) -> Self {
         Self {
             capacity,
-            // Never grows past this, so the iovecs' pointers into it stay valid.
+            // Room for a full round. The iovecs point into it only once the round is
+            // complete (`sends`), and it is not touched again until every send has
+            // completed, so even growing it could not move a reply being sent.
             bytes: Vec::with_capacity(capacity * LONGEST_REPLY),
             ends: Vec::with_capacity(capacity),
             // SAFETY: all-zero bytes are a valid sockaddr_storage.
@@ -199,7 +203,6 @@ impl Arena {
         if slot == self.capacity || address.len() > size_of::<libc::sockaddr_storage>() {
             return;
         }
-        debug_assert!(self.bytes.capacity() - self.bytes.len() >= LONGEST_REPLY);
         if !write_reply(request, &mut self.bytes) {
             return;
         }
