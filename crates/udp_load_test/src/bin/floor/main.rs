@@ -131,14 +131,26 @@ fn main() -> std::io::Result<()> {
     if let Some(bytes) = options.recv_buffer {
         shoal_common::sockets::set_recv_buffer(&socket2::SockRef::from(&socket), bytes);
     }
+    // io_uring is set up before "listening" is printed, so that where it is not
+    // available the floor says so and stops instead of seeming to serve.
+    let uring = match options.mode {
+        Mode::IoUring => match uring::Server::new(&socket, options.batch) {
+            Ok(server) => Some(server),
+            Err(err) => {
+                eprintln!("shoal_udp_floor: io_uring is not available here: {err}");
+                std::process::exit(1);
+            }
+        },
+        _ => None,
+    };
     eprintln!(
         "shoal_udp_floor listening on udp://{}",
         socket.local_addr()?
     );
-    match options.mode {
-        Mode::OneByOne => one_by_one(&socket),
-        Mode::Batched => batched(&socket, options.batch, options.busy_poll),
-        Mode::IoUring => uring::serve(&socket, options.batch),
+    match (options.mode, uring) {
+        (Mode::IoUring, Some(server)) => server.run(),
+        (Mode::OneByOne, _) => one_by_one(&socket),
+        _ => batched(&socket, options.batch, options.busy_poll),
     }
 }
 

@@ -13,9 +13,9 @@
 //! than interrupting it for each datagram.
 //!
 //! A reply's bytes, address and headers must stay put until the kernel has sent it.
-//! UDP sends on a socket with room complete while they are submitted, but one that
-//! finds the send buffer full waits in the kernel, so each round's replies live in an
-//! arena that is reused only once all its sends have completed.
+//! Sends are made with `MSG_DONTWAIT`, so each completes (or fails, and the reply is
+//! dropped) as it is issued; still, each round's replies live in an arena that is
+//! reused only once all its sends have completed.
 
 use std::io;
 use std::mem::{size_of, zeroed};
@@ -38,96 +38,137 @@ const RECEIVE: u64 = 0;
 /// The longest reply to a request of [`SLOT`] bytes: a scrape of 74 info hashes.
 const LONGEST_REPLY: usize = 8 + 74 * 12;
 
-/// Serves until an error: one multishot receive, replies in rounds of up to `batch`.
-pub(crate) fn serve(socket: &UdpSocket, batch: usize) -> io::Result<()> {
-    let mut ring: IoUring = IoUring::builder()
-        .setup_single_issuer()
-        .setup_defer_taskrun()
-        .setup_coop_taskrun()
-        .setup_cqsize(4 * BUFFERS as u32)
-        .build((batch as u32 + 1).next_power_of_two())?;
-    let mut buffers = BufferRing::new(&ring)?;
-    // The socket as a registered file: each entry then names it by index, and the
-    // kernel skips looking the descriptor up (and counting a reference) per entry.
-    ring.submitter().register_files(&[socket.as_raw_fd()])?;
-    let fd = types::Fixed(0);
-    // Only the lengths matter to a multishot receive: room for either family's address,
-    // no control messages. The kernel reads it whenever it re-arms, so it lives as long
-    // as the loop.
-    // SAFETY: all-zero bytes are a valid msghdr (null pointers, zero lengths).
-    let mut receive_header: Box<libc::msghdr> = Box::new(unsafe { zeroed() });
-    receive_header.msg_namelen = size_of::<libc::sockaddr_in6>() as libc::socklen_t;
-    let receive = opcode::RecvMsgMulti::new(fd, &raw const *receive_header, GROUP)
-        .build()
-        .user_data(RECEIVE);
+/// A ring set up for one socket, with its receive buffers registered.
+pub(crate) struct Server {
+    ring: IoUring,
+    buffers: BufferRing,
+    /// Only its lengths matter to a multishot receive: room for either family's
+    /// address, no control messages. The kernel reads it whenever the receive is
+    /// armed, so it is never freed.
+    receive_header: &'static libc::msghdr,
+    batch: usize,
+}
 
-    let mut arenas: Vec<Box<Arena>> = Vec::new();
-    let mut free: Vec<usize> = Vec::new();
-    let mut sent_back: Vec<usize> = Vec::new();
-    let mut armed = false;
-    loop {
-        if !armed {
-            // SAFETY: the entry points at `receive_header`, which outlives the loop, and
-            // at the buffer group registered above.
-            unsafe { push(&mut ring, &receive)? };
-            armed = true;
-        }
-        ring.submit_and_wait(1)?;
+impl Server {
+    /// Sets up the ring, registers `socket` as its file 0 and the buffer ring as group
+    /// [`GROUP`]. Fails where io_uring is unavailable (kernels before 6.1, which lack
+    /// `DEFER_TASKRUN`; a seccomp profile or `kernel.io_uring_disabled` refusing it).
+    pub(crate) fn new(socket: &UdpSocket, batch: usize) -> io::Result<Self> {
+        let ring: IoUring = IoUring::builder()
+            .setup_single_issuer()
+            .setup_defer_taskrun()
+            .setup_coop_taskrun()
+            .setup_cqsize(4 * BUFFERS as u32)
+            .build((batch as u32 + 1).next_power_of_two())?;
+        let buffers = BufferRing::new(&ring)?;
+        // The socket as a registered file: each entry then names it by index, and the
+        // kernel skips looking the descriptor up (and counting a reference) per entry.
+        ring.submitter().register_files(&[socket.as_raw_fd()])?;
+        // SAFETY: all-zero bytes are a valid msghdr (null pointers, zero lengths).
+        let receive_header: &'static mut libc::msghdr = Box::leak(Box::new(unsafe { zeroed() }));
+        receive_header.msg_namelen = size_of::<libc::sockaddr_in6>() as libc::socklen_t;
+        Ok(Self {
+            ring,
+            buffers,
+            receive_header,
+            batch,
+        })
+    }
 
-        let current = free.pop().unwrap_or_else(|| {
-            arenas.push(Box::new(Arena::new(batch)));
-            arenas.len() - 1
-        });
-        let arena = &mut arenas[current];
-        for cqe in ring.completion() {
-            if cqe.user_data() != RECEIVE {
-                sent_back.push(cqe.user_data() as usize - 1);
-                continue;
+    /// Serves until an error: one multishot receive, replies in rounds of up to
+    /// `batch`.
+    pub(crate) fn run(self) -> io::Result<()> {
+        let Self {
+            mut ring,
+            mut buffers,
+            receive_header,
+            batch,
+        } = self;
+        let fd = types::Fixed(0);
+        let receive = opcode::RecvMsgMulti::new(fd, receive_header, GROUP)
+            .build()
+            .user_data(RECEIVE);
+        // What the kernel may read or write is never freed: the receive header, the
+        // buffer ring and the arenas. A ring is torn down in the background after its
+        // descriptor closes, so even on the way out of this function the kernel may
+        // still hold their addresses.
+        let mut arenas: Vec<&'static mut Arena> = Vec::new();
+        let mut free: Vec<usize> = Vec::new();
+        let mut sent_back: Vec<usize> = Vec::new();
+        let mut armed = false;
+        loop {
+            if !armed {
+                // SAFETY: the entry points at `receive_header` and the buffer group,
+                // neither of which is ever freed.
+                unsafe { push(&mut ring, &receive)? };
+                armed = true;
             }
-            armed &= cqueue::more(cqe.flags());
-            let Ok(len) = usize::try_from(cqe.result()) else {
-                // A multishot that ends for want of buffers (ENOBUFS), of room in the
-                // completion queue (EOVERFLOW) or by cancellation is re-armed above;
-                // anything else is a fault of the socket.
-                let error = -cqe.result();
-                if [libc::ENOBUFS, libc::EOVERFLOW, libc::ECANCELED, libc::EINTR].contains(&error) {
+            match ring.submit_and_wait(1) {
+                // A signal while waiting (SIGSTOP and SIGCONT, say): wait again.
+                Err(err) if err.kind() == io::ErrorKind::Interrupted => {}
+                result => {
+                    result?;
+                }
+            }
+
+            let current = free.pop().unwrap_or_else(|| {
+                arenas.push(Box::leak(Box::new(Arena::new(batch))));
+                arenas.len() - 1
+            });
+            let arena = &mut arenas[current];
+            for cqe in ring.completion() {
+                if cqe.user_data() != RECEIVE {
+                    sent_back.push(cqe.user_data() as usize - 1);
                     continue;
                 }
-                return Err(io::Error::from_raw_os_error(error));
-            };
-            let Some(id) = cqueue::buffer_select(cqe.flags()) else {
-                continue;
-            };
-            if let Ok(message) = types::RecvMsgOut::parse(&buffers.get(id)[..len], &receive_header)
-                && !message.is_payload_truncated()
-            {
-                arena.add(message.name_data(), message.payload_data());
+                armed &= cqueue::more(cqe.flags());
+                let Ok(len) = usize::try_from(cqe.result()) else {
+                    // A multishot that ends for want of buffers (ENOBUFS) or by
+                    // cancellation is re-armed above; anything else is a fault of the
+                    // socket.
+                    let error = -cqe.result();
+                    if [libc::ENOBUFS, libc::ECANCELED, libc::EINTR].contains(&error) {
+                        continue;
+                    }
+                    return Err(io::Error::from_raw_os_error(error));
+                };
+                let Some(id) = cqueue::buffer_select(cqe.flags()) else {
+                    continue;
+                };
+                if let Ok(message) =
+                    types::RecvMsgOut::parse(buffers.received(id, len), receive_header)
+                {
+                    // Cut at SLOT bytes, as the other floors read requests.
+                    let payload = message.payload_data();
+                    arena.add(message.name_data(), &payload[..payload.len().min(SLOT)]);
+                }
+                buffers.give_back(id);
+                if arena.is_full() {
+                    break;
+                }
             }
-            buffers.give_back(id);
-            if arena.is_full() {
-                break;
+            buffers.publish();
+            for index in sent_back.drain(..) {
+                let done = &mut arenas[index];
+                done.pending -= 1;
+                if done.pending == 0 {
+                    done.clear();
+                    free.push(index);
+                }
             }
-        }
-        buffers.publish();
-        for index in sent_back.drain(..) {
-            let done = &mut arenas[index];
-            done.pending -= 1;
-            if done.pending == 0 {
-                done.clear();
-                free.push(index);
-            }
-        }
 
-        let arena = &mut arenas[current];
-        if arena.is_empty() {
-            free.push(current);
-            continue;
-        }
-        arena.pending = arena.len();
-        for entry in arena.sends(fd, current as u64 + 1) {
-            // SAFETY: the entry points into the arena, which is boxed (it does not move)
-            // and is neither cleared nor reused until this send's completion arrives.
-            unsafe { push(&mut ring, &entry)? };
+            let arena = &mut arenas[current];
+            if arena.is_empty() {
+                free.push(current);
+                continue;
+            }
+            arena.pending = arena.len();
+            for entry in arena.sends(fd, current as u64 + 1) {
+                // SAFETY: the entry points into the arena, which never moves or is
+                // freed, and is neither cleared nor reused until this send's
+                // completion arrives.
+                unsafe { push(&mut ring, &entry)? };
+            }
         }
     }
 }
@@ -240,52 +281,46 @@ impl Arena {
             header.msg_iovlen = 1;
             start = end;
         }
-        self.headers[..self.ends.len()]
-            .iter()
-            .map(move |header| opcode::SendMsg::new(fd, header).build().user_data(tag))
+        self.headers[..self.ends.len()].iter().map(move |header| {
+            // MSG_DONTWAIT: a reply that finds the send buffer full fails at once
+            // (EAGAIN in its completion) instead of waiting in the kernel, so it is
+            // dropped, as the batched floor drops what `sendmmsg` cannot take.
+            opcode::SendMsg::new(fd, header)
+                .flags(libc::MSG_DONTWAIT as u32)
+                .build()
+                .user_data(tag)
+        })
     }
 }
 
 /// The provided buffers and the ring through which they are handed to the kernel.
 ///
-/// Never unmapped: it lives as long as the process, whose only loop uses it.
+/// Both are anonymous mappings that are never unmapped (see [`Server::run`]), held
+/// as raw pointers: the kernel writes into the buffers and reads the entries while
+/// this process holds them, so no Rust reference may cover memory the kernel owns.
 struct BufferRing {
-    /// `BUFFERS` entries of 16 bytes, page-aligned, shared with the kernel.
+    /// `BUFFERS` entries of 16 bytes (`struct io_uring_buf`), page-aligned.
     entries: *mut types::BufRingEntry,
-    memory: Box<[u8]>,
-    /// The next tail to publish; the kernel sees entries up to the published one.
+    /// `BUFFERS` buffers of `BUFFER_LEN` bytes.
+    memory: *mut u8,
+    /// The next tail to publish; the kernel takes entries up to the published one.
     tail: u16,
 }
 
 impl BufferRing {
     /// Registers the ring with `ring` as group [`GROUP`], every buffer in it.
     fn new(ring: &IoUring) -> io::Result<Self> {
-        let bytes = BUFFERS as usize * size_of::<types::BufRingEntry>();
-        // SAFETY: an anonymous private mapping; checked for failure below.
-        let entries = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                bytes,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        if entries == libc::MAP_FAILED {
-            return Err(io::Error::last_os_error());
-        }
         let mut this = Self {
-            entries: entries.cast(),
-            memory: vec![0; BUFFERS as usize * BUFFER_LEN].into_boxed_slice(),
+            entries: map(BUFFERS as usize * size_of::<types::BufRingEntry>())?.cast(),
+            memory: map(BUFFERS as usize * BUFFER_LEN)?,
             tail: 0,
         };
         for id in 0..BUFFERS {
             this.give_back(id);
         }
         this.publish();
-        // SAFETY: the mapping holds BUFFERS entries, is page-aligned (mmap) and lives as
-        // long as `this`, which lives as long as the loop that uses the ring.
+        // SAFETY: the mapping holds BUFFERS entries, is page-aligned (mmap) and is
+        // never unmapped.
         unsafe {
             ring.submitter().register_buf_ring_with_flags(
                 this.entries as u64,
@@ -297,23 +332,33 @@ impl BufferRing {
         Ok(this)
     }
 
-    /// The bytes of buffer `id`.
-    fn get(&self, id: u16) -> &[u8] {
-        let start = id as usize * BUFFER_LEN;
-        &self.memory[start..start + BUFFER_LEN]
+    /// The first `len` bytes of buffer `id`, which the kernel has just handed back
+    /// filled with a datagram.
+    fn received(&self, id: u16, len: usize) -> &[u8] {
+        let id = usize::from(id) % BUFFERS as usize;
+        // SAFETY: inside the mapping; the kernel wrote these bytes before it posted the
+        // completion naming `id`, and does not touch the buffer again until it is
+        // given back and published.
+        unsafe { std::slice::from_raw_parts(self.memory.add(id * BUFFER_LEN), len.min(BUFFER_LEN)) }
     }
 
     /// Puts buffer `id` back at the tail (seen by the kernel after [`publish`]).
     ///
     /// [`publish`]: Self::publish
     fn give_back(&mut self, id: u16) {
-        let index = (self.tail & (BUFFERS - 1)) as usize;
-        // SAFETY: index < BUFFERS, inside the mapping; the kernel reads only entries
-        // before the published tail, and this one is past it.
-        let entry = unsafe { &mut *self.entries.add(index) };
-        entry.set_addr(self.get(id).as_ptr() as u64);
-        entry.set_len(BUFFER_LEN as u32);
-        entry.set_bid(id);
+        let index = usize::from(self.tail & (BUFFERS - 1));
+        // SAFETY: index < BUFFERS, inside the mapping, and the kernel does not read an
+        // entry at or past the published tail, which this one is. The fields are
+        // written one by one through raw pointers (the layout of `struct io_uring_buf`:
+        // addr u64, len u32, bid u16, then the u16 that in entry 0 is the ring's tail),
+        // so nothing here covers the tail, which the kernel reads at any time.
+        unsafe {
+            let entry = self.entries.add(index).cast::<u8>();
+            let buffer = self.memory.add(usize::from(id) * BUFFER_LEN);
+            entry.cast::<u64>().write(buffer as u64);
+            entry.add(8).cast::<u32>().write(BUFFER_LEN as u32);
+            entry.add(12).cast::<u16>().write(id);
+        }
         self.tail = self.tail.wrapping_add(1);
     }
 
@@ -328,6 +373,27 @@ impl BufferRing {
     }
 }
 
-// SLOT is the largest request the other floors read; the buffers leave it room after
-// the multishot header (16 bytes) and an IPv6 address (28).
+/// `len` bytes of zeroed, page-aligned memory that is never unmapped.
+fn map(len: usize) -> io::Result<*mut u8> {
+    // SAFETY: an anonymous private mapping, checked for failure below.
+    let memory = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    if memory == libc::MAP_FAILED {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(memory.cast())
+}
+
+// The layout `give_back` writes.
+const _: () = assert!(size_of::<types::BufRingEntry>() == 16);
+// SLOT is the longest request the floors read (longer ones are cut there); the
+// buffers leave it room after the multishot header (16 bytes) and an IPv6 address (28).
 const _: () = assert!(BUFFER_LEN >= 16 + 28 + SLOT);
