@@ -14,14 +14,14 @@
 //! them: an attacker who fills part of a swarm still lands in each reply only in
 //! proportion (a window of consecutive peers would hand whole replies to a burst of
 //! fakes that joined together). What reuse gives up is variety between consecutive
-//! replies of one swarm: up to [`Walks`]'s reuse count of them see the same
-//! positions (documents/benchmarks/floor-2026-11-23.md, sixth session).
+//! replies of one swarm: up to [`Walks`]'s reuse count of them within one second see
+//! the same positions (documents/benchmarks/floor-2026-11-23.md, sixth session).
 
 use rand::{Rng, RngExt};
 
 use crate::time::ServerTime;
 
-/// How many recent walks a [`Walks`] remembers (a power of two). A slot is 24 bytes,
+/// How many recent walks a [`Walks`] remembers (a power of two). A slot is 32 bytes,
 /// so the table stays in the level-2 cache; lists that share a slot just draw anew.
 const WALK_SLOTS: usize = 1024;
 
@@ -67,11 +67,6 @@ impl Walks {
         Self { slots, reuse }
     }
 
-    /// How many replies share one walk.
-    pub fn reuse(&self) -> u32 {
-        self.reuse.max(1)
-    }
-
     /// A walk `(start, step, over)` at `now` for the list whose candidates start at
     /// `list` and number `n` (at least 1): `step` is coprime with `over`, and
     /// `over <= n`.
@@ -87,8 +82,8 @@ impl Walks {
         }
         // Fibonacci hashing of the address: allocations are aligned, so the low
         // bits alone would crowd a few slots.
-        let index = ((list as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 54) as usize;
-        let slot = &mut self.slots[index % WALK_SLOTS];
+        let hash = (list as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        let slot = &mut self.slots[(hash >> (64 - WALK_SLOTS.trailing_zeros())) as usize];
         let over = slot.candidates as usize;
         if slot.list == list && slot.uses_left > 0 && slot.drawn == now.0 && over <= n {
             slot.uses_left -= 1;
