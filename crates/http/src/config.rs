@@ -87,12 +87,6 @@ pub struct ProtocolConfig {
     /// With full_scrape on: seconds a full scrape reply is reused before it is built
     /// again (each socket worker builds at most one per interval).
     pub full_scrape_interval: u32,
-    /// Announce replies in a row, within one second, that one swarm's peer list may
-    /// give the same random draw of peer positions. Each reply is still a uniform
-    /// random sample; in a busy swarm the later ones read peer records the first
-    /// brought into the CPU cache (about 3% more replies per core with a million
-    /// swarms, documents/benchmarks/floor-2026-11-23.md). 1 draws anew every time.
-    pub peer_draw_reuse: u32,
 }
 
 impl Default for ProtocolConfig {
@@ -107,7 +101,6 @@ impl Default for ProtocolConfig {
             max_scrape_torrents: 100,
             full_scrape: false,
             full_scrape_interval: 300,
-            peer_draw_reuse: 16,
         }
     }
 }
@@ -248,11 +241,6 @@ impl TrackerKind for Http {
                 "full_scrape_interval",
                 "must be at least 1 second",
             );
-            p.check(
-                (1..=shoal_swarm::Walks::MOST_REUSE).contains(&protocol.peer_draw_reuse),
-                "peer_draw_reuse",
-                format!("must be between 1 and {}", shoal_swarm::Walks::MOST_REUSE),
-            );
         });
 
         let limits = &config.limits;
@@ -288,7 +276,7 @@ mod tests {
     #[test]
     fn tls_needs_its_files_and_paths_must_look_like_paths() {
         let err = parse::<Config>(
-            "[network]\nenable_tls = true\n[protocol]\nannounce_path = \"announce\"\npeer_draw_reuse = 1001\n",
+            "[network]\nenable_tls = true\n[protocol]\nannounce_path = \"announce\"\n",
         )
         .unwrap_err()
         .to_string();
@@ -302,10 +290,6 @@ mod tests {
         );
         assert!(
             err.contains("protocol.announce_path: must start with /"),
-            "{err}"
-        );
-        assert!(
-            err.contains("protocol.peer_draw_reuse: must be between 1 and 1000"),
             "{err}"
         );
     }

@@ -52,13 +52,11 @@ impl TcpTracker for HttpTracker {
     }
 
     fn shard(config: &Config<Http>) -> HttpShard {
-        let mut shard = HttpShard::new(
+        HttpShard::new(
             config.cleaning.peer_timeout,
             shard_capacity(config),
             config.cluster.enabled(),
-        );
-        shard.torrents.reuse_walks(config.protocol.peer_draw_reuse);
-        shard
+        )
     }
 
     const STATE: Option<StateKind> = Some(StateKind::Http);

@@ -42,7 +42,6 @@ pub use peer::{Peer, PeerAddr, PeerAddress, PeerData, PeerKey, V4Addr, V6Addr};
 pub use peer_list::PeerList;
 pub use peer_set::{DualStack, ListIn, PeerSet};
 pub use replication::{ChangeLog, Replicated};
-pub use selection::Walks;
 pub use snapshot::{RecordError, Restored, SnapshotData};
 pub use time::{Clock, ServerTime};
 pub use torrents::{

@@ -16,7 +16,7 @@ use rand::Rng;
 
 use crate::peer::{Peer, PeerData, PeerKey};
 use crate::position_index::PositionIndex;
-use crate::selection::{self, Walks};
+use crate::selection;
 use crate::time::ServerTime;
 
 /// Lists with more peers than this get a hash index.
@@ -239,16 +239,13 @@ impl<K: PeerKey, X: PeerData> PeerList<K, X> {
     /// other seeders if [`PeerData::SEEDERS_MEET_SEEDERS`], else nobody.
     ///
     /// `emit` may change the data of the peers it is given (WebTorrent records the
-    /// offer it forwards to each), not their keys. `walks` may hand this reply the
-    /// positions a recent one from the same list was given ([`Walks`]).
-    #[allow(clippy::too_many_arguments)]
+    /// offer it forwards to each), not their keys.
     pub fn select(
         &mut self,
         exclude: Option<usize>,
         for_seeder: bool,
         max: usize,
         now: ServerTime,
-        walks: &mut Walks,
         rng: &mut impl Rng,
         mut emit: impl FnMut(&mut Peer<K, X>),
     ) {
@@ -259,9 +256,7 @@ impl<K: PeerKey, X: PeerData> PeerList<K, X> {
         };
         let candidates = &mut self.peers[start..];
         let exclude = exclude.and_then(|position| position.checked_sub(start));
-        let list = candidates.as_ptr() as usize;
-        let walk = |n| walks.walk(list, n, now, rng);
-        selection::sample(candidates.len(), exclude, max, walk, |offset| {
+        selection::sample(candidates.len(), exclude, max, rng, |offset| {
             let peer = &mut candidates[offset];
             let live = peer.expires() > now;
             if live {

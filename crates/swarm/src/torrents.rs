@@ -14,7 +14,6 @@ use crate::census::Census;
 use crate::partitions::{Located, PARTITIONS, Partitions};
 use crate::peer::{Peer, PeerData};
 use crate::peer_set::{DualStack, ListIn, PeerSet};
-use crate::selection::Walks;
 use crate::time::ServerTime;
 
 /// Steps of [`TorrentMap::prefetch_announce`].
@@ -210,8 +209,6 @@ pub struct TorrentMap<S> {
     counting: Census,
     /// What the last finished pass counted.
     census: Census,
-    /// Recent peer-selection walks, shared by a few replies in a row.
-    walks: Walks,
 }
 
 impl<S: PeerSet> TorrentMap<S> {
@@ -228,14 +225,7 @@ impl<S: PeerSet> TorrentMap<S> {
             next_clean: 0,
             counting: Census::default(),
             census: Census::default(),
-            walks: Walks::new(1),
         }
-    }
-
-    /// Lets up to `reuse` replies in a row from one peer list share a selection walk
-    /// (see [`Walks`]); 1, the default, draws anew for every reply.
-    pub fn reuse_walks(&mut self, reuse: u32) {
-        self.walks = Walks::new(reuse);
     }
 
     /// Number of torrents.
@@ -422,15 +412,7 @@ impl<S: PeerSet> TorrentMap<S> {
                 (None, announce.seeder.unwrap_or(false), false)
             }
         };
-        list.select(
-            position,
-            seeder,
-            announce.peers_wanted,
-            now,
-            &mut self.walks,
-            rng,
-            emit,
-        );
+        list.select(position, seeder, announce.peers_wanted, now, rng, emit);
         let downloaded =
             position.is_some() && announce.event == AnnounceEvent::Completed && !was_seeder;
         if downloaded {

@@ -54,12 +54,6 @@ pub struct ProtocolConfig {
     /// Seconds a connection id stays valid after it is issued. BEP 15 clients reuse an
     /// id for up to a minute; 120 leaves room for slow clients.
     pub connection_id_lifetime: u32,
-    /// Announce replies in a row, within one second, that one swarm's peer list may
-    /// give the same random draw of peer positions. Each reply is still a uniform
-    /// random sample; in a busy swarm the later ones read peer records the first
-    /// brought into the CPU cache (about 3% more replies per core with a million
-    /// swarms, documents/benchmarks/floor-2026-11-23.md). 1 draws anew every time.
-    pub peer_draw_reuse: u32,
 }
 
 impl Default for ProtocolConfig {
@@ -70,7 +64,6 @@ impl Default for ProtocolConfig {
             default_peers: 50,
             max_scrape_torrents: 74,
             connection_id_lifetime: 120,
-            peer_draw_reuse: 16,
         }
     }
 }
@@ -141,11 +134,6 @@ impl TrackerKind for Udp {
                 protocol.connection_id_lifetime >= 1,
                 "connection_id_lifetime",
                 "must be at least 1 second",
-            );
-            p.check(
-                (1..=shoal_swarm::Walks::MOST_REUSE).contains(&protocol.peer_draw_reuse),
-                "peer_draw_reuse",
-                format!("must be between 1 and {}", shoal_swarm::Walks::MOST_REUSE),
             );
         });
 
@@ -219,7 +207,7 @@ mod tests {
     #[test]
     fn bad_values_are_all_reported_with_their_keys() {
         let err = parse::<Config>(
-            "swarm_workers = 2000\n[protocol]\nmax_peers = 0\nannounce_interval = 5000\npeer_draw_reuse = 0\n[network]\naddress_ipv4 = \"[::1]:1\"\n",
+            "swarm_workers = 2000\n[protocol]\nmax_peers = 0\nannounce_interval = 5000\n[network]\naddress_ipv4 = \"[::1]:1\"\n",
         )
         .unwrap_err();
         let text = err.to_string();
@@ -228,7 +216,6 @@ mod tests {
             "network.address_ipv4: must be an IPv4 address",
             "protocol.max_peers: must be between 1 and",
             "protocol.default_peers: must not exceed max_peers (0)",
-            "protocol.peer_draw_reuse: must be between 1 and 1000",
             "cleaning.peer_timeout: must exceed protocol.announce_interval (5000)",
         ] {
             assert!(text.contains(expected), "missing {expected:?} in:\n{text}");

@@ -124,7 +124,6 @@ fn serve(
     let mut shard = |index: usize| {
         let mut torrents =
             BitTorrentMap::new(config.cleaning.peer_timeout, shard_capacity(&config));
-        torrents.reuse_walks(config.protocol.peer_draw_reuse);
         if let Some(snapshot) = &snapshot {
             restored.add(state::restore_shard(
                 &mut torrents,

@@ -222,46 +222,6 @@ fn replies_are_capped_at_peers_wanted_and_vary() {
 }
 
 #[test]
-fn reused_draws_repeat_within_a_second_and_leave_the_announcer_out() {
-    let mut h = Harness::new();
-    h.map.reuse_walks(4);
-    for i in 0..200u16 {
-        h.announce(announce(
-            v4((i % 250) as u8, 2000 + i),
-            false,
-            AnnounceEvent::Started,
-        ));
-    }
-    let want_10 = |h: &mut Harness, i: u16| {
-        let mut request = announce(v4((i % 250) as u8, 2000 + i), false, AnnounceEvent::None);
-        request.peers_wanted = 10;
-        let (_, peers) = h.announce(request);
-        let distinct: HashSet<_> = peers.iter().collect();
-        assert_eq!(distinct.len(), 10);
-        assert!(
-            !peers.contains(&v4((i % 250) as u8, 2000 + i)),
-            "sent itself"
-        );
-        peers
-    };
-    // Four re-announces in one second share a draw: the same peers, but for one
-    // whose own position was drawn, who gets the next one instead.
-    h.now = ServerTime(5);
-    let first = want_10(&mut h, 150);
-    let shared: Vec<_> = (151..154).map(|i| want_10(&mut h, i)).collect();
-    for peers in &shared {
-        let common = peers.iter().filter(|p| first.contains(p)).count();
-        assert!(common >= 8, "{common} of 10 in common");
-    }
-    // The fifth draws anew, and so does the next second.
-    let fifth = want_10(&mut h, 154);
-    assert!(fifth.iter().filter(|p| first.contains(p)).count() < 8);
-    h.now = ServerTime(6);
-    let later = want_10(&mut h, 155);
-    assert!(later.iter().filter(|p| fifth.contains(p)).count() < 8);
-}
-
-#[test]
 fn ipv4_and_ipv6_peers_are_kept_apart_but_counted_together() {
     let mut h = Harness::new();
     let a6 = V6Addr::new("2001:db8::1".parse().unwrap(), 1);
