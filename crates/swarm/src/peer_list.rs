@@ -19,6 +19,9 @@ use crate::position_index::PositionIndex;
 use crate::selection;
 use crate::time::ServerTime;
 
+/// Bytes in a cache line of the processors shoal runs on (x86-64 and most ARM64).
+const CACHE_LINE: usize = 64;
+
 /// Lists with more peers than this get a hash index.
 pub const INDEX_FROM: usize = 32;
 /// Indexed lists that shrink below this many peers drop their index.
@@ -233,6 +236,13 @@ impl<K: PeerKey, X: PeerData> PeerList<K, X> {
         removed
     }
 
+    /// As many records as fit in a cache line: peers are chosen in groups of
+    /// neighbours this size (see [`selection`]).
+    const GROUP: usize = match CACHE_LINE / size_of::<Peer<K, X>>() {
+        0 => 1,
+        fits => fits,
+    };
+
     /// Calls `emit` for up to `max` peers chosen at random, never the one at
     /// `exclude`, never expired ones. A seeder (`for_seeder`) is given only leechers
     /// when there are any, since seeders have nothing to give each other; with none,
@@ -256,14 +266,32 @@ impl<K: PeerKey, X: PeerData> PeerList<K, X> {
         };
         let candidates = &mut self.peers[start..];
         let exclude = exclude.and_then(|position| position.checked_sub(start));
-        selection::sample(candidates.len(), exclude, max, rng, |offset| {
-            let peer = &mut candidates[offset];
-            let live = peer.expires() > now;
-            if live {
-                emit(peer);
-            }
-            live
-        });
+        // A hint needs only the address (it reads nothing), so `fetch` holds the
+        // list's start as a pointer while `take` borrows the list to write.
+        let base = candidates.as_ptr();
+        let fetch = |first: usize, len: usize| {
+            crate::prefetch::prefetch_bytes(
+                base.wrapping_add(first).cast(),
+                len * size_of::<Peer<K, X>>(),
+                2,
+            );
+        };
+        selection::sample(
+            candidates.len(),
+            exclude,
+            max,
+            Self::GROUP,
+            rng,
+            fetch,
+            |offset| {
+                let peer = &mut candidates[offset];
+                let live = peer.expires() > now;
+                if live {
+                    emit(peer);
+                }
+                live
+            },
+        );
     }
 
     fn make_seeder(&mut self, position: usize, hasher: &impl BuildHasher) -> usize {

@@ -1,21 +1,44 @@
 //! Choosing which peers go into a reply.
 //!
 //! A reply needs up to `max` distinct peers drawn at random from `n`, skipping the
-//! announcer. Visiting positions `start, start + step, start + 2·step, … (mod n)` with
-//! a random start and a random step coprime with `n` walks every position exactly once
-//! in a scrambled order, in O(max) time and with no allocation. Every peer has the same
-//! chance of being chosen, and two announces rarely see the same peers.
+//! announcer. The positions, taken as a circle from a random place on it, are cut
+//! into groups of `group` neighbours (one group may be shorter), and the groups into
+//! as many strata of consecutive groups as the reply needs groups. A reply takes one
+//! group at a random place in every stratum; if expired or excluded peers leave it
+//! short, it takes the next group of every stratum in turn, until every group was
+//! visited once. That is O(max) work with no allocation, and the random starting
+//! place gives every peer the same chance of being chosen.
+//!
+//! Groups exist for the cache. In a large swarm every chosen peer whose record is
+//! not cached costs a memory read, and the reads of one reply were about 4% of a UDP
+//! reply's cost under load (documents/benchmarks/floor-2026-11-23.md). A group is as
+//! many neighbouring records as fit in a cache line (six IPv4 peers), so a reply of
+//! 30 peers reads five or so lines instead of thirty, and all of them are asked for
+//! (`fetch`) before the first is read, so that their misses overlap. Records of a
+//! cache line or more (WebTorrent's) get groups of one: single positions.
+//!
+//! Strata exist against fakes. Neighbours in a list mostly joined at about the same
+//! time, so a reply must not come from one stretch of it, or a burst of fake peers
+//! could fill whole replies. With one group from every stratum a reply is spread over
+//! the whole list: a stretch of consecutive peers that holds a share `f` of it meets
+//! at most `f · strata + 2` strata, so a burst of up to half a swarm never fills a
+//! reply of 30 IPv4 peers (five strata) alone.
 
 use rand::{Rng, RngExt};
 
 /// Visits up to `max` positions of `0..n`, never `exclude`, calling `take(position)`;
 /// `take` returns whether it used the position (an expired peer is not used, and the
-/// walk goes on to the next one).
+/// visit goes on to another one). Positions are taken in groups of `group`
+/// neighbours (see the module documentation); `group` 1 takes single positions.
+/// Before any `take`, `fetch(first, len)` is called for the groups of the first
+/// round, so that their memory can be asked for at once.
 pub(crate) fn sample(
     n: usize,
     exclude: Option<usize>,
     max: usize,
+    group: usize,
     rng: &mut impl Rng,
+    mut fetch: impl FnMut(usize, usize),
     mut take: impl FnMut(usize) -> bool,
 ) {
     let available = n - usize::from(exclude.is_some_and(|e| e < n));
@@ -29,41 +52,137 @@ pub(crate) fn sample(
         }
         return;
     }
-    let start = rng.random_range(0..n);
-    let step = coprime_step(n, rng);
-    let mut position = start;
-    let mut taken = 0;
-    for _ in 0..n {
-        if Some(position) != exclude && take(position) {
-            taken += 1;
-            if taken == max {
-                return;
+    // Groups start at a random place on the circle of positions, so that no
+    // position is favoured by where the groups, the short last group or the strata
+    // fall.
+    let groups = Groups::new(n, group, rng.random_range(0..n));
+    let strata = Strata::new(groups.count, max.div_ceil(groups.size));
+    // Each stratum's visit starts at a random place in it, derived from this seed so
+    // that later rounds find it again without storing it.
+    let seed = rng.next_u64();
+    // The group visited `round`-th in `stratum`, if the stratum has that many.
+    let group_at = |stratum: usize, round: usize| -> Option<usize> {
+        let (first, len) = strata.range(stratum);
+        if round >= len {
+            return None;
+        }
+        let mut place = below(mix(seed.wrapping_add(stratum as u64)), len) + round;
+        if place >= len {
+            place -= len;
+        }
+        Some(first + place)
+    };
+    // Ask for every first-round group before reading any: their misses overlap
+    // instead of each waiting for the one before to leave the pipeline.
+    for stratum in 0..strata.count {
+        if let Some(group) = group_at(stratum, 0) {
+            let (start, len) = groups.range(group);
+            let before_end = len.min(n - start);
+            fetch(start, before_end);
+            if before_end < len {
+                fetch(0, len - before_end);
             }
         }
-        position += step;
-        if position >= n {
-            position -= n;
+    }
+    let mut taken = 0;
+    for round in 0..strata.longest() {
+        for stratum in 0..strata.count {
+            let Some(group) = group_at(stratum, round) else {
+                continue;
+            };
+            for position in groups.positions(group) {
+                if Some(position) != exclude && take(position) {
+                    taken += 1;
+                    if taken == max {
+                        return;
+                    }
+                }
+            }
         }
     }
 }
 
-/// A random step in `1..n` with gcd(step, n) = 1, so the walk covers all of `0..n`.
-fn coprime_step(n: usize, rng: &mut impl Rng) -> usize {
-    if n <= 2 {
-        return 1;
-    }
-    let mut step = rng.random_range(1..n);
-    while gcd(step, n) != 1 {
-        step = if step + 1 == n { 1 } else { step + 1 };
-    }
-    step
+/// `groups` consecutive groups cut into `count` strata of consecutive groups whose
+/// lengths differ by at most one (the longer ones first).
+struct Strata {
+    count: usize,
+    shortest: usize,
+    longer: usize,
 }
 
-fn gcd(mut a: usize, mut b: usize) -> usize {
-    while b != 0 {
-        (a, b) = (b, a % b);
+impl Strata {
+    fn new(groups: usize, wanted: usize) -> Self {
+        let count = wanted.clamp(1, groups);
+        Self {
+            count,
+            shortest: groups / count,
+            longer: groups % count,
+        }
     }
-    a
+
+    /// The first group of `stratum` and its length.
+    fn range(&self, stratum: usize) -> (usize, usize) {
+        let first = stratum * self.shortest + stratum.min(self.longer);
+        (first, self.shortest + usize::from(stratum < self.longer))
+    }
+
+    /// The length of the longest stratum.
+    fn longest(&self) -> usize {
+        self.shortest + usize::from(self.longer > 0)
+    }
+}
+
+/// SplitMix64's finaliser: spreads a counter's bits over the whole word.
+fn mix(mut x: u64) -> u64 {
+    x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^ (x >> 31)
+}
+
+/// A number in `0..len` from 64 random bits (multiply-shift; the bias, below
+/// `len / 2^64`, is nothing at these sizes).
+fn below(random: u64, len: usize) -> usize {
+    ((u128::from(random) * len as u128) >> 64) as usize
+}
+
+/// The circle of positions `0..n` cut into groups of `size` consecutive positions
+/// from `shift` on (wrapping past `n - 1` to 0), the last group shorter when `size`
+/// does not divide `n`.
+struct Groups {
+    n: usize,
+    size: usize,
+    count: usize,
+    shift: usize,
+}
+
+impl Groups {
+    fn new(n: usize, size: usize, shift: usize) -> Self {
+        let size = size.max(1);
+        Self {
+            n,
+            size,
+            count: n.div_ceil(size),
+            shift,
+        }
+    }
+
+    /// Where `group` starts and how many positions it has.
+    fn range(&self, group: usize) -> (usize, usize) {
+        let offset = group * self.size;
+        let mut start = self.shift + offset;
+        if start >= self.n {
+            start -= self.n;
+        }
+        (start, self.size.min(self.n - offset))
+    }
+
+    /// The positions of `group`, in order around the circle.
+    fn positions(&self, group: usize) -> impl Iterator<Item = usize> {
+        let (start, len) = self.range(group);
+        let n = self.n;
+        (start..start + len).map(move |p| if p >= n { p - n } else { p })
+    }
 }
 
 #[cfg(test)]
@@ -73,71 +192,201 @@ mod tests {
 
     use super::*;
 
-    fn collect(n: usize, exclude: Option<usize>, max: usize, seed: u64) -> Vec<usize> {
+    /// The positions one reply takes, in order, every position usable.
+    fn collect(
+        n: usize,
+        exclude: Option<usize>,
+        max: usize,
+        group: usize,
+        seed: u64,
+    ) -> Vec<usize> {
         let mut rng = SmallRng::seed_from_u64(seed);
         let mut out = Vec::new();
-        sample(n, exclude, max, &mut rng, |p| {
-            out.push(p);
-            true
-        });
+        sample(
+            n,
+            exclude,
+            max,
+            group,
+            &mut rng,
+            |_, _| {},
+            |p| {
+                out.push(p);
+                true
+            },
+        );
         out
     }
 
     #[test]
     fn takes_everyone_but_the_excluded_when_they_fit() {
-        assert_eq!(collect(5, Some(2), 10, 1), vec![0, 1, 3, 4]);
-        assert_eq!(collect(5, None, 5, 1), vec![0, 1, 2, 3, 4]);
-        assert!(collect(1, Some(0), 10, 1).is_empty());
-        assert!(collect(0, None, 10, 1).is_empty());
-        assert!(collect(10, None, 0, 1).is_empty());
+        for group in [1, 6] {
+            assert_eq!(collect(5, Some(2), 10, group, 1), vec![0, 1, 3, 4]);
+            assert_eq!(collect(5, None, 5, group, 1), vec![0, 1, 2, 3, 4]);
+            assert!(collect(1, Some(0), 10, group, 1).is_empty());
+            assert!(collect(0, None, 10, group, 1).is_empty());
+            assert!(collect(10, None, 0, group, 1).is_empty());
+        }
     }
 
     #[test]
     fn samples_distinct_positions_and_skips_the_excluded() {
         for seed in 0..200 {
             for n in [3, 10, 64, 97, 1000] {
-                let out = collect(n, Some(1), 7.min(n - 2), seed);
-                let mut sorted = out.clone();
-                sorted.sort_unstable();
-                sorted.dedup();
-                assert_eq!(sorted.len(), out.len(), "duplicates for n={n}");
-                assert_eq!(out.len(), 7.min(n - 2));
-                assert!(!out.contains(&1));
-                assert!(out.iter().all(|&p| p < n));
+                for group in [1, 2, 6] {
+                    for max in [1, 7, 30] {
+                        let want = max.min(n - 2);
+                        let out = collect(n, Some(1), want, group, seed);
+                        let mut sorted = out.clone();
+                        sorted.sort_unstable();
+                        sorted.dedup();
+                        assert_eq!(sorted.len(), out.len(), "duplicates, n={n} group={group}");
+                        assert_eq!(out.len(), want, "n={n} group={group} max={max}");
+                        assert!(!out.contains(&1));
+                        assert!(out.iter().all(|&p| p < n));
+                    }
+                }
             }
         }
     }
 
     #[test]
     fn every_position_gets_chosen_about_equally_often() {
-        let n = 40;
-        let mut counts = vec![0u32; n];
-        for seed in 0..4000 {
-            for p in collect(n, None, 10, seed) {
-                counts[p] += 1;
+        // 40 positions: with groups of 6 the last group has 4, and the 7 groups fall
+        // into strata of 4 and 3 groups; none of that may favour a position.
+        for group in [1, 6] {
+            let n = 40;
+            let mut counts = vec![0u32; n];
+            for seed in 0..8000 {
+                for p in collect(n, None, 10, group, seed) {
+                    counts[p] += 1;
+                }
+            }
+            // Expected 2000 each (8000 draws × 10/40).
+            for (position, &count) in counts.iter().enumerate() {
+                assert!(
+                    (1800..2200).contains(&count),
+                    "group {group}: position {position} chosen {count} times"
+                );
             }
         }
-        // Expected 1000 each (4000 draws × 10/40).
-        for (position, &count) in counts.iter().enumerate() {
+    }
+
+    #[test]
+    fn a_reply_takes_whole_groups_of_neighbours() {
+        let n = 6000;
+        for seed in 0..100 {
+            let out = collect(n, None, 30, 6, seed);
+            assert_eq!(out.len(), 30);
+            for chunk in out.chunks(6) {
+                for pair in chunk.windows(2) {
+                    assert_eq!(pair[1], (pair[0] + 1) % n, "not neighbours: {out:?}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_stretch_of_half_the_list_never_fills_a_reply() {
+        // Fakes that joined in one burst sit together. Wherever a stretch of half
+        // the list lies, one of a reply's five groups of 6 comes from outside it.
+        let n = 6000;
+        for fakes_from in (0..n).step_by(337) {
+            let fake = |p: usize| (p + n - fakes_from) % n < n / 2;
+            for seed in 0..200 {
+                let honest = collect(n, None, 30, 6, seed)
+                    .into_iter()
+                    .filter(|&p| !fake(p))
+                    .count();
+                assert!(
+                    honest >= 6,
+                    "{honest} honest peers, fakes from {fakes_from}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn the_first_groups_are_fetched_before_any_is_read() {
+        let mut rng = SmallRng::seed_from_u64(5);
+        let mut fetched = Vec::new();
+        let taken = std::cell::RefCell::new(Vec::new());
+        sample(
+            6000,
+            None,
+            30,
+            6,
+            &mut rng,
+            |first, len| {
+                assert!(taken.borrow().is_empty(), "fetched after a read");
+                fetched.push((first, len));
+            },
+            |p| {
+                taken.borrow_mut().push(p);
+                true
+            },
+        );
+        assert_eq!(fetched.len(), 5);
+        for &p in taken.borrow().iter() {
             assert!(
-                (850..1150).contains(&count),
-                "position {position} chosen {count} times"
+                fetched
+                    .iter()
+                    .any(|&(first, len)| (first..first + len).contains(&p)),
+                "{p} was not fetched"
             );
         }
     }
 
     #[test]
     fn unusable_positions_are_replaced_by_later_ones() {
-        let mut rng = SmallRng::seed_from_u64(7);
-        let mut used = Vec::new();
-        sample(20, None, 5, &mut rng, |p| {
-            if p % 2 == 0 {
-                used.push(p);
-                true
-            } else {
-                false
+        for group in [1, 6] {
+            for n in [60, 600] {
+                let mut rng = SmallRng::seed_from_u64(7);
+                let mut used = Vec::new();
+                // Two positions in three expired: whole groups come up short.
+                sample(
+                    n,
+                    None,
+                    12,
+                    group,
+                    &mut rng,
+                    |_, _| {},
+                    |p| {
+                        if p % 3 == 0 {
+                            used.push(p);
+                            true
+                        } else {
+                            false
+                        }
+                    },
+                );
+                assert_eq!(used.len(), 12, "n={n} group={group}");
+                let mut sorted = used.clone();
+                sorted.sort_unstable();
+                sorted.dedup();
+                assert_eq!(sorted.len(), 12);
             }
-        });
-        assert_eq!(used.len(), 5);
+        }
+    }
+
+    #[test]
+    fn a_list_of_only_unusable_peers_gives_nothing_and_ends() {
+        let mut rng = SmallRng::seed_from_u64(9);
+        let mut visits = vec![0u32; 500];
+        sample(
+            500,
+            Some(3),
+            30,
+            6,
+            &mut rng,
+            |_, _| {},
+            |p| {
+                visits[p] += 1;
+                false
+            },
+        );
+        // Every position but the excluded one was tried exactly once.
+        for (p, &v) in visits.iter().enumerate() {
+            assert_eq!(v, u32::from(p != 3), "position {p}");
+        }
     }
 }
