@@ -5,8 +5,8 @@
 //! into groups of `group` neighbours (one group may be shorter), and the groups into
 //! as many strata of consecutive groups as the reply needs groups. A reply takes one
 //! group at a random place in every stratum; if expired or excluded peers leave it
-//! short, it takes the next group of every stratum in turn, until every group was
-//! visited once. That is O(max) work with no allocation, and the random starting
+//! short, the other groups follow in a scrambled order (a random start and a step
+//! coprime with their number) until every group was visited once. That is O(max) work with no allocation, and the random starting
 //! place gives every peer the same chance of being chosen.
 //!
 //! Groups exist for the cache. In a large swarm every chosen peer whose record is
@@ -57,49 +57,75 @@ pub(crate) fn sample(
     // fall.
     let groups = Groups::new(n, group, rng.random_range(0..n));
     let strata = Strata::new(groups.count, max.div_ceil(groups.size));
-    // Each stratum's visit starts at a random place in it, derived from this seed so
-    // that later rounds find it again without storing it.
+    // Each stratum's group is at a random place in it, derived from this seed so
+    // that the walk below can tell it again without storing it.
     let seed = rng.next_u64();
-    // The group visited `round`-th in `stratum`, if the stratum has that many.
-    let group_at = |stratum: usize, round: usize| -> Option<usize> {
+    let chosen = |stratum: usize| -> usize {
         let (first, len) = strata.range(stratum);
-        if round >= len {
-            return None;
-        }
-        let mut place = below(mix(seed.wrapping_add(stratum as u64)), len) + round;
-        if place >= len {
-            place -= len;
-        }
-        Some(first + place)
+        first + below(mix(seed.wrapping_add(stratum as u64)), len)
     };
-    // Ask for every first-round group before reading any: their misses overlap
+    // Ask for every stratum's group before reading any: their misses overlap
     // instead of each waiting for the one before to leave the pipeline.
     for stratum in 0..strata.count {
-        if let Some(group) = group_at(stratum, 0) {
-            let (start, len) = groups.range(group);
-            let before_end = len.min(n - start);
-            fetch(start, before_end);
-            if before_end < len {
-                fetch(0, len - before_end);
-            }
+        let (start, len) = groups.range(chosen(stratum));
+        let before_end = len.min(n - start);
+        fetch(start, before_end);
+        if before_end < len {
+            fetch(0, len - before_end);
         }
     }
     let mut taken = 0;
-    for round in 0..strata.longest() {
-        for stratum in 0..strata.count {
-            let Some(group) = group_at(stratum, round) else {
-                continue;
-            };
-            for position in groups.positions(group) {
-                if Some(position) != exclude && take(position) {
-                    taken += 1;
-                    if taken == max {
-                        return;
-                    }
+    let mut visit = |group: usize| -> bool {
+        for position in groups.positions(group) {
+            if Some(position) != exclude && take(position) {
+                taken += 1;
+                if taken == max {
+                    return true;
                 }
             }
         }
+        false
+    };
+    for stratum in 0..strata.count {
+        if visit(chosen(stratum)) {
+            return;
+        }
     }
+    // Expired or excluded peers left the reply short. The other groups follow in a
+    // scrambled order (a random start and a step coprime with their number, which
+    // visits each once), so that the peers just after a stretch of expired ones are
+    // not the ones that make up for it.
+    let mut group = rng.random_range(0..groups.count);
+    let step = coprime_step(groups.count, rng);
+    for _ in 0..groups.count {
+        if group != chosen(strata.of(group)) && visit(group) {
+            return;
+        }
+        group += step;
+        if group >= groups.count {
+            group -= groups.count;
+        }
+    }
+}
+
+/// A random step in `1..n` with gcd(step, n) = 1, so that `start + k·step (mod n)`
+/// for `k` in `0..n` visits all of `0..n`.
+fn coprime_step(n: usize, rng: &mut impl Rng) -> usize {
+    if n <= 2 {
+        return 1;
+    }
+    let mut step = rng.random_range(1..n);
+    while gcd(step, n) != 1 {
+        step = if step + 1 == n { 1 } else { step + 1 };
+    }
+    step
+}
+
+fn gcd(mut a: usize, mut b: usize) -> usize {
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    a
 }
 
 /// `groups` consecutive groups cut into `count` strata of consecutive groups whose
@@ -126,9 +152,15 @@ impl Strata {
         (first, self.shortest + usize::from(stratum < self.longer))
     }
 
-    /// The length of the longest stratum.
-    fn longest(&self) -> usize {
-        self.shortest + usize::from(self.longer > 0)
+    /// The stratum `group` belongs to.
+    fn of(&self, group: usize) -> usize {
+        let long = self.shortest + 1;
+        let in_longer = self.longer * long;
+        if group < in_longer {
+            group / long
+        } else {
+            self.longer + (group - in_longer) / self.shortest
+        }
     }
 }
 
@@ -364,6 +396,63 @@ mod tests {
                 sorted.sort_unstable();
                 sorted.dedup();
                 assert_eq!(sorted.len(), 12);
+            }
+        }
+    }
+
+    #[test]
+    fn peers_after_a_stretch_of_expired_ones_are_not_favoured() {
+        // Five groups' worth of expired peers at the start of 120: the groups that
+        // make up for them come from anywhere, not from the neighbours.
+        let (n, draws) = (120, 20_000);
+        let live = |p: usize| p >= 30;
+        let mut counts = vec![0u32; n];
+        for seed in 0..draws {
+            let mut rng = SmallRng::seed_from_u64(seed);
+            sample(
+                n,
+                None,
+                30,
+                6,
+                &mut rng,
+                |_, _| {},
+                |p| {
+                    if live(p) {
+                        counts[p] += 1;
+                    }
+                    live(p)
+                },
+            );
+        }
+        // Every draw takes 30 of the 90 live peers: 6,667 each on average.
+        for (position, &count) in counts.iter().enumerate().skip(30) {
+            assert!(
+                (6000..7333).contains(&count),
+                "position {position} chosen {count} times"
+            );
+        }
+    }
+
+    #[test]
+    fn every_group_has_the_stratum_that_holds_it() {
+        for groups in 1..60 {
+            for wanted in 1..70 {
+                let strata = Strata::new(groups, wanted);
+                let mut next = 0;
+                for stratum in 0..strata.count {
+                    let (first, len) = strata.range(stratum);
+                    assert_eq!(first, next);
+                    assert!(len >= 1);
+                    for group in first..first + len {
+                        assert_eq!(
+                            strata.of(group),
+                            stratum,
+                            "{groups} groups, {wanted} wanted"
+                        );
+                    }
+                    next = first + len;
+                }
+                assert_eq!(next, groups);
             }
         }
     }
