@@ -2,27 +2,35 @@
 //!
 //! A reply needs up to `max` distinct peers drawn at random from `n`, skipping the
 //! announcer. The positions, taken as a circle from a random place on it, are cut
-//! into groups of `group` neighbours (one group may be shorter), and the groups into
-//! as many strata of consecutive groups as the reply needs groups. A reply takes one
-//! group at a random place in every stratum; if expired or excluded peers leave it
-//! short, the other groups follow in a scrambled order (a random start and a step
-//! coprime with their number) until every group was visited once. That is O(max) work with no allocation, and the random starting
-//! place gives every peer the same chance of being chosen.
+//! into groups of neighbours (one group may be shorter), and the groups into as many
+//! strata of consecutive groups as the reply needs groups. A reply takes one group
+//! at a random place in every stratum; if expired or excluded peers leave it short,
+//! the other groups follow in a scrambled order (a random start and a step coprime
+//! with their number) until every group was visited once. That is O(max) work with
+//! no allocation. With every peer live and none excluded each is equally likely to
+//! be chosen (the random starting place sees to that); peers near the announcer or
+//! near expired ones are within a few per cent of that (see the tests).
 //!
 //! Groups exist for the cache. In a large swarm every chosen peer whose record is
 //! not cached costs a memory read, and the reads of one reply were about 4% of a UDP
 //! reply's cost under load (documents/benchmarks/floor-2026-11-23.md). A group is as
 //! many neighbouring records as fit in a cache line (six IPv4 peers), so a reply of
-//! 30 peers reads five or so lines instead of thirty, and all of them are asked for
-//! (`fetch`) before the first is read, so that their misses overlap. Records of a
-//! cache line or more (WebTorrent's) get groups of one: single positions.
+//! 30 IPv4 peers reads nine or ten lines (a group of 60 bytes usually spans two)
+//! instead of thirty, and they are asked for (`fetch`) before the first is read, so
+//! that their misses overlap. Records of a cache line or more (WebTorrent's, HTTP's
+//! IPv6 peers with an id) get groups of one: single positions.
 //!
 //! Strata exist against fakes. Neighbours in a list mostly joined at about the same
 //! time, so a reply must not come from one stretch of it, or a burst of fake peers
-//! could fill whole replies. With one group from every stratum a reply is spread over
-//! the whole list: a stretch of consecutive peers that holds a share `f` of it meets
-//! at most `f · strata + 2` strata, so a burst of up to half a swarm never fills a
-//! reply of 30 IPv4 peers (five strata) alone.
+//! could fill whole replies. So a group never holds more than a fifth of a reply
+//! (smaller replies get smaller groups, down to single peers), and with one group
+//! from every stratum a reply is spread over the whole list: a stretch of
+//! consecutive groups meets at most its length over the shortest stratum's, plus
+//! two, strata. In a list much longer than the reply, a stretch of half of it meets
+//! at most four of five strata, so the reply's first groups are never all from it;
+//! it can be filled from the stretch only if the group from outside comes up short
+//! (expired peers, the announcer, a short group) and the groups that make up for it
+//! fall in the stretch too.
 
 use rand::{Rng, RngExt};
 
@@ -30,8 +38,8 @@ use rand::{Rng, RngExt};
 /// `take` returns whether it used the position (an expired peer is not used, and the
 /// visit goes on to another one). Positions are taken in groups of `group`
 /// neighbours (see the module documentation); `group` 1 takes single positions.
-/// Before any `take`, `fetch(first, len)` is called for the groups of the first
-/// round, so that their memory can be asked for at once.
+/// Before any `take`, `fetch(first, len)` is called for the first groups to be read
+/// (up to [`MAX_FETCHED`]), so that their memory can be asked for at once.
 pub(crate) fn sample(
     n: usize,
     exclude: Option<usize>,
@@ -55,6 +63,9 @@ pub(crate) fn sample(
     // Groups start at a random place on the circle of positions, so that no
     // position is favoured by where the groups, the short last group or the strata
     // fall.
+    // A group holds at most a fifth of the reply, so that a reply has five strata
+    // or more (groups of one for replies under ten peers).
+    let group = group.min(max / MIN_STRATA).max(1);
     let groups = Groups::new(n, group, rng.random_range(0..n));
     let strata = Strata::new(groups.count, max.div_ceil(groups.size));
     // Each stratum's group is at a random place in it, derived from this seed so
@@ -66,7 +77,7 @@ pub(crate) fn sample(
     };
     // Ask for every stratum's group before reading any: their misses overlap
     // instead of each waiting for the one before to leave the pipeline.
-    for stratum in 0..strata.count {
+    for stratum in 0..strata.count.min(MAX_FETCHED) {
         let (start, len) = groups.range(chosen(stratum));
         let before_end = len.min(n - start);
         fetch(start, before_end);
@@ -107,6 +118,14 @@ pub(crate) fn sample(
         }
     }
 }
+
+/// The fewest strata a reply is cut into when it has that many peers to take.
+const MIN_STRATA: usize = 5;
+
+/// The most groups asked for ahead of reading. A core has about a dozen cache misses
+/// in flight at most; asking for hundreds (an HTTP reply of 1,000 peers) would only
+/// wait for slots, and the reading itself keeps up with the rest.
+const MAX_FETCHED: usize = 16;
 
 /// A random step in `1..n` with gcd(step, n) = 1, so that `start + k·step (mod n)`
 /// for `k` in `0..n` visits all of `0..n`.
@@ -282,6 +301,53 @@ mod tests {
     }
 
     #[test]
+    fn the_announcers_neighbours_are_not_favoured_much() {
+        // The announcer's place leaves a chosen group one short; the peer that makes
+        // up for it comes from anywhere.
+        let (n, draws, excluded) = (40, 20_000, 17);
+        let mut counts = vec![0u32; n];
+        for seed in 0..draws {
+            for p in collect(n, Some(excluded), 10, 6, seed) {
+                counts[p] += 1;
+            }
+        }
+        // 20,000 draws of 10 from the 39 others: 5,128 each on average.
+        for (position, &count) in counts.iter().enumerate() {
+            if position == excluded {
+                assert_eq!(count, 0);
+            } else {
+                assert!(
+                    (4800..5450).contains(&count),
+                    "position {position} chosen {count} times"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn fetched_groups_lie_inside_the_list() {
+        for n in 32..100 {
+            for seed in 0..20 {
+                let mut rng = SmallRng::seed_from_u64(seed);
+                let mut fetched = 0;
+                sample(
+                    n,
+                    Some(0),
+                    30,
+                    6,
+                    &mut rng,
+                    |first, len| {
+                        assert!(len >= 1 && first + len <= n, "n={n}: {first}+{len}");
+                        fetched += len;
+                    },
+                    |_| true,
+                );
+                assert!(fetched >= 30 - 5, "n={n}: {fetched} fetched");
+            }
+        }
+    }
+
+    #[test]
     fn every_position_gets_chosen_about_equally_often() {
         // 40 positions: with groups of 6 the last group has 4, and the 7 groups fall
         // into strata of 4 and 3 groups; none of that may favour a position.
@@ -318,22 +384,37 @@ mod tests {
     }
 
     #[test]
-    fn a_stretch_of_half_the_list_never_fills_a_reply() {
+    fn a_stretch_of_half_the_list_never_fills_the_first_groups() {
         // Fakes that joined in one burst sit together. Wherever a stretch of half
-        // the list lies, one of a reply's five groups of 6 comes from outside it.
-        let n = 6000;
-        for fakes_from in (0..n).step_by(337) {
-            let fake = |p: usize| (p + n - fakes_from) % n < n / 2;
-            for seed in 0..200 {
-                let honest = collect(n, None, 30, 6, seed)
-                    .into_iter()
-                    .filter(|&p| !fake(p))
-                    .count();
-                assert!(
-                    honest >= 6,
-                    "{honest} honest peers, fakes from {fakes_from}"
-                );
+        // the list lies, one of a reply's first groups comes from outside it, for
+        // small replies (groups of 1 and 2, five and six strata) as for 30 peers
+        // (five groups of 6), and with an odd length (a short group of one).
+        for n in [6000, 6001] {
+            for max in [5, 10, 12, 30, 50] {
+                for fakes_from in (0..n).step_by(337) {
+                    let fake = |p: usize| (p + n - fakes_from) % n < n / 2;
+                    for seed in 0..100 {
+                        let honest = collect(n, None, max, 6, seed)
+                            .into_iter()
+                            .filter(|&p| !fake(p))
+                            .count();
+                        assert!(
+                            honest >= 1,
+                            "no honest peer: n={n} max={max} fakes from {fakes_from}"
+                        );
+                    }
+                }
             }
+        }
+    }
+
+    #[test]
+    fn a_small_reply_is_not_one_stretch() {
+        // Five peers wanted: five groups of one, not one group of five neighbours.
+        for seed in 0..100 {
+            let mut out = collect(6000, None, 5, 6, seed);
+            out.sort_unstable();
+            assert!(out.windows(2).all(|pair| pair[1] - pair[0] > 1), "{out:?}");
         }
     }
 

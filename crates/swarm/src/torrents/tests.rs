@@ -215,8 +215,8 @@ fn replies_are_capped_at_peers_wanted_and_vary() {
         assert_eq!(distinct.len(), 10);
         seen.extend(peers);
     }
-    // Peers come in groups of six neighbours (a cache line of records), two groups
-    // to a reply here: 60 replies cover 177-199 peers (median 190) over 400 seeds.
+    // Ten wanted: groups of two neighbours (a group holds at most a fifth of a
+    // reply), five to a reply. 60 replies cover 181-197 peers (median 190) over 400 seeds.
     assert!(
         seen.len() > 170,
         "60 random replies of 10 should cover most of 199 peers, covered {}",
