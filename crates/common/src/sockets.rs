@@ -230,24 +230,133 @@ pub fn set_recv_buffer(socket: &Socket, size: usize) {
 
 /// SO_RCVBUFFORCE, which root may use to exceed net.core.rmem_max.
 fn force_recv_buffer(socket: &Socket, size: usize) -> bool {
-    use std::os::fd::AsRawFd as _;
     let value = libc::c_int::try_from(size).unwrap_or(libc::c_int::MAX);
+    set_int_option(socket, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, value).is_ok()
+}
+
+/// Makes an IPv4 UDP socket send its datagrams unfragmented, with an IP id of zero
+/// (`IP_MTU_DISCOVER` = `IP_PMTUDISC_DO`), or again as Linux does by default
+/// (`IP_PMTUDISC_WANT`) when `on` is false.
+///
+/// Linux already sets DF on UDP datagrams by default, but keeps the right to
+/// fragment them, and so hashes a fresh IP id for every one (`__ip_select_ident`, a
+/// SipHash and an atomic on a table every core shares): about 2% of a UDP tracker's
+/// CPU under load (documents/benchmarks/floor-2026-11-23.md). A datagram that may not
+/// be fragmented needs no id. The cost: one larger than the path MTU is refused with
+/// EMSGSIZE instead of sent in fragments, so a sender must retry those with
+/// [`send_fragmenting`]. Tracker replies are far below common MTUs at the default
+/// limits, so that is rare.
+pub fn set_dont_fragment(socket: &Socket, on: bool) -> std::io::Result<()> {
+    let mode = if on {
+        libc::IP_PMTUDISC_DO
+    } else {
+        libc::IP_PMTUDISC_WANT
+    };
+    set_int_option(socket, libc::IPPROTO_IP, libc::IP_MTU_DISCOVER, mode)
+}
+
+/// Whether an IPv4 socket sends unfragmented ([`set_dont_fragment`]).
+pub fn sends_unfragmented(socket: &Socket) -> std::io::Result<bool> {
+    use std::os::fd::AsRawFd as _;
+    let mut mode: libc::c_int = -1;
+    let mut len = size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: getsockopt writes at most `len` bytes to a valid int.
+    let result = unsafe {
+        libc::getsockopt(
+            socket.as_raw_fd(),
+            libc::IPPROTO_IP,
+            libc::IP_MTU_DISCOVER,
+            (&mut mode as *mut libc::c_int).cast(),
+            &mut len,
+        )
+    };
+    if result == 0 {
+        Ok(mode == libc::IP_PMTUDISC_DO)
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+/// Sends `bytes` to `to` from an IPv4 socket set by [`set_dont_fragment`], letting the
+/// kernel fragment this one datagram (it was refused with EMSGSIZE unfragmented); the
+/// socket is unfragmented again afterwards.
+pub fn send_fragmenting(
+    socket: &std::net::UdpSocket,
+    bytes: &[u8],
+    to: SocketAddr,
+) -> std::io::Result<usize> {
+    let socket = socket2::SockRef::from(socket);
+    set_dont_fragment(&socket, false)?;
+    let sent = socket.send_to(bytes, &to.into());
+    set_dont_fragment(&socket, true)?;
+    sent
+}
+
+/// Whether a send failed because the datagram is larger than the path MTU and may not
+/// be fragmented (see [`set_dont_fragment`]).
+pub fn too_big_unfragmented(err: &std::io::Error) -> bool {
+    err.raw_os_error() == Some(libc::EMSGSIZE)
+}
+
+fn set_int_option(
+    socket: &Socket,
+    level: libc::c_int,
+    name: libc::c_int,
+    value: libc::c_int,
+) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd as _;
     // SAFETY: setsockopt reads an int from a valid pointer with the length we pass.
     let result = unsafe {
         libc::setsockopt(
             socket.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_RCVBUFFORCE,
+            level,
+            name,
             (&value as *const libc::c_int).cast(),
             size_of::<libc::c_int>() as libc::socklen_t,
         )
     };
-    result == 0
+    if result == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_unfragmented_socket_can_still_send_one_datagram_fragmented() {
+        let receiver = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        receiver
+            .set_read_timeout(Some(std::time::Duration::from_secs(5)))
+            .unwrap();
+        let sender = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let unfragmented = || sends_unfragmented(&socket2::SockRef::from(&sender)).unwrap();
+        assert!(!unfragmented(), "the kernel's default");
+        set_dont_fragment(&socket2::SockRef::from(&sender), true).unwrap();
+        assert!(unfragmented());
+
+        let to = receiver.local_addr().unwrap();
+        sender.send_to(b"unfragmented", to).unwrap();
+        let sent = send_fragmenting(&sender, b"may fragment", to).unwrap();
+        assert_eq!(sent, 12);
+        // Back to unfragmented for every other datagram.
+        assert!(unfragmented());
+        let mut buf = [0u8; 32];
+        for expected in [&b"unfragmented"[..], b"may fragment"] {
+            let (len, _) = receiver.recv_from(&mut buf).unwrap();
+            assert_eq!(&buf[..len], expected);
+        }
+
+        assert!(too_big_unfragmented(&std::io::Error::from_raw_os_error(
+            libc::EMSGSIZE
+        )));
+        assert!(!too_big_unfragmented(&std::io::Error::from_raw_os_error(
+            libc::ENETUNREACH
+        )));
+    }
 
     /// A port free on both loopback addresses right now.
     fn free_port_on_both() -> Option<u16> {

@@ -7,7 +7,10 @@ use socket2::{Domain, Protocol, Socket, Type};
 
 /// A non-blocking UDP socket bound to `addr` with SO_REUSEPORT (so every socket worker
 /// can bind the same address) and, for IPv6, IPV6_V6ONLY (IPv4 clients use the IPv4
-/// socket and are never seen as mapped addresses).
+/// socket and are never seen as mapped addresses). An IPv4 socket sends unfragmented
+/// ([`set_dont_fragment`](shoal_common::sockets::set_dont_fragment)), which spares
+/// the kernel an IP id per reply; the rare reply too big for that is sent fragmented
+/// from the queue ([`Outbound`](super::outbound::Outbound)).
 pub(crate) fn bind_socket(
     addr: SocketAddr,
     recv_buffer_size: usize,
@@ -16,6 +19,9 @@ pub(crate) fn bind_socket(
         .with_context(|| format!("cannot create a UDP socket for {addr}"))?;
     if addr.is_ipv6() {
         socket.set_only_v6(true).context("cannot set IPV6_V6ONLY")?;
+    } else if let Err(err) = shoal_common::sockets::set_dont_fragment(&socket, true) {
+        // Only speed is lost: the kernel then hashes an IP id for every reply.
+        log::warn!("cannot send unfragmented UDP replies on {addr}: {err}");
     }
     socket
         .set_reuse_port(true)
@@ -30,4 +36,16 @@ pub(crate) fn bind_socket(
         .bind(&addr.into())
         .map_err(|err| shoal_common::sockets::bind_failure("UDP", addr, &err))?;
     Ok(socket.into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ipv4_replies_go_unfragmented() {
+        let socket = bind_socket(SocketAddr::from(([127, 0, 0, 1], 0)), 0).unwrap();
+        let socket = socket2::SockRef::from(&socket);
+        assert!(shoal_common::sockets::sends_unfragmented(&socket).unwrap());
+    }
 }

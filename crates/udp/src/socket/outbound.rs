@@ -5,6 +5,7 @@ use std::io::ErrorKind;
 use std::net::SocketAddr;
 
 use shoal_common::metrics::Traffic;
+use shoal_common::sockets::{send_fragmenting, too_big_unfragmented};
 use shoal_common::udp_batch::{MAX_BATCH, SendBatch};
 use std::net::UdpSocket;
 
@@ -132,6 +133,10 @@ impl Outbound {
                     }
                     Err(err) if err.kind() == ErrorKind::WouldBlock => break,
                     Err(err) if err.kind() == ErrorKind::Interrupted => {}
+                    // Too big to go unfragmented (the IPv4 socket's setting, see
+                    // `bind_socket`): queued with what follows it; `retry_queued`
+                    // sends it in fragments.
+                    Err(err) if too_big_unfragmented(&err) => break,
                     Err(err) => {
                         // The first packet of the chunk failed (e.g. an unroutable
                         // address); drop it and go on with the rest.
@@ -163,7 +168,7 @@ impl Outbound {
         for (slot, endpoint) in endpoints.iter_mut().enumerate() {
             let Some(endpoint) = endpoint else { continue };
             while let Some((client, bytes, kind)) = endpoint.queue.front() {
-                match endpoint.socket.send_to(bytes, *client) {
+                match send_one(&endpoint.socket, bytes, *client) {
                     Ok(sent) => {
                         count_reply(counters, *kind, slot);
                         traffic.bytes_sent += sent as u64;
@@ -174,6 +179,20 @@ impl Outbound {
                 endpoint.queue.pop_front();
             }
         }
+    }
+}
+
+/// Sends one datagram, in fragments if it is too big for the path unfragmented.
+fn send_one(socket: &UdpSocket, bytes: &[u8], client: SocketAddr) -> std::io::Result<usize> {
+    match socket.send_to(bytes, client) {
+        Err(err) if too_big_unfragmented(&err) && client.is_ipv4() => {
+            log::debug!(
+                "a reply of {} bytes to {client} is bigger than the path MTU: sent in fragments",
+                bytes.len()
+            );
+            send_fragmenting(socket, bytes, client)
+        }
+        result => result,
     }
 }
 
@@ -196,4 +215,45 @@ fn count_reply(counters: &mut SocketCounters, kind: ReplyKind, slot: usize) {
     };
     *all += 1;
     *ipv6 += slot as u64;
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::socket::bind::bind_socket;
+
+    #[test]
+    fn a_reply_refused_for_its_size_holds_back_no_other() {
+        let client = UdpSocket::bind("127.0.0.1:0").unwrap();
+        client
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .unwrap();
+        let to = client.local_addr().unwrap();
+        let socket = bind_socket(SocketAddr::from(([127, 0, 0, 1], 0)), 0).unwrap();
+        let mut endpoints: Endpoints = [Some(Endpoint::new(socket)), None];
+        // First a reply bigger than any UDP datagram (EMSGSIZE whole or in
+        // fragments), then two ordinary ones.
+        let mut own = Replies::default();
+        own.bytes.resize(70_000, 0);
+        own.finish_packet(to, ReplyKind::Announce);
+        for reply in [&b"first"[..], b"second"] {
+            own.bytes.extend_from_slice(reply);
+            own.finish_packet(to, ReplyKind::Connect);
+        }
+        let mut outbound = Outbound::new(16);
+        let (mut counters, mut traffic) = (SocketCounters::default(), Traffic::default());
+        outbound.send(&mut endpoints, &[], &own, &mut counters, &mut traffic);
+        outbound.retry_queued(&mut endpoints, &mut counters, &mut traffic);
+
+        let mut buf = [0u8; 64];
+        for expected in [&b"first"[..], b"second"] {
+            let (len, _) = client.recv_from(&mut buf).unwrap();
+            assert_eq!(&buf[..len], expected);
+        }
+        assert_eq!(counters.send_failures, 1);
+        assert_eq!(counters.connect_replies, 2);
+        assert!(!endpoints[0].as_ref().unwrap().wants_writable());
+    }
 }

@@ -13,6 +13,11 @@
 //! `--one-by-one` answers with one `recvfrom` and one `sendto` per request instead: the
 //! floor of the benchmark documents before 2026-11-23, which batching trackers beat.
 //!
+//! Replies go out unfragmented from an IPv4 socket, with an IP id of zero, as
+//! shoal_udp's do (`shoal_common::sockets::set_dont_fragment`: the kernel then hashes
+//! no id per datagram); `--may-fragment` leaves the kernel's default, the floor of the
+//! documents before 2026-11-24.
+//!
 //! `--recv-buffer BYTES` asks for a socket receive buffer of that size (as root, past
 //! net.core.rmem_max, the way shoal_udp does) instead of the kernel's default: with the
 //! buffer a tracker is configured with, the floor shows what a deep queue itself costs
@@ -30,7 +35,7 @@
 //!   requests (module [`uring`]).
 //!
 //! Usage: `shoal_udp_floor ADDRESS [--one-by-one | --io-uring] [--batch N] [--busy-poll]
-//! [--recv-buffer BYTES]` (e.g. `127.0.0.1:3001`). It runs until killed.
+//! [--recv-buffer BYTES] [--may-fragment]` (e.g. `127.0.0.1:3001`). It runs until killed.
 
 use std::io::ErrorKind;
 use std::net::{SocketAddr, UdpSocket};
@@ -49,7 +54,7 @@ const BATCH: usize = 64;
 const SLOT: usize = 1500;
 
 const USAGE: &str = "usage: shoal_udp_floor ADDRESS [--one-by-one | --io-uring] [--batch N] \
-                     [--busy-poll] [--recv-buffer BYTES]";
+                     [--busy-poll] [--recv-buffer BYTES] [--may-fragment]";
 
 /// What the command line asks for.
 #[derive(Debug, PartialEq, Eq)]
@@ -59,6 +64,8 @@ struct Options {
     batch: usize,
     busy_poll: bool,
     recv_buffer: Option<usize>,
+    /// Leave IPv4 replies fragmentable (the kernel's default), hashing an IP id each.
+    may_fragment: bool,
 }
 
 /// How requests are read and replies sent.
@@ -80,6 +87,7 @@ fn parse_options(mut args: impl Iterator<Item = String>) -> Result<Options, Stri
         batch: BATCH,
         busy_poll: false,
         recv_buffer: None,
+        may_fragment: false,
     };
     let set_mode = |options: &mut Options, mode: Mode| {
         if options.mode != Mode::Batched && options.mode != mode {
@@ -93,6 +101,7 @@ fn parse_options(mut args: impl Iterator<Item = String>) -> Result<Options, Stri
             "--one-by-one" => set_mode(&mut options, Mode::OneByOne)?,
             "--io-uring" => set_mode(&mut options, Mode::IoUring)?,
             "--busy-poll" => options.busy_poll = true,
+            "--may-fragment" => options.may_fragment = true,
             "--batch" => {
                 let value = args.next().ok_or("--batch needs a number of datagrams")?;
                 options.batch = value
@@ -130,6 +139,11 @@ fn main() -> std::io::Result<()> {
     let socket = UdpSocket::bind(&options.address)?;
     if let Some(bytes) = options.recv_buffer {
         shoal_common::sockets::set_recv_buffer(&socket2::SockRef::from(&socket), bytes);
+    }
+    if socket.local_addr()?.is_ipv4() && !options.may_fragment {
+        // Replies are at most 896 bytes (a scrape of 74 torrents), far below the MTU
+        // of the loopback interface benches run on: none is refused unfragmented.
+        shoal_common::sockets::set_dont_fragment(&socket2::SockRef::from(&socket), true)?;
     }
     // io_uring is set up before "listening" is printed, so that where it is not
     // available the floor says so and stops instead of seeming to serve.
@@ -283,11 +297,16 @@ mod tests {
                 batch: BATCH,
                 busy_poll: false,
                 recv_buffer: Some(8 << 20),
+                may_fragment: false,
             })
         );
         assert_eq!(
             parse(&["127.0.0.1:1"]).map(|o| (o.mode, o.batch, o.busy_poll, o.recv_buffer)),
             Ok((Mode::Batched, 64, false, None))
+        );
+        assert_eq!(
+            parse(&["127.0.0.1:1", "--may-fragment"]).map(|o| o.may_fragment),
+            Ok(true)
         );
         assert_eq!(
             parse(&["127.0.0.1:1", "--batch", "256", "--busy-poll"])
