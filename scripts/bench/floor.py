@@ -33,6 +33,8 @@ reply over the floor's (1.05 means 5% more).
   scripts/bench/floor.py --rounds 3 --load-testers shoal --rate 300000   # a fixed load
   scripts/bench/floor.py --rounds 5 --floors-only \
       --floor-variant batch256="--batch 256" --floor-variant uring=--io-uring   # lower floors?
+  scripts/bench/floor.py --rounds 7 --floors-only --load-testers shoal \
+      --floor-variant may-fragment=--may-fragment   # what IP ids cost
 
 Both load testers simulate --torrents torrents (1M by default, aquatic's default) and
 twice as many peers. With 1M the swarms are far larger than the caches, so shoal pays
@@ -46,7 +48,8 @@ swarm worker thread beside it, as the UDP bench (udp_bench.py) and the floor
 documents before 2026-11-24 ran it.
 
 --floor-variant NAME=ARGS (repeatable) adds a run of the floor with more options
-(`shoal_udp_floor --help`: --batch N, --busy-poll, --io-uring, --recv-buffer BYTES)
+(`shoal_udp_floor --help`: --batch N, --busy-poll, --io-uring, --recv-buffer BYTES,
+--may-fragment)
 to every round, compared with the plain floor as "floor+NAME / floor": what a
 different way into the kernel would save any responder. --floors-only leaves shoal
 out.
