@@ -70,7 +70,7 @@ fn main() {
                 .map(|peer| map.locate(&hashes[peer.torrent as usize])),
         );
         for step in 0..PREFETCH_STEPS {
-            for (peer, torrent) in batch.iter().zip(&located) {
+            for (peer, torrent) in batch.iter().zip(&mut located) {
                 map.prefetch_announce(step, torrent, &peer.key);
             }
         }

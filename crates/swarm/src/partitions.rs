@@ -50,12 +50,29 @@ fn growth(len: usize) -> usize {
 pub struct Located {
     key: InfoHash,
     hash: u64,
+    /// Where the value probably is in its partition, as [`Partitions::prefetch_value`]
+    /// found it ([`NO_HINT`] before): the announce and the later prefetch steps check
+    /// that position's key instead of probing the index again. Only a guess, checked
+    /// every time: a stale or wrong one costs one comparison.
+    hint: u32,
+    /// Likewise for the announcing peer in the torrent's list, as
+    /// [`TorrentMap::prefetch_announce`](crate::TorrentMap::prefetch_announce) found
+    /// it in a list with an index ([`NO_HINT`] otherwise).
+    pub(crate) peer_hint: u32,
 }
+
+/// No position guessed yet.
+pub(crate) const NO_HINT: u32 = u32::MAX;
 
 impl Located {
     /// The info hash.
     pub fn info_hash(&self) -> &InfoHash {
         &self.key
+    }
+
+    /// Where the announcing peer probably is in the torrent's list.
+    pub(crate) fn peer_hint(&self) -> Option<usize> {
+        (self.peer_hint != NO_HINT).then_some(self.peer_hint as usize)
     }
 
     fn part(&self) -> usize {
@@ -66,10 +83,20 @@ impl Located {
     }
 }
 
+/// A value that carries its info hash.
+///
+/// A partition stores its values whole rather than as (key, value) pairs, so that a
+/// value can lay its fields out around the key: a BitTorrent torrent record is 72
+/// bytes that way, where a pair with the same fields is padded to 80.
+pub(crate) trait Keyed {
+    /// The info hash the value is stored under.
+    fn key(&self) -> &InfoHash;
+}
+
 /// One partition: its values, dense, and the index that finds them.
 #[derive(Debug)]
 struct Partition<T> {
-    values: Vec<(InfoHash, T)>,
+    values: Vec<T>,
     /// Position of each value by key; no table while the partition is empty.
     index: PositionIndex,
 }
@@ -83,10 +110,24 @@ impl<T> Default for Partition<T> {
     }
 }
 
-impl<T> Partition<T> {
+impl<T: Keyed> Partition<T> {
     fn find(&self, hash: u64, key: &InfoHash) -> Option<usize> {
         let values = &self.values;
-        self.index.find(hash, |position| values[position].0 == *key)
+        self.index
+            .find(hash, |position| values[position].key() == key)
+    }
+
+    /// The position of a located key: its hint if that holds the key, else found.
+    fn position_of(&self, at: &Located) -> Option<usize> {
+        let hint = at.hint as usize;
+        if self
+            .values
+            .get(hint)
+            .is_some_and(|value| value.key() == &at.key)
+        {
+            return Some(hint);
+        }
+        self.find(at.hash, &at.key)
     }
 
     /// Indexes every value again, in a table with two to four slots for each.
@@ -96,8 +137,8 @@ impl<T> Partition<T> {
             return;
         }
         let mut index = PositionIndex::with_room_for(self.values.len());
-        for (position, (key, _)) in self.values.iter().enumerate() {
-            index.insert(hasher.hash_one(key), position);
+        for (position, value) in self.values.iter().enumerate() {
+            index.insert(hasher.hash_one(value.key()), position);
         }
         self.index = index;
     }
@@ -121,7 +162,7 @@ impl<T> Default for Partitions<T> {
     }
 }
 
-impl<T> Partitions<T> {
+impl<T: Keyed> Partitions<T> {
     /// Number of values.
     pub(crate) fn len(&self) -> usize {
         self.len
@@ -132,6 +173,8 @@ impl<T> Partitions<T> {
         Located {
             key: *key,
             hash: self.hasher.hash_one(key),
+            hint: NO_HINT,
+            peer_hint: NO_HINT,
         }
     }
 
@@ -147,8 +190,7 @@ impl<T> Partitions<T> {
     /// The value of a located key.
     pub(crate) fn get_at(&self, at: &Located) -> Option<&T> {
         let part = self.part(at);
-        part.find(at.hash, &at.key)
-            .map(|position| &part.values[position].1)
+        part.position_of(at).map(|position| &part.values[position])
     }
 
     /// Starts fetching the index slot a located key is probed at first (see
@@ -160,15 +202,16 @@ impl<T> Partitions<T> {
     /// Starts fetching the value of a located key, reading the index slots only (best
     /// after [`prefetch_slot`](Self::prefetch_slot) had time to bring them in). The
     /// first entry whose tag matches is taken, so a tag shared with another key costs a
-    /// wasted fetch, never a wrong answer.
-    pub(crate) fn prefetch_value(&self, at: &Located) {
+    /// wasted fetch, never a wrong answer. Its position becomes the located key's hint,
+    /// checked by every later lookup with it.
+    pub(crate) fn prefetch_value(&self, at: &mut Located) {
         let part = self.part(at);
-        if let Some(value) = part
-            .index
-            .find(at.hash, |_| true)
-            .and_then(|position| part.values.get(position))
-        {
+        let Some(position) = part.index.find(at.hash, |_| true) else {
+            return;
+        };
+        if let Some(value) = part.values.get(position) {
             crate::prefetch::prefetch(value, 2);
+            at.hint = position as u32;
         }
     }
 
@@ -180,8 +223,8 @@ impl<T> Partitions<T> {
     /// The value of a located key, mutably.
     pub(crate) fn get_mut_at(&mut self, at: &Located) -> Option<&mut T> {
         let part = &mut self.parts[at.part()];
-        let position = part.find(at.hash, &at.key)?;
-        Some(&mut part.values[position].1)
+        let position = part.position_of(at)?;
+        Some(&mut part.values[position])
     }
 
     /// The value of `key`, inserted with `make` if missing and `may_insert` allows;
@@ -190,22 +233,23 @@ impl<T> Partitions<T> {
         &mut self,
         key: &InfoHash,
         may_insert: bool,
-        make: impl FnOnce() -> T,
+        make: impl FnOnce(InfoHash) -> T,
     ) -> Option<&mut T> {
         self.get_or_insert_at(&self.locate(key), may_insert, make)
     }
 
-    /// The value of a located key, inserted with `make` if missing and `may_insert`
-    /// allows; `None` when it is missing and may not be inserted.
+    /// The value of a located key, inserted with `make` (given the key, which the value
+    /// must carry) if missing and `may_insert` allows; `None` when it is missing and may
+    /// not be inserted.
     pub(crate) fn get_or_insert_at(
         &mut self,
         at: &Located,
         may_insert: bool,
-        make: impl FnOnce() -> T,
+        make: impl FnOnce(InfoHash) -> T,
     ) -> Option<&mut T> {
         let part = &mut self.parts[at.part()];
-        if let Some(position) = part.find(at.hash, &at.key) {
-            return Some(&mut part.values[position].1);
+        if let Some(position) = part.position_of(at) {
+            return Some(&mut part.values[position]);
         }
         if !may_insert {
             return None;
@@ -214,14 +258,19 @@ impl<T> Partitions<T> {
         if position == part.values.capacity() {
             part.values.reserve_exact(growth(position));
         }
-        part.values.push((at.key, make()));
+        let value = make(at.key);
+        assert!(
+            value.key() == &at.key,
+            "a value carries the key it is stored under"
+        );
+        part.values.push(value);
         if part.values.len() <= part.index.room() {
             part.index.insert(at.hash, position);
         } else {
             part.rebuild_index(&self.hasher);
         }
         self.len += 1;
-        Some(&mut part.values[position].1)
+        Some(&mut part.values[position])
     }
 
     /// Keeps only the values of partition `part` for which `keep` says so, and gives
@@ -233,7 +282,10 @@ impl<T> Partitions<T> {
     ) {
         let part = &mut self.parts[part];
         let before = part.values.len();
-        part.values.retain_mut(|(key, value)| keep(key, value));
+        part.values.retain_mut(|value| {
+            let key = *value.key();
+            keep(&key, value)
+        });
         let removed = before - part.values.len();
         if removed == 0 {
             return;
@@ -252,7 +304,7 @@ impl<T> Partitions<T> {
         self.parts[part]
             .values
             .iter()
-            .map(|(key, value)| (key, value))
+            .map(|value| (value.key(), value))
     }
 
     /// Every key and value.
@@ -265,6 +317,27 @@ impl<T> Partitions<T> {
 mod tests {
     use super::*;
 
+    /// A number stored under an info hash.
+    #[derive(Debug, PartialEq)]
+    struct Numbered {
+        key: InfoHash,
+        number: u32,
+    }
+
+    impl Keyed for Numbered {
+        fn key(&self) -> &InfoHash {
+            &self.key
+        }
+    }
+
+    fn zero(key: InfoHash) -> Numbered {
+        Numbered { key, number: 0 }
+    }
+
+    fn number(value: Option<&Numbered>) -> Option<u32> {
+        value.map(|value| value.number)
+    }
+
     #[test]
     fn values_spread_over_the_partitions_and_are_found_again() {
         let mut map = Partitions::default();
@@ -274,16 +347,48 @@ mod tests {
             let mut key = [0u8; 20];
             // Chosen keys: only the first bytes vary, as an attacker might send.
             key[..4].copy_from_slice(&i.to_be_bytes());
-            *map.get_or_insert(&key, true, || 0).unwrap() += i;
+            map.get_or_insert(&key, true, zero).unwrap().number += i;
         }
         assert_eq!(map.len(), count as usize);
         let sizes: Vec<usize> = map.parts.iter().map(|part| part.values.len()).collect();
         assert!(sizes.iter().all(|&n| (30..150).contains(&n)), "{sizes:?}");
         let mut key = [0u8; 20];
         key[..4].copy_from_slice(&77u32.to_be_bytes());
-        assert_eq!(map.get(&key), Some(&77));
-        assert!(map.get_or_insert(&[9; 20], false, || 0).is_none());
+        assert_eq!(number(map.get(&key)), Some(77));
+        assert!(map.get_or_insert(&[9; 20], false, zero).is_none());
         assert_eq!(map.len(), count as usize);
+    }
+
+    #[test]
+    fn a_wrong_hint_changes_no_answer() {
+        let mut map = Partitions::default();
+        let key_of = |i: u32| {
+            let mut key = [0u8; 20];
+            key[..4].copy_from_slice(&i.to_be_bytes());
+            key
+        };
+        for i in 0..5_000u32 {
+            map.get_or_insert(&key_of(i), true, zero).unwrap().number = i;
+        }
+        // Hints at other keys' places, past the end and none, for keys that are there
+        // and one that is not.
+        for i in (0..5_000u32).step_by(7).chain([9_999]) {
+            let key = key_of(i);
+            let expected = (i < 5_000).then_some(i);
+            for hint in [0, 1, 3, 200, 4_999, NO_HINT - 1, NO_HINT] {
+                let mut at = map.locate(&key);
+                at.hint = hint;
+                assert_eq!(number(map.get_at(&at)), expected);
+                assert_eq!(number(map.get_mut_at(&at).map(|v| &*v)), expected);
+                let found = map.get_or_insert_at(&at, false, zero);
+                assert_eq!(number(found.map(|v| &*v)), expected);
+            }
+            // And the hint the prefetch leaves.
+            let mut at = map.locate(&key);
+            map.prefetch_value(&mut at);
+            assert_eq!(number(map.get_at(&at)), expected);
+        }
+        assert_eq!(map.len(), 5_000);
     }
 
     #[test]
@@ -292,7 +397,7 @@ mod tests {
         for i in 0..5_000u32 {
             let mut key = [0u8; 20];
             key[..4].copy_from_slice(&i.to_be_bytes());
-            map.get_or_insert(&key, true, || ());
+            map.get_or_insert(&key, true, zero);
         }
         let first = map.parts[0].values.len();
         let mut visited = 0;
@@ -323,14 +428,14 @@ mod tests {
                 let mut key = [0u8; 20];
                 key[..3].copy_from_slice(&rng.random_range(0..60_000u32).to_be_bytes()[1..]);
                 let value = rng.random::<u32>();
-                *map.get_or_insert(&key, true, || 0).unwrap() = value;
+                map.get_or_insert(&key, true, zero).unwrap().number = value;
                 model.insert(key, value);
             }
             for part in 0..PARTITIONS {
                 if rng.random_bool(0.3) {
                     let drop_odd = round % 2 == 0;
                     map.retain_part(part, |key, value| {
-                        let keep = (*value % 2 == 1) != drop_odd;
+                        let keep = (value.number % 2 == 1) != drop_odd;
                         if !keep {
                             model.remove(key);
                         }
@@ -340,16 +445,16 @@ mod tests {
             }
             assert_eq!(map.len(), model.len());
             for (key, value) in &model {
-                assert_eq!(map.get(key), Some(value));
-                let at = map.locate(key);
+                assert_eq!(number(map.get(key)), Some(*value));
+                let mut at = map.locate(key);
                 assert_eq!(at.info_hash(), key);
                 map.prefetch_slot(&at);
-                map.prefetch_value(&at);
-                assert_eq!(map.get_at(&at), Some(value));
+                map.prefetch_value(&mut at);
+                assert_eq!(number(map.get_at(&at)), Some(*value));
             }
             let missing = [0xff; 20];
             assert_eq!(map.get(&missing), None);
-            assert!(map.get_or_insert(&missing, false, || 0).is_none());
+            assert!(map.get_or_insert(&missing, false, zero).is_none());
         }
         assert_eq!(map.iter().count(), model.len());
     }

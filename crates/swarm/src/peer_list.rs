@@ -87,6 +87,23 @@ impl<K: PeerKey, X: PeerData> PeerList<K, X> {
         position < self.seeders as usize
     }
 
+    /// The position of the peer known by `key`, trying `hint` first (a position
+    /// [`prefetch`](Self::prefetch) returned; any position, or none, gives the same
+    /// answer, a right one without hashing the key or reading the index).
+    pub fn find_hinted(
+        &self,
+        key: &K,
+        hint: Option<usize>,
+        hasher: &impl BuildHasher,
+    ) -> Option<usize> {
+        match hint {
+            Some(position) if self.peers.get(position).is_some_and(|p| p.key() == key) => {
+                Some(position)
+            }
+            _ => self.find(key, hasher),
+        }
+    }
+
     /// The position of the peer known by `key`.
     pub fn find(&self, key: &K, hasher: &impl BuildHasher) -> Option<usize> {
         if self.index.is_some() {
@@ -105,8 +122,10 @@ impl<K: PeerKey, X: PeerData> PeerList<K, X> {
     /// Without an index, `find` and [`select`](Self::select) read the first peers:
     /// step 0 fetches them and step 1 has nothing left to do. With one, the peers
     /// are too many to fetch and are read where the index points: step 0 fetches
-    /// the index slot `key` is probed at, step 1 the peer that slot names.
-    pub fn prefetch(&self, step: usize, key: &K, hasher: &impl BuildHasher) {
+    /// the index slot `key` is probed at, step 1 the peer that slot names, and
+    /// returns its position: probably `key`'s, a hint for
+    /// [`find_hinted`](Self::find_hinted).
+    pub fn prefetch(&self, step: usize, key: &K, hasher: &impl BuildHasher) -> Option<usize> {
         if !self.index.is_some() {
             if step == 0 {
                 crate::prefetch::prefetch_bytes(
@@ -115,18 +134,16 @@ impl<K: PeerKey, X: PeerData> PeerList<K, X> {
                     2,
                 );
             }
-            return;
+            return None;
         }
         let hash = hasher.hash_one(key);
         if step == 0 {
             self.index.prefetch(hash);
-        } else if let Some(peer) = self
-            .index
-            .find(hash, |_| true)
-            .and_then(|position| self.peers.get(position))
-        {
-            crate::prefetch::prefetch(peer, 1);
+            return None;
         }
+        let position = self.index.find(hash, |_| true)?;
+        crate::prefetch::prefetch(self.peers.get(position)?, 1);
+        Some(position)
     }
 
     /// The peer at `position`, mutably (its key cannot change).
@@ -343,6 +360,32 @@ fn peer_key<K, X>(peers: &[Peer<K, X>], position: usize) -> &K {
 mod tests {
     use super::*;
     use crate::peer::{V4Addr, V6Addr};
+
+    #[test]
+    fn any_hint_finds_the_same_peer() {
+        use std::net::Ipv4Addr;
+
+        use crate::time::ServerTime;
+
+        let hasher = hashbrown::DefaultHashBuilder::default();
+        let key = |i: u16| V4Addr::new(Ipv4Addr::new(10, 0, 0, 1), i);
+        // Both kinds of list: scanned, and indexed (past INDEX_FROM peers).
+        for len in [5u16, INDEX_FROM as u16 + 20] {
+            let mut list = PeerList::<V4Addr, ()>::default();
+            for i in 0..len {
+                list.insert(Peer::new(key(i), ServerTime(10), ()), i % 3 == 0, &hasher);
+            }
+            for i in 0..len + 3 {
+                let expected = list.find(&key(i), &hasher);
+                assert_eq!(expected.is_some(), i < len);
+                let prefetched = list.prefetch(1, &key(i), &hasher);
+                let hints = [None, Some(0), Some(1), Some(usize::from(len) - 1)];
+                for hint in hints.into_iter().chain([Some(usize::MAX), prefetched]) {
+                    assert_eq!(list.find_hinted(&key(i), hint, &hasher), expected);
+                }
+            }
+        }
+    }
 
     #[test]
     fn a_list_is_as_small_as_with_a_boxed_index() {

@@ -193,7 +193,7 @@ impl<X: SnapshotData> TorrentMap<DualStack<X>> {
             let may_add = self.torrents.len() < self.capacity.torrents;
             let Some(torrent) =
                 self.torrents
-                    .get_or_insert(&record.info_hash, may_add, Torrent::default)
+                    .get_or_insert(&record.info_hash, may_add, Torrent::new)
             else {
                 done.over_capacity += record.v4_count + record.v6_count;
                 return;

@@ -161,9 +161,9 @@ impl<X: SnapshotData> TorrentMap<DualStack<X>> {
         }
         let capacity = self.capacity;
         let may_add = self.torrents.len() < capacity.torrents;
-        let Some(torrent) =
-            self.torrents
-                .get_or_insert(&record.info_hash, may_add, Torrent::default)
+        let Some(torrent) = self
+            .torrents
+            .get_or_insert(&record.info_hash, may_add, Torrent::new)
         else {
             restored.over_capacity += alive;
             return restored;

@@ -120,7 +120,7 @@ impl UdpShard {
                 RequestKind::Announce(work) => Some(&work.peer),
                 _ => None,
             });
-            for (peer, torrent) in announces.zip(&self.located) {
+            for (peer, torrent) in announces.zip(&mut self.located) {
                 let torrents = &self.torrents;
                 match peer {
                     PeerAddress::V4(addr) => torrents.prefetch_announce(step, torrent, addr),

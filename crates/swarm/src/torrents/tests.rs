@@ -714,19 +714,28 @@ fn prefetching_changes_nothing_a_batch_sees() {
                 i % 3 == 0,
                 AnnounceEvent::None,
             );
-            let (torrent, missing) = (
+            let (mut torrent, mut missing) = (
                 prefetched.map.locate(&HASH),
                 prefetched.map.locate(&[9; 20]),
             );
             for step in 0..PREFETCH_STEPS {
                 let map = &prefetched.map;
-                map.prefetch_announce(step, &torrent, &request.key);
-                map.prefetch_announce(step, &torrent, &V6Addr([1; 18]));
-                map.prefetch_announce(step, &missing, &v4(2, 2));
+                map.prefetch_announce(step, &mut torrent, &request.key);
+                map.prefetch_announce(step, &mut torrent, &V6Addr([1; 18]));
+                map.prefetch_announce(step, &mut missing, &v4(2, 2));
             }
             assert_eq!(plain.announce(request), prefetched.announce(request));
         }
     }
     assert!(prefetched.map.get(&[9; 20]).is_none());
     assert_eq!(plain.map.peer_count(), prefetched.map.peer_count());
+}
+
+#[test]
+fn a_torrent_packs_around_its_info_hash() {
+    // Every byte here is a byte per torrent: info hash, IPv4 list inline, IPv6 list
+    // boxed, downloads.
+    assert_eq!(size_of::<Torrent<DualStack<()>>>(), 72);
+    // WebTorrent's one list keys peers by id.
+    assert_eq!(size_of::<Torrent<PeerList<[u8; 20], ()>>>(), 64);
 }
