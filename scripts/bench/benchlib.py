@@ -167,6 +167,33 @@ def last_json(path):
         return json.loads([line for line in f.read().splitlines() if line.startswith("{")][-1])
 
 
+AQUATIC_VERSION = "0.9.0"
+
+
+def require_binaries(directory, names, hint):
+    """Exits with `hint` unless every one of `names` is an executable in `directory`:
+    a bench that finds one missing half-way loses the rounds it already ran."""
+    missing = [n for n in names if not os.access(os.path.join(directory, n), os.X_OK)]
+    if missing:
+        sys.exit(f"missing in {directory}: {', '.join(missing)}; {hint}")
+
+
+def install_aquatic(bin_dir, names):
+    """Installs aquatic's `names` (crates of the same names, AQUATIC_VERSION) into
+    `bin_dir`'s parent with `cargo install`, those not there yet, as the bench shell
+    scripts do. Not --locked: aquatic_udp's locked dependencies no longer build."""
+    if os.path.basename(os.path.normpath(bin_dir)) != "bin":
+        require_binaries(bin_dir, names, f"install them with cargo install --root DIR NAME "
+                                         f"--version {AQUATIC_VERSION} and pass DIR/bin")
+        return
+    root = os.path.dirname(os.path.normpath(bin_dir))
+    for name in names:
+        if not os.access(os.path.join(bin_dir, name), os.X_OK):
+            print(f"==> installing {name} {AQUATIC_VERSION} into {root}", file=sys.stderr, flush=True)
+            subprocess.run(["cargo", "install", "--root", root, name, "--version", AQUATIC_VERSION],
+                           check=True)
+
+
 def require_idle(max_load, force):
     """Exits unless the 1-minute load average is at most `max_load` (or `force`): a
     build or another bench in the background halves a tracker's throughput."""

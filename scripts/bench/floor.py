@@ -61,7 +61,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import udp_bench  # noqa: E402
-from benchlib import require_idle  # noqa: E402
+from benchlib import install_aquatic, require_binaries, require_idle  # noqa: E402
 
 SHOAL_RECV_BUFFER = 8 * 1024 * 1024  # shoal_udp's default socket_recv_buffer_size
 
@@ -87,7 +87,8 @@ class Floor(udp_bench.Bench):
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--shoal-dir", default="target/release")
-    p.add_argument("--aquatic-dir", help="directory with aquatic_udp_load_test, to load with it too")
+    p.add_argument("--aquatic-dir", help="directory with aquatic_udp_load_test, to load with it too "
+                                         "(a DIR/bin is installed into with cargo install when missing)")
     p.add_argument("--tracker-cpus", default="0")
     p.add_argument("--load-cpus", default="1")
     p.add_argument("--rounds", type=int, default=3)
@@ -135,6 +136,13 @@ def main():
         p.error(f"--load-testers: unknown {', '.join(sorted(unknown))}")
     if a.rate and "aquatic" in wanted:
         p.error("--rate drives our load tester only: add --load-testers shoal")
+    # Every binary before the first round: one found missing after the runs under our
+    # load tester would lose them.
+    needed = ["shoal_udp_floor", "shoal_udp_load_test"] + ([] if a.floors_only else ["shoal_udp"])
+    require_binaries(a.shoal_dir, needed,
+                     "build them: cargo build --release -p shoal_udp -p shoal_udp_load_test")
+    if "aquatic" in wanted and a.aquatic_dir:
+        install_aquatic(a.aquatic_dir, ["aquatic_udp_load_test"])
     require_idle(a.max_load, a.force)
     bench = Floor(a)
     pairs = ([] if a.floors_only else PAIRS) + [(variant, "floor") for variant in a.variants]
