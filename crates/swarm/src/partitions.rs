@@ -46,7 +46,8 @@ fn growth(len: usize) -> usize {
 /// it leads to the wrong partition.
 ///
 /// [`TorrentMap::locate`]: crate::TorrentMap::locate
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+// No `PartialEq`: two `Located` of one key may carry different guesses.
+#[derive(Clone, Copy, Debug)]
 pub struct Located {
     key: InfoHash,
     hash: u64,
