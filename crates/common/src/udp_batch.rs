@@ -352,6 +352,39 @@ mod tests {
     }
 
     #[test]
+    fn a_batch_reads_whole_addresses_after_shorter_ones() {
+        // The kernel shortens a header's address room to the last address it wrote
+        // there (16 bytes for IPv4); an IPv6 address read with that room would lose
+        // its tail. One batch reads IPv4 datagrams, then IPv6 ones into the same slots.
+        let Some((sender6, receiver6)) = pair("[::1]:0") else {
+            return; // No IPv6 loopback here.
+        };
+        let (sender4, receiver4) = pair("127.0.0.1:0").unwrap();
+        let mut batch = RecvBatch::new(4, 16);
+        for (sender, receiver) in [(&sender4, &receiver4), (&sender6, &receiver6)] {
+            let to = receiver.local_addr().unwrap();
+            for _ in 0..3 {
+                sender.send_to(b"x", to).unwrap();
+            }
+            let mut got = 0;
+            while got < 3 {
+                match batch.recv(receiver) {
+                    Ok(n) => {
+                        for datagram in batch.iter() {
+                            assert_eq!(datagram.source, Some(sender.local_addr().unwrap()));
+                        }
+                        got += n;
+                    }
+                    Err(err) if err.kind() == io::ErrorKind::WouldBlock => {
+                        std::thread::yield_now();
+                    }
+                    Err(err) => panic!("{err}"),
+                }
+            }
+        }
+    }
+
+    #[test]
     fn long_datagrams_are_marked_truncated() {
         let (sender, receiver) = pair("127.0.0.1:0").unwrap();
         sender
