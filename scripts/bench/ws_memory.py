@@ -11,6 +11,13 @@ With --baseline-dir, the two builds alternate, --rounds times each (both with th
 build's config):
 
   scripts/bench/ws_memory.py --shoal-dir target/release --baseline-dir /tmp/before
+
+With --after SECONDS, the tracker runs on that long after the load tester has closed
+its connections, and the RSS then is printed too, with what the tracker logged about
+giving freed memory back (`[memory] return_freed`). --return-freed both runs each
+round with it on and with it off:
+
+  scripts/bench/ws_memory.py --shoal-dir target/release --after 60 --return-freed both
 """
 import argparse
 import json
@@ -25,7 +32,10 @@ import ws_bench  # noqa: E402
 from benchlib import require_idle, status_kib, wait_for_port  # noqa: E402
 
 
-def run_once(bench, tracker):
+RETURNED = re.compile(r"gave freed memory back to the system: resident (\d+) MiB -> (\d+) MiB in (\d+) ms")
+
+
+def run_once(bench, tracker, return_freed=None):
     a = bench.a
     port = bench.ports.next_free()
     # Both builds get the current build's config, so the baseline must take its keys.
@@ -34,6 +44,8 @@ def run_once(bench, tracker):
         cmd[0] = os.path.join(a.baseline_dir, "shoal_ws")
     with open(cmd[-1]) as f:
         config = f.read().replace("[statistics]\ninterval = 0", "[statistics]\ninterval = 1")
+    if return_freed is not None:
+        config += f"\n[memory]\nreturn_freed = {str(return_freed).lower()}\n"
     with open(cmd[-1], "w") as f:
         f.write(config)
     tracker_proc = subprocess.Popen(["taskset", "-c", bench.tracker_cpus] + cmd,
@@ -44,13 +56,17 @@ def run_once(bench, tracker):
                               capture_output=True, text=True, timeout=a.duration + 60)
         rss = status_kib(tracker_proc.pid, "VmRSS") / 1024
         peak = status_kib(tracker_proc.pid, "VmHWM") / 1024
+        time.sleep(a.after)
+        rss_after = status_kib(tracker_proc.pid, "VmRSS") / 1024
     finally:
         tracker_proc.terminate()
         log = tracker_proc.communicate(timeout=30)[1]
     waiting = [int(m) for m in re.findall(r"outgoing bytes (\d+)", log)]
     data = json.loads([line for line in load.stdout.splitlines() if line.startswith("{")][-1])
+    returns = [f"{int(b)}→{int(c)} MiB, {int(ms)} ms" for b, c, ms in RETURNED.findall(log)]
     return {"rss": rss, "peak": peak, "waiting": max(waiting) / 2**20 if waiting else None,
-            "responses": data["responses_per_second"]}
+            "responses": data["responses_per_second"], "rss_after": rss_after,
+            "returns": "; ".join(returns) or "none"}
 
 
 def main():
@@ -67,6 +83,10 @@ def main():
     p.add_argument("--port", type=int, default=24700)
     p.add_argument("--max-load", type=float, default=0.7)
     p.add_argument("--force", action="store_true")
+    p.add_argument("--after", type=int, default=0,
+                   help="seconds the tracker runs on after the load, before its RSS is read again")
+    p.add_argument("--return-freed", choices=["config", "on", "off", "both"], default="config",
+                   help="[memory] return_freed for the runs (config: as the build prints it)")
     a = p.parse_args()
     # What ws_bench.Bench reads; only shoal_ws and its load tester run here.
     a.aquatic_dir, a.workers, a.swarm_workers, a.load_workers = None, 1, 0, 1
@@ -74,16 +94,20 @@ def main():
     require_idle(a.max_load, a.force)
     bench = ws_bench.Bench(a)
     os.makedirs(bench.path("tls"), exist_ok=True)
-    trackers = ["shoal"] + (["shoal-before"] if a.baseline_dir else [])
+    settings = {"config": [None], "on": [True], "off": [False], "both": [True, False]}[a.return_freed]
+    runs = [(t, r) for t in ["shoal"] + (["shoal-before"] if a.baseline_dir else []) for r in settings]
     print(f"{a.connections[0]} connections, {a.offers} offers per announce, {a.duration} s, plain ws\n")
-    print("| round | build | RSS at the end MiB | peak RSS MiB | most bytes waiting MiB | messages/s |")
-    print("|---|---|---|---|---|---|")
+    after = f" RSS {a.after} s later MiB | given back |" if a.after else ""
+    print(f"| round | build | RSS at the end MiB | peak RSS MiB | most bytes waiting MiB | messages/s |{after}")
+    print("|---|---|---|---|---|---|" + ("---|---|" if a.after else ""))
     for round_ in range(a.rounds):
-        for tracker in trackers if round_ % 2 == 0 else trackers[::-1]:
-            r = run_once(bench, tracker)
+        for tracker, return_freed in runs if round_ % 2 == 0 else runs[::-1]:
+            r = run_once(bench, tracker, return_freed)
             waiting = "—" if r["waiting"] is None else f"{r['waiting']:.0f}"
-            print(f"| {round_ + 1} | {tracker} | {r['rss']:.0f} | {r['peak']:.0f} | {waiting} | "
-                  f"{r['responses']:,.0f} |", flush=True)
+            name = tracker if return_freed is None else f"{tracker}, return_freed = {str(return_freed).lower()}"
+            later = f" {r['rss_after']:.0f} | {r['returns']} |" if a.after else ""
+            print(f"| {round_ + 1} | {name} | {r['rss']:.0f} | {r['peak']:.0f} | {waiting} | "
+                  f"{r['responses']:,.0f} |{later}", flush=True)
             time.sleep(1)
 
 

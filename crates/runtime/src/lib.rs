@@ -34,6 +34,8 @@
 //!   or several (signals, privileges, systemd notifications, monitoring, waiting).
 //! * [`monitor`]: the monitoring endpoint: Prometheus metrics, statistics page and
 //!   JSON, health.
+//! * [`memory`]: giving memory the tracker freed back to the system after a busy
+//!   spell.
 //! * [`inbox`] (feature `glommio`): the receiving end of a reply channel inside a
 //!   glommio executor.
 //! * [`tcp`] (feature `glommio`): the TCP trackers' (HTTP, WebTorrent) shared start-up,
@@ -45,6 +47,7 @@ pub mod counted;
 pub mod inbox;
 pub mod link;
 pub mod local;
+pub mod memory;
 pub mod monitor;
 pub mod outbox;
 pub mod per_ip;

@@ -345,6 +345,7 @@ pub fn run_trackers(
     for tracker in &prepared {
         tracker.log_addresses();
     }
+    let trimmer = crate::memory::Trimmer::prepare(&process.memory);
     shoal_common::privileges::drop_privileges(&process.privileges)
         .context("cannot drop privileges")?;
     let mut served = Vec::with_capacity(prepared.len());
@@ -364,6 +365,9 @@ pub fn run_trackers(
     everything.on_request(notify::stopping);
     let names: Vec<&str> = served.iter().map(|(name, _)| *name).collect();
     notify::ready(&format!("serving: {}", names.join(", ")));
+    if let Some(trimmer) = trimmer {
+        trimmer.spawn(monitors.clone(), &everything)?;
+    }
     spawn_watchdog(&everything, monitors)?;
 
     let (done, finished) = std::sync::mpsc::channel();
