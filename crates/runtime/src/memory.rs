@@ -19,6 +19,7 @@ use std::os::unix::fs::FileExt;
 use std::time::{Duration, Instant};
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use anyhow::Context as _;
 use shoal_common::Shutdown;
@@ -30,6 +31,32 @@ use crate::running::Monitored;
 
 /// The gauge of peers held, summed over a tracker's workers.
 const PEERS: &str = "shoal_peers";
+
+/// Returns made so far, and the resident bytes they gave back, for the monitoring
+/// endpoint ([`observe`]). One process, one memory thread: plain statics.
+static RETURNS: AtomicU64 = AtomicU64::new(0);
+static RETURNED_BYTES: AtomicU64 = AtomicU64::new(0);
+
+/// Adds the memory thread's counters to `out` (no `protocol` label: the process's).
+pub fn observe(out: &mut Observation) {
+    out.counter(
+        "shoal_memory_returns",
+        "Times freed memory was given back to the system ([memory] return_freed).",
+        &[],
+        RETURNS.load(Ordering::Relaxed),
+    );
+    out.counter(
+        "shoal_memory_returned_bytes",
+        "Resident bytes those returns gave back.",
+        &[],
+        RETURNED_BYTES.load(Ordering::Relaxed),
+    );
+}
+
+fn record_return(before: u64, after: u64) {
+    RETURNS.fetch_add(1, Ordering::Relaxed);
+    RETURNED_BYTES.fetch_add(before.saturating_sub(after), Ordering::Relaxed);
+}
 
 /// How often resident memory is looked at.
 const CHECK_INTERVAL: Duration = Duration::from_secs(10);
@@ -216,6 +243,7 @@ impl Trimmer {
                         return;
                     }
                     let after = resident.bytes().unwrap_or(before);
+                    record_return(before, after);
                     log::info!(
                         "gave freed memory back to the system: resident {} MiB -> {} MiB in {} ms",
                         before / MIB,
@@ -335,6 +363,27 @@ mod tests {
         let mut policy = TrimPolicy::new(64 * MIB, 300 * MIB);
         let checks = [(40, 0), (200, 50), (200, 0), (200, 0), (200, 0)];
         assert_eq!(trims(&mut policy, &checks, 40), vec![4]);
+    }
+
+    #[test]
+    fn returns_are_counted_for_the_monitoring_endpoint() {
+        let count = |observation: &Observation| {
+            (
+                observation.sum("shoal_memory_returns", &[]),
+                observation.sum("shoal_memory_returned_bytes", &[]),
+            )
+        };
+        let mut before = Observation::default();
+        observe(&mut before);
+        record_return(600 * MIB, 20 * MIB);
+        record_return(20 * MIB, 30 * MIB); // grew meanwhile: nothing given back
+        let mut after = Observation::default();
+        observe(&mut after);
+        let (returns, bytes) = (
+            count(&after).0 - count(&before).0,
+            count(&after).1 - count(&before).1,
+        );
+        assert_eq!((returns, bytes), (2.0, (580 * MIB) as f64));
     }
 
     #[test]

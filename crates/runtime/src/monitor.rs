@@ -250,6 +250,7 @@ impl Endpoint {
             self.started.elapsed().as_secs_f64(),
         );
         shoal_common::process_metrics::observe(&mut all);
+        crate::memory::observe(&mut all);
         all.gauge(
             "shoal_build_info",
             "Always 1; the labels say which shoal runs.",
