@@ -505,12 +505,7 @@ impl<T: crate::observe::Observe> crate::observe::Observe for StatsSnapshot<T> {
             &[],
             self.torrents as f64,
         );
-        out.gauge(
-            "shoal_peers",
-            "Peers over all torrents.",
-            &[],
-            self.peers as f64,
-        );
+        out.gauge(PEERS, "Peers over all torrents.", &[], self.peers as f64);
         out.gauge(
             "shoal_seeders",
             "Seeders over all torrents, as the last cleaning pass counted them.",
@@ -592,6 +587,8 @@ pub const BANS_HELP: &str = "Temporary bans started (sustained abuse, sprayed co
 pub const CONNECTIONS: &str = "shoal_connections_accepted";
 /// Its help line.
 pub const CONNECTIONS_HELP: &str = "TCP connections accepted.";
+/// Peers held over all torrents (the memory thread watches it too).
+pub const PEERS: &str = "shoal_peers";
 /// Connections open now.
 pub const OPEN_CONNECTIONS: &str = "shoal_connections_open";
 /// Its help line.
@@ -631,5 +628,16 @@ mod tests {
         let mut total = Traffic::default();
         total.add(&shared);
         assert_eq!(total, recorded);
+    }
+
+    #[test]
+    fn peers_are_published_under_the_name_the_memory_thread_reads() {
+        let snapshot = StatsSnapshot::<Traffic> {
+            peers: 5,
+            ..StatsSnapshot::default()
+        };
+        let mut observation = crate::observe::Observation::default();
+        crate::observe::Observe::observe(&snapshot, &mut observation);
+        assert_eq!(observation.sum(PEERS, &[]), 5.0);
     }
 }

@@ -42,11 +42,13 @@ impl ProcessConfig {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, TomlConfig)]
 #[serde(default, deny_unknown_fields)]
 pub struct MemoryConfig {
-    /// Give freed memory back (glibc's `malloc_trim`) once resident memory has grown by
-    /// `return_after_growth_mib` since the start or the last return and then stopped
-    /// growing for 30 seconds. A return makes requests that allocate wait while it walks
-    /// the free memory (tens of milliseconds for hundreds of MiB), so it waits for a
-    /// busy spell to end and runs about once per spell. No effect on other C libraries.
+    /// Give freed memory back (glibc's `malloc_trim`) once a busy spell is over:
+    /// resident memory has grown by `return_after_growth_mib` since the start or the
+    /// last return, has not grown for 30 seconds, and the peers and connections held
+    /// have fallen to half their peak (and again at each further halving). A return
+    /// makes requests that allocate wait while it walks the free memory (tens of
+    /// milliseconds for hundreds of MiB), hence the wait for a spell to end. No effect
+    /// on other C libraries.
     pub return_freed: bool,
     /// MiB that resident memory must grow by before a return is tried (at least 1; a
     /// quarter of the memory after the last return counts if that is more).

@@ -23,14 +23,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use anyhow::Context as _;
 use shoal_common::Shutdown;
-use shoal_common::metrics::OPEN_CONNECTIONS;
+use shoal_common::metrics::{OPEN_CONNECTIONS, PEERS};
 use shoal_common::observe::Observation;
 use shoal_common::process_config::MemoryConfig;
 
 use crate::running::Monitored;
-
-/// The gauge of peers held, summed over a tracker's workers.
-const PEERS: &str = "shoal_peers";
 
 /// Returns made so far, and the resident bytes they gave back, for the monitoring
 /// endpoint ([`observe`]). One process, one memory thread: plain statics.
@@ -82,6 +79,8 @@ pub struct TrimPolicy {
     settled: u32,
     /// The most work in hand seen since the start or the last trim.
     peak_work: u64,
+    /// The work in hand at the last trim (0 before the first).
+    work_at_trim: u64,
 }
 
 impl TrimPolicy {
@@ -95,6 +94,7 @@ impl TrimPolicy {
             last: resident,
             settled: 0,
             peak_work: 0,
+            work_at_trim: 0,
         }
     }
 
@@ -109,10 +109,17 @@ impl TrimPolicy {
             return false;
         }
         self.settled = self.settled.saturating_add(1);
+        if self.settled < SETTLED_CHECKS {
+            return false;
+        }
         let due = self
             .baseline
             .saturating_add(self.min_growth.max(self.baseline / 4));
-        self.settled >= SETTLED_CHECKS && resident >= due && work <= self.peak_work / 2
+        // A spell that ends slowly (peers expiring over an hour) frees memory after
+        // the trim at half its peak too: each further halving of the work trims
+        // again, at most log2(peak) times, without new growth.
+        (resident >= due && work <= self.peak_work / 2)
+            || (self.work_at_trim > 0 && work <= self.work_at_trim / 2)
     }
 
     /// Records a trim that left `resident` bytes with `work` in hand: the new
@@ -122,6 +129,7 @@ impl TrimPolicy {
         self.last = resident;
         self.settled = 0;
         self.peak_work = work;
+        self.work_at_trim = work;
     }
 }
 
@@ -188,7 +196,12 @@ impl Trimmer {
                 log::warn!("freed memory will not be given back to the system: {err:#}");
             })
             .ok()?;
-        let start = resident.bytes()?;
+        let Some(start) = resident.bytes() else {
+            log::warn!(
+                "freed memory will not be given back to the system: /proc/self/statm unreadable"
+            );
+            return None;
+        };
         let min_growth = config.return_after_growth_mib.saturating_mul(MIB);
         Some(Self {
             resident,
@@ -225,7 +238,9 @@ impl Trimmer {
                         std::thread::sleep(Shutdown::POLL_INTERVAL);
                         continue;
                     }
-                    next += CHECK_INTERVAL;
+                    // From now, not from the missed time: after a suspend the
+                    // checks must not run back to back and look settled.
+                    next = Instant::now() + CHECK_INTERVAL;
                     let Some(before) = resident.bytes() else {
                         continue;
                     };
@@ -294,7 +309,7 @@ mod tests {
     }
 
     #[test]
-    fn half_the_peak_work_gone_is_enough() {
+    fn half_the_peak_work_gone_is_enough_and_each_halving_after_it() {
         let mut policy = TrimPolicy::new(64 * MIB, 20 * MIB);
         let checks = [
             (600, 10_000),
@@ -304,6 +319,32 @@ mod tests {
             (600, 5_000),
         ];
         assert_eq!(trims(&mut policy, &checks, 300), vec![4]);
+        // The rest goes slowly: a trim at each halving (2,500, then 1,250, then the
+        // last of it), none between, none once nothing is left to halve.
+        let checks = [
+            (300, 4_000),
+            (300, 3_000),
+            (300, 2_500),
+            (300, 2_500),
+            (300, 2_000),
+            (300, 1_500),
+            (300, 1_250),
+            (300, 0),
+            (300, 0),
+            (300, 0),
+        ];
+        assert_eq!(trims(&mut policy, &checks, 300), vec![2, 6, 9]);
+        assert!(trims(&mut policy, &[(300, 0); 8], 300).is_empty());
+    }
+
+    #[test]
+    fn no_work_ever_is_no_reason_to_trim_again_and_again() {
+        // A process that holds nothing (say, the gauges read 0): the first trim after
+        // growth, and then none without new growth.
+        let mut policy = TrimPolicy::new(64 * MIB, 20 * MIB);
+        let checks = [(200, 0), (200, 0), (200, 0), (200, 0)];
+        assert_eq!(trims(&mut policy, &checks, 150), vec![3]);
+        assert!(trims(&mut policy, &[(150, 0); 12], 150).is_empty());
     }
 
     #[test]
@@ -349,10 +390,11 @@ mod tests {
         // The memory was in use after all: the trim leaves 590 of 600 MiB.
         let checks = [(600, 10), (600, 4), (600, 4), (600, 4)];
         assert_eq!(trims(&mut policy, &checks, 590), vec![3]);
-        // Only growth past 590 + 147 (a quarter) brings the next.
-        let checks = [(700, 4), (700, 1), (700, 1), (700, 1)];
+        // Only growth past 590 + 147 (a quarter) brings the next (the work, back at
+        // the level of that trim, has not halved again).
+        let checks = [(700, 8), (700, 4), (700, 4), (700, 4)];
         assert!(trims(&mut policy, &checks, 590).is_empty());
-        let checks = [(760, 4), (760, 1), (760, 1), (760, 1)];
+        let checks = [(760, 8), (760, 4), (760, 4), (760, 4)];
         assert_eq!(trims(&mut policy, &checks, 590), vec![3]);
     }
 
@@ -392,9 +434,9 @@ mod tests {
         let first = resident.bytes().unwrap();
         assert!(first > MIB, "{first}");
         // Read again from the same descriptor: a fresh figure, not the end of file.
-        let block = vec![1u8; 64 * MIB as usize];
+        let block = std::hint::black_box(vec![1u8; 64 * MIB as usize]);
         let second = resident.bytes().unwrap();
         assert!(second >= first + 32 * MIB, "{first} -> {second}");
-        drop(block);
+        drop(std::hint::black_box(block));
     }
 }

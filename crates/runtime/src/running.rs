@@ -365,8 +365,11 @@ pub fn run_trackers(
     everything.on_request(notify::stopping);
     let names: Vec<&str> = served.iter().map(|(name, _)| *name).collect();
     notify::ready(&format!("serving: {}", names.join(", ")));
-    if let Some(trimmer) = trimmer {
-        trimmer.spawn(monitors.clone(), &everything)?;
+    if let Some(trimmer) = trimmer
+        && let Err(err) = trimmer.spawn(monitors.clone(), &everything)
+    {
+        // Serving goes on; only the memory of busy spells stays resident.
+        log::warn!("freed memory will not be given back to the system: {err:#}");
     }
     spawn_watchdog(&everything, monitors)?;
 
