@@ -8,7 +8,8 @@
 //! it (tens of milliseconds for hundreds of MiB free): [`TrimPolicy`] trims only when
 //! resident memory has grown well past what the last trim left, has stopped growing,
 //! and the trackers hold half the peers and connections they held at their peak, i.e.
-//! after a busy spell rather than during one, about once per spell.
+//! after a busy spell rather than during one: once per spell, or once per halving of
+//! the peers and connections for a spell that ends slowly.
 //!
 //! The resident size comes from `/proc/self/statm`, opened before privileges are
 //! dropped and read again through the same descriptor, so a chroot without `/proc`
@@ -16,10 +17,9 @@
 
 use std::fs::File;
 use std::os::unix::fs::FileExt;
-use std::time::{Duration, Instant};
-
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use shoal_common::Shutdown;
