@@ -301,6 +301,16 @@ fn one_file_runs_every_tracker_and_the_metrics_move_with_traffic() {
     assert!(sample(&after, "process_max_fds{}") >= open);
     assert!(sample(&after, "process_cpu_seconds_total{}") >= 0.0);
     assert!(sample(&after, "process_start_time_seconds{}") > 1.5e9);
+    // The memory thread runs (on by default) and counts its returns; nothing here
+    // grows the process enough for one.
+    assert_eq!(sample(&after, "shoal_memory_returns_total{}"), 0.0);
+    assert_eq!(sample(&after, "shoal_memory_returned_bytes_total{}"), 0.0);
+    let threads = std::fs::read_dir(format!("/proc/{}/task", shoal.child.id())).unwrap();
+    let names: Vec<String> = threads
+        .filter_map(|task| std::fs::read_to_string(task.ok()?.path().join("comm")).ok())
+        .map(|name| name.trim().to_owned())
+        .collect();
+    assert!(names.iter().any(|name| name == "memory"), "{names:?}");
 
     // The WebTorrent tracker serves on its own address from the same process.
     let mut stream = TcpStream::connect(ws).unwrap();
