@@ -162,19 +162,17 @@ impl ResidentSize {
     }
 }
 
-/// Gives free memory back to the system; whether the C library can.
+/// Gives free memory back to the system.
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
-fn trim() -> bool {
+fn trim() {
     // SAFETY: malloc_trim only rearranges the allocator's own free memory, under its
     // locks; it is safe to call from any thread at any time.
     unsafe { libc::malloc_trim(0) };
-    true
 }
 
+/// Other C libraries have no trim; [`Trimmer::prepare`] starts nothing there.
 #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
-fn trim() -> bool {
-    false
-}
+fn trim() {}
 
 /// What the memory thread needs from before privileges are dropped.
 #[derive(Debug)]
@@ -254,9 +252,7 @@ impl Trimmer {
                         continue;
                     }
                     let started = Instant::now();
-                    if !trim() {
-                        return;
-                    }
+                    trim();
                     let after = resident.bytes().unwrap_or(before);
                     record_return(before, after);
                     log::info!(
