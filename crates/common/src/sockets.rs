@@ -210,15 +210,16 @@ pub fn bind_failure(protocol: &str, addr: SocketAddr, err: &std::io::Error) -> a
 }
 
 /// Asks for a receive buffer of `size` bytes; as root, past net.core.rmem_max.
-pub fn set_recv_buffer(socket: &Socket, size: usize) {
+/// Returns the size granted (what Linux reports, halved: it doubles the request).
+pub fn set_recv_buffer(socket: &Socket, size: usize) -> usize {
     if socket.set_recv_buffer_size(size).is_err() {
         log::warn!("cannot set the socket receive buffer to {size} bytes");
     }
     // Linux reports double the usable size it granted.
-    let granted = socket.recv_buffer_size().unwrap_or(0) / 2;
+    let mut granted = socket.recv_buffer_size().unwrap_or(0) / 2;
     if granted < size {
         let forced = force_recv_buffer(socket, size);
-        let granted = socket.recv_buffer_size().unwrap_or(0) / 2;
+        granted = socket.recv_buffer_size().unwrap_or(0) / 2;
         if !forced || granted < size {
             log::warn!(
                 "socket receive buffer is {granted} bytes, not the {size} configured; raise \
@@ -226,6 +227,72 @@ pub fn set_recv_buffer(socket: &Socket, size: usize) {
             );
         }
     }
+    granted
+}
+
+/// Whether this process may set a receive buffer past net.core.rmem_max (it has
+/// CAP_NET_ADMIN). Asks for `size`, the buffer `socket` has now, so a yes changes
+/// nothing.
+pub fn may_force_recv_buffer(socket: &Socket, size: usize) -> bool {
+    force_recv_buffer(socket, size)
+}
+
+/// net.core.rmem_max: the largest receive buffer a process without CAP_NET_ADMIN may
+/// ask for. `None` when /proc cannot be read (read it before a chroot).
+pub fn rmem_max() -> Option<usize> {
+    std::fs::read_to_string("/proc/sys/net/core/rmem_max")
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+}
+
+/// What the kernel holds for a socket's receive side (`SO_MEMINFO`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ReceiveQueue {
+    /// Bytes queued, counted as the kernel charges them (with each datagram's
+    /// bookkeeping, about 1 KiB per small datagram).
+    pub queued: u32,
+    /// The most it may queue, on the same scale (twice the buffer size asked for).
+    pub capacity: u32,
+    /// Datagrams dropped since the socket was created, mostly because the queue was
+    /// full; wraps at 2^32.
+    pub drops: u32,
+}
+
+/// `SO_MEMINFO` in asm-generic/socket.h, which x86-64 and ARM64 use (libc exports
+/// only the offsets into its answer).
+const SO_MEMINFO: libc::c_int = 55;
+
+/// Reads what the kernel holds for `socket`'s receive side. Fails on kernels before
+/// 4.19 (no drop count in the answer) as well as on errors.
+pub fn receive_queue(socket: &impl std::os::fd::AsRawFd) -> std::io::Result<ReceiveQueue> {
+    let mut info = [0u32; libc::SK_MEMINFO_DROPS as usize + 1];
+    let mut len = size_of_val(&info) as libc::socklen_t;
+    // SAFETY: getsockopt writes at most `len` bytes to `info`, which has that many.
+    let result = unsafe {
+        libc::getsockopt(
+            socket.as_raw_fd(),
+            libc::SOL_SOCKET,
+            SO_MEMINFO,
+            info.as_mut_ptr().cast(),
+            &mut len,
+        )
+    };
+    if result != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    if (len as usize) < size_of_val(&info) {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::Unsupported,
+            "SO_MEMINFO has no drop count on this kernel",
+        ));
+    }
+    Ok(ReceiveQueue {
+        queued: info[libc::SK_MEMINFO_RMEM_ALLOC as usize],
+        capacity: info[libc::SK_MEMINFO_RCVBUF as usize],
+        drops: info[libc::SK_MEMINFO_DROPS as usize],
+    })
 }
 
 /// SO_RCVBUFFORCE, which root may use to exceed net.core.rmem_max.
@@ -325,6 +392,26 @@ fn set_int_option(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_full_receive_queue_counts_its_drops() {
+        let receiver = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let socket = socket2::SockRef::from(&receiver);
+        let granted = set_recv_buffer(&socket, 4096);
+        assert!(granted >= 2048, "granted {granted}");
+        let before = receive_queue(&receiver).unwrap();
+        assert_eq!((before.queued, before.drops), (0, 0));
+        assert_eq!(before.capacity as usize, 2 * granted);
+        let sender = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        // Far more than the smallest buffer holds (each datagram is charged about
+        // 1 KiB); nothing reads them.
+        for _ in 0..200 {
+            sender.send_to(&[0; 100], receiver.local_addr().unwrap()).unwrap();
+        }
+        let after = receive_queue(&receiver).unwrap();
+        assert!(after.queued > 0 && after.queued <= after.capacity + 2048, "{after:?}");
+        assert!(after.drops > 0, "{after:?}");
+    }
 
     #[test]
     fn an_unfragmented_socket_can_still_send_one_datagram_fragmented() {

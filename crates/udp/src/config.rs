@@ -34,8 +34,21 @@ shoal_common::network_config! {
         /// see deployment.md). Linux caps it at net.core.rmem_max unless the tracker
         /// starts as root; the size obtained is logged.
         pub socket_recv_buffer_size: usize = 8 * 1024 * 1024,
+        /// Receive buffer per socket while its queue overflows, in bytes; 0 never
+        /// changes it. Once the kernel has dropped datagrams for 0.3 s with the queue
+        /// at least half full, the buffer shrinks to this: a full deep queue only
+        /// makes each request wait longer and cost more, and what does not fit is
+        /// dropped either way. After a calm second (nothing dropped, a quarter full
+        /// at most) socket_recv_buffer_size comes back. It needs that size within
+        /// net.core.rmem_max, or CAP_NET_ADMIN, to grow back; without either the
+        /// buffer is never shrunk (logged once). Counted in
+        /// shoal_receive_queue_changes_total and logged.
+        pub overload_recv_buffer_size: usize = 256 * 1024,
     }
 }
+
+/// The smallest `network.overload_recv_buffer_size`: a queue that holds a few batches.
+pub const MIN_OVERLOAD_RECV_BUFFER: usize = 64 * 1024;
 
 /// What the tracker tells clients.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, TomlConfig)]
@@ -137,6 +150,23 @@ impl TrackerKind for Udp {
             );
         });
 
+        let network = &config.network;
+        problems.section("network", |p| {
+            let overload = network.overload_recv_buffer_size;
+            p.check(
+                overload == 0
+                    || (overload >= MIN_OVERLOAD_RECV_BUFFER
+                        && (network.socket_recv_buffer_size == 0
+                            || overload < network.socket_recv_buffer_size)),
+                "overload_recv_buffer_size",
+                format!(
+                    "must be 0 (never shrink) or from {MIN_OVERLOAD_RECV_BUFFER} bytes up to \
+                     below socket_recv_buffer_size ({})",
+                    network.socket_recv_buffer_size
+                ),
+            );
+        });
+
         let limits = &config.limits;
         problems.section("limits", |p| {
             for (key, value) in [
@@ -217,6 +247,24 @@ mod tests {
             "protocol.max_peers: must be between 1 and",
             "protocol.default_peers: must not exceed max_peers (0)",
             "cleaning.peer_timeout: must exceed protocol.announce_interval (5000)",
+        ] {
+            assert!(text.contains(expected), "missing {expected:?} in:\n{text}");
+        }
+        for (network, ok) in [
+            ("overload_recv_buffer_size = 0", true),
+            ("overload_recv_buffer_size = 65536", true),
+            ("overload_recv_buffer_size = 65535", false),
+            ("socket_recv_buffer_size = 1048576\noverload_recv_buffer_size = 1048576", false),
+            ("socket_recv_buffer_size = 0\noverload_recv_buffer_size = 1048576", true),
+        ] {
+            let parsed = parse::<Config>(&format!("[network]\n{network}\n"));
+            assert_eq!(parsed.is_ok(), ok, "{network}: {parsed:?}");
+        }
+        let text = parse::<Config>("[network]\noverload_recv_buffer_size = 8388608\n")
+            .unwrap_err()
+            .to_string();
+        for expected in [
+            "network.overload_recv_buffer_size: must be 0 (never shrink) or from 65536 bytes up to below socket_recv_buffer_size (8388608)",
         ] {
             assert!(text.contains(expected), "missing {expected:?} in:\n{text}");
         }

@@ -58,6 +58,12 @@ shoal_common::counters! {
         error_replies_v6,
         /// Replies that could not be sent (send-queue full or a send error).
         send_failures,
+        /// Datagrams the kernel dropped, mostly for a full receive queue.
+        kernel_drops,
+        /// Receive buffers shrunk for a queue that kept overflowing.
+        queue_shrinks,
+        /// Receive buffers set back to their configured size after an overload.
+        queue_restores,
     }
 }
 
@@ -74,7 +80,8 @@ pub fn summary(now: &StatsSnapshot, before: &StatsSnapshot, seconds: f64) -> Str
     format!(
         "requests/s: {:.0} (connect {:.0}, announce {:.0}, scrape {:.0}); replies/s: {:.0}; \
          per interval: invalid {}, bad connection id {}, denied {}, rate-limited {}, banned {}, \
-         new bans {}, shed {}, send failures {}, {}; torrents {}, peers {}",
+         new bans {}, shed {}, send failures {}, dropped by the kernel {}, {}; torrents {}, \
+         peers {}",
         rate(delta.received),
         rate(delta.connect_requests),
         rate(delta.announce_requests),
@@ -93,6 +100,7 @@ pub fn summary(now: &StatsSnapshot, before: &StatsSnapshot, seconds: f64) -> Str
         delta.bans,
         delta.shed,
         delta.send_failures,
+        delta.kernel_drops,
         now.capacity_line(before),
         now.torrents,
         now.peers,
@@ -143,5 +151,24 @@ impl Observe for SocketTotals {
             out.counter(ERRORS, ERRORS_HELP, &[("kind", kind)], value);
         }
         out.counter(BANS, BANS_HELP, &[], self.bans);
+        out.counter(
+            "shoal_datagrams_dropped",
+            "UDP datagrams the kernel dropped before the tracker could read them, mostly \
+             because a socket's receive queue was full.",
+            &[],
+            self.kernel_drops,
+        );
+        for (change, value) in [
+            ("shrink", self.queue_shrinks),
+            ("restore", self.queue_restores),
+        ] {
+            out.counter(
+                "shoal_receive_queue_changes",
+                "Receive buffers shrunk to network.overload_recv_buffer_size for a queue \
+                 that kept overflowing, and set back after.",
+                &[("change", change)],
+                value,
+            );
+        }
     }
 }

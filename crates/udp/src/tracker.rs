@@ -24,7 +24,8 @@ use crate::messages::Job;
 use crate::shard::UdpShard;
 use crate::socket::dispatch::Dispatcher;
 use crate::socket::{
-    LocalTorrents, SocketWorker, SocketWorkerParts, WorkerSockets, bind_socket, recv_slot_len,
+    LocalTorrents, QueueSizes, SocketWorker, SocketWorkerParts, WorkerSockets, bind_socket,
+    recv_slot_len,
 };
 use crate::stats::{SharedSocketCounters, summary};
 
@@ -60,6 +61,12 @@ pub fn prepare(
         config.swarm_worker_count().max(1),
     )?;
     let (sockets, addrs) = bind_all(&config)?;
+    // Read now: the tracker may run in a chroot without /proc once it has started.
+    let queue_sizes = QueueSizes {
+        configured: config.network.socket_recv_buffer_size,
+        overload: config.network.overload_recv_buffer_size,
+        rmem_max: shoal_common::sockets::rmem_max(),
+    };
     let listening = addrs
         .iter()
         .map(|addr| Listening {
@@ -68,7 +75,7 @@ pub fn prepare(
         })
         .collect();
     Ok(Prepared::new(addrs.clone(), listening, move |listening| {
-        serve(config, context, sockets, addrs, listening)
+        serve(config, context, (sockets, queue_sizes), addrs, listening)
     }))
 }
 
@@ -76,7 +83,7 @@ pub fn prepare(
 fn serve(
     config: Arc<Config>,
     context: Context<SharedSocketCounters>,
-    sockets: Vec<WorkerSockets>,
+    (sockets, queue_sizes): (Vec<WorkerSockets>, QueueSizes),
     addrs: Vec<SocketAddr>,
     listening: Vec<Listening>,
 ) -> anyhow::Result<RunningTracker> {
@@ -175,6 +182,7 @@ fn serve(
             stats: stats.clone(),
             send_queue_len: config.limits.send_queue_len,
             recv_slot_len: recv_slot_len(config.protocol.max_scrape_torrents),
+            queue_sizes,
         })?;
         routes.push(route);
         socket_threads.push(worker);

@@ -21,6 +21,7 @@
 mod bind;
 pub(crate) mod dispatch;
 mod outbound;
+pub(crate) mod overload;
 pub(crate) mod scrapes;
 mod sleep;
 
@@ -37,8 +38,10 @@ use shoal_runtime::{LocalSwarm, ReplyRoute, Wake, reply_channel};
 use shoal_swarm::Clock;
 
 pub(crate) use self::bind::bind_socket;
+pub(crate) use self::overload::QueueSizes;
 use self::dispatch::Dispatcher;
 use self::outbound::{Endpoint, Endpoints, Outbound};
+use self::overload::QueueGuard;
 use self::sleep::{Doorbell, Want};
 use crate::messages::{Job, Replies};
 use crate::shard::UdpShard;
@@ -94,6 +97,10 @@ pub(crate) struct SocketWorker {
     ready: Vec<Job>,
     /// Replies made on this thread: connects, errors, merged scrapes.
     own_replies: Replies,
+    /// The receive queue of each endpoint, watched for overflow.
+    queues: [Option<QueueGuard>; 2],
+    /// When the queues are looked at next.
+    next_queue_check: Instant,
 }
 
 impl std::fmt::Debug for SocketWorker {
@@ -126,6 +133,8 @@ pub(crate) struct SocketWorkerParts {
     pub(crate) send_queue_len: usize,
     /// Receive slot size (see [`recv_slot_len`]).
     pub(crate) recv_slot_len: usize,
+    /// Receive buffer sizes, normal and under overload.
+    pub(crate) queue_sizes: QueueSizes,
 }
 
 impl SocketWorker {
@@ -139,6 +148,11 @@ impl SocketWorker {
         let (route, returned_jobs) = reply_channel(parts.reply_capacity, wake.clone());
         let endpoints =
             [parts.sockets.v4, parts.sockets.v6].map(|socket| socket.map(Endpoint::new));
+        let queues = endpoints.each_ref().map(|endpoint| {
+            endpoint
+                .as_ref()
+                .map(|e| QueueGuard::new(&e.socket, parts.queue_sizes))
+        });
         {
             let doorbell = doorbell.clone();
             parts.shutdown.on_request(move || doorbell.ring());
@@ -158,6 +172,8 @@ impl SocketWorker {
             outbound: Outbound::new(parts.send_queue_len),
             ready: Vec::new(),
             own_replies: Replies::default(),
+            queues,
+            next_queue_check: Instant::now(),
         };
         Ok((worker, route))
     }
@@ -185,6 +201,7 @@ impl SocketWorker {
             if let Some(local) = &mut self.local {
                 local.swarm.clean_if_due(&local.access);
             }
+            self.check_queues();
             self.flush_counters();
         }
         if let Some(local) = &mut self.local {
@@ -331,6 +348,25 @@ impl SocketWorker {
         }
         self.own_replies.clear();
         Ok(())
+    }
+
+    /// Every [`overload::CHECK_INTERVAL`]: counts what the kernel dropped and shrinks
+    /// or restores each receive queue ([`overload`]).
+    fn check_queues(&mut self) {
+        let now = Instant::now();
+        if now < self.next_queue_check {
+            return;
+        }
+        self.next_queue_check = now + overload::CHECK_INTERVAL;
+        for (endpoint, queue) in self.endpoints.iter().zip(&mut self.queues) {
+            if let (Some(endpoint), Some(queue)) = (endpoint, queue) {
+                let checked = queue.check(&endpoint.socket, now);
+                let counters = &mut self.dispatcher.counters;
+                counters.kernel_drops += checked.drops;
+                counters.queue_shrinks += u64::from(checked.shrunk);
+                counters.queue_restores += u64::from(checked.restored);
+            }
+        }
     }
 
     /// Adds what this worker counted into the shared statistics.
