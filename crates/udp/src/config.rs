@@ -43,7 +43,7 @@ shoal_common::network_config! {
         /// net.core.rmem_max, or CAP_NET_ADMIN, to grow back; without either the
         /// buffer is never shrunk (logged once). Counted in
         /// shoal_receive_queue_changes_total and logged.
-        pub overload_recv_buffer_size: usize = 256 * 1024,
+        pub overload_recv_buffer_size: usize = 1024 * 1024,
     }
 }
 

@@ -1,12 +1,14 @@
 //! Attacks on a running UDP tracker, each with the defence it must meet: floods of
 //! fresh info hashes and peers against the capacity limits, one address over its
-//! request rate, sprayed connection ids, and a tracker prepared but not yet serving.
+//! request rate, sprayed connection ids, a flood that overflows the receive queue,
+//! and a tracker prepared but not yet serving.
 //! Small scale, a second or two each; time moves by advancing the tracker's clock.
 
 mod support;
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
 
 use shoal_common::testing::eventually;
 use shoal_swarm::Clock;
@@ -164,6 +166,56 @@ fn a_prepared_tracker_serves_nothing_until_it_is_started() {
     let tracker = prepared.serve().unwrap();
     // The request sent before is answered now, from the kernel's queue.
     assert!(matches!(client.recv(), Response::Connect(_)));
+    client.connect();
+    tracker.stop().unwrap();
+}
+
+#[test]
+fn a_flood_that_overflows_the_receive_queue_shrinks_it_until_calm() {
+    let mut config = unlimited();
+    // Within any host's net.core.rmem_max (212,992 by default), so that the queue can
+    // grow back without privileges.
+    config.network.socket_recv_buffer_size = 200 * 1024;
+    config.network.overload_recv_buffer_size = 64 * 1024;
+    let tracker = start(config);
+    let server = tracker.ipv4_addr().unwrap();
+    let mut connect = Vec::new();
+    Request::Connect(ConnectRequest {
+        transaction_id: TransactionId(9),
+    })
+    .write(&mut connect);
+    // Three senders that never read their replies outrun one socket worker on a
+    // machine of two cores (CI's), and on most others: its queue overflows.
+    let stop = Arc::new(AtomicBool::new(false));
+    let senders: Vec<_> = (0..3)
+        .map(|_| {
+            let (stop, connect) = (stop.clone(), connect.clone());
+            std::thread::spawn(move || {
+                let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+                let started = Instant::now();
+                while !stop.load(Ordering::Relaxed) && started.elapsed() < Duration::from_secs(5)
+                {
+                    let _ = socket.send_to(&connect, server);
+                }
+            })
+        })
+        .collect();
+    let shrunk = eventually(|| tracker.stats().requests.queue_shrinks >= 1);
+    stop.store(true, Ordering::Relaxed);
+    for sender in senders {
+        sender.join().unwrap();
+    }
+    let requests = tracker.stats().requests;
+    assert!(shrunk, "not shrunk: {requests:?}");
+    assert!(requests.kernel_drops > 0, "{requests:?}");
+    assert!(requests.connect_replies > 0, "served while flooded");
+    // Calm again: the configured size comes back a second later.
+    assert!(eventually(|| {
+        let requests = tracker.stats().requests;
+        requests.queue_restores == requests.queue_shrinks
+    }));
+    // And it serves as before.
+    let mut client = Client::new(server);
     client.connect();
     tracker.stop().unwrap();
 }
