@@ -160,6 +160,8 @@ class Bench:
             swarm = max(1, self.workers // 4) if a.swarm_workers is None else a.swarm_workers
             size = getattr(a, "recv_buffer", None) if recv_buffer is None else recv_buffer
             recv_buffer = "" if size is None else f"socket_recv_buffer_size = {size}\n"
+            # More [network] keys, one per line (overload.py sets the overload buffer).
+            recv_buffer += getattr(a, "shoal_network", "")
             config = self.write("shoal.toml", f"""
 socket_workers = {self.workers}
 swarm_workers = {swarm}
