@@ -29,10 +29,10 @@ shoal_common::network_config! {
     pub struct NetworkConfig {
         port: 6969,
         /// Kernel receive buffer per socket, in bytes; 0 keeps the system default. A large
-        /// buffer absorbs bursts, but under overload that lasts, datagrams wait in a
-        /// full queue and go cold (2 MiB served about 8% more than 8 MiB on loopback,
-        /// see deployment.md). Linux caps it at net.core.rmem_max unless the tracker
-        /// starts as root; the size obtained is logged.
+        /// buffer absorbs bursts; under overload that lasts, a full one only delays
+        /// every request and makes it cost more, so overload_recv_buffer_size takes
+        /// over then (see deployment.md). Linux caps it at net.core.rmem_max unless
+        /// the tracker starts as root; the size obtained is logged.
         pub socket_recv_buffer_size: usize = 8 * 1024 * 1024,
         /// Receive buffer per socket while its queue overflows, in bytes; 0 never
         /// changes it. Once the kernel has dropped datagrams for 0.3 s with the queue
