@@ -406,10 +406,15 @@ mod tests {
         // Far more than the smallest buffer holds (each datagram is charged about
         // 1 KiB); nothing reads them.
         for _ in 0..200 {
-            sender.send_to(&[0; 100], receiver.local_addr().unwrap()).unwrap();
+            sender
+                .send_to(&[0; 100], receiver.local_addr().unwrap())
+                .unwrap();
         }
         let after = receive_queue(&receiver).unwrap();
-        assert!(after.queued > 0 && after.queued <= after.capacity + 2048, "{after:?}");
+        assert!(
+            after.queued > 0 && after.queued <= after.capacity + 2048,
+            "{after:?}"
+        );
         assert!(after.drops > 0, "{after:?}");
     }
 

@@ -254,8 +254,14 @@ mod tests {
             ("overload_recv_buffer_size = 0", true),
             ("overload_recv_buffer_size = 65536", true),
             ("overload_recv_buffer_size = 65535", false),
-            ("socket_recv_buffer_size = 1048576\noverload_recv_buffer_size = 1048576", false),
-            ("socket_recv_buffer_size = 0\noverload_recv_buffer_size = 1048576", true),
+            (
+                "socket_recv_buffer_size = 1048576\noverload_recv_buffer_size = 1048576",
+                false,
+            ),
+            (
+                "socket_recv_buffer_size = 0\noverload_recv_buffer_size = 1048576",
+                true,
+            ),
         ] {
             let parsed = parse::<Config>(&format!("[network]\n{network}\n"));
             assert_eq!(parsed.is_ok(), ok, "{network}: {parsed:?}");
@@ -263,11 +269,9 @@ mod tests {
         let text = parse::<Config>("[network]\noverload_recv_buffer_size = 8388608\n")
             .unwrap_err()
             .to_string();
-        for expected in [
-            "network.overload_recv_buffer_size: must be 0 (never shrink) or from 65536 bytes up to below socket_recv_buffer_size (8388608)",
-        ] {
-            assert!(text.contains(expected), "missing {expected:?} in:\n{text}");
-        }
+        let expected = "network.overload_recv_buffer_size: must be 0 (never shrink) or from \
+                        65536 bytes up to below socket_recv_buffer_size (8388608)";
+        assert!(text.contains(expected), "missing {expected:?} in:\n{text}");
     }
 
     #[test]

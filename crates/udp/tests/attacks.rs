@@ -194,8 +194,7 @@ fn a_flood_that_overflows_the_receive_queue_shrinks_it_until_calm() {
             std::thread::spawn(move || {
                 let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
                 let started = Instant::now();
-                while !stop.load(Ordering::Relaxed) && started.elapsed() < Duration::from_secs(5)
-                {
+                while !stop.load(Ordering::Relaxed) && started.elapsed() < Duration::from_secs(5) {
                     let _ = socket.send_to(&connect, server);
                 }
             })

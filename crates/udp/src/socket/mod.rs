@@ -38,10 +38,10 @@ use shoal_runtime::{LocalSwarm, ReplyRoute, Wake, reply_channel};
 use shoal_swarm::Clock;
 
 pub(crate) use self::bind::bind_socket;
-pub(crate) use self::overload::QueueSizes;
 use self::dispatch::Dispatcher;
 use self::outbound::{Endpoint, Endpoints, Outbound};
 use self::overload::QueueGuard;
+pub(crate) use self::overload::QueueSizes;
 use self::sleep::{Doorbell, Want};
 use crate::messages::{Job, Replies};
 use crate::shard::UdpShard;

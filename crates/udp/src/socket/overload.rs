@@ -112,8 +112,14 @@ impl Policy {
 pub(crate) struct QueueGuard {
     sizes: QueueSizes,
     policy: Policy,
-    /// Off for good: nothing to switch, no `SO_MEMINFO`, or no way back.
-    off: bool,
+    /// Whether the kernel answers `SO_MEMINFO`; without it nothing is watched.
+    watched: bool,
+    /// Whether the queue may be shrunk: sizes to switch between, and (once an
+    /// overflow asked) a way back.
+    shrinkable: bool,
+    /// Whether the process may force a buffer past net.core.rmem_max
+    /// ([`sockets::may_force_recv_buffer`]; replaceable in tests, which run as root).
+    may_force: fn(&UdpSocket, usize) -> bool,
     /// When the queue was shrunk, and the drops counted then.
     shrunk_at: Option<(Instant, u32)>,
     /// Drops counted at the last check, for the statistics.
@@ -138,14 +144,20 @@ impl QueueGuard {
         let readable = match sockets::receive_queue(socket) {
             Ok(_) => true,
             Err(err) => {
-                log::info!("the UDP receive queue is not watched (kernel drops are not counted, and an overflowing queue is not shrunk): {err}");
+                log::info!(
+                    "the UDP receive queue is not watched (kernel drops are not counted, and an overflowing queue is not shrunk): {err}"
+                );
                 false
             }
         };
         Self {
             sizes,
             policy: Policy::default(),
-            off: !readable,
+            watched: readable,
+            shrinkable: sizes.switchable(),
+            may_force: |socket, size| {
+                sockets::may_force_recv_buffer(&socket2::SockRef::from(socket), size)
+            },
             shrunk_at: None,
             counted_drops: None,
             addr: socket.local_addr().ok(),
@@ -155,7 +167,7 @@ impl QueueGuard {
     /// Looks at the queue at `now` and shrinks or restores it if the policy says so.
     pub(crate) fn check(&mut self, socket: &UdpSocket, now: Instant) -> Checked {
         let mut checked = Checked::default();
-        if self.off {
+        if !self.watched {
             return checked;
         }
         let Ok(queue) = sockets::receive_queue(socket) else {
@@ -165,7 +177,7 @@ impl QueueGuard {
             checked.drops = u64::from(queue.drops.wrapping_sub(last));
         }
         self.counted_drops = Some(queue.drops);
-        if !self.sizes.switchable() {
+        if !self.shrinkable {
             return checked;
         }
         match self.policy.check(now, queue) {
@@ -182,12 +194,15 @@ impl QueueGuard {
                         self.sizes.overload,
                     );
                 } else {
-                    self.off = true;
+                    // Drops are still counted; the policy is not asked again.
+                    self.shrinkable = false;
                     log::warn!(
                         "UDP {}: the receive queue overflows, but its buffer is not shrunk: it could not grow back to {} bytes without CAP_NET_ADMIN, and net.core.rmem_max is {}; raise rmem_max to at least that to let it",
                         self.addr_text(),
                         self.sizes.configured,
-                        self.sizes.rmem_max.map_or("unknown".to_string(), |max| max.to_string()),
+                        self.sizes
+                            .rmem_max
+                            .map_or("unknown".to_string(), |max| max.to_string()),
                     );
                 }
             }
@@ -212,12 +227,13 @@ impl QueueGuard {
 
     fn restorable(&self, socket: &UdpSocket) -> bool {
         restorable(&self.sizes, || {
-            sockets::may_force_recv_buffer(&socket2::SockRef::from(socket), self.sizes.configured)
+            (self.may_force)(socket, self.sizes.configured)
         })
     }
 
     fn addr_text(&self) -> String {
-        self.addr.map_or("socket".to_string(), |addr| addr.to_string())
+        self.addr
+            .map_or("socket".to_string(), |addr| addr.to_string())
     }
 }
 
@@ -271,7 +287,10 @@ mod tests {
         }
         // 300 ms after the first overflowing check (1) is check 4; restored 1 s
         // after the first calm one (21), at check 31.
-        assert_eq!(run(&checks), vec![(4, Change::Shrink), (31, Change::Restore)]);
+        assert_eq!(
+            run(&checks),
+            vec![(4, Change::Shrink), (31, Change::Restore)]
+        );
     }
 
     #[test]
@@ -369,7 +388,10 @@ mod tests {
                 shrunk_at = Some(i);
             }
         }
-        assert!(drops > 0, "the kernel dropped datagrams, and they were counted");
+        assert!(
+            drops > 0,
+            "the kernel dropped datagrams, and they were counted"
+        );
         assert_eq!(shrunk_at, Some(4), "shrunk 300 ms after the first overflow");
         let capacity = sockets::receive_queue(&receiver).unwrap().capacity;
         assert!(capacity <= 2 * 8 * 1024 + 4096, "buffer now {capacity}");
@@ -404,5 +426,35 @@ mod tests {
         assert!(restorable(&sizes(Some(4 << 20)), || true));
         assert!(!restorable(&sizes(None), || false));
         assert!(restorable(&sizes(None), || true));
+    }
+
+    #[test]
+    fn a_queue_that_could_not_grow_back_is_left_alone_but_still_watched() {
+        let receiver = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let configured = 64 * 1024;
+        sockets::set_recv_buffer(&socket2::SockRef::from(&receiver), configured);
+        let before = sockets::receive_queue(&receiver).unwrap().capacity;
+        let sizes = QueueSizes {
+            configured,
+            overload: 8 * 1024,
+            rmem_max: Some(configured / 2),
+        };
+        let mut guard = QueueGuard::new(&receiver, sizes);
+        guard.may_force = |_, _| false;
+        let start = Instant::now();
+        guard.check(&receiver, start);
+        let sender = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let to = receiver.local_addr().unwrap();
+        let mut drops = 0;
+        for i in 1..=8u32 {
+            for _ in 0..400 {
+                sender.send_to(&[0; 100], to).unwrap();
+            }
+            let checked = guard.check(&receiver, start + CHECK_INTERVAL * i);
+            assert!(!checked.shrunk, "check {i}");
+            drops += checked.drops;
+        }
+        assert!(drops > 0);
+        assert_eq!(sockets::receive_queue(&receiver).unwrap().capacity, before);
     }
 }
