@@ -77,6 +77,49 @@ def start(cmd, cpus, log):
     return subprocess.Popen(["taskset", "-c", cpus] + cmd, stdout=log, stderr=subprocess.STDOUT)
 
 
+class CpuQuota:
+    """A cgroup that caps the processes put in it at `share` of one CPU (enforced
+    every 10 ms), so that a tracker is the limit of a run even on a machine with no
+    core to spare for more load: cgroup v2's cpu.max, or v1's cpu controller.
+    Needs root; removed at exit."""
+
+    PERIOD_US = 10_000
+
+    def __init__(self, share, name="shoal-bench"):
+        if not 0 < share <= 1:
+            sys.exit(f"--tracker-quota {share}: must be above 0 and at most 1 (a share of one CPU)")
+        quota = int(self.PERIOD_US * share)
+        v2 = "/sys/fs/cgroup/cgroup.controllers"
+        if os.path.exists(v2) and "cpu" in open(v2).read().split():
+            self.path = f"/sys/fs/cgroup/{name}"
+            files = {"cpu.max": f"{quota} {self.PERIOD_US}"}
+        elif os.path.isdir("/sys/fs/cgroup/cpu"):
+            self.path = f"/sys/fs/cgroup/cpu/{name}"
+            files = {"cpu.cfs_period_us": str(self.PERIOD_US), "cpu.cfs_quota_us": str(quota)}
+        else:
+            sys.exit("--tracker-quota needs a cgroup cpu controller (/sys/fs/cgroup)")
+        try:
+            os.makedirs(self.path, exist_ok=True)
+            for name_, value in files.items():
+                with open(os.path.join(self.path, name_), "w") as f:
+                    f.write(value)
+        except OSError as err:
+            sys.exit(f"--tracker-quota: cannot set up {self.path}: {err} (root is needed)")
+        import atexit
+        atexit.register(self.remove)
+
+    def add(self, pid):
+        """Moves process `pid`, all its threads, into the cgroup."""
+        with open(os.path.join(self.path, "cgroup.procs"), "w") as f:
+            f.write(str(pid))
+
+    def remove(self):
+        try:
+            os.rmdir(self.path)
+        except OSError:
+            pass
+
+
 def stop(proc):
     if proc.poll() is None:
         proc.terminate()

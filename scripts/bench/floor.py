@@ -31,6 +31,8 @@ reply over the floor's (1.05 means 5% more).
   scripts/bench/floor.py --rounds 3 --torrents 1000   # swarms that fit in the cache
   scripts/bench/floor.py --rounds 3 --load-testers shoal --in-flight 64   # a short queue
   scripts/bench/floor.py --rounds 3 --load-testers shoal --rate 300000   # a fixed load
+  sudo scripts/bench/floor.py --rounds 3 --aquatic-dir .bench/aquatic/bin --tracker-quota 0.7
+      # the tracker capped at 70% of its core, so that it, not the load tester, is the limit
   scripts/bench/floor.py --rounds 5 --floors-only \
       --floor-variant batch256="--batch 256" --floor-variant uring=--io-uring   # lower floors?
   scripts/bench/floor.py --rounds 7 --floors-only --load-testers shoal \
@@ -118,6 +120,11 @@ def main():
                         "compared with the plain floor; repeatable")
     p.add_argument("--floors-only", action="store_true",
                    help="run only the floor and its --floor-variant runs, no shoal")
+    p.add_argument("--tracker-quota", type=float, metavar="SHARE",
+                   help="cap every tracker run (shoal and the floor alike) at this share of one "
+                        "CPU through a cgroup (root): on a machine where the load tester has no "
+                        "core to spare, it makes the tracker the limit of a run, so replies per "
+                        "second decide (e.g. 0.7)")
     p.add_argument("--force", action="store_true")
     a = p.parse_args()
     a.variants = {}
@@ -184,7 +191,10 @@ def main():
         print("| median | " + " | ".join(f"{med[t][0]:,.0f} ({med[t][1]:.2f})" for t in trackers)
               + "".join(f" | **{r:.3f}** | **{c:.3f}**" for r, c in medians) + " |")
         busy = max(statistics.median(r["load_cores"] for r in rs) for rs in runs.values())
-        print(f"\nload tester cores (highest median): {busy:.2f}; reply latency (shoal load tester, "
+        tracker_busy = " ".join(f"{t} {statistics.median(r['tracker_cores'] for r in rs):.2f}"
+                                for t, rs in runs.items())
+        print(f"\ntracker cores (medians): {tracker_busy}")
+        print(f"load tester cores (highest median): {busy:.2f}; reply latency (shoal load tester, "
               f"p50/p99/p99.9/max µs): " + "; ".join(
                   f"{t} {udp_bench.latency_cell(r['latency'] for r in runs[t])}" for t in trackers))
 

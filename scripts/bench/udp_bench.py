@@ -35,7 +35,7 @@ import sys
 import tempfile
 import time
 
-from benchlib import Sampler, cpu_list, latency_cell, latency_of, require_idle, start, status_kib, stop
+from benchlib import CpuQuota, Sampler, cpu_list, latency_cell, latency_of, require_idle, start, status_kib, stop
 
 
 def port_free(port, wait=3.0):
@@ -140,6 +140,8 @@ class Bench:
         self.load_cpus = ",".join(map(str, cpu_list(args.load_cpus)))
         self.workers = args.workers or len(cpu_list(args.tracker_cpus))
         self.load_workers = args.load_workers or len(cpu_list(args.load_cpus))
+        share = getattr(args, "tracker_quota", None)
+        self.quota = CpuQuota(share) if share else None
 
     def path(self, name):
         return os.path.join(self.tmp, name)
@@ -289,6 +291,8 @@ source_ips = [{ips}]{in_flight}
             sys.exit(f"port {a.port} is in use; stop whatever holds it (a leftover tracker?)")
         tracker_log = open(self.path(f"{tracker}.log"), "w")
         proc = start(self.tracker_cmd(tracker), self.tracker_cpus, tracker_log)
+        if self.quota:
+            self.quota.add(proc.pid)
         try:
             wait_for_port(a.port)
             load_log = self.path("load.out")
