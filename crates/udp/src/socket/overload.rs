@@ -64,10 +64,10 @@ pub(crate) enum Change {
 pub(crate) struct Policy {
     shrunk: bool,
     last_drops: Option<u32>,
-    /// Since when every check saw new drops and a queue at least half full.
-    overflowing_since: Option<Instant>,
-    /// Since when every check of a shrunk queue saw no drops and a quarter or less.
-    calm_since: Option<Instant>,
+    /// Since when every check has seen what would change the state: an overflowing
+    /// queue (new drops, at least half full) while not shrunk, a calm one (no drops,
+    /// a quarter full at most) while shrunk.
+    holding_since: Option<Instant>,
 }
 
 impl Policy {
@@ -77,33 +77,29 @@ impl Policy {
             .last_drops
             .is_some_and(|last| queue.drops.wrapping_sub(last) > 0);
         self.last_drops = Some(queue.drops);
-        if self.shrunk {
-            let calm = !dropped && queue.queued <= queue.capacity / 4;
-            if !calm {
-                self.calm_since = None;
-                return None;
-            }
-            let since = *self.calm_since.get_or_insert(now);
-            if now.duration_since(since) < RESTORE_AFTER {
-                return None;
-            }
-            self.shrunk = false;
-            self.calm_since = None;
-            Some(Change::Restore)
+        let (holds, for_how_long) = if self.shrunk {
+            (
+                !dropped && queue.queued <= queue.capacity / 4,
+                RESTORE_AFTER,
+            )
         } else {
-            let overflowing = dropped && queue.queued >= queue.capacity / 2;
-            if !overflowing {
-                self.overflowing_since = None;
-                return None;
-            }
-            let since = *self.overflowing_since.get_or_insert(now);
-            if now.duration_since(since) < SHRINK_AFTER {
-                return None;
-            }
-            self.shrunk = true;
-            self.overflowing_since = None;
-            Some(Change::Shrink)
+            (dropped && queue.queued >= queue.capacity / 2, SHRINK_AFTER)
+        };
+        if !holds {
+            self.holding_since = None;
+            return None;
         }
+        let since = *self.holding_since.get_or_insert(now);
+        if now.duration_since(since) < for_how_long {
+            return None;
+        }
+        self.shrunk = !self.shrunk;
+        self.holding_since = None;
+        Some(if self.shrunk {
+            Change::Shrink
+        } else {
+            Change::Restore
+        })
     }
 }
 
