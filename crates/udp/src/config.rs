@@ -38,11 +38,13 @@ shoal_common::network_config! {
         /// changes it. Once the kernel has dropped datagrams for 0.3 s with the queue
         /// at least half full, the buffer shrinks to this: a full deep queue only
         /// makes each request wait longer and cost more, and what does not fit is
-        /// dropped either way. After a calm second (nothing dropped, a quarter full
-        /// at most) socket_recv_buffer_size comes back. It needs that size within
-        /// net.core.rmem_max, or CAP_NET_ADMIN, to grow back; without either the
-        /// buffer is never shrunk (logged once). Counted in
-        /// shoal_receive_queue_changes_total and logged.
+        /// dropped either way. After a second with the queue at most a quarter full
+        /// at every check, the buffer the socket had comes back
+        /// (socket_recv_buffer_size as granted, or the kernel's default). It needs
+        /// that size within net.core.rmem_max, or CAP_NET_ADMIN, to grow back;
+        /// without either the buffer is never shrunk (logged once). Counted in
+        /// shoal_receive_queue_changes_total; logged, a few changes in a row and
+        /// then one message a minute at most.
         pub overload_recv_buffer_size: usize = 1024 * 1024,
     }
 }

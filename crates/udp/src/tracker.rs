@@ -63,7 +63,6 @@ pub fn prepare(
     let (sockets, addrs) = bind_all(&config)?;
     // Read now: the tracker may run in a chroot without /proc once it has started.
     let queue_sizes = QueueSizes {
-        configured: config.network.socket_recv_buffer_size,
         overload: config.network.overload_recv_buffer_size,
         rmem_max: shoal_common::sockets::rmem_max(),
     };

@@ -133,7 +133,7 @@ pub(crate) struct SocketWorkerParts {
     pub(crate) send_queue_len: usize,
     /// Receive slot size (see [`recv_slot_len`]).
     pub(crate) recv_slot_len: usize,
-    /// Receive buffer sizes, normal and under overload.
+    /// What the receive queues may shrink to, and the limit on growing them back.
     pub(crate) queue_sizes: QueueSizes,
 }
 

@@ -12,12 +12,19 @@
 //! So once the kernel has been dropping datagrams for [`SHRINK_AFTER`] while the
 //! queue is at least half full, the buffer is set to the smaller overload size; the
 //! kernel then drops the excess on arrival, and what is answered is answered soon
-//! and cheaply. When the queue has been calm (nothing dropped, at most a quarter
-//! full) for [`RESTORE_AFTER`], the configured size comes back for the next burst.
+//! and cheaply. When the queue has been at most a quarter full at every check for
+//! [`RESTORE_AFTER`], the size the socket had comes back for the next burst. Drops
+//! do not keep it small then: a queue that the worker keeps nearly empty is not
+//! overloaded, and if short bursts still overflow the small buffer, that is what the
+//! large one is for (and a flood that stays on keeps the small one full).
 //!
 //! Growing a buffer past net.core.rmem_max needs CAP_NET_ADMIN, which a tracker that
 //! dropped its privileges no longer has. A queue that could not be restored would stay
-//! small for good, so it is shrunk only when the configured size can be set again.
+//! small for good, so it is shrunk only when its size can be set again.
+//!
+//! An attacker who floods in spells can make a queue shrink and grow over and over;
+//! each change is counted, but only a few are logged in a row, then one message a
+//! minute at most ([`LogBudget`]), so the log is not flooded too.
 
 use std::net::{SocketAddr, UdpSocket};
 use std::time::{Duration, Instant};
@@ -28,26 +35,20 @@ use shoal_common::sockets::{self, ReceiveQueue};
 pub(crate) const CHECK_INTERVAL: Duration = Duration::from_millis(100);
 /// How long a queue must overflow before it is shrunk: longer than a burst.
 pub(crate) const SHRINK_AFTER: Duration = Duration::from_millis(300);
-/// How long a shrunk queue must stay calm before the configured size comes back.
+/// How long a shrunk queue must stay short before its size comes back.
 pub(crate) const RESTORE_AFTER: Duration = Duration::from_secs(1);
+/// Changes a socket logs in a row before the rest are only counted.
+const LOG_BURST: u32 = 6;
+/// How often one more change message is allowed once [`LOG_BURST`] are spent.
+const LOG_REFILL: Duration = Duration::from_secs(60);
 
-/// The buffer sizes a socket worker's queues switch between.
+/// What a socket worker's queues may switch to.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct QueueSizes {
-    /// `network.socket_recv_buffer_size`; 0 leaves the kernel's default (and the
-    /// queue alone).
-    pub(crate) configured: usize,
     /// `network.overload_recv_buffer_size`; 0 never shrinks.
     pub(crate) overload: usize,
     /// net.core.rmem_max when the tracker started, if /proc could be read.
     pub(crate) rmem_max: Option<usize>,
-}
-
-impl QueueSizes {
-    /// Whether there is anything to switch between.
-    fn switchable(&self) -> bool {
-        self.overload > 0 && self.configured > self.overload
-    }
 }
 
 /// What a [`Policy`] asks for.
@@ -55,7 +56,7 @@ impl QueueSizes {
 pub(crate) enum Change {
     /// Set the overload size.
     Shrink,
-    /// Set the configured size again.
+    /// Set the size the socket had again.
     Restore,
 }
 
@@ -65,8 +66,8 @@ pub(crate) struct Policy {
     shrunk: bool,
     last_drops: Option<u32>,
     /// Since when every check has seen what would change the state: an overflowing
-    /// queue (new drops, at least half full) while not shrunk, a calm one (no drops,
-    /// a quarter full at most) while shrunk.
+    /// queue (new drops, at least half full) while not shrunk, a short one (a quarter
+    /// full at most) while shrunk.
     holding_since: Option<Instant>,
 }
 
@@ -78,10 +79,7 @@ impl Policy {
             .is_some_and(|last| queue.drops.wrapping_sub(last) > 0);
         self.last_drops = Some(queue.drops);
         let (holds, for_how_long) = if self.shrunk {
-            (
-                !dropped && queue.queued <= queue.capacity / 4,
-                RESTORE_AFTER,
-            )
+            (queue.queued <= queue.capacity / 4, RESTORE_AFTER)
         } else {
             (dropped && queue.queued >= queue.capacity / 2, SHRINK_AFTER)
         };
@@ -107,10 +105,14 @@ impl Policy {
 #[derive(Debug)]
 pub(crate) struct QueueGuard {
     sizes: QueueSizes,
+    /// The buffer size the socket had when the worker started (as `SO_RCVBUF` is
+    /// asked: half what the kernel accounts): `socket_recv_buffer_size` as granted,
+    /// or the kernel's default. What a restore sets again.
+    restore_to: usize,
     policy: Policy,
     /// Whether the kernel answers `SO_MEMINFO`; without it nothing is watched.
     watched: bool,
-    /// Whether the queue may be shrunk: sizes to switch between, and (once an
+    /// Whether the queue may be shrunk: a smaller size to switch to, and (once an
     /// overflow asked) a way back.
     shrinkable: bool,
     /// Whether the process may force a buffer past net.core.rmem_max
@@ -120,6 +122,7 @@ pub(crate) struct QueueGuard {
     shrunk_at: Option<(Instant, u32)>,
     /// Drops counted at the last check, for the statistics.
     counted_drops: Option<u32>,
+    log: LogBudget,
     addr: Option<SocketAddr>,
 }
 
@@ -135,27 +138,33 @@ pub(crate) struct Checked {
 }
 
 impl QueueGuard {
-    /// A guard for `socket`, whose buffer was set to `sizes.configured`.
+    /// A guard for `socket`, whose buffer is as the tracker set it.
     pub(crate) fn new(socket: &UdpSocket, sizes: QueueSizes) -> Self {
-        let readable = match sockets::receive_queue(socket) {
-            Ok(_) => true,
-            Err(err) => {
+        let queue = sockets::receive_queue(socket)
+            .inspect_err(|err| {
                 log::info!(
                     "the UDP receive queue is not watched (kernel drops are not counted, and an overflowing queue is not shrunk): {err}"
                 );
-                false
-            }
-        };
+            })
+            .ok();
+        // SO_MEMINFO gives the kernel's accounting: twice what SO_RCVBUF asks for,
+        // or the default (net.core.rmem_default) as it is. Half of it, asked again,
+        // gives the same queue back.
+        let restore_to = queue.map_or(0, |queue| queue.capacity as usize / 2);
         Self {
             sizes,
+            restore_to,
             policy: Policy::default(),
-            watched: readable,
-            shrinkable: sizes.switchable(),
+            watched: queue.is_some(),
+            shrinkable: sizes.overload > 0 && restore_to > sizes.overload,
             may_force: |socket, size| {
                 sockets::may_force_recv_buffer(&socket2::SockRef::from(socket), size)
             },
             shrunk_at: None,
-            counted_drops: None,
+            // The kernel counts from the socket's creation, so drops while the
+            // tracker was still starting (restoring a snapshot) are counted too.
+            counted_drops: Some(0),
+            log: LogBudget::default(),
             addr: socket.local_addr().ok(),
         }
     }
@@ -182,20 +191,23 @@ impl QueueGuard {
                     sockets::set_recv_buffer(&socket2::SockRef::from(socket), self.sizes.overload);
                     self.shrunk_at = Some((now, queue.drops));
                     checked.shrunk = true;
-                    log::info!(
-                        "UDP {}: the receive queue has overflowed for {} ms (the kernel dropped datagrams); its buffer goes from {} to {} bytes while this lasts, so that requests wait less and cost less",
-                        self.addr_text(),
-                        SHRINK_AFTER.as_millis(),
-                        self.sizes.configured,
-                        self.sizes.overload,
-                    );
+                    if let Some(unlogged) = self.log.take(now) {
+                        log::info!(
+                            "UDP {}: the receive queue has overflowed for {} ms (the kernel dropped datagrams); its buffer goes from {} to {} bytes while this lasts, so that requests wait less and cost less{}",
+                            self.addr_text(),
+                            SHRINK_AFTER.as_millis(),
+                            self.restore_to,
+                            self.sizes.overload,
+                            unlogged_note(unlogged),
+                        );
+                    }
                 } else {
                     // Drops are still counted; the policy is not asked again.
                     self.shrinkable = false;
                     log::warn!(
-                        "UDP {}: the receive queue overflows, but its buffer is not shrunk: it could not grow back to {} bytes without CAP_NET_ADMIN, and net.core.rmem_max is {}; raise rmem_max to at least that to let it",
+                        "UDP {}: the receive queue overflows, but its buffer is not shrunk: it could not grow back to {} bytes without CAP_NET_ADMIN, and net.core.rmem_max is {}; raise rmem_max to at least that and restart to let it",
                         self.addr_text(),
-                        self.sizes.configured,
+                        self.restore_to,
                         self.sizes
                             .rmem_max
                             .map_or("unknown".to_string(), |max| max.to_string()),
@@ -203,27 +215,40 @@ impl QueueGuard {
                 }
             }
             Some(Change::Restore) => {
-                let granted = sockets::set_recv_buffer(
-                    &socket2::SockRef::from(socket),
-                    self.sizes.configured,
-                );
+                let granted =
+                    sockets::set_recv_buffer(&socket2::SockRef::from(socket), self.restore_to);
                 checked.restored = true;
                 let (since, drops_then) = self.shrunk_at.take().unwrap_or((now, queue.drops));
-                log::info!(
-                    "UDP {}: the overload is over; receive buffer back to {granted} bytes after {:.1} s ({} datagrams dropped by the kernel meanwhile)",
-                    self.addr_text(),
-                    now.duration_since(since).as_secs_f64(),
-                    queue.drops.wrapping_sub(drops_then),
-                );
+                if let Some(unlogged) = self.log.take(now) {
+                    log::info!(
+                        "UDP {}: the overload is over; receive buffer back to {granted} bytes after {:.1} s ({} datagrams dropped by the kernel meanwhile){}",
+                        self.addr_text(),
+                        now.duration_since(since).as_secs_f64(),
+                        queue.drops.wrapping_sub(drops_then),
+                        unlogged_note(unlogged),
+                    );
+                }
             }
-            None => {}
+            None => {
+                if let Some(unlogged) = self.log.take_for_summary(now) {
+                    let state = if self.shrunk_at.is_some() {
+                        format!("shrunk to {} bytes", self.sizes.overload)
+                    } else {
+                        format!("back to {} bytes", self.restore_to)
+                    };
+                    log::info!(
+                        "UDP {}: the receive queue was shrunk or restored {unlogged} more times without a message; its buffer is now {state}",
+                        self.addr_text(),
+                    );
+                }
+            }
         }
         checked
     }
 
     fn restorable(&self, socket: &UdpSocket) -> bool {
-        restorable(&self.sizes, || {
-            (self.may_force)(socket, self.sizes.configured)
+        restorable(self.restore_to, self.sizes.rmem_max, || {
+            (self.may_force)(socket, self.restore_to)
         })
     }
 
@@ -233,10 +258,76 @@ impl QueueGuard {
     }
 }
 
-/// Whether the configured size could be set again: within net.core.rmem_max, or
-/// with CAP_NET_ADMIN (`may_force`, asked only when needed).
-fn restorable(sizes: &QueueSizes, may_force: impl FnOnce() -> bool) -> bool {
-    sizes.rmem_max.is_some_and(|max| max >= sizes.configured) || may_force()
+/// Whether a buffer of `size` could be set again: within net.core.rmem_max, or with
+/// CAP_NET_ADMIN (`may_force`, asked only when needed).
+fn restorable(size: usize, rmem_max: Option<usize>, may_force: impl FnOnce() -> bool) -> bool {
+    rmem_max.is_some_and(|max| max >= size) || may_force()
+}
+
+fn unlogged_note(unlogged: u32) -> String {
+    if unlogged == 0 {
+        String::new()
+    } else {
+        format!(" ({unlogged} earlier changes were not logged)")
+    }
+}
+
+/// How many change messages a socket may log: [`LOG_BURST`] in a row, then one per
+/// [`LOG_REFILL`]. Changes beyond that are counted, and the count comes with the next
+/// message, or in a summary of its own once one is allowed again, so that the log's
+/// last word on a queue is never more than a minute out of date.
+#[derive(Debug)]
+struct LogBudget {
+    left: u32,
+    refilled_at: Option<Instant>,
+    unlogged: u32,
+}
+
+impl Default for LogBudget {
+    fn default() -> Self {
+        Self {
+            left: LOG_BURST,
+            refilled_at: None,
+            unlogged: 0,
+        }
+    }
+}
+
+impl LogBudget {
+    /// For a change at `now`: `Some(changes not logged before it)` if it may be
+    /// logged, `None` (and counted) if not.
+    fn take(&mut self, now: Instant) -> Option<u32> {
+        self.refill(now);
+        if self.left == 0 {
+            self.unlogged += 1;
+            return None;
+        }
+        self.left -= 1;
+        Some(std::mem::take(&mut self.unlogged))
+    }
+
+    /// With no change at `now`: `Some(changes not logged)` when there are some and a
+    /// message is allowed again.
+    fn take_for_summary(&mut self, now: Instant) -> Option<u32> {
+        if self.unlogged == 0 {
+            return None;
+        }
+        self.refill(now);
+        if self.left == 0 {
+            return None;
+        }
+        self.left -= 1;
+        Some(std::mem::take(&mut self.unlogged))
+    }
+
+    fn refill(&mut self, now: Instant) {
+        let since = *self.refilled_at.get_or_insert(now);
+        let periods = now.duration_since(since).as_secs() / LOG_REFILL.as_secs();
+        if periods > 0 {
+            self.left = LOG_BURST.min(self.left.saturating_add(periods as u32));
+            self.refilled_at = Some(since + LOG_REFILL * periods as u32);
+        }
+    }
 }
 
 #[cfg(test)]
@@ -317,14 +408,35 @@ mod tests {
         let mut checks = vec![queue(0, 0)];
         let mut drops = 0;
         for i in 0..60 {
-            drops += 1000;
             // The overload goes on: the small queue stays full and drops, with one
             // check now and then that sees no new drops but a full queue.
             let new = if i % 7 == 0 { 0 } else { 1000 };
             drops += new;
             checks.push(queue(CAPACITY, drops));
         }
-        assert_eq!(run(&checks), vec![(4, Change::Shrink)]);
+        // Check 1 saw no new drops; the overflow counts from check 2.
+        assert_eq!(run(&checks), vec![(5, Change::Shrink)]);
+    }
+
+    #[test]
+    fn bursts_that_overflow_a_draining_shrunk_queue_do_not_keep_it_small() {
+        let mut checks = vec![queue(0, 0)];
+        let mut drops = 0;
+        for _ in 0..5 {
+            drops += 1000;
+            checks.push(queue(CAPACITY, drops));
+        }
+        // The worker keeps up again (the queue an eighth full at every check), but
+        // bursts still overflow the small buffer between checks: the large one is
+        // what they need.
+        for _ in 0..15 {
+            drops += 50;
+            checks.push(queue(CAPACITY / 8, drops));
+        }
+        assert_eq!(
+            run(&checks),
+            vec![(4, Change::Shrink), (16, Change::Restore)]
+        );
     }
 
     #[test]
@@ -335,7 +447,7 @@ mod tests {
             drops += 10;
             checks.push(queue(CAPACITY, drops));
         }
-        // Calm for 0.8 s, one more drop, then calm for good.
+        // Short for 0.8 s, half full once (a spell of load), then short for good.
         checks.extend(std::iter::repeat_n(queue(0, drops), 9));
         checks.push(queue(CAPACITY / 2, drops + 1));
         checks.extend(std::iter::repeat_n(queue(0, drops + 1), 12));
@@ -356,29 +468,22 @@ mod tests {
         assert_eq!(run(&checks), vec![(4, Change::Shrink)]);
     }
 
-    #[test]
-    fn the_guard_counts_kernel_drops_and_shrinks_a_real_socket() {
-        let receiver = UdpSocket::bind("127.0.0.1:0").unwrap();
-        let configured = 64 * 1024;
-        sockets::set_recv_buffer(&socket2::SockRef::from(&receiver), configured);
-        let sizes = QueueSizes {
-            configured,
-            overload: 8 * 1024,
-            // As if rmem_max allowed the configured size: restoring needs no privilege.
-            rmem_max: Some(configured),
-        };
-        let mut guard = QueueGuard::new(&receiver, sizes);
+    /// Floods `receiver` until its guard shrinks it, drains it and checks until the
+    /// guard restores it; returns the checks (100 ms apart) at which each happened.
+    fn shrink_and_restore(receiver: &UdpSocket, sizes: QueueSizes) -> (u32, u32) {
+        let mut guard = QueueGuard::new(receiver, sizes);
         let start = Instant::now();
-        assert_eq!(guard.check(&receiver, start), Checked::default());
+        assert_eq!(guard.check(receiver, start), Checked::default());
         let sender = UdpSocket::bind("127.0.0.1:0").unwrap();
         let to = receiver.local_addr().unwrap();
         let mut shrunk_at = None;
         let mut drops = 0;
         for i in 1..=6u32 {
-            for _ in 0..400 {
+            // More than any queue here holds (a datagram takes about 1 KiB of it).
+            for _ in 0..1000 {
                 sender.send_to(&[0; 100], to).unwrap();
             }
-            let checked = guard.check(&receiver, start + CHECK_INTERVAL * i);
+            let checked = guard.check(receiver, start + CHECK_INTERVAL * i);
             drops += checked.drops;
             if checked.shrunk {
                 shrunk_at = Some(i);
@@ -388,40 +493,82 @@ mod tests {
             drops > 0,
             "the kernel dropped datagrams, and they were counted"
         );
-        assert_eq!(shrunk_at, Some(4), "shrunk 300 ms after the first overflow");
-        let capacity = sockets::receive_queue(&receiver).unwrap().capacity;
-        assert!(capacity <= 2 * 8 * 1024 + 4096, "buffer now {capacity}");
-        // Drained and calm for a second: restored.
+        let capacity = sockets::receive_queue(receiver).unwrap().capacity;
+        assert!(
+            capacity as usize <= 2 * sizes.overload + 4096,
+            "buffer now {capacity}"
+        );
+        // Drained and short for a second: restored.
         let mut buf = [0; 2048];
         receiver.set_nonblocking(true).unwrap();
         while receiver.recv(&mut buf).is_ok() {}
         let mut restored_at = None;
         for i in 7..=20u32 {
-            if guard.check(&receiver, start + CHECK_INTERVAL * i).restored {
+            if guard.check(receiver, start + CHECK_INTERVAL * i).restored {
                 restored_at = Some(i);
                 break;
             }
         }
-        assert_eq!(restored_at, Some(17));
+        (shrunk_at.expect("shrunk"), restored_at.expect("restored"))
+    }
+
+    #[test]
+    fn the_guard_counts_kernel_drops_and_shrinks_a_real_socket() {
+        let receiver = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let configured = 64 * 1024;
+        sockets::set_recv_buffer(&socket2::SockRef::from(&receiver), configured);
+        let sizes = QueueSizes {
+            overload: 8 * 1024,
+            // As if rmem_max allowed the configured size: restoring needs no privilege.
+            rmem_max: Some(configured),
+        };
+        // Shrunk 300 ms after the first overflow, restored 1 s after the first
+        // short check.
+        assert_eq!(shrink_and_restore(&receiver, sizes), (4, 17));
         let capacity = sockets::receive_queue(&receiver).unwrap().capacity;
         assert_eq!(capacity as usize, 2 * configured);
     }
 
     #[test]
-    fn a_queue_is_shrunk_only_if_it_can_grow_back() {
-        let sizes = |rmem_max| QueueSizes {
-            configured: 8 << 20,
-            overload: 256 << 10,
-            rmem_max,
+    fn a_queue_left_at_the_kernels_default_comes_back_to_it() {
+        // socket_recv_buffer_size = 0: the buffer the kernel gave the socket
+        // (net.core.rmem_default, accounted as it is, not doubled) is what comes back.
+        let receiver = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let default = sockets::receive_queue(&receiver).unwrap().capacity;
+        let sizes = QueueSizes {
+            overload: 8 * 1024,
+            rmem_max: Some(default as usize),
         };
+        assert_eq!(shrink_and_restore(&receiver, sizes), (4, 17));
+        assert_eq!(sockets::receive_queue(&receiver).unwrap().capacity, default);
+    }
+
+    #[test]
+    fn a_queue_no_larger_than_the_overload_size_is_never_shrunk() {
+        let receiver = UdpSocket::bind("127.0.0.1:0").unwrap();
+        sockets::set_recv_buffer(&socket2::SockRef::from(&receiver), 64 * 1024);
+        let guard = QueueGuard::new(
+            &receiver,
+            QueueSizes {
+                overload: 64 * 1024,
+                rmem_max: Some(1 << 30),
+            },
+        );
+        assert!(guard.watched);
+        assert!(!guard.shrinkable);
+    }
+
+    #[test]
+    fn a_queue_is_shrunk_only_if_it_can_grow_back() {
+        let size = 8 << 20;
         // Within rmem_max: no privilege needed, none asked about.
-        assert!(restorable(&sizes(Some(8 << 20)), || unreachable!()));
-        assert!(restorable(&sizes(Some(32 << 20)), || unreachable!()));
+        assert!(restorable(size, Some(8 << 20), || unreachable!()));
+        assert!(restorable(size, Some(32 << 20), || unreachable!()));
         // Past it, or unknown: only with CAP_NET_ADMIN.
-        assert!(!restorable(&sizes(Some(4 << 20)), || false));
-        assert!(restorable(&sizes(Some(4 << 20)), || true));
-        assert!(!restorable(&sizes(None), || false));
-        assert!(restorable(&sizes(None), || true));
+        assert!(!restorable(size, Some(4 << 20), || false));
+        assert!(restorable(size, Some(4 << 20), || true));
+        assert!(!restorable(size, None, || false));
+        assert!(restorable(size, None, || true));
     }
 
     #[test]
@@ -431,7 +578,6 @@ mod tests {
         sockets::set_recv_buffer(&socket2::SockRef::from(&receiver), configured);
         let before = sockets::receive_queue(&receiver).unwrap().capacity;
         let sizes = QueueSizes {
-            configured,
             overload: 8 * 1024,
             rmem_max: Some(configured / 2),
         };
@@ -452,5 +598,36 @@ mod tests {
         }
         assert!(drops > 0);
         assert_eq!(sockets::receive_queue(&receiver).unwrap().capacity, before);
+    }
+
+    #[test]
+    fn a_queue_that_keeps_switching_logs_a_few_changes_then_one_a_minute() {
+        let start = Instant::now();
+        let mut log = LogBudget::default();
+        let at = |ms: u64| start + Duration::from_millis(ms);
+        // Six changes 1.3 s apart are logged; the next ones are counted.
+        for i in 0..LOG_BURST as u64 {
+            assert_eq!(log.take(at(i * 1300)), Some(0), "change {i}");
+        }
+        for i in 6..20 {
+            assert_eq!(log.take(at(i * 1300)), None, "change {i}");
+        }
+        // No summary before a minute from the first change has passed...
+        assert_eq!(log.take_for_summary(at(59_000)), None);
+        // ...then one, with the count, and the next change waits again.
+        assert_eq!(log.take_for_summary(at(60_000)), Some(14));
+        assert_eq!(log.take_for_summary(at(60_100)), None);
+        assert_eq!(log.take(at(61_000)), None);
+        // A minute on, the change is logged with the one that went unlogged.
+        assert_eq!(log.take(at(120_000)), Some(1));
+        // A long quiet spell gives the whole burst back, no more.
+        for i in 0..LOG_BURST as u64 {
+            assert_eq!(
+                log.take(at(3_600_000 + i)),
+                Some(0),
+                "change {i} after an hour"
+            );
+        }
+        assert_eq!(log.take(at(3_600_010)), None);
     }
 }
