@@ -66,7 +66,12 @@ impl Shoal {
 
     /// The first log line containing `needle`, within 10 s.
     fn line_with(&self, needle: &str) -> String {
-        let deadline = Instant::now() + Duration::from_secs(10);
+        self.line_within(needle, Duration::from_secs(10))
+    }
+
+    /// The first log line containing `needle`, within `wait`.
+    fn line_within(&self, needle: &str, wait: Duration) -> String {
+        let deadline = Instant::now() + wait;
         while let Some(left) = deadline.checked_duration_since(Instant::now()) {
             match self.lines.recv_timeout(left) {
                 Ok(line) if line.contains(needle) => return line,
@@ -433,6 +438,138 @@ fn the_environment_overrides_the_file_and_mistakes_are_named() {
     let text = String::from_utf8_lossy(&printed.stdout);
     let udp_protocol = text.split("[udp.protocol]").nth(1).unwrap();
     assert!(udp_protocol.contains("announce_interval = 900"), "{text}");
+}
+
+/// Announces (or with `stopped`, withdraws) one peer in each of `torrents` torrents
+/// of the UDP tracker at `tracker`, a window of requests at a time; returns the
+/// replies that came back.
+fn udp_announce_many(tracker: SocketAddr, torrents: u32, stopped: bool) -> u32 {
+    const WINDOW: u32 = 256;
+    let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
+    socket
+        .set_read_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
+    let mut connect = 0x0417_2710_1980u64.to_be_bytes().to_vec();
+    connect.extend_from_slice(&0u32.to_be_bytes());
+    connect.extend_from_slice(&1u32.to_be_bytes());
+    socket.send_to(&connect, tracker).unwrap();
+    let mut reply = [0u8; 1024];
+    assert_eq!(socket.recv(&mut reply).unwrap(), 16);
+    let connection_id = reply[8..16].to_vec();
+    let mut answered = 0;
+    for first in (0..torrents).step_by(WINDOW as usize) {
+        let last = (first + WINDOW).min(torrents);
+        for torrent in first..last {
+            let mut announce = connection_id.clone();
+            announce.extend_from_slice(&1u32.to_be_bytes()); // announce
+            announce.extend_from_slice(&torrent.to_be_bytes()); // transaction id
+            let mut info_hash = [0x5a; 20];
+            info_hash[..4].copy_from_slice(&torrent.to_be_bytes());
+            announce.extend_from_slice(&info_hash);
+            announce.extend_from_slice(b"-TEST00-memorymemory"); // peer id
+            announce.extend_from_slice(&[0; 8]); // downloaded
+            announce.extend_from_slice(&100u64.to_be_bytes()); // left: a leecher
+            announce.extend_from_slice(&[0; 8]); // uploaded
+            let event: u32 = if stopped { 3 } else { 2 };
+            announce.extend_from_slice(&event.to_be_bytes());
+            announce.extend_from_slice(&[0; 8]); // ip (the source's), key
+            announce.extend_from_slice(&0u32.to_be_bytes()); // num_want
+            announce.extend_from_slice(&6881u16.to_be_bytes());
+            socket.send_to(&announce, tracker).unwrap();
+        }
+        for _ in first..last {
+            if socket.recv(&mut reply).is_err() {
+                break;
+            }
+            answered += 1;
+        }
+    }
+    answered
+}
+
+/// Polls the monitoring endpoint until `series` satisfies `wanted`, for 20 s.
+fn wait_for_sample(monitor: SocketAddr, series: &str, wanted: impl Fn(f64) -> bool) -> f64 {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let value = sample(&get(monitor, "/metrics").1, series);
+        if wanted(value) {
+            return value;
+        }
+        assert!(Instant::now() < deadline, "{series} stayed at {value}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+#[test]
+fn memory_freed_after_a_busy_spell_goes_back_to_the_system() {
+    // A spell of 100,000 torrents, each with a peer that then leaves (and the empty
+    // torrents cleaned away, a pass a second here). The memory
+    // thread looks every 10 s and gives memory back once the size has settled for
+    // 30 s and the peers are at half their peak or fewer: so about 40 s after the
+    // spell, and not during it.
+    const TORRENTS: u32 = 100_000;
+    let config = r#"
+[metrics]
+enabled = true
+address = "127.0.0.1:0"
+[memory]
+return_after_growth_mib = 1
+[udp.network]
+address_ipv4 = "127.0.0.1:0"
+use_ipv6 = false
+[udp.per_ip]
+requests_per_second = 0
+[udp.statistics]
+interval = 0
+[udp.cleaning]
+interval = 1
+[http]
+enabled = false
+[ws]
+enabled = false
+"#;
+    let shoal = Shoal::start("memory", config, &[]);
+    let udp = shoal.address_after("listening on udp://");
+    let monitor = shoal.address_after("health on http://");
+
+    let answered = udp_announce_many(udp, TORRENTS, false);
+    assert!(
+        answered > TORRENTS * 9 / 10,
+        "{answered} announces answered"
+    );
+    let peak = wait_for_sample(monitor, "shoal_peers{protocol=\"udp\"}", |peers| {
+        peers >= f64::from(answered)
+    });
+    udp_announce_many(udp, TORRENTS, true);
+    wait_for_sample(monitor, "shoal_peers{protocol=\"udp\"}", |peers| {
+        peers <= peak / 10.0
+    });
+    let metrics = get(monitor, "/metrics").1;
+    assert_eq!(
+        sample(&metrics, "shoal_memory_returns_total{}"),
+        0.0,
+        "nothing given back while the spell went on"
+    );
+
+    let line = shoal.line_within(
+        "gave freed memory back to the system",
+        Duration::from_secs(60),
+    );
+    // "resident A MiB -> B MiB in T ms"
+    let sizes: Vec<u64> = line
+        .split("resident ")
+        .nth(1)
+        .unwrap()
+        .split(' ')
+        .filter_map(|word| word.parse().ok())
+        .collect();
+    // The empty torrents were cleaned away (a pass a second here), so there is
+    // memory to give back: about 21 MiB resident became 10 when this was written.
+    assert!(sizes[1] < sizes[0], "{line}");
+    let metrics = get(monitor, "/metrics").1;
+    assert_eq!(sample(&metrics, "shoal_memory_returns_total{}"), 1.0);
+    assert!(sample(&metrics, "shoal_memory_returned_bytes_total{}") >= 0.0);
+    shoal.stop();
 }
 
 #[test]
