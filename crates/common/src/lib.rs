@@ -24,6 +24,7 @@
 //! * [`running`]: the handle of a started tracker: addresses, stop, wait.
 //! * [`cpu`]: pinning worker threads to cores.
 //! * [`ip_net`]: IP networks (CIDR) as config values.
+//! * [`http_head`]: when a request head read in pieces is worth parsing.
 //! * [`logging`]: a small stderr logger: plain, journald priorities or JSON, filtered by
 //!   `SHOAL_LOG`.
 //! * [`metrics`]: per-worker counters flushed into padded atomics.
@@ -47,6 +48,7 @@ pub mod cpu;
 pub mod env_overrides;
 #[cfg(feature = "glommio")]
 pub mod executor;
+pub mod http_head;
 pub mod io_uring;
 pub mod ip_net;
 pub mod logging;

@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 
 use futures_lite::{AsyncRead, AsyncReadExt as _, AsyncWrite, AsyncWriteExt as _};
 use shoal_common::executor::{within, write_all_before};
+use shoal_common::http_head::HeadScan;
 use shoal_http_protocol::request::ProxyHeader;
 use shoal_http_protocol::response::write_framed;
 use shoal_http_protocol::{
@@ -90,8 +91,10 @@ pub(crate) async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
 
     loop {
         let deadline = Instant::now() + idle;
+        // Parsed only once a head may be whole: not again after every byte.
+        let mut scan = HeadScan::new();
         let parsed = loop {
-            if filled > 0 {
+            if filled > 0 && scan.worth_parsing(&buffer[..filled], filled == buffer.len()) {
                 match parse_request(&buffer[..filled], &limits) {
                     Ok(Some(parsed)) => break parsed,
                     Ok(None) => {}

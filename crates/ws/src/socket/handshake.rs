@@ -5,6 +5,7 @@ use std::time::Instant;
 
 use futures_lite::{AsyncRead, AsyncReadExt as _, AsyncWrite};
 use shoal_common::executor::{before, write_all_before as write_all};
+use shoal_common::http_head::HeadScan;
 use shoal_ws_protocol::opening::{OpenedKind, OpeningLimits, Refusal, parse_opening};
 
 use super::Worker;
@@ -32,9 +33,12 @@ pub(crate) async fn open<S: AsyncRead + AsyncWrite + Unpin>(
     };
     let mut buffer = vec![0u8; limits.max_size];
     let mut filled = 0;
+    // Parsed only once the head may be whole: not again after every byte.
+    let mut scan = HeadScan::new();
     loop {
-        match parse_opening(&buffer[..filled], &limits) {
-            Ok(Some(opened)) => {
+        let worth_parsing = scan.worth_parsing(&buffer[..filled], filled == buffer.len());
+        match worth_parsing.then(|| parse_opening(&buffer[..filled], &limits)) {
+            Some(Ok(Some(opened))) => {
                 if !write_all(stream, &opened.response, deadline).await {
                     return Opening::Answered;
                 }
@@ -48,8 +52,8 @@ pub(crate) async fn open<S: AsyncRead + AsyncWrite + Unpin>(
                     }
                 };
             }
-            Ok(None) => {}
-            Err(refusal) => {
+            None | Some(Ok(None)) => {}
+            Some(Err(refusal)) => {
                 local.counters.borrow_mut().bad_handshakes += 1;
                 let _ = write_all(stream, &refusal.response(), deadline).await;
                 return Opening::Answered;
