@@ -92,6 +92,39 @@ fn a_peer_id_cannot_be_taken_over_stopped_or_answered_for_by_another_connection(
 }
 
 #[test]
+fn an_answer_that_says_stopped_leaves_no_peer_behind() {
+    // An answer is relayed, nothing more: its event must not end the connection's
+    // part in a torrent while the peer stays in the swarm, or the connection could
+    // leave peers behind (and past its torrent limit) that outlive it.
+    let tracker = start(unlimited());
+    let torrent = id("torrent");
+    let mut attacker = connect(v4(&tracker));
+    attacker.announce(torrent, id("first"), json!({}));
+    attacker.receive();
+    let stopping_answer = json!({
+        "event": "stopped",
+        "to_peer_id": chars(id("nobody")),
+        "offer_id": chars(id("offer")),
+        "answer": {"type": "answer", "sdp": "x"},
+    });
+    attacker.announce(torrent, id("first"), stopping_answer);
+    assert!(error(attacker.receive()).starts_with("answer not relayed"));
+    attacker.announce(torrent, id("second"), json!({}));
+    attacker.receive();
+    drop(attacker);
+
+    // Once the connection is gone, the torrent has only the newcomer.
+    let mut observer = connect(v4(&tracker));
+    assert!(eventually(|| {
+        observer.announce(torrent, id("observer"), json!({}));
+        match observer.receive() {
+            ServerMessage::AnnounceResponse(reply) => reply.complete + reply.incomplete == 1,
+            other => panic!("expected an announce reply, got {other:?}"),
+        }
+    }));
+}
+
+#[test]
 fn answers_count_against_the_request_rate() {
     let mut config = unlimited();
     config.limits.max_requests_per_second = 1;

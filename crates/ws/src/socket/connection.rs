@@ -462,13 +462,17 @@ impl<'a> Session<'a> {
         }
         let workers = self.local.state.router.borrow().swarm_workers();
         let worker = shard_for(&info_hash.0, workers);
-        if announce.event == AnnounceEvent::Stopped {
+        if is_answer {
+            // An answer is relayed, nothing more (the swarm ignores its event): a
+            // "stopped" on it must not end this connection's part in the torrent
+            // while its peer stays in the swarm, left behind when it closes.
+        } else if announce.event == AnnounceEvent::Stopped {
             // Only a stop of the peer this connection announced ends its part in the
             // torrent; a stop under another peer id removes nothing of ours.
             if self.announced.get(&info_hash) == Some(&announce.peer_id) {
                 self.announced.remove(&info_hash);
             }
-        } else if !is_answer {
+        } else {
             let limit = self.local.config.limits.max_torrents_per_connection;
             match self.announced.get(&info_hash) {
                 None if self.announced.len() >= limit => {
