@@ -35,8 +35,19 @@ fn send(path: &std::ffi::OsStr, state: &str) -> std::io::Result<()> {
     Ok(())
 }
 
+/// The status line of the last [`ready`], sent again after a reload.
+static STATUS: std::sync::Mutex<String> = std::sync::Mutex::new(String::new());
+
 /// `READY=1` with a status line `systemctl status` shows.
 pub fn ready(status: &str) {
+    status.clone_into(&mut STATUS.lock().unwrap_or_else(|e| e.into_inner()));
+    notify(&format!("READY=1\nSTATUS={status}"));
+}
+
+/// `READY=1` after a reload, with the status line the process had before it (what
+/// it serves), so that `systemctl status` goes on saying so.
+pub fn ready_again() {
+    let status = STATUS.lock().unwrap_or_else(|e| e.into_inner()).clone();
     notify(&format!("READY=1\nSTATUS={status}"));
 }
 

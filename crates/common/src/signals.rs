@@ -1,4 +1,8 @@
-//! Signal handling: SIGTERM and SIGINT request shutdown, SIGUSR1 reloads.
+//! Signal handling: SIGTERM and SIGINT request shutdown, SIGUSR1 and SIGHUP reload.
+//!
+//! SIGHUP reloads too because that is what `kill -HUP` means to a daemon: left to its
+//! default action it would end the process, and systemd's `Restart=on-failure` does
+//! not restart a service that a SIGHUP ended.
 //!
 //! Signals are received on a dedicated thread (signal-hook's self-pipe iterator), so
 //! the reload work (reading files, parsing) runs there and never in a signal handler
@@ -14,7 +18,7 @@
 use std::sync::{Arc, Mutex};
 
 use anyhow::Context as _;
-use signal_hook::consts::{SIGINT, SIGTERM, SIGUSR1};
+use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM, SIGUSR1};
 use signal_hook::iterator::Signals;
 
 use crate::supervisor::Shutdown;
@@ -62,25 +66,30 @@ pub fn spawn_signal_thread(
 }
 
 fn spawn(shutdown: Shutdown, reloads: Arc<Mutex<Vec<ReloadHook>>>) -> anyhow::Result<()> {
-    let mut signals =
-        Signals::new([SIGTERM, SIGINT, SIGUSR1]).context("cannot install signal handlers")?;
+    let mut signals = Signals::new([SIGTERM, SIGINT, SIGUSR1, SIGHUP])
+        .context("cannot install signal handlers")?;
     std::thread::Builder::new()
         .name("signals".into())
         .spawn(move || {
             for signal in signals.forever() {
                 match signal {
-                    SIGUSR1 => {
+                    SIGUSR1 | SIGHUP => {
+                        let name = if signal == SIGHUP {
+                            "SIGHUP"
+                        } else {
+                            "SIGUSR1"
+                        };
                         let reloads = reloads.lock().expect("reloads lock");
                         if reloads.is_empty() {
-                            log::info!("SIGUSR1: still starting, nothing to reload yet");
+                            log::info!("{name}: nothing to reload (yet)");
                             continue;
                         }
-                        log::info!("SIGUSR1: reloading");
+                        log::info!("{name}: reloading");
                         crate::notify::reloading();
                         for hook in reloads.iter() {
                             hook();
                         }
-                        crate::notify::ready("reloaded");
+                        crate::notify::ready_again();
                     }
                     _ if shutdown.is_requested() => {
                         log::warn!("second termination signal: exiting now");

@@ -383,6 +383,12 @@ fn systemd_hears_ready_reloading_and_stopping() {
         "{reloading}"
     );
     assert!(next().starts_with("READY=1"));
+    // `kill -HUP` reloads as well, instead of ending the process; the status line
+    // still says what is served.
+    shoal.signal(libc::SIGHUP);
+    assert!(next().starts_with("RELOADING=1\n"));
+    assert_eq!(next(), ready);
+    udp_connect(udp);
 
     shoal.stop();
     assert_eq!(next(), "STOPPING=1");
