@@ -41,6 +41,9 @@ pub async fn accept_connections(
 ) {
     // SAFETY: the descriptor comes from a listening std socket we own and give up.
     let listener = unsafe { TcpListener::from_raw_fd(listener.into_raw_fd()) };
+    // Out of descriptors, this fails every 50 ms until some close: logged once a
+    // minute, with how many more there were.
+    let mut failures = crate::log_budget::LogBudget::new(1, Duration::from_secs(60));
     loop {
         match listener.accept().await {
             Ok(stream) => {
@@ -50,7 +53,12 @@ pub async fn accept_connections(
             }
             Err(err) => {
                 // EMFILE and friends: back off briefly instead of spinning.
-                log::warn!("accept failed: {err}");
+                if let Some(unlogged) = failures.take(Instant::now()) {
+                    log::warn!(
+                        "accept failed: {err}{}",
+                        crate::log_budget::left_out(unlogged)
+                    );
+                }
                 glommio::timer::sleep(Duration::from_millis(50)).await;
             }
         }

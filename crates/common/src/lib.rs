@@ -25,6 +25,7 @@
 //! * [`cpu`]: pinning worker threads to cores.
 //! * [`ip_net`]: IP networks (CIDR) as config values.
 //! * [`http_head`]: when a request head read in pieces is worth parsing.
+//! * [`log_budget`]: at most a few messages of a kind in a row, then one a period.
 //! * [`logging`]: a small stderr logger: plain, journald priorities or JSON, filtered by
 //!   `SHOAL_LOG`.
 //! * [`metrics`]: per-worker counters flushed into padded atomics.
@@ -51,6 +52,7 @@ pub mod executor;
 pub mod http_head;
 pub mod io_uring;
 pub mod ip_net;
+pub mod log_budget;
 pub mod logging;
 pub mod memlock;
 pub mod metrics;

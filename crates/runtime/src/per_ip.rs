@@ -17,8 +17,14 @@ use std::hash::BuildHasher;
 use std::net::IpAddr;
 
 use hashbrown::DefaultHashBuilder;
+use shoal_common::log_budget::{LogBudget, left_out};
 use shoal_common::tracker_config::PerIpConfig;
 use shoal_swarm::ServerTime;
+
+/// New bans a socket worker logs in a row before the rest are only counted.
+pub const BAN_LOG_BURST: u32 = 20;
+/// How often one more ban is logged once [`BAN_LOG_BURST`] are spent.
+pub const BAN_LOG_REFILL: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Slots probed for one client.
 const PROBE: usize = 4;
@@ -103,6 +109,9 @@ pub struct RateTable {
     config: PerIpConfig,
     slots: Box<[Slot]>,
     hasher: DefaultHashBuilder,
+    /// Bans an attacker can provoke at will (one per spoofed UDP source), so not every
+    /// one is logged ([`log_ban`](Self::log_ban)).
+    ban_log: LogBudget,
 }
 
 impl RateTable {
@@ -113,6 +122,20 @@ impl RateTable {
             config: config.clone(),
             slots: vec![Slot::default(); size].into_boxed_slice(),
             hasher: DefaultHashBuilder::default(),
+            ban_log: LogBudget::new(BAN_LOG_BURST, BAN_LOG_REFILL),
+        }
+    }
+
+    /// Logs a new ban of the client at `ip` for `reason`: the first
+    /// [`BAN_LOG_BURST`] in a row, then one per [`BAN_LOG_REFILL`], each with how many
+    /// were left out (every ban is counted in the metrics either way).
+    pub fn log_ban(&mut self, ip: IpAddr, reason: &str, seen_from: impl std::fmt::Display) {
+        if let Some(unlogged) = self.ban_log.take(std::time::Instant::now()) {
+            log::info!(
+                "banned {} ({reason}, seen from {seen_from}){}",
+                self.key(ip).describe(&self.config),
+                left_out(unlogged),
+            );
         }
     }
 

@@ -212,10 +212,7 @@ impl<T: TcpTracker> Worker<T> {
             Verdict::NewBan => {
                 counters.banned();
                 counters.new_ban();
-                log::info!(
-                    "banned {} (too many requests, seen from {ip})",
-                    clients.key(ip).describe(clients.config())
-                );
+                clients.log_ban(ip, "too many requests", ip);
             }
         }
         verdict

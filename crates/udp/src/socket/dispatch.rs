@@ -173,12 +173,7 @@ impl Dispatcher {
     fn new_ban(&mut self, client: SocketAddr, reason: &str) {
         self.counters.bans += 1;
         self.counters.banned += 1;
-        log::info!(
-            "banned {} ({reason}, seen from {client})",
-            self.clients
-                .key(client.ip())
-                .describe(self.clients.config())
-        );
+        self.clients.log_ban(client.ip(), reason, client);
     }
 
     fn announce(&mut self, request: &AnnounceRequest<'_>, client: SocketAddr, out: &mut Replies) {

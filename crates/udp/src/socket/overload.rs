@@ -24,11 +24,12 @@
 //!
 //! An attacker who floods in spells can make a queue shrink and grow over and over;
 //! each change is counted, but only a few are logged in a row, then one message a
-//! minute at most ([`LogBudget`]), so the log is not flooded too.
+//! minute at most (`shoal_common::log_budget`), so the log is not flooded too.
 
 use std::net::{SocketAddr, UdpSocket};
 use std::time::{Duration, Instant};
 
+use shoal_common::log_budget::{LogBudget, left_out};
 use shoal_common::sockets::{self, ReceiveQueue};
 
 /// How often a socket worker looks at its queues.
@@ -164,7 +165,7 @@ impl QueueGuard {
             // The kernel counts from the socket's creation, so drops while the
             // tracker was still starting (restoring a snapshot) are counted too.
             counted_drops: Some(0),
-            log: LogBudget::default(),
+            log: LogBudget::new(LOG_BURST, LOG_REFILL),
             addr: socket.local_addr().ok(),
         }
     }
@@ -198,7 +199,7 @@ impl QueueGuard {
                             SHRINK_AFTER.as_millis(),
                             self.restore_to,
                             self.sizes.overload,
-                            unlogged_note(unlogged),
+                            left_out(unlogged),
                         );
                     }
                 } else {
@@ -225,7 +226,7 @@ impl QueueGuard {
                         self.addr_text(),
                         now.duration_since(since).as_secs_f64(),
                         queue.drops.wrapping_sub(drops_then),
-                        unlogged_note(unlogged),
+                        left_out(unlogged),
                     );
                 }
             }
@@ -262,72 +263,6 @@ impl QueueGuard {
 /// CAP_NET_ADMIN (`may_force`, asked only when needed).
 fn restorable(size: usize, rmem_max: Option<usize>, may_force: impl FnOnce() -> bool) -> bool {
     rmem_max.is_some_and(|max| max >= size) || may_force()
-}
-
-fn unlogged_note(unlogged: u32) -> String {
-    if unlogged == 0 {
-        String::new()
-    } else {
-        format!(" ({unlogged} earlier changes were not logged)")
-    }
-}
-
-/// How many change messages a socket may log: [`LOG_BURST`] in a row, then one per
-/// [`LOG_REFILL`]. Changes beyond that are counted, and the count comes with the next
-/// message, or in a summary of its own once one is allowed again, so that the log's
-/// last word on a queue is never more than a minute out of date.
-#[derive(Debug)]
-struct LogBudget {
-    left: u32,
-    refilled_at: Option<Instant>,
-    unlogged: u32,
-}
-
-impl Default for LogBudget {
-    fn default() -> Self {
-        Self {
-            left: LOG_BURST,
-            refilled_at: None,
-            unlogged: 0,
-        }
-    }
-}
-
-impl LogBudget {
-    /// For a change at `now`: `Some(changes not logged before it)` if it may be
-    /// logged, `None` (and counted) if not.
-    fn take(&mut self, now: Instant) -> Option<u32> {
-        self.refill(now);
-        if self.left == 0 {
-            self.unlogged += 1;
-            return None;
-        }
-        self.left -= 1;
-        Some(std::mem::take(&mut self.unlogged))
-    }
-
-    /// With no change at `now`: `Some(changes not logged)` when there are some and a
-    /// message is allowed again.
-    fn take_for_summary(&mut self, now: Instant) -> Option<u32> {
-        if self.unlogged == 0 {
-            return None;
-        }
-        self.refill(now);
-        if self.left == 0 {
-            return None;
-        }
-        self.left -= 1;
-        Some(std::mem::take(&mut self.unlogged))
-    }
-
-    fn refill(&mut self, now: Instant) {
-        let since = *self.refilled_at.get_or_insert(now);
-        let periods = now.duration_since(since).as_secs() / LOG_REFILL.as_secs();
-        if periods > 0 {
-            self.left = LOG_BURST.min(self.left.saturating_add(periods as u32));
-            self.refilled_at = Some(since + LOG_REFILL * periods as u32);
-        }
-    }
 }
 
 #[cfg(test)]
@@ -598,36 +533,5 @@ mod tests {
         }
         assert!(drops > 0);
         assert_eq!(sockets::receive_queue(&receiver).unwrap().capacity, before);
-    }
-
-    #[test]
-    fn a_queue_that_keeps_switching_logs_a_few_changes_then_one_a_minute() {
-        let start = Instant::now();
-        let mut log = LogBudget::default();
-        let at = |ms: u64| start + Duration::from_millis(ms);
-        // Six changes 1.3 s apart are logged; the next ones are counted.
-        for i in 0..LOG_BURST as u64 {
-            assert_eq!(log.take(at(i * 1300)), Some(0), "change {i}");
-        }
-        for i in 6..20 {
-            assert_eq!(log.take(at(i * 1300)), None, "change {i}");
-        }
-        // No summary before a minute from the first change has passed...
-        assert_eq!(log.take_for_summary(at(59_000)), None);
-        // ...then one, with the count, and the next change waits again.
-        assert_eq!(log.take_for_summary(at(60_000)), Some(14));
-        assert_eq!(log.take_for_summary(at(60_100)), None);
-        assert_eq!(log.take(at(61_000)), None);
-        // A minute on, the change is logged with the one that went unlogged.
-        assert_eq!(log.take(at(120_000)), Some(1));
-        // A long quiet spell gives the whole burst back, no more.
-        for i in 0..LOG_BURST as u64 {
-            assert_eq!(
-                log.take(at(3_600_000 + i)),
-                Some(0),
-                "change {i} after an hour"
-            );
-        }
-        assert_eq!(log.take(at(3_600_010)), None);
     }
 }
