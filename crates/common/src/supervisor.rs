@@ -100,7 +100,8 @@ pub struct Supervisor {
     shutdown: Shutdown,
     events: Sender<Event>,
     receiver: Receiver<Event>,
-    workers: Vec<(String, JoinHandle<()>)>,
+    /// Each worker's name, thread and how long it may take to finish after shutdown.
+    workers: Vec<(String, JoinHandle<()>, Duration)>,
 }
 
 impl std::fmt::Debug for Event {
@@ -136,10 +137,23 @@ impl Supervisor {
         &self.shutdown
     }
 
-    /// Starts `work` on a thread called `name`.
+    /// Starts `work` on a thread called `name`; it gets [`GRACE`](Self::GRACE) to
+    /// finish after shutdown.
     pub fn spawn(
         &mut self,
         name: impl Into<String>,
+        work: impl FnOnce() -> anyhow::Result<()> + Send + 'static,
+    ) -> anyhow::Result<()> {
+        self.spawn_with_grace(name, Self::GRACE, work)
+    }
+
+    /// Starts `work` on a thread called `name`, which may take up to `grace` to finish
+    /// after shutdown (writing a last snapshot of millions of peers takes seconds). The
+    /// others do not wait for it longer than their own grace once they are done.
+    pub fn spawn_with_grace(
+        &mut self,
+        name: impl Into<String>,
+        grace: Duration,
         work: impl FnOnce() -> anyhow::Result<()> + Send + 'static,
     ) -> anyhow::Result<()> {
         let name = name.into();
@@ -159,7 +173,7 @@ impl Supervisor {
                 });
             })
             .with_context(|| format!("cannot start thread {name}"))?;
-        self.workers.push((name, handle));
+        self.workers.push((name, handle, grace));
         Ok(())
     }
 
@@ -197,13 +211,21 @@ impl Supervisor {
         }
     }
 
-    /// Waits up to [`GRACE`](Self::GRACE) for `running` workers to report, then joins
-    /// those that did.
+    /// Waits for `running` workers to report, each up to its grace from now, then
+    /// joins those that did.
     fn finish(&mut self, mut running: usize) {
-        let deadline = Instant::now() + Self::GRACE;
+        let started = Instant::now();
         let mut reported = Vec::new();
         while running > 0 {
-            match self.receiver.recv_deadline(deadline) {
+            // As long as the most patient worker still running may take.
+            let grace = self
+                .workers
+                .iter()
+                .filter(|(name, handle, _)| !handle.is_finished() && !reported.contains(name))
+                .map(|(.., grace)| *grace)
+                .max()
+                .unwrap_or_default();
+            match self.receiver.recv_deadline(started + grace) {
                 Ok(Event::Exited { name, outcome }) => {
                     if let Err(reason) = outcome {
                         log::warn!("worker {name} {reason} during shutdown");
@@ -215,13 +237,13 @@ impl Supervisor {
                 Err(_) => break,
             }
         }
-        for (name, handle) in self.workers.drain(..) {
+        for (name, handle, grace) in self.workers.drain(..) {
             // A worker that reported its exit is returning from its thread: join it
             // (`is_finished` can still be false for a moment after the report).
             if handle.is_finished() || reported.contains(&name) {
                 let _ = handle.join();
             } else {
-                log::warn!("worker {name} did not stop within {:?}", Self::GRACE);
+                log::warn!("worker {name} did not stop within {grace:?}");
             }
         }
     }
@@ -298,6 +320,54 @@ mod tests {
         let started = Instant::now();
         supervisor.wait().unwrap();
         assert!(started.elapsed() < Duration::from_secs(1));
+    }
+
+    #[test]
+    fn a_worker_with_a_longer_grace_is_waited_for_and_a_stuck_one_is_not() {
+        let shutdown = Shutdown::new();
+        let mut supervisor = Supervisor::new(shutdown.clone());
+        // A writer that needs 2.5 s after shutdown (past the usual grace) to finish.
+        let (done, finished) = crossbeam_channel::bounded(1);
+        let writer_shutdown = shutdown.clone();
+        supervisor
+            .spawn_with_grace("writer", Duration::from_secs(10), move || {
+                wait_for_shutdown(writer_shutdown)()?;
+                std::thread::sleep(Duration::from_millis(2500));
+                done.send(()).unwrap();
+                Ok(())
+            })
+            .unwrap();
+        shutdown.request();
+        let started = Instant::now();
+        supervisor.wait().unwrap();
+        assert!(finished.try_recv().is_ok(), "the writer finished its work");
+        assert!(started.elapsed() >= Duration::from_millis(2500));
+
+        // A stuck worker with the usual grace costs its grace, not the writer's.
+        let shutdown = Shutdown::new();
+        let mut supervisor = Supervisor::new(shutdown.clone());
+        let writer_shutdown = shutdown.clone();
+        supervisor
+            .spawn_with_grace(
+                "writer",
+                Duration::from_secs(10),
+                wait_for_shutdown(writer_shutdown),
+            )
+            .unwrap();
+        supervisor
+            .spawn("stuck", || {
+                std::thread::sleep(Duration::from_secs(4));
+                Ok(())
+            })
+            .unwrap();
+        shutdown.request();
+        let started = Instant::now();
+        supervisor.wait().unwrap();
+        let took = started.elapsed();
+        assert!(
+            took >= Supervisor::GRACE && took < Duration::from_millis(3500),
+            "{took:?}"
+        );
     }
 
     #[test]

@@ -26,6 +26,10 @@ use crate::state::{StateKind, unix_now, write_atomically, write_snapshot};
 pub const SNAPSHOT_SLICE: Duration = crate::shard::CLEANING_SLICE;
 /// How long the writer waits for every shard's last part after shutdown.
 pub const LAST_PARTS_WAIT: Duration = Duration::from_secs(20);
+/// How long the process waits for the writer after shutdown: the last parts, then
+/// writing them (about 100 MB/s here, so tens of millions of peers take seconds).
+/// Under the packaged units' `TimeoutStopSec=60s`, after which systemd kills it.
+pub const WRITER_GRACE: Duration = Duration::from_secs(50);
 
 /// One shard's records, taken at `taken_at` (Unix seconds).
 #[derive(Debug)]
@@ -169,7 +173,7 @@ pub fn start_snapshots(
         cost: Cost::default(),
     };
     let shutdown = supervisor.shutdown().clone();
-    supervisor.spawn("state", move || {
+    supervisor.spawn_with_grace("state", WRITER_GRACE, move || {
         writer.run(&shutdown);
         Ok(())
     })?;
