@@ -24,6 +24,7 @@
 //! * [`running`]: the handle of a started tracker: addresses, stop, wait.
 //! * [`cpu`]: pinning worker threads to cores.
 //! * [`ip_net`]: IP networks (CIDR) as config values.
+//! * [`heartbeat`]: each worker's last round, to tell a stuck worker from an idle one.
 //! * [`http_head`]: when a request head read in pieces is worth parsing.
 //! * [`log_budget`]: at most a few messages of a kind in a row, then one a period.
 //! * [`logging`]: a small stderr logger: plain, journald priorities or JSON, filtered by
@@ -49,6 +50,7 @@ pub mod cpu;
 pub mod env_overrides;
 #[cfg(feature = "glommio")]
 pub mod executor;
+pub mod heartbeat;
 pub mod http_head;
 pub mod io_uring;
 pub mod ip_net;

@@ -236,6 +236,8 @@ pub struct WorkerStats<C> {
     traffic: Vec<CachePadded<SharedTraffic>>,
     swarms: std::sync::Arc<[CachePadded<SwarmGauges>]>,
     cluster: std::sync::Arc<crate::cluster_stats::ClusterStats>,
+    /// Socket workers' then swarm workers' last rounds.
+    beats: crate::heartbeat::Heartbeats,
 }
 
 /// A point-in-time sum over all workers.
@@ -261,6 +263,29 @@ pub struct StatsSnapshot<T> {
     pub cluster: Option<crate::cluster_stats::ClusterTotals>,
 }
 
+impl<C> WorkerStats<C> {
+    /// Socket worker `index` went round its loop at `now` ([`crate::heartbeat`]).
+    pub fn socket_beat(&self, index: usize, now: std::time::Instant) {
+        self.beats.beat(index, now);
+    }
+
+    /// Swarm worker `index` went round its loop at `now`.
+    pub fn swarm_beat(&self, index: usize, now: std::time::Instant) {
+        self.beats.beat(self.sockets.len() + index, now);
+    }
+
+    /// The workers that have not gone round their loop for
+    /// [`STALLED_AFTER`](crate::heartbeat::STALLED_AFTER), with how long it has been.
+    pub fn stalled(&self) -> Vec<(&str, std::time::Duration)> {
+        self.stalled_at(std::time::Instant::now())
+    }
+
+    /// [`stalled`](Self::stalled) as seen at `now`.
+    pub fn stalled_at(&self, now: std::time::Instant) -> Vec<(&str, std::time::Duration)> {
+        self.beats.stalled(now, crate::heartbeat::STALLED_AFTER)
+    }
+}
+
 impl<C: Counters> WorkerStats<C> {
     /// Zeroed statistics for the given worker counts.
     pub fn new(socket_workers: usize, swarm_workers: usize) -> std::sync::Arc<Self> {
@@ -273,6 +298,12 @@ impl<C: Counters> WorkerStats<C> {
                 .collect(),
             swarms: (0..swarm_workers).map(|_| CachePadded::default()).collect(),
             cluster: Default::default(),
+            beats: crate::heartbeat::Heartbeats::new(
+                (0..socket_workers)
+                    .map(|i| format!("socket-{i}"))
+                    .chain((0..swarm_workers).map(|i| format!("swarm-{i}")))
+                    .collect(),
+            ),
         })
     }
 

@@ -7,7 +7,8 @@
 //! * `GET /stats`: a small page for people; `GET /stats.json` the same as JSON:
 //!   uptime, request rates over the last [`RATE_WINDOW`], torrents, peers, and the
 //!   largest swarms (at most [`LARGEST`]).
-//! * `GET /health`: `200 ok` while every tracker serves, `503` once one stops.
+//! * `GET /health`: `200 ok` while every tracker serves, `503` once one stops or has a
+//!   worker stuck (`shoal_common::heartbeat`).
 //!
 //! It serves one short request at a time with tight timeouts: it is for a scraper and
 //! an operator, not for the public (the configuration says to keep it private).
@@ -213,18 +214,21 @@ impl Endpoint {
                 body: self.stats_page(),
             },
             "/health" => {
-                let stopped: Vec<&str> = self
+                let unhealthy: Vec<&str> = self
                     .trackers
                     .iter()
                     .filter(|t| !t.healthy())
                     .map(|t| t.protocol())
                     .collect();
-                if stopped.is_empty() {
+                if unhealthy.is_empty() {
                     Answer::text("200 OK", "ok\n")
                 } else {
                     Answer::text(
                         "503 Service Unavailable",
-                        format!("stopping: {}\n", stopped.join(", ")),
+                        format!(
+                            "unhealthy (stopping, or a worker stuck): {}\n",
+                            unhealthy.join(", ")
+                        ),
                     )
                 }
             }

@@ -246,6 +246,7 @@ where
                 stats: tracker.stats.clone(),
                 shutdown: tracker.shutdown_handle().clone(),
                 urls: tracker.urls().iter().map(|url| url.to_string()).collect(),
+                stall_reported: std::sync::atomic::AtomicBool::new(false),
             }),
             tracker,
         }))
@@ -280,6 +281,9 @@ struct TrackerMonitor<C> {
     stats: Arc<WorkerStats<C>>,
     shutdown: Shutdown,
     urls: Vec<String>,
+    /// Whether a stalled worker was last reported, so that a stall and its end are
+    /// each logged once.
+    stall_reported: std::sync::atomic::AtomicBool,
 }
 
 impl<C: Counters> Monitored for TrackerMonitor<C>
@@ -292,6 +296,12 @@ where
 
     fn observe(&self, out: &mut Observation) {
         self.stats.snapshot().observe(out);
+        out.gauge(
+            "shoal_workers_stalled",
+            "Socket and swarm workers that have not gone round their loop for 10 s (stuck).",
+            &[],
+            self.stats.stalled().len() as f64,
+        );
     }
 
     fn largest_swarms(&self, count: usize) -> Vec<LargeSwarm> {
@@ -299,11 +309,41 @@ where
     }
 
     fn healthy(&self) -> bool {
-        !self.shutdown.is_requested()
+        self.healthy_at(std::time::Instant::now())
     }
 
     fn urls(&self) -> Vec<String> {
         self.urls.clone()
+    }
+}
+
+impl<C> TrackerMonitor<C> {
+    /// Whether the tracker is serving and no worker is stuck, as seen at `now`; logs
+    /// a stall when it is first seen and its end.
+    fn healthy_at(&self, now: std::time::Instant) -> bool {
+        use std::sync::atomic::Ordering::Relaxed;
+        if self.shutdown.is_requested() {
+            return false;
+        }
+        let stalled = self.stats.stalled_at(now);
+        let was_reported = self.stall_reported.swap(!stalled.is_empty(), Relaxed);
+        if let Some((name, since)) = stalled.first()
+            && !was_reported
+        {
+            log::error!(
+                "{} tracker: worker {name} has not gone round its loop for {} s (stuck); \
+                 the tracker is unhealthy: /health answers 503 and systemd's watchdog, if \
+                 on, will restart it",
+                self.protocol,
+                since.as_secs()
+            );
+        } else if stalled.is_empty() && was_reported {
+            log::warn!(
+                "{} tracker: every worker is going round again",
+                self.protocol
+            );
+        }
+        stalled.is_empty()
     }
 }
 
@@ -435,4 +475,51 @@ where
 pub fn access_list_reload<C>(context: &Context<C>, name: &'static str) -> Reload {
     let access = context.access.clone();
     Arc::new(move || access.reload_and_log(name))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::AtomicBool;
+    use std::time::{Duration, Instant};
+
+    use super::*;
+
+    shoal_common::counters! {
+        /// Counters of a tracker that counts nothing here.
+        pub struct Local, Shared, Totals {
+            /// Requests.
+            requests,
+        }
+    }
+
+    #[test]
+    fn a_stuck_worker_makes_the_tracker_unhealthy_until_it_goes_round_again() {
+        let stats = WorkerStats::<Shared>::new(1, 1);
+        let monitor = TrackerMonitor {
+            protocol: "udp",
+            stats: stats.clone(),
+            shutdown: Shutdown::new(),
+            urls: Vec::new(),
+            stall_reported: AtomicBool::new(false),
+        };
+        let start = Instant::now();
+        let at = |secs| start + Duration::from_secs(secs);
+        assert!(monitor.healthy_at(at(60)), "no worker started: none stuck");
+        stats.socket_beat(0, at(0));
+        stats.swarm_beat(0, at(0));
+        assert!(monitor.healthy_at(at(9)));
+        // The swarm worker goes on; the socket worker does not.
+        stats.swarm_beat(0, at(10));
+        assert!(!monitor.healthy_at(at(11)));
+        assert!(
+            monitor
+                .stall_reported
+                .load(std::sync::atomic::Ordering::Relaxed)
+        );
+        stats.socket_beat(0, at(11));
+        stats.swarm_beat(0, at(11));
+        assert!(monitor.healthy_at(at(12)));
+        monitor.shutdown.request();
+        assert!(!monitor.healthy_at(at(12)));
+    }
 }

@@ -43,6 +43,7 @@ pub fn spawn_swarm_workers<S: Shard, C: Counters + 'static, K: TrackerKind>(
     let mut duties = duties.into_iter();
     for (index, requests) in receivers.into_iter().enumerate() {
         let worker = SwarmWorker {
+            index,
             duties: duties.next().unwrap_or_default(),
             shard: make(index),
             requests,
@@ -62,6 +63,7 @@ pub fn spawn_swarm_workers<S: Shard, C: Counters + 'static, K: TrackerKind>(
 
 /// One swarm worker, ready to run on its own thread.
 struct SwarmWorker<S: Shard, C> {
+    index: usize,
     shard: S,
     requests: Receiver<S::Batch>,
     routes: Vec<ReplyRoute<S::Reply>>,
@@ -81,6 +83,9 @@ impl<S: Shard, C> SwarmWorker<S, C> {
         } = &self.context;
         let mut cleaning = CleaningSchedule::new(self.clean_every, clock.now());
         while !shutdown.is_requested() {
+            self.context
+                .stats
+                .swarm_beat(self.index, std::time::Instant::now());
             // During a cleaning pass or a snapshot, only look for requests between
             // slices.
             let wait = if cleaning.in_pass() {

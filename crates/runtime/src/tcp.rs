@@ -442,6 +442,12 @@ impl<T: TcpTracker> SocketWorker<T> {
         };
         while !worker.context.shutdown.is_requested() {
             glommio::timer::sleep(every).await;
+            // Stamped only when the executor gets round to this task: a connection
+            // task that never yields stalls it (shoal_common::heartbeat).
+            worker
+                .context
+                .stats
+                .socket_beat(worker.index, std::time::Instant::now());
             T::tick(&worker);
             shared.flush(&mut worker.counters.borrow_mut());
             worker.traffic.borrow_mut().flush_into(traffic);

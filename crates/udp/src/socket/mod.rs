@@ -351,9 +351,11 @@ impl SocketWorker {
     }
 
     /// Every [`overload::CHECK_INTERVAL`]: counts what the kernel dropped and shrinks
-    /// or restores each receive queue ([`overload`]).
+    /// or restores each receive queue ([`overload`]). Every round: stamps this
+    /// worker's heartbeat (`shoal_common::heartbeat`) with the same reading of the clock.
     fn check_queues(&mut self) {
         let now = Instant::now();
+        self.shared_counters.socket_beat(self.index, now);
         if now < self.next_queue_check {
             return;
         }
