@@ -289,7 +289,8 @@ impl CapacityConfig {
 pub struct PerIpConfig {
     /// Requests (announces, scrapes, connects) a client may make per second, on
     /// average; more are refused (UDP: dropped; HTTP: 429; WebTorrent: an error
-    /// message). A BitTorrent client announces a torrent every half hour, so this is
+    /// message). Opening a TCP connection counts as one too (one over the rate is
+    /// closed at once, before any TLS). A BitTorrent client announces a torrent every half hour, so this is
     /// generous even for many users behind one address. 0 turns the limit off.
     pub requests_per_second: u32,
     /// Requests a client may make in a burst above that rate (a client starting many

@@ -1,6 +1,6 @@
 //! Attacks on a running HTTP tracker, each with the defence it must meet: a flood of
-//! fresh info hashes, one address over its request rate, one address taking every
-//! connection, a forged proxy header from a direct connection, and a request dripped
+//! fresh info hashes, one address over its request rate, connections opened without
+//! end, one address taking every connection, a forged proxy header from a direct connection, and a request dripped
 //! a byte at a time.
 
 mod support;
@@ -103,6 +103,30 @@ fn one_address_over_its_rate_gets_429_then_a_ban() {
     // Another address is another client.
     let mut other = open_from("127.0.0.6", server);
     assert_eq!(other.get(&announce(&hash(1), 2, "")).status, 200);
+}
+
+#[test]
+fn connections_count_against_the_rate_so_handshakes_are_not_free() {
+    // Opening a connection spends a token as a request does: a client that only
+    // opens connections (TLS handshakes it aborts, or nothing at all) is limited and
+    // banned like one that sends requests.
+    let mut config = loopback_config(false);
+    config.per_ip.requests_per_second = 1;
+    config.per_ip.burst = 3;
+    let tracker = start(config);
+    let server = v4(&tracker);
+    let answered: Vec<bool> = (0..4)
+        .map(|_| {
+            let mut client = open_from("127.0.0.7", server);
+            client.send(format!("GET {} HTTP/1.1\r\n\r\n", announce(&hash(1), 1, "")).as_bytes());
+            client.response().is_some()
+        })
+        .collect();
+    // Three tokens: the first connection and its request, the second connection;
+    // its request and everything after are over the rate (unless a second passed).
+    assert!(answered[0], "{answered:?}");
+    assert!(!answered[3], "{answered:?}");
+    assert!(eventually(|| tracker.stats().requests.per_ip_limited >= 2));
 }
 
 #[test]

@@ -154,8 +154,7 @@ impl RateTable {
         self.config.requests_per_second > 0
     }
 
-    /// Whether `ip` is banned at `now`, without counting a request (a TCP connection
-    /// being accepted).
+    /// Whether `ip` is banned at `now`, without counting a request.
     pub fn is_banned(&mut self, ip: IpAddr, now: ServerTime) -> bool {
         let key = self.key(ip);
         self.find(key).is_some_and(|slot| slot.banned_until > now)

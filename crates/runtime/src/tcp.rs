@@ -467,14 +467,13 @@ async fn connection<T: TcpTracker>(worker: Rc<Worker<T>>, stream: TcpStream, pee
     let mut stream = Counted::new(stream, &worker.traffic);
     let settings = T::settings(&worker.config);
     let exempt = T::exempt(&worker.config, peer.ip());
-    if !exempt
-        && worker
-            .clients
-            .borrow_mut()
-            .is_banned(peer.ip(), worker.context.clock.now())
-    {
-        // No reply, not even TLS: a ban costs the tracker as little as possible.
-        worker.counters.borrow_mut().banned();
+    // A connection counts against its client's rate like a request (UDP's connect
+    // does too): else a client could open and abort TLS handshakes, each a key
+    // exchange and a signature for the tracker, or send malformed requests, without
+    // ever spending a token or earning a ban.
+    if !exempt && worker.check_rate(peer.ip()) != Verdict::Allow {
+        // No reply, not even TLS: a ban or a client over its rate costs the tracker
+        // as little as possible (counted by `check_rate`).
         return;
     }
     let open = worker.connections.get();

@@ -334,8 +334,9 @@ fn one_address_is_limited_over_all_its_connections() {
             }
         }
     }
-    // 9 requests, a burst of 4 (and one more if a second passed meanwhile).
-    assert!((4..=5).contains(&limited), "{limited} limited");
+    // A connection counts like a request: three took three of the burst of 4, so
+    // one of the 9 requests was allowed (two if a second passed meanwhile).
+    assert!((7..=8).contains(&limited), "{limited} limited");
     let mut other = connect_from("127.0.0.14", server);
     other.announce(id("torrent"), id("other"), json!({}));
     assert!(matches!(
