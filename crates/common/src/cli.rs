@@ -136,10 +136,10 @@ pub fn run_cli_with_args<C: TrackerConfig>(
     let command = match parse_args(args) {
         Ok(command) => command,
         Err(problem) => {
-            eprintln!(
+            logging::print_error(&format!(
                 "{}: {problem}\nRun `{} --help` for usage.",
                 app.name, app.name
-            );
+            ));
             return ExitCode::from(2);
         }
     };
@@ -163,7 +163,7 @@ pub fn run_cli_with_args<C: TrackerConfig>(
     let config = match loaded {
         Ok(config) => config,
         Err(err) => {
-            eprintln!("{}: {err:#}", app.name);
+            logging::print_error(&format!("{}: {err:#}", app.name));
             return ExitCode::FAILURE;
         }
     };
@@ -180,7 +180,7 @@ pub fn run_cli_with_args<C: TrackerConfig>(
         }
         Err(err) => {
             log::error!("{err:#}");
-            eprintln!("{}: {err:#}", app.name);
+            logging::print_error(&format!("{}: {err:#}", app.name));
             ExitCode::FAILURE
         }
     }

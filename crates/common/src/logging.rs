@@ -97,6 +97,18 @@ fn resolve(format: LogFormat) -> LogFormat {
     }
 }
 
+/// Prints an error that stops the process before (or after) logging runs, such as a
+/// bad config file: to stderr, and under systemd with the journal's priority prefix
+/// on every line, so that `journalctl -p err` (or `-p warning`) shows the reason a
+/// start failed.
+#[allow(clippy::print_stderr)] // this is the printing
+pub fn print_error(text: &str) {
+    let prefix = if stderr_is_journal() { "<3>" } else { "" };
+    for line in text.lines() {
+        eprintln!("{prefix}{line}");
+    }
+}
+
 /// Whether stderr is the stream systemd connected to the journal: `JOURNAL_STREAM` is
 /// `DEVICE:INODE` of that stream, and is inherited by children whose stderr may be
 /// something else, so the descriptor is compared.
