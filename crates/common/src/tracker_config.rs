@@ -386,6 +386,56 @@ macro_rules! network_config {
         pub struct $name:ident {
             port: $port:literal,
             tls,
+            proxy,
+            $( $(#[$field_meta:meta])* pub $field:ident : $ty:ty = $default:expr ),* $(,)?
+        }
+    ) => {
+        $crate::network_config! {
+            $(#[$meta])*
+            pub struct $name {
+                port: $port,
+                tls,
+                $( $(#[$field_meta])* pub $field: $ty = $default, )*
+                /// When behind a reverse proxy (nginx, haproxy): the request header carrying
+                /// the client's address, e.g. "X-Forwarded-For". Empty: use the TCP peer
+                /// address. Only connections from reverse_proxy_trusted may set it: a request
+                /// (for WebTorrent, the opening request) through them without a valid header
+                /// is refused, and anyone else (who reached the port directly) is served with
+                /// their own address. Per-client limits then apply to the forwarded address.
+                pub reverse_proxy_ip_header: ::std::string::String = ::std::string::String::new(),
+                /// The addresses or networks (CIDR) of your reverse proxies: the only
+                /// connections whose proxy header is believed, and which skip the per-client
+                /// limits themselves (their clients are limited by the forwarded address).
+                pub reverse_proxy_trusted: ::std::vec::Vec<$crate::ip_net::IpNet> =
+                    $crate::tracker_config::loopback_networks(),
+                /// Which address of a multi-address proxy header to use: "last" (the address
+                /// your own proxy appended) or "first" (the client as the first proxy saw it:
+                /// only behind a proxy that replaces the header, for any client can put
+                /// an address there).
+                pub reverse_proxy_ip_header_position: $crate::tracker_config::HeaderPosition =
+                    $crate::tracker_config::HeaderPosition::Last,
+            }
+        }
+
+        impl $crate::tracker_config::ReverseProxy for $name {
+            fn proxy_header(&self) -> &str {
+                &self.reverse_proxy_ip_header
+            }
+
+            fn trusted_proxies(&self) -> &[$crate::ip_net::IpNet] {
+                &self.reverse_proxy_trusted
+            }
+
+            fn header_position(&self) -> $crate::tracker_config::HeaderPosition {
+                self.reverse_proxy_ip_header_position
+            }
+        }
+    };
+    (
+        $(#[$meta:meta])*
+        pub struct $name:ident {
+            port: $port:literal,
+            tls,
             $( $(#[$field_meta:meta])* pub $field:ident : $ty:ty = $default:expr ),* $(,)?
         }
     ) => {
@@ -468,6 +518,70 @@ macro_rules! network_config {
             }
         }
     };
+}
+
+/// Which address of a comma-separated header to take.
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    serde::Serialize,
+    serde::Deserialize,
+    shoal_toml_config::TomlConfig,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum HeaderPosition {
+    /// The first address.
+    First,
+    /// The last address: the one added by the proxy in front of the tracker, which
+    /// a client cannot forge.
+    #[default]
+    Last,
+}
+
+/// 127.0.0.0/8 and ::1: the reverse proxies trusted by default (one on the same host).
+pub fn loopback_networks() -> Vec<crate::ip_net::IpNet> {
+    vec![
+        "127.0.0.0/8".parse().expect("valid network"),
+        "::1".parse().expect("valid network"),
+    ]
+}
+
+/// A `[network]` section with reverse-proxy keys (see
+/// [`network_config!`](crate::network_config)).
+pub trait ReverseProxy {
+    /// `reverse_proxy_ip_header`: empty when not behind a proxy.
+    fn proxy_header(&self) -> &str;
+    /// `reverse_proxy_trusted`.
+    fn trusted_proxies(&self) -> &[crate::ip_net::IpNet];
+    /// `reverse_proxy_ip_header_position`.
+    fn header_position(&self) -> HeaderPosition;
+
+    /// Whether requests on a connection from `peer` carry the client's address in the
+    /// proxy header (it is set, and `peer` is a trusted proxy).
+    fn proxy_header_from(&self, peer: std::net::IpAddr) -> bool {
+        !self.proxy_header().is_empty()
+            && self.trusted_proxies().iter().any(|net| net.contains(peer))
+    }
+
+    /// Checks the reverse-proxy keys.
+    fn validate_reverse_proxy(&self, problems: &mut Problems) {
+        problems.check(
+            self.proxy_header()
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-'),
+            "reverse_proxy_ip_header",
+            "must be a header name (letters, digits and dashes)",
+        );
+        problems.check(
+            self.proxy_header().is_empty() || !self.trusted_proxies().is_empty(),
+            "reverse_proxy_trusted",
+            "must list your reverse proxies' addresses when reverse_proxy_ip_header is set",
+        );
+    }
 }
 
 /// A `[network]` section with TLS keys (see [`network_config!`](crate::network_config)).

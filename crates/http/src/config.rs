@@ -2,8 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 use shoal_common::config::Problems;
-use shoal_common::ip_net::IpNet;
-use shoal_common::tracker_config::{QueueLimits, TlsFiles as _, TrackerKind};
+use shoal_common::tracker_config::{QueueLimits, ReverseProxy as _, TlsFiles as _, TrackerKind};
 use shoal_http_protocol::request::MAX_HEADERS_LIMIT;
 use shoal_toml_config::TomlConfig;
 
@@ -23,6 +22,7 @@ shoal_common::network_config! {
     pub struct NetworkConfig {
         port: 6969,
         tls,
+        proxy,
         /// Keep connections open between requests (HTTP keep-alive).
         pub keep_alive: bool = true,
         /// Most open connections per socket worker; further ones get a 503 and are closed.
@@ -32,35 +32,7 @@ shoal_common::network_config! {
         pub idle_timeout: u32 = 30,
         /// Seconds a TLS handshake may take.
         pub tls_handshake_timeout: u32 = 10,
-        /// When behind a reverse proxy (nginx, haproxy): the request header carrying the
-        /// client's address, e.g. "X-Forwarded-For". Empty: use the TCP peer address.
-        /// Only connections from reverse_proxy_trusted may set it: a request through
-        /// them without a valid header gets a failure reply, and anyone else (who
-        /// reached the port directly) is served with their own address.
-        pub reverse_proxy_ip_header: String = String::new(),
-        /// The addresses or networks (CIDR) of your reverse proxies: the only
-        /// connections whose proxy header is believed, and which skip the per-client
-        /// connection limit (their requests are limited by the forwarded address).
-        pub reverse_proxy_trusted: Vec<IpNet> = vec![
-            "127.0.0.0/8".parse().expect("valid network"),
-            "::1".parse().expect("valid network"),
-        ],
-        /// Which address of a multi-address proxy header to use: "first" (the client as
-        /// the first proxy saw it) or "last" (the address your own proxy appended).
-        pub reverse_proxy_ip_header_position: HeaderPosition = HeaderPosition::Last,
     }
-}
-
-/// Which address of a comma-separated header to take.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, TomlConfig)]
-#[serde(rename_all = "lowercase")]
-pub enum HeaderPosition {
-    /// The first address.
-    First,
-    /// The last address: the one added by the proxy in front of the tracker, which
-    /// a client cannot forge.
-    #[default]
-    Last,
 }
 
 /// What the tracker tells clients.
@@ -133,18 +105,6 @@ impl Default for LimitsConfig {
     }
 }
 
-impl NetworkConfig {
-    /// Whether requests on a connection from `peer` carry the client's address in the
-    /// proxy header (it is set, and `peer` is a trusted proxy).
-    pub fn proxy_header_from(&self, peer: std::net::IpAddr) -> bool {
-        !self.reverse_proxy_ip_header.is_empty()
-            && self
-                .reverse_proxy_trusted
-                .iter()
-                .any(|net| net.contains(peer))
-    }
-}
-
 impl QueueLimits for LimitsConfig {
     fn swarm_queue_len(&self) -> usize {
         self.swarm_queue_len
@@ -183,20 +143,7 @@ impl TrackerKind for Http {
                 "tls_handshake_timeout",
                 "must be at least 1 second",
             );
-            p.check(
-                network
-                    .reverse_proxy_ip_header
-                    .bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b == b'-'),
-                "reverse_proxy_ip_header",
-                "must be a header name (letters, digits and dashes)",
-            );
-            p.check(
-                network.reverse_proxy_ip_header.is_empty()
-                    || !network.reverse_proxy_trusted.is_empty(),
-                "reverse_proxy_trusted",
-                "must list your reverse proxies' addresses when reverse_proxy_ip_header is set",
-            );
+            network.validate_reverse_proxy(p);
         });
 
         let protocol = &config.protocol;

@@ -11,7 +11,7 @@ use crossbeam_channel::Sender;
 use futures_lite::{AsyncRead, AsyncWrite};
 use shoal_common::metrics::SummaryLine;
 use shoal_common::tls::TlsConfig;
-use shoal_common::tracker_config::Config;
+use shoal_common::tracker_config::{Config, ReverseProxy as _};
 use shoal_runtime::state::{self, Snapshot, StateKind};
 use shoal_runtime::tcp::{ConnectionCounters as _, RunningTcpTracker, TcpSettings, TcpTracker};
 use shoal_runtime::{Listening, LocalSwarm, Prepared, shard_capacity};

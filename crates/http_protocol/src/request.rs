@@ -195,7 +195,7 @@ pub fn parse_request(
         None => None,
         Some(proxy) => Some(
             forwarded
-                .and_then(|value| client_address(value, proxy.use_last))
+                .and_then(|value| forwarded_address(value, proxy.use_last))
                 .ok_or_else(|| {
                     RequestError::bad(format!("missing or invalid {} header", proxy.name))
                 })?,
@@ -222,8 +222,11 @@ pub fn parse_request(
     }))
 }
 
-/// The first or last address of a comma-separated header value.
-fn client_address(value: &[u8], use_last: bool) -> Option<IpAddr> {
+/// The first or last address of a comma-separated proxy header value (such as
+/// `X-Forwarded-For`), if it is one a client can have: not unspecified, multicast or
+/// broadcast, which would otherwise be announced into swarms. Shared by the WebTorrent
+/// tracker's opening request.
+pub fn forwarded_address(value: &[u8], use_last: bool) -> Option<IpAddr> {
     let mut parts = value.split(|&b| b == b',');
     let part = if use_last {
         parts.next_back()
@@ -231,8 +234,12 @@ fn client_address(value: &[u8], use_last: bool) -> Option<IpAddr> {
         parts.next()
     }?;
     let text = std::str::from_utf8(part.trim_ascii()).ok()?;
-    let ip: IpAddr = text.parse().ok()?;
-    Some(ip.to_canonical())
+    let ip = text.parse::<IpAddr>().ok()?.to_canonical();
+    let usable = match ip {
+        IpAddr::V4(v4) => !v4.is_unspecified() && !v4.is_multicast() && !v4.is_broadcast(),
+        IpAddr::V6(v6) => !v6.is_unspecified() && !v6.is_multicast(),
+    };
+    usable.then_some(ip)
 }
 
 fn parse_announce(query: &[u8]) -> Result<AnnounceRequest, RequestError> {

@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 use shoal_common::CleaningConfig;
 use shoal_common::config::Problems;
-use shoal_common::tracker_config::{QueueLimits, TlsFiles as _, TrackerKind};
+use shoal_common::tracker_config::{QueueLimits, ReverseProxy as _, TlsFiles as _, TrackerKind};
 use shoal_toml_config::TomlConfig;
 
 /// The WebTorrent tracker's sections of the shared [config shape](shoal_common::tracker_config).
@@ -22,6 +22,7 @@ shoal_common::network_config! {
     pub struct NetworkConfig {
         port: 8000,
         tls,
+        proxy,
         /// Most open connections per socket worker; further ones get a 503 and are
         /// closed. Each open connection also needs a file descriptor (LimitNOFILE=).
         pub max_connections: usize = 50_000,
@@ -160,6 +161,7 @@ impl TrackerKind for Ws {
         let network = &config.network;
         problems.section("network", |p| {
             network.validate_tls(p);
+            network.validate_reverse_proxy(p);
             p.check(
                 network.max_connections >= 1,
                 "max_connections",

@@ -12,7 +12,7 @@ use crossbeam_channel::Sender;
 use futures_lite::{AsyncRead, AsyncWrite};
 use shoal_common::metrics::SummaryLine;
 use shoal_common::tls::TlsConfig;
-use shoal_common::tracker_config::Config;
+use shoal_common::tracker_config::{Config, ReverseProxy as _};
 use shoal_runtime::tcp::{ConnectionCounters as _, RunningTcpTracker, TcpSettings, TcpTracker};
 use shoal_runtime::{Listening, LocalSwarm, Prepared, shard_capacity};
 use shoal_swarm::Clock;
@@ -87,6 +87,10 @@ impl TcpTracker for WsTracker {
 
     async fn refuse<S: AsyncWrite + Unpin>(stream: &mut S) {
         refuse(stream).await;
+    }
+
+    fn exempt(config: &Config<Ws>, peer: std::net::IpAddr) -> bool {
+        config.network.proxy_header_from(peer)
     }
 
     async fn serve<S: AsyncRead + AsyncWrite + Unpin>(

@@ -313,6 +313,76 @@ fn one_address_cannot_take_every_connection() {
     assert!(eventually(|| tracker.stats().requests.refused_per_ip == 1));
 }
 
+/// A ws:// connection from the loopback address `local`, its opening request carrying
+/// `X-Forwarded-For: forwarded` when given; the refusal's status if it was refused.
+fn open_with_header(
+    local: &str,
+    server: SocketAddr,
+    forwarded: Option<&str>,
+) -> Result<Client<TcpStream>, u16> {
+    use tungstenite::client::IntoClientRequest as _;
+    let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    let local: SocketAddr = format!("{local}:0").parse().unwrap();
+    socket.bind(&local.into()).unwrap();
+    socket.connect(&server.into()).unwrap();
+    let stream: TcpStream = socket.into();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let mut request = format!("ws://{server}/announce")
+        .into_client_request()
+        .unwrap();
+    if let Some(address) = forwarded {
+        request
+            .headers_mut()
+            .insert("X-Forwarded-For", address.parse().unwrap());
+    }
+    match tungstenite::client::client(request, stream) {
+        Ok((socket, _)) => Ok(Client::from_socket(socket)),
+        Err(tungstenite::HandshakeError::Failure(tungstenite::Error::Http(response))) => {
+            Err(response.status().as_u16())
+        }
+        Err(err) => panic!("handshake: {err}"),
+    }
+}
+
+#[test]
+fn behind_a_trusted_proxy_the_limits_apply_to_each_forwarded_client() {
+    // nginx in front (127.0.0.1 here) speaks for every browser: the per-client
+    // limits must see the browsers, not the proxy, or one abusive browser would get
+    // the proxy's address banned and the whole tracker with it.
+    let mut config = unlimited();
+    config.network.reverse_proxy_ip_header = "X-Forwarded-For".into();
+    config.network.reverse_proxy_trusted = vec!["127.0.0.1".parse().unwrap()];
+    config.per_ip.max_connections = 1;
+    let tracker = start(config);
+    let server = v4(&tracker);
+
+    let mut first = open_with_header("127.0.0.1", server, Some("192.0.2.1")).unwrap();
+    assert_eq!(
+        open_with_header("127.0.0.1", server, Some("192.0.2.1")).err(),
+        Some(503),
+        "a second connection of the same browser is over its limit"
+    );
+    let mut other = open_with_header("127.0.0.1", server, Some("192.0.2.2")).unwrap();
+    for (client, peer) in [(&mut first, "first"), (&mut other, "other")] {
+        client.announce(id("torrent"), id(peer), json!({}));
+        assert!(matches!(
+            client.receive(),
+            ServerMessage::AnnounceResponse(_)
+        ));
+    }
+    // Through the proxy without the header: refused, not served as the proxy.
+    assert_eq!(open_with_header("127.0.0.1", server, None).err(), Some(400));
+    // From anywhere else the header is not believed: the connection is its own
+    // client, limited as such.
+    let _direct = open_with_header("127.0.0.20", server, Some("192.0.2.3")).unwrap();
+    assert_eq!(
+        open_with_header("127.0.0.20", server, Some("192.0.2.4")).err(),
+        Some(503)
+    );
+}
+
 #[test]
 fn one_address_is_limited_over_all_its_connections() {
     let mut config = loopback_config();

@@ -7,6 +7,11 @@
 //! the health-check path can answer without an upgrade. The accept key comes from
 //! tungstenite.
 
+use std::net::IpAddr;
+
+pub use shoal_http_protocol::request::ProxyHeader;
+use shoal_http_protocol::request::forwarded_address;
+
 /// Most headers in an opening request.
 pub const MAX_HEADERS: usize = 32;
 
@@ -17,6 +22,9 @@ pub struct OpeningLimits<'a> {
     pub max_size: usize,
     /// The health-check path ("" for none).
     pub health_check_path: &'a str,
+    /// The header a trusted reverse proxy puts the client's address in, when the
+    /// connection comes from one: an upgrade without a valid one is refused.
+    pub proxy_header: Option<ProxyHeader<'a>>,
 }
 
 /// A complete opening request, answered.
@@ -28,6 +36,8 @@ pub struct Opened {
     pub response: Vec<u8>,
     /// What was asked.
     pub kind: OpenedKind,
+    /// The client's address from the proxy header, when `proxy_header` was given.
+    pub forwarded_ip: Option<IpAddr>,
 }
 
 /// What an opening request asked for.
@@ -73,11 +83,12 @@ pub fn parse_opening(buffer: &[u8], limits: &OpeningLimits<'_>) -> Result<Option
     let mut request = httparse::Request::new(&mut headers);
     match request.parse(buffer) {
         Ok(httparse::Status::Complete(len)) => {
-            let (response, kind) = answer(&request, limits)?;
+            let (response, kind, forwarded_ip) = answer(&request, limits)?;
             Ok(Some(Opened {
                 len,
                 response,
                 kind,
+                forwarded_ip,
             }))
         }
         Ok(httparse::Status::Partial) if buffer.len() >= limits.max_size => {
@@ -89,11 +100,12 @@ pub fn parse_opening(buffer: &[u8], limits: &OpeningLimits<'_>) -> Result<Option
     }
 }
 
-/// The response to a complete request: a 101 upgrade, or a health check's 200.
+/// The response to a complete request: a 101 upgrade (with the client's address from
+/// a trusted proxy's header), or a health check's 200.
 fn answer(
     request: &httparse::Request<'_, '_>,
     limits: &OpeningLimits<'_>,
-) -> Result<(Vec<u8>, OpenedKind), Refusal> {
+) -> Result<(Vec<u8>, OpenedKind, Option<IpAddr>), Refusal> {
     if request.method != Some("GET") {
         return Err(Refusal {
             extra_header: "Allow: GET\r\n",
@@ -104,7 +116,7 @@ fn answer(
     let path = path.split_once('?').map_or(path, |(path, _)| path);
     let health = limits.health_check_path;
     if !health.is_empty() && path == health {
-        return Ok((plain_response(200, "", "ok"), OpenedKind::Health));
+        return Ok((plain_response(200, "", "ok"), OpenedKind::Health, None));
     }
     let header = |name: &str| {
         request
@@ -138,11 +150,26 @@ fn answer(
     else {
         return Err(Refusal::new(400, "missing Sec-WebSocket-Key"));
     };
+    let forwarded_ip = match &limits.proxy_header {
+        None => None,
+        Some(proxy) => Some(
+            request
+                .headers
+                .iter()
+                .rev()
+                .find(|header| header.name.eq_ignore_ascii_case(proxy.name))
+                .and_then(|header| forwarded_address(header.value, proxy.use_last))
+                .ok_or(Refusal::new(
+                    400,
+                    "missing or invalid client address header from the proxy",
+                ))?,
+        ),
+    };
     let accept = tungstenite::handshake::derive_accept_key(key.as_bytes());
     let response = format!(
         "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: {accept}\r\n\r\n"
     );
-    Ok((response.into_bytes(), OpenedKind::Upgrade))
+    Ok((response.into_bytes(), OpenedKind::Upgrade, forwarded_ip))
 }
 
 fn plain_response(status: u16, extra_header: &str, body: &str) -> Vec<u8> {
@@ -171,6 +198,7 @@ mod tests {
     const LIMITS: OpeningLimits<'static> = OpeningLimits {
         max_size: 1024,
         health_check_path: "/health",
+        proxy_header: None,
     };
 
     const UPGRADE: &str = "GET /announce HTTP/1.1\r\nHost: t\r\nUpgrade: websocket\r\n\
@@ -187,6 +215,42 @@ mod tests {
         let text = String::from_utf8(opened.response).unwrap();
         // RFC 6455's own example key and answer.
         assert!(text.contains("Sec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo="));
+    }
+
+    #[test]
+    fn behind_a_trusted_proxy_the_client_address_comes_from_its_header() {
+        let limits = OpeningLimits {
+            proxy_header: Some(ProxyHeader {
+                name: "X-Forwarded-For",
+                use_last: true,
+            }),
+            ..LIMITS
+        };
+        let through = |headers: &str| {
+            let text = UPGRADE.replace("Host: t\r\n", &format!("Host: t\r\n{headers}"));
+            parse_opening(text.as_bytes(), &limits)
+        };
+        let opened = through("x-forwarded-for: 203.0.113.5, 198.51.100.7\r\n")
+            .unwrap()
+            .unwrap();
+        assert_eq!(opened.forwarded_ip, Some("198.51.100.7".parse().unwrap()));
+        // The last line of the header is the one the proxy in front appended.
+        let opened = through("X-Forwarded-For: 192.0.2.1\r\nX-Forwarded-For: 192.0.2.2\r\n")
+            .unwrap()
+            .unwrap();
+        assert_eq!(opened.forwarded_ip, Some("192.0.2.2".parse().unwrap()));
+        for bad in [
+            "",
+            "X-Forwarded-For: nonsense\r\n",
+            "X-Forwarded-For: 0.0.0.0\r\n",
+        ] {
+            assert_eq!(through(bad).unwrap_err().status, 400, "{bad:?}");
+        }
+        // Health checks need no address; without a proxy there is none.
+        let health = parse_opening(b"GET /health HTTP/1.1\r\n\r\n", &limits);
+        assert_eq!(health.unwrap().unwrap().forwarded_ip, None);
+        let direct = parse_opening(UPGRADE.as_bytes(), &LIMITS).unwrap().unwrap();
+        assert_eq!(direct.forwarded_ip, None);
     }
 
     #[test]

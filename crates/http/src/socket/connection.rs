@@ -31,8 +31,8 @@ use shoal_swarm::PeerAddress;
 
 use super::Worker;
 use super::router::{CallError, Merged, call};
-use crate::config::HeaderPosition;
 use crate::messages::{AnnounceWork, AnnouncedPeers, SwarmReplyKind, SwarmRequestKind};
+use shoal_common::tracker_config::{HeaderPosition, ReverseProxy as _};
 
 /// Reply to a refused info hash.
 pub(crate) const NOT_ALLOWED: &str = "info hash not allowed";

@@ -281,3 +281,38 @@ fn proxy_header_gives_the_client_address() {
         "ignored unless configured"
     );
 }
+
+#[test]
+fn a_forwarded_address_is_the_chosen_one_of_the_list_and_one_a_client_can_have() {
+    let list = b"203.0.113.7, 10.0.0.1 ,192.0.2.9";
+    assert_eq!(
+        forwarded_address(list, false),
+        Some("203.0.113.7".parse().unwrap())
+    );
+    assert_eq!(
+        forwarded_address(list, true),
+        Some("192.0.2.9".parse().unwrap())
+    );
+    assert_eq!(
+        forwarded_address(b"::ffff:192.0.2.1", true),
+        Some("192.0.2.1".parse().unwrap()),
+        "IPv4-mapped addresses are IPv4 clients"
+    );
+    for bad in [
+        &b"0.0.0.0"[..],
+        b"255.255.255.255",
+        b"224.0.0.1",
+        b"::",
+        b"ff02::1",
+        b"not an address",
+        b"",
+        b"192.0.2.1:8080",
+    ] {
+        assert_eq!(
+            forwarded_address(bad, true),
+            None,
+            "{:?}",
+            String::from_utf8_lossy(bad)
+        );
+    }
+}

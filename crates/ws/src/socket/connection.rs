@@ -78,9 +78,14 @@ pub(crate) async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
     local: &Worker,
     deadline: Instant,
 ) {
-    if let Opening::Upgraded(leftover) = open(&mut stream, local, peer, deadline).await {
+    if let Opening::Upgraded {
+        leftover,
+        client,
+        slot: _slot,
+    } = open(&mut stream, local, peer, deadline).await
+    {
         local.counters.borrow_mut().upgraded += 1;
-        let mut session = Session::new(local, peer, leftover);
+        let mut session = Session::new(local, client, leftover);
         session.run(&mut stream).await;
         session.leave();
     }

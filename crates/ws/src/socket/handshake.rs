@@ -1,19 +1,33 @@
 //! The HTTP request that opens a connection, read under the handshake deadline and
 //! answered; the parsing and the answer are `shoal_ws_protocol::opening`'s.
 
+use std::net::SocketAddr;
 use std::time::Instant;
 
 use futures_lite::{AsyncRead, AsyncReadExt as _, AsyncWrite};
 use shoal_common::executor::{before, write_all_before as write_all};
 use shoal_common::http_head::HeadScan;
-use shoal_ws_protocol::opening::{OpenedKind, OpeningLimits, Refusal, parse_opening};
+use shoal_common::tracker_config::{HeaderPosition, ReverseProxy as _};
+use shoal_runtime::per_ip::{ConnectionSlot, Verdict};
+use shoal_runtime::tcp::ConnectionCounters as _;
+use shoal_ws_protocol::opening::{OpenedKind, OpeningLimits, ProxyHeader, Refusal, parse_opening};
 
 use super::Worker;
 
 /// How the opening request ended.
 pub(crate) enum Opening {
-    /// Upgraded: these bytes arrived after the request (the first frames).
-    Upgraded(Vec<u8>),
+    /// Upgraded.
+    Upgraded {
+        /// The bytes that arrived after the request (the first frames).
+        leftover: Vec<u8>,
+        /// The client: the TCP peer, or behind a trusted proxy the address its header
+        /// gave (with the proxy connection's port).
+        client: SocketAddr,
+        /// The client's place in the per-client connection limit, held while the
+        /// connection is open, when it came through a proxy (a direct client's is
+        /// taken at accept).
+        slot: Option<ConnectionSlot>,
+    },
     /// Answered over plain HTTP (health check or refusal); close the connection.
     Answered,
 }
@@ -30,6 +44,13 @@ pub(crate) async fn open<S: AsyncRead + AsyncWrite + Unpin>(
     let limits = OpeningLimits {
         max_size: config.limits.max_handshake_size,
         health_check_path: &config.network.health_check_path,
+        proxy_header: config
+            .network
+            .proxy_header_from(peer.ip())
+            .then(|| ProxyHeader {
+                name: &config.network.reverse_proxy_ip_header,
+                use_last: config.network.reverse_proxy_ip_header_position == HeaderPosition::Last,
+            }),
     };
     let mut buffer = vec![0u8; limits.max_size];
     let mut filled = 0;
@@ -39,11 +60,32 @@ pub(crate) async fn open<S: AsyncRead + AsyncWrite + Unpin>(
         let worth_parsing = scan.worth_parsing(&buffer[..filled], filled == buffer.len());
         match worth_parsing.then(|| parse_opening(&buffer[..filled], &limits)) {
             Some(Ok(Some(opened))) => {
+                // Through a trusted proxy, the limits the TCP peer skipped at accept
+                // apply to the client it names.
+                let mut slot = None;
+                if let Some(ip) = opened.forwarded_ip {
+                    match admit_forwarded(local, ip) {
+                        Ok(admitted) => slot = Some(admitted),
+                        Err(refusal) => {
+                            if let Some(refusal) = refusal {
+                                let _ = write_all(stream, &refusal.response(), deadline).await;
+                            }
+                            return Opening::Answered;
+                        }
+                    }
+                }
                 if !write_all(stream, &opened.response, deadline).await {
                     return Opening::Answered;
                 }
                 return match opened.kind {
-                    OpenedKind::Upgrade => Opening::Upgraded(buffer[opened.len..filled].to_vec()),
+                    OpenedKind::Upgrade => Opening::Upgraded {
+                        leftover: buffer[opened.len..filled].to_vec(),
+                        client: SocketAddr::new(
+                            opened.forwarded_ip.unwrap_or(peer.ip()),
+                            peer.port(),
+                        ),
+                        slot,
+                    },
                     OpenedKind::Health => {
                         let mut counters = local.counters.borrow_mut();
                         counters.health_checks += 1;
@@ -77,4 +119,21 @@ pub(crate) async fn open<S: AsyncRead + AsyncWrite + Unpin>(
             }
         }
     }
+}
+
+/// The per-client limits for a client a trusted proxy names: its request rate (an
+/// opening counts as a request, as a direct connection does at accept) and its open
+/// connections. `Err(None)`: banned or over its rate, closed without a word;
+/// `Err(Some(refusal))`: too many connections, answered with a 503.
+fn admit_forwarded(
+    local: &Worker,
+    ip: std::net::IpAddr,
+) -> Result<ConnectionSlot, Option<Refusal>> {
+    if local.check_rate(ip) != Verdict::Allow {
+        return Err(None);
+    }
+    local.connections_per_ip.open(ip).ok_or_else(|| {
+        local.counters.borrow_mut().refused_per_ip();
+        Some(Refusal::new(503, "too many connections from your address"))
+    })
 }

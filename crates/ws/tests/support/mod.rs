@@ -46,6 +46,11 @@ pub fn connect(addr: SocketAddr) -> Client<TcpStream> {
 }
 
 impl<S: Read + Write> Client<S> {
+    /// A client over a socket already upgraded.
+    pub fn from_socket(socket: tungstenite::WebSocket<S>) -> Self {
+        Self { socket }
+    }
+
     /// Upgrades `stream` to a WebSocket.
     pub fn over(stream: S, url: &str) -> Self {
         let (socket, response) = tungstenite::client::client(url, stream).unwrap();
