@@ -255,6 +255,7 @@ impl Endpoint {
         );
         shoal_common::process_metrics::observe(&mut all);
         crate::memory::observe(&mut all);
+        crate::snapshots::observe(&mut all);
         all.gauge(
             "shoal_build_info",
             "Always 1; the labels say which shoal runs.",

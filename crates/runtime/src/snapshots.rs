@@ -12,9 +12,11 @@
 //! has).
 
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
+use shoal_common::observe::Observation;
 use shoal_common::{StateConfig, Supervisor};
 use shoal_swarm::{PARTITIONS, ServerTime};
 
@@ -30,6 +32,48 @@ pub const LAST_PARTS_WAIT: Duration = Duration::from_secs(20);
 /// writing them (about 100 MB/s here, so tens of millions of peers take seconds).
 /// Under the packaged units' `TimeoutStopSec=60s`, after which systemd kills it.
 pub const WRITER_GRACE: Duration = Duration::from_secs(50);
+
+/// What the writers of each kind (UDP, HTTP) did, for the monitoring endpoint: one
+/// writer per kind in a process, so plain statics.
+struct Outcomes {
+    /// Whether a writer of this kind runs (`[state]` on for that tracker).
+    active: AtomicBool,
+    failures: AtomicU64,
+    /// Unix seconds of the last snapshot written, 0 before the first.
+    last_written: AtomicU64,
+}
+
+static OUTCOMES: [Outcomes; 2] = [const {
+    Outcomes {
+        active: AtomicBool::new(false),
+        failures: AtomicU64::new(0),
+        last_written: AtomicU64::new(0),
+    }
+}; 2];
+
+/// Adds the snapshot writers' counters to `out`, for the trackers that keep state.
+pub fn observe(out: &mut Observation) {
+    for kind in [StateKind::Udp, StateKind::Http] {
+        let outcome = &OUTCOMES[kind as usize - 1];
+        if !outcome.active.load(Relaxed) {
+            continue;
+        }
+        let labels = [("protocol", kind.name())];
+        out.counter(
+            "shoal_snapshot_failures",
+            "Snapshots ([state]) that could not be written; the previous file stays.",
+            &labels,
+            outcome.failures.load(Relaxed),
+        );
+        out.gauge(
+            "shoal_snapshot_last_written_seconds",
+            "Unix time of the last snapshot written (0: none yet); alert when it falls \
+             far behind [state] interval.",
+            &labels,
+            outcome.last_written.load(Relaxed) as f64,
+        );
+    }
+}
 
 /// One shard's records, taken at `taken_at` (Unix seconds).
 #[derive(Debug)]
@@ -173,6 +217,7 @@ pub fn start_snapshots(
         cost: Cost::default(),
     };
     let shutdown = supervisor.shutdown().clone();
+    OUTCOMES[kind as usize - 1].active.store(true, Relaxed);
     supervisor.spawn_with_grace("state", WRITER_GRACE, move || {
         writer.run(&shutdown);
         Ok(())
@@ -275,19 +320,86 @@ impl Writer {
         let written = write_atomically(&self.directory, name, |file| {
             write_snapshot(file, self.kind, written_at, &extras, &parts)
         });
+        let outcome = &OUTCOMES[self.kind as usize - 1];
         match written {
-            Ok(bytes) => log::info!(
-                "state: wrote {} ({bytes} bytes) in {} ms; taking it cost the workers {} ms in {} slices, the longest {} µs",
-                self.directory.join(name).display(),
-                started.elapsed().as_millis(),
-                cost.total.as_millis(),
-                cost.slices,
-                cost.longest.as_micros(),
-            ),
-            Err(err) => log::warn!(
-                "state: cannot write {}: {err} (is [state] directory writable by the tracker?)",
-                self.directory.join(name).display()
-            ),
+            Ok(bytes) => {
+                outcome.last_written.store(unix_now(), Relaxed);
+                log::info!(
+                    "state: wrote {} ({bytes} bytes) in {} ms; taking it cost the workers {} ms in {} slices, the longest {} µs",
+                    self.directory.join(name).display(),
+                    started.elapsed().as_millis(),
+                    cost.total.as_millis(),
+                    cost.slices,
+                    cost.longest.as_micros(),
+                );
+            }
+            Err(err) => {
+                outcome.failures.fetch_add(1, Relaxed);
+                let hint = match err.kind() {
+                    std::io::ErrorKind::StorageFull => "the disk is full",
+                    std::io::ErrorKind::PermissionDenied
+                    | std::io::ErrorKind::ReadOnlyFilesystem => {
+                        "is [state] directory writable by the tracker?"
+                    }
+                    std::io::ErrorKind::NotFound => "does [state] directory still exist?",
+                    _ => "the previous snapshot is kept",
+                };
+                log::warn!(
+                    "state: cannot write {}: {err} ({hint}); a restart now would bring back the last snapshot written",
+                    self.directory.join(name).display()
+                );
+            }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn writer(directory: PathBuf) -> Writer {
+        Writer {
+            parts: crossbeam_channel::unbounded().1,
+            directory,
+            kind: StateKind::Http,
+            latest: vec![Some((unix_now(), Vec::new()))],
+            fresh: vec![true],
+            last: vec![false],
+            extras: Box::new(Vec::new),
+            cost: Cost::default(),
+        }
+    }
+
+    fn sample(out: &Observation, name: &str) -> f64 {
+        out.sum(name, &[("protocol", "http")])
+    }
+
+    #[test]
+    fn failed_writes_are_counted_and_good_ones_timestamped() {
+        // Other tests' writers share the statics: compare before and after.
+        OUTCOMES[StateKind::Http as usize - 1]
+            .active
+            .store(true, Relaxed);
+        let seen = || {
+            let mut out = Observation::default();
+            observe(&mut out);
+            out
+        };
+        let before = seen();
+        writer(PathBuf::from("/nonexistent/shoal-state")).write();
+        let after = seen();
+        assert_eq!(
+            sample(&after, "shoal_snapshot_failures") - sample(&before, "shoal_snapshot_failures"),
+            1.0
+        );
+
+        let directory =
+            std::env::temp_dir().join(format!("shoal-snapshots-{}", std::process::id()));
+        std::fs::create_dir_all(&directory).unwrap();
+        writer(directory.clone()).write();
+        assert!(directory.join("http.snapshot").is_file());
+        let written = sample(&seen(), "shoal_snapshot_last_written_seconds");
+        assert!(written >= (unix_now() - 5) as f64, "{written}");
+        std::fs::remove_dir_all(&directory).unwrap();
     }
 }

@@ -255,11 +255,18 @@ pub fn write_atomically<T>(
     let target = directory.join(name);
     let temporary = directory.join(format!(".{name}.partial"));
     let mut file = io::BufWriter::with_capacity(1 << 20, File::create(&temporary)?);
-    let written = write(&mut file)?;
-    let file = file.into_inner().map_err(io::IntoInnerError::into_error)?;
-    file.sync_all()?;
-    drop(file);
-    fs::rename(&temporary, &target)?;
+    let written = (|| {
+        let written = write(&mut file)?;
+        let file = file.into_inner().map_err(io::IntoInnerError::into_error)?;
+        file.sync_all()?;
+        drop(file);
+        fs::rename(&temporary, &target).map(|()| written)
+    })();
+    if written.is_err() {
+        // A partial file would hold space on a disk that may be full already.
+        let _ = fs::remove_file(&temporary);
+    }
+    let written = written?;
     File::open(directory)?.sync_all()?;
     Ok(written)
 }
@@ -518,6 +525,19 @@ mod tests {
             other => panic!("{other:?}"),
         }
         assert!(!directory.join(".udp.snapshot.partial").exists());
+
+        // A write that fails half-way (a full disk) keeps the old file and leaves no
+        // partial one holding space.
+        let failed = write_atomically(&directory, StateKind::Udp.file_name(), |file| {
+            file.write_all(&[0; 4096])?;
+            Err::<(), _>(io::Error::from(io::ErrorKind::StorageFull))
+        });
+        assert_eq!(failed.unwrap_err().kind(), io::ErrorKind::StorageFull);
+        assert!(!directory.join(".udp.snapshot.partial").exists());
+        match load(&directory, StateKind::Udp) {
+            Loaded::Snapshot(loaded) => assert_eq!(loaded, newer),
+            other => panic!("{other:?}"),
+        }
 
         let mut damaged = newer.encode();
         let last = damaged.len() - 1;
