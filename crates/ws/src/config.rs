@@ -78,6 +78,11 @@ pub struct LimitsConfig {
     pub max_message_size: usize,
     /// Largest WebSocket frame payload in bytes.
     pub max_frame_size: usize,
+    /// Largest offer or answer session description in bytes (its JSON), which must
+    /// be a JSON object. A larger offer is not forwarded and a larger answer is
+    /// refused: browsers' descriptions are 1-4 KiB, and each forwarded one is queued
+    /// for its recipient, so a connection must not push 64 KiB ones at its peers.
+    pub max_description_size: usize,
     /// Largest WebSocket upgrade request (request line and headers) in bytes.
     pub max_handshake_size: usize,
     /// Announces, answers and scrapes a connection may send per second, on average;
@@ -118,6 +123,7 @@ impl Default for LimitsConfig {
         Self {
             max_message_size: 64 * 1024,
             max_frame_size: 64 * 1024,
+            max_description_size: 16 * 1024,
             max_handshake_size: 4096,
             max_requests_per_second: 10,
             request_burst: 100,
@@ -220,6 +226,11 @@ impl TrackerKind for Ws {
                 (1024..=16 << 20).contains(&limits.max_frame_size),
                 "max_frame_size",
                 "must be between 1024 and 16777216",
+            );
+            p.check(
+                limits.max_description_size >= 256,
+                "max_description_size",
+                "must be at least 256 bytes (a message is never larger than max_message_size anyway)",
             );
             p.check(
                 (256..=65536).contains(&limits.max_handshake_size),

@@ -77,7 +77,8 @@ shoal_common::counters! {
         scrapes,
         /// Messages that could not be read (malformed JSON, missing fields, binary).
         bad_messages,
-        /// Messages over limits.max_message_size or frames over max_frame_size.
+        /// Messages over limits.max_message_size or frames over max_frame_size, and
+        /// offers or answers over max_description_size (or not a JSON object).
         oversized_messages,
         /// Requests refused by the access list.
         access_denied,

@@ -125,6 +125,53 @@ fn an_answer_that_says_stopped_leaves_no_peer_behind() {
 }
 
 #[test]
+fn session_descriptions_past_their_limit_are_not_relayed() {
+    // Offers and answers are queued for their recipients untouched: a message may be
+    // 64 KiB, a browser's description is a few, so a connection must not push the
+    // difference at its peers.
+    let mut config = unlimited();
+    config.limits.max_description_size = 4096;
+    let tracker = start(config);
+    let torrent = id("torrent");
+    let mut recipient = joined(v4(&tracker), torrent, "recipient");
+    let mut sender = joined(v4(&tracker), torrent, "sender");
+    sender.announce(
+        torrent,
+        id("sender"),
+        json!({"offers": big_offer(8192), "numwant": 1}),
+    );
+    sender.receive();
+    sender.announce(
+        torrent,
+        id("sender"),
+        json!({"offers": big_offer(1024), "numwant": 1}),
+    );
+    sender.receive();
+    // Only the small one arrives.
+    let ServerMessage::Offer(offer) = recipient.receive() else {
+        panic!("an offer")
+    };
+    assert_eq!(
+        offer.offer.get().len(),
+        r#"{"type":"offer","sdp":""}"#.len() + 1024
+    );
+    assert!(eventually(
+        || tracker.stats().requests.oversized_messages == 1
+    ));
+    // An answer whose description is not an object is refused, not relayed.
+    recipient.announce(
+        torrent,
+        id("recipient"),
+        json!({
+            "to_peer_id": chars(id("sender")),
+            "offer_id": chars(offer.offer_id),
+            "answer": "not a description",
+        }),
+    );
+    assert!(error(recipient.receive()).contains("session description"));
+}
+
+#[test]
 fn answers_count_against_the_request_rate() {
     let mut config = unlimited();
     config.limits.max_requests_per_second = 1;
@@ -206,6 +253,7 @@ fn readers_that_never_read_are_cut_off_by_the_worker_budget_and_a_prompt_reader_
     config.limits.max_outgoing_bytes = 1 << 30;
     config.limits.max_message_size = 32 * 1024;
     config.limits.max_frame_size = 32 * 1024;
+    config.limits.max_description_size = 32 * 1024;
     config.limits.max_outgoing_bytes_per_worker = 64 * 1024;
     let tracker = start(config);
     let torrent = id("torrent");

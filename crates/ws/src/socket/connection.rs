@@ -24,8 +24,9 @@ use shoal_common::executor::{within, write_all_before as write_all};
 use shoal_runtime::per_ip::Verdict;
 use shoal_runtime::shard_for;
 use shoal_ws_protocol::{
-    Action, AnnounceEvent, AnnounceRequest, ClientMessage, ErrorResponse, Id20, ScrapeFile,
-    ScrapeRequest, ScrapeResponse, ServerMessage, parse_client_message, write_server_message,
+    Action, AnnounceEvent, AnnounceRequest, ClientMessage, ErrorResponse, Id20, RawJson,
+    ScrapeFile, ScrapeRequest, ScrapeResponse, ServerMessage, parse_client_message,
+    write_server_message,
 };
 use tungstenite::protocol::frame::coding::CloseCode;
 use tungstenite::protocol::{CloseFrame, Role, WebSocketConfig, WebSocketContext};
@@ -48,6 +49,10 @@ pub(crate) const CLIENT_RATE_LIMITED: &str = "too many requests from your addres
 /// Error reply to an answer that is not relayed.
 pub(crate) const ANSWER_REFUSED: &str =
     "answer not relayed: no such offer was sent to this peer, or it expired";
+
+/// Error reply to an answer whose session description is too large or not an object.
+pub(crate) const DESCRIPTION_REFUSED: &str =
+    "answer not relayed: its session description is too large or not a JSON object";
 
 /// Error reply to an announce that would start a torrent while the tracker is full.
 pub(crate) const TRACKER_FULL: &str = "tracker full: no new torrents accepted";
@@ -465,6 +470,23 @@ impl<'a> Session<'a> {
             self.local.counters.borrow_mut().access_denied += 1;
             return self.refuse(Action::Announce, Some(info_hash), NOT_ALLOWED);
         }
+        // Session descriptions are relayed untouched: only sizes a browser sends, and
+        // JSON objects, are.
+        let max_description = self.local.config.limits.max_description_size;
+        let fits = |description: &RawJson| {
+            let text = description.get();
+            text.len() <= max_description && text.starts_with('{')
+        };
+        if let Some(answer) = &announce.answer
+            && !fits(&answer.answer)
+        {
+            self.local.counters.borrow_mut().oversized_messages += 1;
+            return self.refuse(Action::Announce, Some(info_hash), DESCRIPTION_REFUSED);
+        }
+        let offers = announce.offers.len();
+        announce.offers.retain(|offer| fits(&offer.offer));
+        self.local.counters.borrow_mut().oversized_messages +=
+            (offers - announce.offers.len()) as u64;
         let workers = self.local.state.router.borrow().swarm_workers();
         let worker = shard_for(&info_hash.0, workers);
         if is_answer {
