@@ -54,6 +54,9 @@ shoal_common::counters! {
         shed,
         /// Requests not completed within the idle timeout.
         timeouts,
+        /// Connections waiting for a request closed to make room for a newcomer at
+        /// network.max_connections (the one that had waited longest).
+        idle_evicted,
         /// Failed TLS handshakes.
         tls_failures,
     }
@@ -68,8 +71,9 @@ pub fn summary(now: &StatsSnapshot, before: &StatsSnapshot, seconds: f64) -> Str
     let rate = |count: u64| count as f64 / seconds.max(0.001);
     format!(
         "announces/s {:.0}, scrapes/s {:.0}, new connections/s {:.0}, open connections {}; per interval: \
-         bad requests {}, denied {}, busy {}, timeouts {}, TLS failures {}, refused connections {} \
-         (per client {}), rate-limited {}, banned {}, new bans {}, {}; torrents {}, peers {}",
+         bad requests {}, denied {}, busy {}, timeouts {}, TLS failures {}, idle connections closed \
+         for newcomers {}, refused connections {} (per client {}), rate-limited {}, banned {}, new \
+         bans {}, {}; torrents {}, peers {}",
         rate(d.announces),
         rate(d.scrapes),
         rate(d.accepted),
@@ -79,6 +83,7 @@ pub fn summary(now: &StatsSnapshot, before: &StatsSnapshot, seconds: f64) -> Str
         d.shed,
         d.timeouts,
         d.tls_failures,
+        d.idle_evicted,
         d.refused,
         d.refused_per_ip,
         d.per_ip_limited,
@@ -129,6 +134,7 @@ impl Observe for SocketTotals {
         for (kind, value) in [
             ("timeout", self.timeouts),
             ("tls_handshake", self.tls_failures),
+            ("idle_evicted", self.idle_evicted),
         ] {
             out.counter(ERRORS, ERRORS_HELP, &[("kind", kind)], value);
         }

@@ -99,6 +99,7 @@ impl TcpTracker for HttpTracker {
         State {
             router: Rc::new(RefCell::new(Router::new(index, swarms, local))),
             full_scrape: RefCell::default(),
+            waiting: Default::default(),
         }
     }
 
@@ -117,6 +118,14 @@ impl TcpTracker for HttpTracker {
 
     fn exempt(config: &Config<Http>, peer: std::net::IpAddr) -> bool {
         config.network.proxy_header_from(peer)
+    }
+
+    fn make_room(worker: &Worker) -> bool {
+        let evicted = worker.state.waiting.evict_oldest();
+        if evicted {
+            worker.counters.borrow_mut().idle_evicted += 1;
+        }
+        evicted
     }
 
     fn deliver(worker: &Worker, replies: Vec<SwarmReply>) {

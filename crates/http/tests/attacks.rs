@@ -1,6 +1,6 @@
 //! Attacks on a running HTTP tracker, each with the defence it must meet: a flood of
 //! fresh info hashes, one address over its request rate, connections opened without
-//! end, one address taking every connection, a forged proxy header from a direct connection, and a request dripped
+//! end, one address taking every connection, every slot held by idle connections, a forged proxy header from a direct connection, and a request dripped
 //! a byte at a time.
 
 mod support;
@@ -153,6 +153,34 @@ fn one_address_cannot_take_every_connection() {
         again.send(b"GET /scrape HTTP/1.1\r\n\r\n");
         again.response().is_some_and(|r| r.status == 200)
     }));
+}
+
+#[test]
+fn a_full_worker_closes_the_connection_waiting_longest_instead_of_turning_newcomers_away() {
+    // Whoever holds every slot and only keeps each alive with a request now and then
+    // must not lock everyone else out: the connection that has waited longest for its
+    // next request gives way.
+    let mut config = unlimited();
+    config.socket_workers = 1;
+    config.network.max_connections = 2;
+    let tracker = start(config);
+    let server = v4(&tracker);
+    let mut oldest = Connection::open(server);
+    assert_eq!(oldest.get(&announce(&hash(1), 1, "")).status, 200);
+    let mut younger = Connection::open(server);
+    assert_eq!(younger.get(&announce(&hash(1), 2, "")).status, 200);
+    // Both wait for their next request; a newcomer is served, not refused.
+    let mut newcomer = Connection::open(server);
+    assert_eq!(newcomer.get(&announce(&hash(1), 3, "")).status, 200);
+    // The oldest was closed to make room; the younger still serves.
+    oldest.send(format!("GET {} HTTP/1.1\r\n\r\n", announce(&hash(1), 1, "")).as_bytes());
+    assert!(
+        oldest.response().is_none(),
+        "the oldest waiting connection was closed"
+    );
+    assert_eq!(younger.get(&announce(&hash(1), 2, "")).status, 200);
+    assert!(eventually(|| tracker.stats().requests.idle_evicted == 1));
+    assert_eq!(tracker.stats().requests.refused, 0);
 }
 
 #[test]

@@ -167,6 +167,14 @@ pub trait TcpTracker: Sized + 'static {
         false
     }
 
+    /// At `network.max_connections`, before a newcomer is refused: closes a connection
+    /// that can best spare its place (HTTP: the one that has waited longest for a
+    /// request) and says whether one was; the newcomer is then served.
+    fn make_room(worker: &Worker<Self>) -> bool {
+        let _ = worker;
+        false
+    }
+
     /// Runs every [`Shutdown::POLL_INTERVAL`]: retry what waits, clean the local shard,
     /// move the router's counts into the counters.
     fn tick(worker: &Worker<Self>);
@@ -477,7 +485,7 @@ async fn connection<T: TcpTracker>(worker: Rc<Worker<T>>, stream: TcpStream, pee
         return;
     }
     let open = worker.connections.get();
-    if open >= settings.max_connections {
+    if open >= settings.max_connections && !T::make_room(&worker) {
         worker.counters.borrow_mut().refused();
         let _ = within(Duration::from_secs(1), T::refuse(&mut stream)).await;
         return;

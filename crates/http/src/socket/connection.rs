@@ -110,7 +110,27 @@ pub(crate) async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
                 }
             }
             let left = deadline.saturating_duration_since(Instant::now());
-            match within(left, stream.read(&mut buffer[filled..])).await {
+            // Between requests the connection waits among the worker's waiting ones,
+            // and closes if a newcomer needs its place (`waiting`).
+            let waiting = (filled == 0).then(|| local.state.waiting.wait());
+            let read = futures_lite::future::or(
+                async { Some(stream.read(&mut buffer[filled..]).await) },
+                async {
+                    match &waiting {
+                        Some(waiting) => waiting.evicted().await,
+                        None => std::future::pending().await,
+                    }
+                    None
+                },
+            );
+            let read = within(left, read).await;
+            drop(waiting);
+            let read = match read {
+                Some(Some(read)) => Some(read),
+                Some(None) => return, // closed to make room for a newcomer
+                None => None,
+            };
+            match read {
                 Some(Ok(0)) | Some(Err(_)) => return,
                 Some(Ok(read)) => filled += read,
                 None => {
