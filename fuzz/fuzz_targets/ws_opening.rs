@@ -1,18 +1,31 @@
 //! Any bytes: reading a WebSocket opening request never panics; a complete one never
 //! claims more bytes than it was given, and every answer is a whole HTTP response.
+//! The first byte says whether the connection is from a trusted proxy (its
+//! `X-Forwarded-For` read, the first or the last address): then an upgrade always
+//! names a client, and otherwise never.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use shoal_ws_protocol::opening::{OpeningLimits, parse_opening};
+use shoal_ws_protocol::opening::{OpenedKind, OpeningLimits, ProxyHeader, parse_opening};
 
-fuzz_target!(|data: &[u8]| {
+fuzz_target!(|input: &[u8]| {
+    let Some((&mode, data)) = input.split_first() else {
+        return;
+    };
     let limits = OpeningLimits {
         max_size: 4096,
         health_check_path: "/health",
+        proxy_header: (mode % 3 != 0).then_some(ProxyHeader {
+            name: "X-Forwarded-For",
+            use_last: mode % 3 == 2,
+        }),
     };
     match parse_opening(data, &limits) {
         Ok(Some(opened)) => {
             assert!(opened.len <= data.len());
+            let upgrade_through_proxy =
+                opened.kind == OpenedKind::Upgrade && limits.proxy_header.is_some();
+            assert_eq!(opened.forwarded_ip.is_some(), upgrade_through_proxy);
             assert!(opened.response.starts_with(b"HTTP/1.1 "));
             assert!(opened.response.windows(4).any(|w| w == b"\r\n\r\n"));
         }
