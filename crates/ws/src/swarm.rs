@@ -228,7 +228,7 @@ impl Swarms {
             self.torrents
                 .announce(&info_hash.0, announce, now, &mut self.rng, |recipient| {
                     let Some(offer) = offers.next() else { return };
-                    let key = offer_key(keys, &offer.offer_id, &offerer);
+                    let key = offer_key(keys, &offer.offer_id, &offerer, from);
                     let pending = &mut recipient.extra.offers;
                     // Oldest first: expired offers are at the front, and the oldest give
                     // way at the limit.
@@ -302,11 +302,17 @@ impl Swarms {
         now: ServerTime,
     ) -> Result<ConnectionRef, &'static str> {
         let info_hash = &request.info_hash.0;
-        let key = offer_key(self.offer_keys, &answer.offer_id, &answer.to_peer_id);
         let offerer = self
             .torrents
             .peer(info_hash, &answer.to_peer_id)
-            .map(|peer| peer.extra.connection);
+            .map(|peer| peer.extra.connection)
+            .ok_or("the offering peer left")?;
+        let key = offer_key(
+            self.offer_keys,
+            &answer.offer_id,
+            &answer.to_peer_id,
+            offerer,
+        );
         let expires = self.torrents.expiry(now);
         // The answering peer must be the one the offer went to, on this connection.
         let answerer = self
@@ -321,8 +327,7 @@ impl Swarms {
             .offers
             .iter()
             .position(|pending| pending.key == key && pending.expires >= now)
-            .ok_or("no such offer pending for the answering peer")?;
-        let offerer = offerer.ok_or("the offering peer left")?;
+            .ok_or("no such offer pending for the answering peer (or from its connection)")?;
         answerer.extra.offers.remove(pending);
         answerer.set_expires(expires);
         Ok(offerer)
@@ -331,10 +336,16 @@ impl Swarms {
 
 /// Who made which offer, in 8 bytes. Keyed (random keys per swarm worker), so a
 /// client cannot craft another (offer id, offerer) pair with the same key.
-fn offer_key(keys: (u64, u64), offer_id: &Id20, offerer: &Id20) -> u64 {
+/// What a pending offer is known by: its id, the offering peer and the connection
+/// it came from. With the connection in it, an answer goes only to the connection that
+/// made the offer: if that connection closed and another took the peer id over, the
+/// key no longer matches and the answer is refused instead of handed to the newcomer.
+fn offer_key(keys: (u64, u64), offer_id: &Id20, offerer: &Id20, from: ConnectionRef) -> u64 {
     let mut hasher = SipHasher13::new_with_keys(keys.0, keys.1);
     hasher.write(&offer_id.0);
     hasher.write(&offerer.0);
+    hasher.write_u16(from.worker);
+    hasher.write_u64(from.id);
     hasher.finish()
 }
 

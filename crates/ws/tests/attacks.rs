@@ -172,6 +172,51 @@ fn session_descriptions_past_their_limit_are_not_relayed() {
 }
 
 #[test]
+fn an_answer_goes_only_to_the_connection_that_made_the_offer() {
+    // A peer id seen in an offer can be taken over once its connection closes; the
+    // answers to that connection's offers must not go to whoever took it.
+    let tracker = start(unlimited());
+    let torrent = id("torrent");
+    let mut recipient = joined(v4(&tracker), torrent, "recipient");
+    let mut offerer = joined(v4(&tracker), torrent, "offerer");
+    offerer.announce(
+        torrent,
+        id("offerer"),
+        json!({"offers": offers("o", 1), "numwant": 1}),
+    );
+    offerer.receive();
+    let ServerMessage::Offer(offer) = recipient.receive() else {
+        panic!("an offer")
+    };
+    drop(offerer);
+    // The squatter takes the peer id over once its owner left.
+    let mut squatter = connect(v4(&tracker));
+    assert!(eventually(|| {
+        squatter.announce(torrent, id("offerer"), json!({}));
+        matches!(squatter.receive(), ServerMessage::AnnounceResponse(_))
+    }));
+    recipient.announce(
+        torrent,
+        id("recipient"),
+        json!({
+            "to_peer_id": chars(id("offerer")),
+            "offer_id": chars(offer.offer_id),
+            "answer": {"type": "answer", "sdp": "meant for the offerer"},
+        }),
+    );
+    assert!(error(recipient.receive()).starts_with("answer not relayed"));
+    squatter
+        .socket
+        .get_ref()
+        .set_read_timeout(Some(Duration::from_millis(300)))
+        .unwrap();
+    assert!(
+        squatter.socket.read().is_err(),
+        "the squatter received nothing"
+    );
+}
+
+#[test]
 fn answers_count_against_the_request_rate() {
     let mut config = unlimited();
     config.limits.max_requests_per_second = 1;
