@@ -11,13 +11,28 @@
 //! Emptied batches can be given back ([`Outboxes::recycle`]) and are reused, so a
 //! tracker that sends its batches back and forth (UDP) allocates nothing per batch.
 
+use std::hash::BuildHasher as _;
+use std::sync::OnceLock;
+
 use crossbeam_channel::{Sender, TrySendError};
 
 /// The swarm worker that owns `info_hash`, out of `shards`.
+///
+/// Info hashes are chosen by clients, not only SHA-1 digests: taken as they are (their
+/// first bytes modulo `shards`), an attacker could send every request to one swarm
+/// worker, filling its queue (every torrent on it answered "busy") or its share of the
+/// torrent limit at a fraction of the cost of the whole tracker. So they are hashed with
+/// a key drawn once per process. Nothing outside the process depends on the choice:
+/// a restored snapshot and other nodes' changes are split among the shards by this same
+/// function when they arrive.
 pub fn shard_for(info_hash: &[u8; 20], shards: usize) -> usize {
-    // Info hashes are SHA-1 digests: any four bytes are uniformly distributed.
-    u32::from_le_bytes([info_hash[0], info_hash[1], info_hash[2], info_hash[3]]) as usize
-        % shards.max(1)
+    if shards <= 1 {
+        return 0;
+    }
+    static KEYED: OnceLock<hashbrown::DefaultHashBuilder> = OnceLock::new();
+    let prefix = u64::from_le_bytes(info_hash[..8].try_into().expect("8 bytes"));
+    let hash = KEYED.get_or_init(Default::default).hash_one(prefix);
+    ((u128::from(hash) * shards as u128) >> 64) as usize
 }
 
 /// A batch of requests for one swarm worker.
@@ -149,6 +164,17 @@ mod tests {
         }
         assert!(counts.iter().all(|&c| c > 800), "{counts:?}");
         assert_eq!(shard_for(&[9; 20], 1), 0);
+        // Hashes an attacker picked to share their first bytes' residue (all 0 mod
+        // 4 as they come) still spread.
+        let mut counts = [0; 4];
+        for i in 0..4000u32 {
+            let mut hash = [0u8; 20];
+            hash[..4].copy_from_slice(&(i * 4).to_le_bytes());
+            counts[shard_for(&hash, 4)] += 1;
+        }
+        assert!(counts.iter().all(|&c| c > 800), "{counts:?}");
+        // Stable within the process: every caller agrees.
+        assert_eq!(shard_for(&[7; 20], 5), shard_for(&[7; 20], 5));
     }
 
     #[test]
