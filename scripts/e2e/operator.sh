@@ -46,13 +46,18 @@ done
 [ "$(redis-cli -p "$redis_port" ping 2>/dev/null)" = PONG ] || fail "redis-server did not answer"
 "$shoal" -p >"$WORK/default.toml"
 "$shoal" -c "$WORK/default.toml" -P >/dev/null || fail "shoal rejects its own -p output"
-# The printed defaults, edited as an operator would: loopback, free ports, metrics on.
-python3 - "$WORK/default.toml" "$WORK/shoal.toml" "$redis_port" <<'PY'
+mkdir -p "$WORK/state"
+# The printed defaults, edited as an operator would: loopback, free ports, metrics on,
+# the UDP tracker's snapshots in $WORK/state.
+python3 - "$WORK/default.toml" "$WORK/shoal.toml" "$redis_port" "$WORK/state" <<'PY'
 import sys
 text = open(sys.argv[1]).read()
 # The first `store` is [udp.cluster]'s: the UDP tracker shares its swarms.
 assert text.index('store = ""') > text.index("[udp.cluster]")
 text = text.replace('store = ""', f'store = "127.0.0.1:{sys.argv[3]}"', 1)
+state = text.index("[udp.state]")
+at = text.index('directory = ""', state)
+text = text[:at] + f'directory = "{sys.argv[4]}"' + text[at + len('directory = ""'):]
 text = text.replace('address_ipv4 = "0.0.0.0:6969"', 'address_ipv4 = "127.0.0.1:0"')
 text = text.replace('address_ipv4 = "0.0.0.0:8000"', 'address_ipv4 = "127.0.0.1:0"')
 text = text.replace("use_ipv6 = true", "use_ipv6 = false")
@@ -141,6 +146,22 @@ PY
 promtool check rules "$WORK/dashboard-rules.yml" >"$WORK/promtool-rules.log" 2>&1 ||
     fail "the dashboard's queries are not valid PromQL: $(cat "$WORK/promtool-rules.log")"
 say "Grafana dashboard: every query valid, every series exposed"
+
+# The shipped alerting rules: valid for promtool, and over series shoal exposes.
+alerts="$REPO_ROOT/packaging/prometheus/shoal-alerts.yml"
+promtool check rules "$alerts" >"$WORK/promtool-alerts.log" 2>&1 ||
+    fail "packaging/prometheus/shoal-alerts.yml: $(cat "$WORK/promtool-alerts.log")"
+python3 - "$alerts" "$WORK/metrics.txt" <<'PY'
+import re, sys
+series = r"(?:shoal|process)_[a-z_]+"
+exposed = set(re.findall(rf"^({series})", open(sys.argv[2]).read(), re.M))
+exprs = re.findall(r"^\s*expr: (.*)$", open(sys.argv[1]).read(), re.M)
+missing = sorted({name for e in exprs for name in re.findall(series, e)} - exposed)
+if missing:
+    sys.exit(f"the alerting rules ask for series shoal does not expose: {missing}")
+print(f"alerting rules: {len(exprs)} expressions over exposed series")
+PY
+say "alerting rules: valid, every series exposed"
 
 stop_bg shoal
 stop_bg redis
