@@ -48,6 +48,8 @@ done
 grep -q '^Depends:.*adduser' "$WORK/control/control" || fail "adduser is not a dependency"
 sh -n "$WORK/control/postinst" || fail "postinst is not valid sh"
 grep -q 'adduser --system --group' "$WORK/control/postinst" || fail "postinst creates no system user"
+grep -q 'chmod 0640 "$config"' "$WORK/control/postinst" ||
+    fail "postinst leaves the configs (and any cluster password in them) world-readable"
 grep -q '^User=shoal$' "$root/lib/systemd/system/shoal.service" || fail "the unit does not run as shoal"
 say "control: conffiles, Depends, postinst (system user), units run as shoal"
 say "passed in $((SECONDS - E2E_START))s"
