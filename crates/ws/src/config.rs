@@ -26,7 +26,9 @@ shoal_common::network_config! {
         /// Most open connections per socket worker; further ones get a 503 and are
         /// closed. Each open connection also needs a file descriptor (LimitNOFILE=).
         pub max_connections: usize = 50_000,
-        /// Seconds the TLS handshake and the WebSocket upgrade request may take together.
+        /// Seconds the TLS handshake and the WebSocket upgrade request may take together;
+        /// as long again, after the upgrade, for the first tracker message (a browser
+        /// announces at once), before idle_timeout applies.
         pub handshake_timeout: u32 = 10,
         /// Seconds a connection may stay open without sending anything. Must exceed
         /// protocol.announce_interval: clients only talk when they announce.

@@ -240,6 +240,30 @@ fn answers_count_against_the_request_rate() {
 }
 
 #[test]
+fn a_connection_that_never_says_anything_gets_the_handshakes_time_not_the_idle_timeout() {
+    let mut config = unlimited();
+    config.network.handshake_timeout = 1;
+    config.network.idle_timeout = 300;
+    let tracker = start(config);
+    let started = Instant::now();
+    let mut silent = connect(v4(&tracker));
+    let mut talker = connect(v4(&tracker));
+    talker.announce(id("torrent"), id("talker"), json!({}));
+    talker.receive();
+    assert_eq!(
+        silent.close_frame().map(|frame| frame.code),
+        Some(CloseCode::Away)
+    );
+    assert!(started.elapsed() < Duration::from_secs(3));
+    // One that announced has the idle timeout: still served.
+    talker.announce(id("torrent"), id("talker"), json!({}));
+    assert!(matches!(
+        talker.receive(),
+        ServerMessage::AnnounceResponse(_)
+    ));
+}
+
+#[test]
 fn pings_do_not_keep_a_connection_from_being_idle() {
     let mut config = unlimited();
     config.protocol.announce_interval = 1;

@@ -234,8 +234,16 @@ impl<'a> Session<'a> {
         let idle = Duration::from_secs(self.local.config.network.idle_timeout.into());
         let mut buffer = vec![0u8; READ_CHUNK];
         let mut heard = Instant::now();
+        // A browser announces as soon as it is connected: until its first message a
+        // connection gets the handshake's time, not the idle timeout's, so slots
+        // cannot be held for minutes by connections that never say anything.
+        let first_message = Duration::from_secs(self.local.config.network.handshake_timeout.into());
         // Frames that arrived together with the upgrade request.
-        self.feed(&[]);
+        let mut allowed = if self.feed(&[]) {
+            idle
+        } else {
+            first_message.min(idle)
+        };
         loop {
             while let Some(message) = self.queue.pop() {
                 self.write_delivery(message);
@@ -277,7 +285,7 @@ impl<'a> Session<'a> {
             if self.closing {
                 return;
             }
-            let left = (heard + idle).saturating_duration_since(Instant::now());
+            let left = (heard + allowed).saturating_duration_since(Instant::now());
             if left.is_zero() {
                 self.local.counters.borrow_mut().idle_timeouts += 1;
                 self.close(CloseCode::Away, "idle timeout");
@@ -301,6 +309,7 @@ impl<'a> Session<'a> {
                     // that drips bytes (or only pings) does not keep its slot.
                     if self.feed(&buffer[..read]) {
                         heard = Instant::now();
+                        allowed = idle;
                     }
                 }
             }
