@@ -105,11 +105,6 @@ pub fn write_scrape_body(body: &mut Vec<u8>, files: &mut Vec<(InfoHash, ScrapeSt
     body.extend_from_slice(b"ee");
 }
 
-/// Writes a response with a body already encoded.
-pub fn write_framed(out: &mut Vec<u8>, status: u16, keep_alive: bool, body: &[u8]) {
-    with_http_frame(out, status, keep_alive, |out| out.extend_from_slice(body));
-}
-
 /// Writes a failure: `status` with a bencoded `failure reason`. Refusals of valid
 /// requests (an info hash not on the access list) use 200, as BEP 3 clients expect;
 /// malformed requests use a 4xx status and close the connection.
@@ -132,18 +127,25 @@ fn with_http_frame(
     write_body(out);
     let body_len = out.len() - body_start;
     let mut head = Vec::with_capacity(128);
-    head.extend_from_slice(b"HTTP/1.1 ");
-    head.extend_from_slice(itoa::Buffer::new().format(status).as_bytes());
-    head.push(b' ');
-    head.extend_from_slice(reason_phrase(status).as_bytes());
-    head.extend_from_slice(b"\r\nContent-Type: text/plain\r\nContent-Length: ");
-    head.extend_from_slice(itoa::Buffer::new().format(body_len).as_bytes());
-    if !keep_alive {
-        head.extend_from_slice(b"\r\nConnection: close");
-    }
-    head.extend_from_slice(b"\r\n\r\n");
+    write_head(&mut head, status, keep_alive, body_len);
     // Bodies are small (under a few KiB); moving one is cheaper than sizing it twice.
     out.splice(body_start..body_start, head);
+}
+
+/// Writes the status line and headers of a response whose `body_len` bytes the caller
+/// sends after them (a body shared by many responses, such as a cached full scrape,
+/// need not be copied into each).
+pub fn write_head(out: &mut Vec<u8>, status: u16, keep_alive: bool, body_len: usize) {
+    out.extend_from_slice(b"HTTP/1.1 ");
+    out.extend_from_slice(itoa::Buffer::new().format(status).as_bytes());
+    out.push(b' ');
+    out.extend_from_slice(reason_phrase(status).as_bytes());
+    out.extend_from_slice(b"\r\nContent-Type: text/plain\r\nContent-Length: ");
+    out.extend_from_slice(itoa::Buffer::new().format(body_len).as_bytes());
+    if !keep_alive {
+        out.extend_from_slice(b"\r\nConnection: close");
+    }
+    out.extend_from_slice(b"\r\n\r\n");
 }
 
 /// The standard phrase of the statuses a tracker sends.

@@ -17,7 +17,7 @@ use futures_lite::{AsyncRead, AsyncReadExt as _, AsyncWrite, AsyncWriteExt as _}
 use shoal_common::executor::{within, write_all_before};
 use shoal_common::http_head::HeadScan;
 use shoal_http_protocol::request::ProxyHeader;
-use shoal_http_protocol::response::write_framed;
+use shoal_http_protocol::response::write_head;
 use shoal_http_protocol::{
     AnnounceEvent as WireEvent, AnnounceRequest, AnnounceResponse, ParseLimits, ParsedRequest,
     PeerList, Request, ScrapeRequest, ScrapeStats, parse_request, write_announce, write_failure,
@@ -151,11 +151,27 @@ pub(crate) async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
         out.clear();
         let keep_alive = parsed.keep_alive && config.network.keep_alive;
         let client_ip = parsed.forwarded_ip.unwrap_or(peer.ip());
-        let answered = answer(&parsed, client_ip, keep_alive, local, &mut out).await;
+        let mut shared_body = None;
+        let answered = answer(
+            &parsed,
+            client_ip,
+            keep_alive,
+            local,
+            &mut out,
+            &mut shared_body,
+        )
+        .await;
         if out.is_empty() {
             return; // banned: no answer
         }
         if !write_all(&mut stream, &out, idle).await {
+            return;
+        }
+        // A body many responses share (a cached full scrape) goes out from where it is
+        // kept, not copied into each connection's buffer.
+        if let Some(body) = shared_body
+            && !write_all(&mut stream, &body, idle).await
+        {
             return;
         }
         count_response(local, answered, client_ip);
@@ -223,6 +239,7 @@ async fn answer(
     keep_alive: bool,
     local: &Worker,
     out: &mut Vec<u8>,
+    shared_body: &mut Option<Rc<Vec<u8>>>,
 ) -> Answered {
     let ip = client_ip.to_canonical();
     match local.check_rate(ip) {
@@ -244,7 +261,7 @@ async fn answer(
         }
         Request::Scrape(request) => {
             local.counters.borrow_mut().scrapes_v6 += ipv6;
-            scrape(request, keep_alive, local, out)
+            scrape(request, keep_alive, local, out, shared_body)
                 .await
                 .map(|()| Answered::Scrape { keep_alive })
         }
@@ -253,6 +270,7 @@ async fn answer(
         Ok(answered) => answered,
         Err(CallError::Busy) => {
             out.clear();
+            *shared_body = None;
             write_failure(out, 503, BUSY, false);
             Answered::Error
         }
@@ -367,10 +385,11 @@ async fn scrape(
     keep_alive: bool,
     local: &Worker,
     out: &mut Vec<u8>,
+    shared_body: &mut Option<Rc<Vec<u8>>>,
 ) -> Result<(), CallError> {
     local.counters.borrow_mut().scrapes += 1;
     if request.info_hashes.is_empty() {
-        return full_scrape(keep_alive, local, out).await;
+        return full_scrape(keep_alive, local, out, shared_body).await;
     }
     if local.context.access.mode() != shoal_common::AccessListMode::Off {
         let access = local.context.access.snapshot();
@@ -405,8 +424,15 @@ async fn scrape(
 }
 
 /// Full scrapes are built at most once per `full_scrape_interval` per socket worker and
-/// reused in between.
-async fn full_scrape(keep_alive: bool, local: &Worker, out: &mut Vec<u8>) -> Result<(), CallError> {
+/// reused in between. The body (about 70 bytes a torrent) is left in `shared_body`, not
+/// copied into `out`: a copy per connection, held while a client that never reads
+/// keeps its response waiting, would let a few thousand connections hold gigabytes.
+async fn full_scrape(
+    keep_alive: bool,
+    local: &Worker,
+    out: &mut Vec<u8>,
+    shared_body: &mut Option<Rc<Vec<u8>>>,
+) -> Result<(), CallError> {
     let protocol = &local.config.protocol;
     if !protocol.full_scrape {
         write_failure(out, 200, "full scrape is disabled", keep_alive);
@@ -423,7 +449,8 @@ async fn full_scrape(keep_alive: bool, local: &Worker, out: &mut Vec<u8>) -> Res
         })
     };
     if let Some(body) = cached {
-        write_framed(out, 200, keep_alive, &body);
+        write_head(out, 200, keep_alive, body.len());
+        *shared_body = Some(body);
         return Ok(());
     }
     if local.state.full_scrape.borrow().building {
@@ -454,7 +481,8 @@ async fn full_scrape(keep_alive: bool, local: &Worker, out: &mut Vec<u8>) -> Res
     shoal_http_protocol::response::write_scrape_body(&mut body, &mut files);
     let body = Rc::new(body);
     local.state.full_scrape.borrow_mut().body = Some((now, body.clone()));
-    write_framed(out, 200, keep_alive, &body);
+    write_head(out, 200, keep_alive, body.len());
+    *shared_body = Some(body);
     Ok(())
 }
 
