@@ -14,6 +14,7 @@ use std::time::{Duration, Instant, SystemTime};
 use crossbeam_channel::{Receiver, RecvTimeoutError};
 use shoal_common::Shutdown;
 use shoal_common::cluster_stats::ClusterStats;
+use shoal_common::log_budget::{LogBudget, left_out};
 
 use crate::resp::{self, Reply};
 use crate::store::{Connection, StoreAddress};
@@ -48,10 +49,22 @@ struct Entry {
 }
 
 /// Entries waiting for the store, oldest first.
-#[derive(Default)]
 struct Backlog {
     entries: VecDeque<Entry>,
     bytes: usize,
+    /// Drops are logged a few at first, then once a minute (they come every seal
+    /// while the store stays down).
+    drops_logged: LogBudget,
+}
+
+impl Default for Backlog {
+    fn default() -> Self {
+        Self {
+            entries: VecDeque::new(),
+            bytes: 0,
+            drops_logged: LogBudget::new(3, Duration::from_secs(60)),
+        }
+    }
 }
 
 impl Publisher {
@@ -159,12 +172,23 @@ impl Publisher {
         };
         backlog.bytes += entry.bytes.len();
         backlog.entries.push_back(entry);
+        let mut dropped = 0;
         while backlog.bytes > self.backlog_limit {
             let Some(oldest) = backlog.entries.pop_front() else {
                 break;
             };
             backlog.bytes -= oldest.bytes.len();
+            dropped += oldest.changes;
             ClusterStats::add(&self.stats.changes_dropped_backlog, oldest.changes as u64);
+        }
+        if dropped > 0
+            && let Some(unlogged) = backlog.drops_logged.take(std::time::Instant::now())
+        {
+            log::warn!(
+                "cluster: the backlog kept while the store is unreachable passed {} bytes: dropped its oldest {dropped} changes (other nodes miss those peers until they announce again){}",
+                self.backlog_limit,
+                left_out(unlogged),
+            );
         }
         self.stats
             .backlog_bytes

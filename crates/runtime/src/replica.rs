@@ -18,6 +18,7 @@ use crossbeam_channel::TrySendError;
 use shoal_cluster::{Changes, ClusterStart, ShardPorts};
 use shoal_common::Supervisor;
 use shoal_common::cluster_stats::ClusterStats;
+use shoal_common::log_budget::{LogBudget, left_out};
 use shoal_common::tracker_config::{Config, TrackerKind};
 use shoal_swarm::ServerTime;
 
@@ -43,6 +44,8 @@ pub struct Replica {
     /// When the last slice of other nodes' changes ended.
     applied: Instant,
     stats: Arc<ClusterStats>,
+    /// Changes dropped for a full publisher queue: logged a few, then once a minute.
+    drops_logged: LogBudget,
 }
 
 /// What a shard owner does besides serving requests and cleaning: snapshots for a
@@ -147,6 +150,7 @@ pub fn start_replicas<K: TrackerKind>(
             handed_over: Instant::now(),
             applied: Instant::now(),
             stats: stats.clone(),
+            drops_logged: LogBudget::new(3, Duration::from_secs(60)),
         })
         .collect())
 }
@@ -207,6 +211,13 @@ impl Replica {
             self.ports.publish.try_send(changes)
         {
             ClusterStats::add(&self.stats.changes_dropped_queue, count as u64);
+            if let Some(unlogged) = self.drops_logged.take(Instant::now()) {
+                log::warn!(
+                    "cluster: the publisher's queue is full: dropped {count} changes of shard {} (other nodes miss those peers until they announce again){}",
+                    self.index,
+                    left_out(unlogged),
+                );
+            }
         }
     }
 }
