@@ -26,6 +26,12 @@ pub trait TrackerConfig: TomlConfig + Default + Serialize + DeserializeOwned {
         LoggingConfig::default()
     }
 
+    /// Where a tracker of this config writes snapshots (`[state] directory`), with
+    /// its key, when it does.
+    fn snapshot_directories(&self) -> Vec<(String, std::path::PathBuf)> {
+        Vec::new()
+    }
+
     /// Runs [`validate`](Self::validate) and turns any problems into one error.
     fn check(&self) -> anyhow::Result<()> {
         let mut problems = Problems::default();

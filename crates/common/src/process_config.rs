@@ -104,6 +104,25 @@ impl<C: TrackerConfig + Clone + std::fmt::Debug + PartialEq> TrackerConfig for P
     fn validate(&self, problems: &mut Problems) {
         self.first.validate(problems);
         self.second.validate(problems);
+        // Snapshots are read at start, before the chroot, and written after it, into
+        // the same path inside it: a restart would bring back old ones, or none.
+        if self.first.privileges.chroot {
+            for (key, directory) in self.second.snapshot_directories() {
+                problems.add(
+                    &key,
+                    format!(
+                        "{} cannot be used with privileges.chroot (snapshots are read before the \
+                         chroot and written inside it); use the packaged systemd unit's \
+                         sandboxing instead of a chroot, or leave one of them off",
+                        directory.display()
+                    ),
+                );
+            }
+        }
+    }
+
+    fn snapshot_directories(&self) -> Vec<(String, std::path::PathBuf)> {
+        self.second.snapshot_directories()
     }
 
     fn logging(&self) -> LoggingConfig {

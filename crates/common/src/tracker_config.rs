@@ -229,6 +229,14 @@ impl<T: TrackerKind> TrackerConfig for Config<T> {
         problems.section("state", |p| self.state.validate(p, T::KEEPS_STATE));
         problems.section("cluster", |p| self.cluster.validate(p, T::SHARES_SWARMS));
     }
+
+    fn snapshot_directories(&self) -> Vec<(String, std::path::PathBuf)> {
+        if T::KEEPS_STATE && self.state.enabled() {
+            vec![("state.directory".to_string(), self.state.directory.clone())]
+        } else {
+            Vec::new()
+        }
+    }
 }
 
 /// A single tracker's file: the process's sections and the tracker's keys.

@@ -61,6 +61,36 @@ impl TrackerConfig for Trackers {
             problems.section("ws", |p| self.ws.second.validate(p));
         }
     }
+
+    fn snapshot_directories(&self) -> Vec<(String, std::path::PathBuf)> {
+        let mut found = Vec::new();
+        for (name, enabled, directories) in [
+            (
+                "udp",
+                self.udp.first.enabled,
+                self.udp.second.snapshot_directories(),
+            ),
+            (
+                "http",
+                self.http.first.enabled,
+                self.http.second.snapshot_directories(),
+            ),
+            (
+                "ws",
+                self.ws.first.enabled,
+                self.ws.second.snapshot_directories(),
+            ),
+        ] {
+            if enabled {
+                found.extend(
+                    directories
+                        .into_iter()
+                        .map(|(key, path)| (format!("{name}.{key}"), path)),
+                );
+            }
+        }
+        found
+    }
 }
 
 /// The whole `shoal` file.
@@ -141,5 +171,25 @@ mod tests {
             "127.0.0.1:7000".parse().unwrap()
         );
         assert_eq!(config.first.logging.level, shoal_common::LogLevel::Debug);
+    }
+
+    #[test]
+    fn snapshots_and_a_chroot_do_not_go_together() {
+        let directory = std::env::temp_dir();
+        let text = format!(
+            "[privileges]\ndrop_privileges = true\nchroot = true\nchroot_path = \"/var/empty\"\n\
+             user = \"nobody\"\n[udp.state]\ndirectory = \"{}\"\n",
+            directory.display()
+        );
+        let message = shoal_common::config::parse::<ShoalConfig>(&text)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            message.contains("udp.state.directory") && message.contains("chroot"),
+            "{message}"
+        );
+        // Either alone is fine.
+        let text = text.replace("chroot = true", "chroot = false");
+        shoal_common::config::parse::<ShoalConfig>(&text).expect("valid");
     }
 }
