@@ -26,8 +26,9 @@ shoal_common::network_config! {
         /// Keep connections open between requests (HTTP keep-alive).
         pub keep_alive: bool = true,
         /// Most open connections per socket worker. At the limit a newcomer takes the
-        /// place of the connection that has waited longest for a request (closed);
-        /// only when every one is in the middle of a request does it get a 503.
+        /// place of the connection that has waited longest for a (whole) request,
+        /// which is closed; only when every one is in its TLS handshake or being
+        /// answered does a newcomer get a 503.
         pub max_connections: usize = 10_000,
         /// Seconds a connection may stay open without completing a request (idle
         /// keep-alive connections and slow clients alike).

@@ -167,13 +167,16 @@ fn a_full_worker_closes_the_connection_waiting_longest_instead_of_turning_newcom
     let server = v4(&tracker);
     let mut oldest = Connection::open(server);
     assert_eq!(oldest.get(&announce(&hash(1), 1, "")).status, 200);
+    // Begins its next request and stops: still waiting for a whole head.
+    oldest.send(b"GET /ann");
     let mut younger = Connection::open(server);
     assert_eq!(younger.get(&announce(&hash(1), 2, "")).status, 200);
-    // Both wait for their next request; a newcomer is served, not refused.
+    std::thread::sleep(Duration::from_millis(100));
+    // Both wait for a request; a newcomer is served, not refused.
     let mut newcomer = Connection::open(server);
     assert_eq!(newcomer.get(&announce(&hash(1), 3, "")).status, 200);
     // The oldest was closed to make room; the younger still serves.
-    oldest.send(format!("GET {} HTTP/1.1\r\n\r\n", announce(&hash(1), 1, "")).as_bytes());
+    oldest.send(b"ounce HTTP/1.1\r\n\r\n");
     assert!(
         oldest.response().is_none(),
         "the oldest waiting connection was closed"
@@ -181,6 +184,27 @@ fn a_full_worker_closes_the_connection_waiting_longest_instead_of_turning_newcom
     assert_eq!(younger.get(&announce(&hash(1), 2, "")).status, 200);
     assert!(eventually(|| tracker.stats().requests.idle_evicted == 1));
     assert_eq!(tracker.stats().requests.refused, 0);
+}
+
+#[test]
+fn a_client_at_its_own_limit_makes_nobody_give_way() {
+    let mut config = unlimited();
+    config.socket_workers = 1;
+    config.network.max_connections = 2;
+    config.per_ip.max_connections = 1;
+    let tracker = start(config);
+    let server = v4(&tracker);
+    let mut greedy = open_from("127.0.0.30", server);
+    assert_eq!(greedy.get(&announce(&hash(1), 1, "")).status, 200);
+    let mut other = open_from("127.0.0.31", server);
+    assert_eq!(other.get(&announce(&hash(1), 2, "")).status, 200);
+    // The worker is full, and the greedy client at its own limit: refused, and the
+    // other client's waiting connection stays.
+    let mut more = open_from("127.0.0.30", server);
+    more.send(b"GET /scrape HTTP/1.1\r\n\r\n");
+    assert_eq!(more.response().expect("a refusal").status, 503);
+    assert_eq!(other.get(&announce(&hash(1), 2, "")).status, 200);
+    assert_eq!(tracker.stats().requests.idle_evicted, 0);
 }
 
 #[test]

@@ -372,19 +372,14 @@ fn connection_limit() {
     for _ in 0..2 {
         let mut client = Connection::open(v4(&tracker));
         assert_eq!(client.get(&announce(&TORRENT, 1, "")).status, 200);
-        // In the middle of its next request: not one to close for a newcomer (one
-        // that only waits would be: attacks.rs).
-        client.send(b"GET /announce?info_hash=");
         held.push(client);
     }
-    // Give the tracker the time to read those bytes.
-    std::thread::sleep(std::time::Duration::from_millis(100));
+    // Full of connections waiting for requests: a newcomer takes the place of the one
+    // that waited longest (attacks.rs; the 503 for a worker whose connections are all
+    // busy is in tls.rs).
     let mut third = Connection::open(v4(&tracker));
-    let response = third.response().expect("503");
-    assert_eq!(
-        (response.status, failure(&response).as_str()),
-        (503, "too many connections")
-    );
+    assert_eq!(third.get(&announce(&TORRENT, 3, "")).status, 200);
+    drop(third);
     drop(held);
     // Slots free up once connections close.
     let fresh = std::time::Instant::now();
@@ -400,7 +395,8 @@ fn connection_limit() {
         );
         std::thread::sleep(Duration::from_millis(20));
     }
-    assert!(eventually(|| tracker.stats().requests.refused >= 1));
+    assert!(eventually(|| tracker.stats().requests.idle_evicted == 1));
+    assert_eq!(tracker.stats().requests.refused, 0);
 }
 
 #[test]

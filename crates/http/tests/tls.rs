@@ -60,6 +60,32 @@ fn temp_dir(name: &str) -> std::path::PathBuf {
 }
 
 #[test]
+fn connections_mid_handshake_are_not_closed_for_a_newcomer_who_gets_a_503() {
+    // Only connections waiting for a request give way to newcomers; one in its TLS
+    // handshake has its own deadline. With every slot in a handshake, a newcomer is
+    // refused (in plain HTTP: no handshake is spent on it).
+    let dir = temp_dir("full");
+    make_certificate(&dir, "full CA");
+    let mut config = loopback_config(false);
+    config.socket_workers = 1;
+    config.network.max_connections = 2;
+    config.network.enable_tls = true;
+    config.network.tls_certificate_path = dir.join("cert.pem");
+    config.network.tls_private_key_path = dir.join("key.pem");
+    let tracker = shoal_http::start(config).unwrap();
+    let addr = tracker.ipv4_addr().unwrap();
+    let _handshaking: Vec<_> = (0..2).map(|_| TcpStream::connect(addr).unwrap()).collect();
+    assert!(eventually(|| tracker.stats().requests.accepted == 2));
+    let mut third = Connection::over(TcpStream::connect(addr).unwrap());
+    let response = third.response().expect("a refusal");
+    assert_eq!(
+        (response.status, failure(&response).as_str()),
+        (503, "too many connections")
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
 fn https_announce_scrape_keep_alive_and_certificate_reload() {
     let dir = temp_dir("reload");
     let first_ca = make_certificate(&dir, "first CA");

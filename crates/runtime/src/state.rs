@@ -267,7 +267,15 @@ pub fn write_atomically<T>(
         let _ = fs::remove_file(&temporary);
     }
     let written = written?;
-    File::open(directory)?.sync_all()?;
+    // The new file is in place; syncing the directory makes the rename itself durable.
+    // If that fails the snapshot was still written (not a failure to count), only
+    // perhaps not yet to disk.
+    if let Err(err) = File::open(directory).and_then(|directory| directory.sync_all()) {
+        log::warn!(
+            "state: wrote {} but could not sync its directory: {err}",
+            target.display()
+        );
+    }
     Ok(written)
 }
 

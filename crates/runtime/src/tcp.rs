@@ -484,12 +484,8 @@ async fn connection<T: TcpTracker>(worker: Rc<Worker<T>>, stream: TcpStream, pee
         // as little as possible (counted by `check_rate`).
         return;
     }
-    let open = worker.connections.get();
-    if open >= settings.max_connections && !T::make_room(&worker) {
-        worker.counters.borrow_mut().refused();
-        let _ = within(Duration::from_secs(1), T::refuse(&mut stream)).await;
-        return;
-    }
+    // The client's own limit first: a client at it must not make another connection
+    // give way (`make_room`) and then be refused anyway.
     let _slot = if exempt {
         None
     } else {
@@ -502,6 +498,12 @@ async fn connection<T: TcpTracker>(worker: Rc<Worker<T>>, stream: TcpStream, pee
             }
         }
     };
+    let open = worker.connections.get();
+    if open >= settings.max_connections && !T::make_room(&worker) {
+        worker.counters.borrow_mut().refused();
+        let _ = within(Duration::from_secs(1), T::refuse(&mut stream)).await;
+        return;
+    }
     worker.connections.set(open + 1);
     worker.counters.borrow_mut().accepted();
     let _ = stream.get_mut().set_nodelay(true);

@@ -93,6 +93,11 @@ pub(crate) async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
         let deadline = Instant::now() + idle;
         // Parsed only once a head may be whole: not again after every byte.
         let mut scan = HeadScan::new();
+        // Until its request's head is whole the connection waits among the worker's
+        // waiting ones, by when it began to, and closes if a newcomer needs its place
+        // (`waiting`): one that sent a byte of a request line and stopped can be made
+        // to give way as well as one that sent nothing.
+        let waiting = local.state.waiting.wait();
         let parsed = loop {
             if filled > 0 && scan.worth_parsing(&buffer[..filled], filled == buffer.len()) {
                 match parse_request(&buffer[..filled], &limits) {
@@ -110,24 +115,22 @@ pub(crate) async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
                 }
             }
             let left = deadline.saturating_duration_since(Instant::now());
-            // Between requests the connection waits among the worker's waiting ones,
-            // and closes if a newcomer needs its place (`waiting`).
-            let waiting = (filled == 0).then(|| local.state.waiting.wait());
             let read = futures_lite::future::or(
                 async { Some(stream.read(&mut buffer[filled..]).await) },
                 async {
-                    match &waiting {
-                        Some(waiting) => waiting.evicted().await,
-                        None => std::future::pending().await,
-                    }
+                    waiting.evicted().await;
                     None
                 },
             );
             let read = within(left, read).await;
-            drop(waiting);
+            // Evicted: its place was given to a newcomer, which is counted already,
+            // so it closes even if bytes came in meanwhile.
+            if waiting.is_evicted() {
+                return;
+            }
             let read = match read {
                 Some(Some(read)) => Some(read),
-                Some(None) => return, // closed to make room for a newcomer
+                Some(None) => return,
                 None => None,
             };
             match read {
@@ -146,6 +149,8 @@ pub(crate) async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
                 }
             }
         };
+        // A whole request: served, not evicted, until the next one begins.
+        drop(waiting);
 
         let started = Instant::now();
         out.clear();
@@ -164,13 +169,15 @@ pub(crate) async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
         if out.is_empty() {
             return; // banned: no answer
         }
-        if !write_all(&mut stream, &out, idle).await {
+        // The head and a shared body (below) are written within one deadline.
+        let written_by = Instant::now() + idle;
+        if !write_all_before(&mut stream, &out, written_by).await {
             return;
         }
         // A body many responses share (a cached full scrape) goes out from where it is
         // kept, not copied into each connection's buffer.
         if let Some(body) = shared_body
-            && !write_all(&mut stream, &body, idle).await
+            && !write_all_before(&mut stream, &body, written_by).await
         {
             return;
         }

@@ -8,8 +8,10 @@
 //! keep-alive connection between announces, and closing it costs its client one new
 //! connection. So when a newcomer finds the worker full, the connection that has been
 //! waiting longest is closed to make room ([`WaitingConnections::evict_oldest`]). A
-//! connection in the middle of a request (bytes of it read, or its answer on the way)
-//! is never closed this way.
+//! connection waits from the moment it begins to wait for a request until the request's
+//! head is whole, so one that sent a byte and stopped gives way too (honest clients send
+//! a head in one go: they are the newest); a request being served, or its answer on
+//! the way, is never cut off this way.
 
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
@@ -74,6 +76,11 @@ impl WaitingConnections {
 }
 
 impl Waiting<'_> {
+    /// Whether this connection was told to close to make room.
+    pub(crate) fn is_evicted(&self) -> bool {
+        self.eviction.evicted.get()
+    }
+
     /// Completes when this connection is told to close to make room.
     pub(crate) fn evicted(&self) -> impl Future<Output = ()> + '_ {
         Evicted {
