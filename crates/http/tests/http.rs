@@ -366,6 +366,8 @@ fn ipv6_on_loopback() {
 #[test]
 fn connection_limit() {
     let mut config = loopback_config(false);
+    // The limit is per socket worker: one, so that every connection meets it.
+    config.socket_workers = 1;
     config.network.max_connections = 2;
     let tracker = start(config);
     let mut held = Vec::new();
@@ -395,7 +397,9 @@ fn connection_limit() {
         );
         std::thread::sleep(Duration::from_millis(20));
     }
-    assert!(eventually(|| tracker.stats().requests.idle_evicted == 1));
+    // The third got in by an eviction (and a newcomer above may have made another
+    // give way before the tracker noticed the dropped ones close).
+    assert!(eventually(|| tracker.stats().requests.idle_evicted >= 1));
     assert_eq!(tracker.stats().requests.refused, 0);
 }
 
