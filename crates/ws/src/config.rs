@@ -52,7 +52,9 @@ pub struct ProtocolConfig {
     /// waiting after about 50 seconds.
     pub offer_lifetime: u32,
     /// Offers waiting for an answer one peer may have (each costs 16 bytes); when a
-    /// peer is sent more, the oldest give way and their answers are refused.
+    /// peer is sent more, the oldest give way and their answers are refused. One
+    /// sending connection holds a quarter of them at most (its own oldest give way
+    /// past that), so a flood of offers cannot push out everyone else's.
     pub max_pending_offers: usize,
     /// Most info hashes in one scrape.
     pub max_scrape_torrents: usize,

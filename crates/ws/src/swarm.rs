@@ -91,9 +91,27 @@ impl PeerData for WsPeer {
 /// An offer forwarded and not yet answered.
 #[derive(Clone, Copy, Debug)]
 struct PendingOffer {
-    /// [`offer_key`] of the offer id and the offering peer.
+    /// [`offer_key`] of the offer id, the offering peer and its connection.
     key: u64,
     expires: ServerTime,
+    /// The connection it came from, in short ([`sender_tag`]): which offers one sender
+    /// holds at a recipient. Fits in the padding: a pending offer stays 16 bytes.
+    sender: u32,
+}
+
+const _: () = assert!(std::mem::size_of::<PendingOffer>() == 16);
+
+/// How many of a recipient's pending offers one connection may hold: a quarter (at
+/// least one). Past it that connection's own oldest gives way, so a sender flooding a
+/// peer with offers cannot push out everyone else's before they are answered.
+fn per_sender_limit(limit: usize) -> usize {
+    (limit / 4).max(1)
+}
+
+/// A connection in 32 bits, for [`PendingOffer::sender`]; two that share one only
+/// share a per-sender limit.
+fn sender_tag(connection: ConnectionRef) -> u32 {
+    (connection.id as u32) ^ (u32::from(connection.worker) << 20)
 }
 
 /// The torrents of one swarm worker: `shoal_swarm`'s map, one peer list per torrent.
@@ -230,17 +248,35 @@ impl Swarms {
                     let Some(offer) = offers.next() else { return };
                     let key = offer_key(keys, &offer.offer_id, &offerer, from);
                     let pending = &mut recipient.extra.offers;
-                    // Oldest first: expired offers are at the front, and the oldest give
-                    // way at the limit.
+                    // Oldest first: expired offers are at the front. A sender at its
+                    // share gives way with its own oldest; else, at the limit, the
+                    // oldest of all does.
                     let stale = pending
                         .iter()
                         .take_while(|pending| pending.expires < now)
                         .count();
-                    let excess = (pending.len() - stale + 1).saturating_sub(limit);
-                    pending.drain(..stale + excess);
+                    pending.drain(..stale);
+                    let sender = sender_tag(from);
+                    let (mut own, mut oldest_own) = (0, None);
+                    for (at, pending) in pending.iter().enumerate() {
+                        if pending.sender == sender {
+                            own += 1;
+                            oldest_own.get_or_insert(at);
+                        }
+                    }
+                    match oldest_own {
+                        Some(at) if own >= per_sender_limit(limit) => {
+                            pending.remove(at);
+                        }
+                        _ if pending.len() >= limit => {
+                            pending.remove(0);
+                        }
+                        _ => {}
+                    }
                     pending.push(PendingOffer {
                         key,
                         expires: offer_expires,
+                        sender,
                     });
                     out.push((
                         recipient.extra.connection,

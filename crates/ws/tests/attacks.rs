@@ -217,6 +217,59 @@ fn an_answer_goes_only_to_the_connection_that_made_the_offer() {
 }
 
 #[test]
+fn a_flood_of_offers_cannot_push_out_another_senders_pending_offer() {
+    let mut config = unlimited();
+    config.protocol.max_pending_offers = 8;
+    let tracker = start(config);
+    let torrent = id("torrent");
+    let mut recipient = joined(v4(&tracker), torrent, "recipient");
+    let mut flooder = joined(v4(&tracker), torrent, "flooder");
+    let mut sender = joined(v4(&tracker), torrent, "sender");
+    // The sender's offer goes to both others.
+    sender.announce(
+        torrent,
+        id("sender"),
+        json!({"offers": offers("s", 2), "numwant": 2}),
+    );
+    sender.receive();
+    let offer = loop {
+        match recipient.receive() {
+            ServerMessage::Offer(offer) if offer.peer_id == id("sender") => break offer,
+            _ => {}
+        }
+    };
+    // Then the flooder sends the recipient (and the sender) 20 more.
+    for round in 0..10 {
+        flooder.announce(
+            torrent,
+            id("flooder"),
+            json!({"offers": offers(&format!("f{round}-"), 2), "numwant": 2}),
+        );
+        flooder.receive();
+    }
+    recipient.announce(
+        torrent,
+        id("recipient"),
+        json!({
+            "to_peer_id": chars(id("sender")),
+            "offer_id": chars(offer.offer_id),
+            "answer": {"type": "answer", "sdp": "still pending"},
+        }),
+    );
+    // Relayed: the sender gets the answer (skipping the flooder's offers to it).
+    loop {
+        match sender.receive() {
+            ServerMessage::Answer(answer) => {
+                assert_eq!(answer.offer_id, offer.offer_id);
+                break;
+            }
+            ServerMessage::Offer(_) => {}
+            other => panic!("expected the answer, got {other:?}"),
+        }
+    }
+}
+
+#[test]
 fn answers_count_against_the_request_rate() {
     let mut config = unlimited();
     config.limits.max_requests_per_second = 1;
