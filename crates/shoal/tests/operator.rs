@@ -147,6 +147,14 @@ fn sample(metrics: &str, series: &str) -> f64 {
         .unwrap_or_else(|| panic!("no sample {series} in\n{metrics}"))
 }
 
+/// A BEP 15 connect request with `transaction_id`.
+fn connect_request(transaction_id: u32) -> Vec<u8> {
+    let mut connect = 0x0417_2710_1980u64.to_be_bytes().to_vec();
+    connect.extend_from_slice(&0u32.to_be_bytes());
+    connect.extend_from_slice(&transaction_id.to_be_bytes());
+    connect
+}
+
 fn udp_connect(tracker: SocketAddr) {
     let local = if tracker.is_ipv6() {
         "[::1]:0"
@@ -157,9 +165,7 @@ fn udp_connect(tracker: SocketAddr) {
     socket
         .set_read_timeout(Some(Duration::from_secs(5)))
         .unwrap();
-    let mut connect = 0x0417_2710_1980u64.to_be_bytes().to_vec();
-    connect.extend_from_slice(&0u32.to_be_bytes());
-    connect.extend_from_slice(&9u32.to_be_bytes());
+    let connect = connect_request(9);
     socket.send_to(&connect, tracker).unwrap();
     let mut reply = [0u8; 32];
     assert_eq!(socket.recv(&mut reply).unwrap(), 16);
@@ -455,9 +461,7 @@ fn udp_announce_many(tracker: SocketAddr, torrents: u32, stopped: bool) -> u32 {
     socket
         .set_read_timeout(Some(Duration::from_millis(200)))
         .unwrap();
-    let mut connect = 0x0417_2710_1980u64.to_be_bytes().to_vec();
-    connect.extend_from_slice(&0u32.to_be_bytes());
-    connect.extend_from_slice(&1u32.to_be_bytes());
+    let connect = connect_request(1);
     socket.send_to(&connect, tracker).unwrap();
     let mut reply = [0u8; 1024];
     assert_eq!(socket.recv(&mut reply).unwrap(), 16);

@@ -39,8 +39,8 @@ fn error(message: ServerMessage) -> String {
     }
 }
 
-/// A ws:// connection from the loopback address `local`.
-fn connect_from(local: &str, server: SocketAddr) -> Client<TcpStream> {
+/// A TCP connection from the loopback address `local` (another client for the limits).
+fn tcp_from(local: &str, server: SocketAddr) -> TcpStream {
     let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
     let local: SocketAddr = format!("{local}:0").parse().unwrap();
     socket.bind(&local.into()).unwrap();
@@ -49,7 +49,12 @@ fn connect_from(local: &str, server: SocketAddr) -> Client<TcpStream> {
     stream
         .set_read_timeout(Some(Duration::from_secs(5)))
         .unwrap();
-    Client::over(stream, &format!("ws://{server}/announce"))
+    stream
+}
+
+/// A ws:// connection from the loopback address `local`.
+fn connect_from(local: &str, server: SocketAddr) -> Client<TcpStream> {
+    Client::over(tcp_from(local, server), &format!("ws://{server}/announce"))
 }
 
 #[test]
@@ -491,14 +496,7 @@ fn open_with_header(
     forwarded: Option<&str>,
 ) -> Result<Client<TcpStream>, u16> {
     use tungstenite::client::IntoClientRequest as _;
-    let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
-    let local: SocketAddr = format!("{local}:0").parse().unwrap();
-    socket.bind(&local.into()).unwrap();
-    socket.connect(&server.into()).unwrap();
-    let stream: TcpStream = socket.into();
-    stream
-        .set_read_timeout(Some(Duration::from_secs(5)))
-        .unwrap();
+    let stream = tcp_from(local, server);
     let mut request = format!("ws://{server}/announce")
         .into_client_request()
         .unwrap();
