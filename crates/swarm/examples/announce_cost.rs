@@ -10,9 +10,12 @@
 //! swing with this machine's noise; this measures only what the store adds, so a
 //! change to it can be judged in seconds:
 //!
-//!   cargo run --release -p shoal_swarm --example announce_cost -- [TORRENTS [ROUNDS]]
+//!   cargo run --release -p shoal_swarm --example announce_cost -- [TORRENTS [ROUNDS [WANTED [STEPS]]]]
 //!
-//! It prints nanoseconds per announce for each round and their median.
+//! It prints nanoseconds per announce for each round and their median. WANTED (30) is
+//! the peers each announce asks for: 0 leaves the reply's reads out, so two runs tell
+//! the lookup's cost from the reply's. STEPS ([`PREFETCH_STEPS`]) is how many prefetch
+//! steps the batch takes: 0 shows what prefetching saves.
 
 use std::hint::black_box;
 use std::net::Ipv4Addr;
@@ -43,6 +46,11 @@ fn main() {
         .next()
         .map_or(1_000_000, |a| a.expect("TORRENTS: a number"));
     let rounds = args.next().map_or(5, |a| a.expect("ROUNDS: a number"));
+    let wanted = args.next().map_or(30, |a| a.expect("WANTED: a number"));
+    let steps = args
+        .next()
+        .map_or(PREFETCH_STEPS, |a| a.expect("STEPS: a number"))
+        .min(PREFETCH_STEPS);
     let peers = 2 * torrents;
 
     let mut rng = SmallRng::seed_from_u64(1);
@@ -69,7 +77,7 @@ fn main() {
                 .iter()
                 .map(|peer| map.locate(&hashes[peer.torrent as usize])),
         );
-        for step in 0..PREFETCH_STEPS {
+        for step in 0..steps {
             for (peer, torrent) in batch.iter().zip(&mut located) {
                 map.prefetch_announce(step, torrent, &peer.key);
             }
@@ -81,7 +89,7 @@ fn main() {
                 extra: (),
                 event: AnnounceEvent::None,
                 seeder: Some(peer.seeder),
-                peers_wanted: 30,
+                peers_wanted: wanted,
             };
             let result = map.announce_located(torrent, announce, now, rng, |chosen| {
                 reply.extend_from_slice(chosen.key().as_bytes());
