@@ -87,6 +87,22 @@ fn non_compact_announces_with_and_without_peer_ids() {
 }
 
 #[test]
+fn a_client_announcing_port_0_gets_peers_and_is_never_handed_out() {
+    let tracker = start(loopback_config(false));
+    let mut client = Connection::open(v4(&tracker));
+    client.get(&announce(&TORRENT, 7001, "&event=started"));
+    let reply = client.get(&announce(&TORRENT, 0, "&left=0"));
+    assert_eq!(reply.status, 200);
+    assert_eq!(
+        compact_v4(bytes(&reply, "peers")),
+        vec!["127.0.0.1:7001".parse::<SocketAddr>().unwrap()]
+    );
+    assert_eq!((int(&reply, "complete"), int(&reply, "incomplete")), (0, 1));
+    let reply = client.get(&announce(&TORRENT, 7001, ""));
+    assert_eq!(bytes(&reply, "peers"), b"", "sent a peer on port 0");
+}
+
+#[test]
 fn completed_downloads_and_stopped_peers() {
     let tracker = start(loopback_config(false));
     let mut client = Connection::open(v4(&tracker));

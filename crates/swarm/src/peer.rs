@@ -27,6 +27,11 @@ impl V4Addr {
         Self(bytes)
     }
 
+    /// The port.
+    pub fn port(&self) -> u16 {
+        u16::from_be_bytes([self.0[4], self.0[5]])
+    }
+
     /// The address as a socket address.
     pub fn to_socket_addr(self) -> SocketAddrV4 {
         let [a, b, c, d, p0, p1] = self.0;
@@ -41,6 +46,11 @@ impl V6Addr {
         bytes[..16].copy_from_slice(&ip.octets());
         bytes[16..].copy_from_slice(&port.to_be_bytes());
         Self(bytes)
+    }
+
+    /// The port.
+    pub fn port(&self) -> u16 {
+        u16::from_be_bytes([self.0[16], self.0[17]])
     }
 
     /// The address as a socket address.

@@ -30,6 +30,13 @@ pub trait ListIn<S: PeerSet>: PeerKey {
     fn list(set: &S) -> Option<&PeerList<Self, S::Data>>;
     /// The list of this key type, created empty if missing.
     fn list_mut(set: &mut S) -> &mut PeerList<Self, S::Data>;
+    /// Whether other peers could reach a peer known by this key, so that it is worth
+    /// storing and handing out. A BitTorrent peer that announces port 0 listens
+    /// nowhere: it is sent peers, never stored (see
+    /// [`TorrentMap::announce`](crate::TorrentMap::announce)).
+    fn reachable(&self) -> bool {
+        true
+    }
 }
 
 impl<K: PeerKey, X: PeerData> PeerSet for PeerList<K, X> {
@@ -127,6 +134,10 @@ impl<X: PeerData> ListIn<DualStack<X>> for V4Addr {
     fn list_mut(set: &mut DualStack<X>) -> &mut PeerList<Self, X> {
         &mut set.v4
     }
+
+    fn reachable(&self) -> bool {
+        self.port() != 0
+    }
 }
 
 impl<X: PeerData> ListIn<DualStack<X>> for V6Addr {
@@ -136,5 +147,9 @@ impl<X: PeerData> ListIn<DualStack<X>> for V6Addr {
 
     fn list_mut(set: &mut DualStack<X>) -> &mut PeerList<Self, X> {
         set.v6.get_or_insert_with(Default::default)
+    }
+
+    fn reachable(&self) -> bool {
+        self.port() != 0
     }
 }

@@ -353,7 +353,8 @@ impl<S: PeerSet> TorrentMap<S> {
     /// past a [`Capacity`] limit is sent peers but not stored. Refused (nothing changed,
     /// nobody emitted): a peer that belongs to someone else, and a new torrent when
     /// the map is full. A peer that timed out belongs to nobody: whoever announces it
-    /// next takes it over.
+    /// next takes it over. A peer others cannot reach ([`ListIn::reachable`]: port 0)
+    /// is sent peers of a torrent that exists and changes nothing.
     pub fn announce<K: ListIn<S>>(
         &mut self,
         info_hash: &InfoHash,
@@ -388,6 +389,24 @@ impl<S: PeerSet> TorrentMap<S> {
                 }
                 list.remove(position, hasher);
                 self.peers -= 1;
+            }
+            return Ok(Announced {
+                counts: torrent.counts(),
+                stored: false,
+                downloaded: false,
+            });
+        }
+
+        if !announce.key.reachable() {
+            // Listening nowhere (port 0): sent peers, never stored or handed out, and
+            // no torrent is started for it.
+            let Some(torrent) = self.torrents.get_mut_at(located) else {
+                return Ok(Announced::default());
+            };
+            if K::list(&torrent.peers).is_some() {
+                let seeder = announce.seeder.unwrap_or(false);
+                let list = K::list_mut(&mut torrent.peers);
+                list.select(None, seeder, announce.peers_wanted, now, rng, emit);
             }
             return Ok(Announced {
                 counts: torrent.counts(),

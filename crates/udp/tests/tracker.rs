@@ -80,6 +80,40 @@ fn stopped_removes_the_peer() {
 }
 
 #[test]
+fn a_client_announcing_port_0_gets_peers_and_is_never_handed_out() {
+    let tracker = start(loopback_config(false));
+    let mut alice = Client::new(v4(&tracker));
+    let mut nobody = Client::new(v4(&tracker));
+    let (a, n) = (alice.connect(), nobody.connect());
+    alice.announce(a, Announce::new(TORRENT, 7001));
+
+    let reply = nobody.announce(n, Announce::new(TORRENT, 0).seeding());
+    assert_eq!(
+        reply.peers,
+        vec!["127.0.0.1:7001".parse::<SocketAddr>().unwrap()]
+    );
+    assert_eq!((reply.leechers, reply.seeders), (1, 0), "not counted");
+    let reply = alice.announce(a, Announce::new(TORRENT, 7001));
+    assert!(
+        reply.peers.is_empty(),
+        "sent a peer on port 0: {:?}",
+        reply.peers
+    );
+    assert_eq!(alice.scrape_stats(a, TORRENT).seeders, 0);
+
+    let elsewhere = nobody.announce(n, Announce::new([0x22; 20], 0));
+    assert_eq!((elsewhere.leechers, elsewhere.seeders), (0, 0));
+    let settled = || {
+        let stats = tracker.stats();
+        stats.peers == 1 && stats.torrents == 1
+    };
+    assert!(
+        eventually(settled),
+        "port 0 stored no peer, started no torrent"
+    );
+}
+
+#[test]
 fn completed_counts_downloads() {
     let tracker = start(loopback_config(false));
     let mut client = Client::new(v4(&tracker));

@@ -372,7 +372,7 @@ proptest! {
         for op in ops {
             match op {
                 Op::Announce { peer, seeder, event } => {
-                    let addr = v4((peer % 7) as u8, peer);
+                    let addr = v4((peer % 7) as u8, peer + 1);
                     let event = [AnnounceEvent::None, AnnounceEvent::Started,
                                  AnnounceEvent::Completed, AnnounceEvent::Stopped][event as usize];
                     let (counts, peers) = h.announce(announce(addr, seeder, event));
@@ -738,4 +738,60 @@ fn a_torrent_packs_around_its_info_hash() {
     assert_eq!(size_of::<Torrent<DualStack<()>>>(), 72);
     // WebTorrent's one list keys peers by id.
     assert_eq!(size_of::<Torrent<PeerList<[u8; 20], ()>>>(), 64);
+}
+
+#[test]
+fn a_peer_on_port_0_is_sent_peers_but_never_stored() {
+    let mut h = Harness::new();
+    // Before the torrent exists: nothing sent, and no torrent started for it.
+    let (counts, peers) = h.announce(announce(v4(9, 0), false, AnnounceEvent::Started));
+    assert_eq!(counts, SwarmCounts::default());
+    assert!(peers.is_empty());
+    assert_eq!(h.map.torrent_count(), 0, "port 0 starts no torrent");
+
+    h.announce(announce(v4(1, 1000), true, AnnounceEvent::Started));
+    h.announce(announce(v4(2, 1000), false, AnnounceEvent::Started));
+    let (counts, peers) = h.announce(announce(v4(9, 0), false, AnnounceEvent::Completed));
+    assert_eq!(
+        counts,
+        SwarmCounts {
+            seeders: 1,
+            leechers: 1
+        },
+        "not counted"
+    );
+    assert_eq!(peers.len(), 2, "sent the swarm's peers");
+    assert!(h.map.peer(&HASH, &v4(9, 0)).is_none(), "not stored");
+    assert_eq!(h.map.peer_count(), 2);
+    assert_eq!(
+        h.map.scrape(&HASH).downloads,
+        0,
+        "a completion not stored is not counted"
+    );
+    assert_eq!(
+        h.map.refusals(),
+        Refusals::default(),
+        "not a refusal: nothing was full"
+    );
+
+    // A seeder on port 0 is sent leechers only, as any seeder.
+    let (_, peers) = h.announce(announce(v4(9, 0), true, AnnounceEvent::None));
+    assert_eq!(peers, vec![v4(2, 1000)]);
+
+    // Nobody is ever sent it.
+    let (_, peers) = h.announce(announce(v4(3, 1000), false, AnnounceEvent::Started));
+    assert!(!peers.contains(&v4(9, 0)));
+
+    // An IPv6 peer on port 0 with no IPv6 list yet: counts, no peers, no list made.
+    let v6 = V6Addr::new(std::net::Ipv6Addr::LOCALHOST, 0);
+    let (counts, peers) = h.announce(Announce {
+        key: v6,
+        extra: (),
+        event: AnnounceEvent::Started,
+        seeder: Some(false),
+        peers_wanted: 50,
+    });
+    assert_eq!(counts.seeders + counts.leechers, 3);
+    assert!(peers.is_empty());
+    assert!(h.map.get(&HASH).unwrap().peers().v6().is_none());
 }
