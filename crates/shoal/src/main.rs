@@ -104,19 +104,22 @@ fn run_all(config: ShoalConfig) -> anyhow::Result<()> {
     let (process, trackers) = (config.first, config.second);
     let clock = Arc::new(Clock::new());
     shoal_runtime::run_trackers(&process, || {
+        // A tracker's errors name its keys as in its own binary's config
+        // (`network.address_ipv4`); the context says which section they are under here.
         let mut all = Vec::new();
         if trackers.udp.first.enabled {
-            let udp =
-                shoal_udp::prepare(trackers.udp.second, clock.clone()).context("UDP tracker")?;
+            let udp = shoal_udp::prepare(trackers.udp.second, clock.clone())
+                .context("UDP tracker (under [udp] in the config)")?;
             all.push(udp.named("UDP tracker", "udp"));
         }
         if trackers.http.first.enabled {
-            let http =
-                shoal_http::prepare(trackers.http.second, clock.clone()).context("HTTP tracker")?;
+            let http = shoal_http::prepare(trackers.http.second, clock.clone())
+                .context("HTTP tracker (under [http] in the config)")?;
             all.push(http.named("HTTP tracker", "http"));
         }
         if trackers.ws.first.enabled {
-            let ws = shoal_ws::prepare(trackers.ws.second, clock).context("WebTorrent tracker")?;
+            let ws = shoal_ws::prepare(trackers.ws.second, clock)
+                .context("WebTorrent tracker (under [ws] in the config)")?;
             all.push(ws.named("WebTorrent tracker", "ws"));
         }
         Ok(all)

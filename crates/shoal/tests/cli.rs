@@ -41,6 +41,36 @@ fn udp_subcommand_takes_the_udp_options() {
     assert!(String::from_utf8_lossy(&help.stdout).starts_with("shoal udp "));
 }
 
+#[test]
+fn a_start_up_error_names_the_trackers_section() {
+    let taken = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().port();
+    let dir = std::env::temp_dir().join(format!("shoal-cli-section-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = dir.join("shoal.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[udp.network]\naddress_ipv4 = \"127.0.0.1:{port}\"\nuse_ipv6 = false\n\
+             [http]\nenabled = false\n[ws]\nenabled = false\n"
+        ),
+    )
+    .unwrap();
+    let run = Command::new(BINARY)
+        .arg("-c")
+        .arg(&config)
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(run.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(
+        stderr.contains("UDP tracker (under [udp] in the config): cannot bind UDP")
+            && stderr.contains("change network.address_ipv4"),
+        "{stderr}"
+    );
+}
+
 /// `shoal` with no arguments serves on the default public addresses; talk to it over
 /// 127.0.0.1. Skipped when something else holds the port or the host has no IPv6.
 /// A child process that is killed if the test fails before it stops it, so a failed
