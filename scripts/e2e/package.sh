@@ -51,5 +51,7 @@ grep -q 'adduser --system --group' "$WORK/control/postinst" || fail "postinst cr
 grep -q 'chmod 0640 "$config"' "$WORK/control/postinst" ||
     fail "postinst leaves the configs (and any cluster password in them) world-readable"
 grep -q '^User=shoal$' "$root/lib/systemd/system/shoal.service" || fail "the unit does not run as shoal"
-say "control: conffiles, Depends, postinst (system user), units run as shoal"
+grep -q 'install -d -o shoal -g shoal -m 0750 /var/lib/shoal' "$WORK/control/postinst" ||
+    fail "postinst does not create the state directory a config with [state] needs"
+say "control: conffiles, Depends, postinst (system user, state directory), units run as shoal"
 say "passed in $((SECONDS - E2E_START))s"

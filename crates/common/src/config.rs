@@ -239,7 +239,9 @@ impl StateConfig {
             self.directory.is_dir(),
             "directory",
             format!(
-                "{} is not a directory: create it (writable by the tracker) or leave the key empty",
+                "{} is not a directory: create it (writable by the tracker) or leave the key \
+                 empty (under systemd, StateDirectory=shoal creates /var/lib/shoal as the \
+                 service starts: on a fresh install it exists after the first start)",
                 self.directory.display()
             ),
         );
