@@ -1,6 +1,14 @@
-//! The `shoal_ws` binary: config round trip and errors that name the key.
+//! The `shoal_ws` binary: config round trip and errors that name the key, and what a
+//! connection costs the process in memory.
 
-use std::process::Command;
+mod support;
+
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::process::{Command, Stdio};
+
+use serde_json::json;
+use support::*;
 
 const BINARY: &str = env!("CARGO_BIN_EXE_shoal_ws");
 
@@ -42,5 +50,90 @@ fn printed_default_config_round_trips_and_bad_values_are_named() {
         stderr.contains("limits.max_outgoing_messages: must be at least 1"),
         "{stderr}"
     );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The process's resident memory in KiB.
+fn resident_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+/// A child process that is killed if the test fails before it ends.
+struct Child(std::process::Child);
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn a_large_message_leaves_no_lasting_memory_in_its_connection() {
+    let dir = std::env::temp_dir().join(format!("shoal-ws-rss-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = dir.join("ws.toml");
+    std::fs::write(
+        &config,
+        "[network]\naddress_ipv4 = \"127.0.0.1:0\"\nuse_ipv6 = false\n\
+         [per_ip]\nrequests_per_second = 0\n[statistics]\ninterval = 0\n",
+    )
+    .unwrap();
+    let mut child = Child(
+        Command::new(BINARY)
+            .arg("-c")
+            .arg(&config)
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let mut log = BufReader::new(child.0.stderr.take().unwrap());
+    let addr: SocketAddr = loop {
+        let mut line = String::new();
+        assert!(log.read_line(&mut line).unwrap() > 0, "no address logged");
+        if let Some(url) = line.trim().split("listening on ws://").nth(1) {
+            break url.parse().unwrap();
+        }
+    };
+    std::thread::spawn(move || std::io::copy(&mut log, &mut std::io::sink()));
+
+    // Connections that announced once, as browsers do.
+    const CONNECTIONS: usize = 150;
+    let torrent = id("torrent");
+    let mut clients: Vec<_> = (0..CONNECTIONS)
+        .map(|n| {
+            let mut client = connect(addr);
+            client.announce(torrent, id(&format!("peer{n}")), json!({"numwant": 0}));
+            client.receive();
+            client
+        })
+        .collect();
+    let before = resident_kib(child.0.id());
+    // Each sends one large message (a valid announce, padded with whitespace, as an
+    // announce with many offers is large), one after the other.
+    for (n, client) in clients.iter_mut().enumerate() {
+        let announce = json!({
+            "action": "announce",
+            "info_hash": chars(torrent),
+            "peer_id": chars(id(&format!("peer{n}"))),
+            "numwant": 0,
+        });
+        let padded = format!("{}{announce}", " ".repeat(60_000));
+        client
+            .socket
+            .send(tungstenite::Message::text(padded))
+            .unwrap();
+        client.receive();
+    }
+    let after = resident_kib(child.0.id());
+    let per_connection = (after.saturating_sub(before)) * 1024 / CONNECTIONS as u64;
+    // Kept, each would hold its 60 KB read buffer: 9 MB over the 150.
+    assert!(
+        per_connection < 16 * 1024,
+        "{per_connection} bytes more per connection after one large message each ({before} -> {after} KiB)"
+    );
+    drop(clients);
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -20,6 +20,7 @@
 //! client sent: the tracker forwards them without looking inside.
 
 pub mod client;
+pub mod frames;
 pub mod id;
 pub mod opening;
 pub mod server;

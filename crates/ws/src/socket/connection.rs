@@ -23,6 +23,7 @@ use hashbrown::HashMap;
 use shoal_common::executor::{within, write_all_before as write_all};
 use shoal_runtime::per_ip::Verdict;
 use shoal_runtime::shard_for;
+use shoal_ws_protocol::frames::FrameScanner;
 use shoal_ws_protocol::{
     Action, AnnounceEvent, AnnounceRequest, ClientMessage, ErrorResponse, Id20, RawJson,
     ScrapeFile, ScrapeRequest, ScrapeResponse, ServerMessage, parse_client_message,
@@ -68,6 +69,16 @@ const READ_CHUNK: usize = 4096;
 /// hold it while idle (10,000 connections held about 450 MB so in a heap profile under
 /// ws_bench's load). A connection with more waiting keeps it for the next write.
 const WRITE_BUFFER_KEPT: usize = 8 * 1024;
+
+/// tungstenite's settings for a connection: frames written out as they are made (the
+/// task writes them), reads and sizes within the configured limits.
+fn websocket_config(limits: &crate::config::LimitsConfig) -> WebSocketConfig {
+    WebSocketConfig::default()
+        .read_buffer_size(READ_CHUNK)
+        .write_buffer_size(0)
+        .max_message_size(Some(limits.max_message_size))
+        .max_frame_size(Some(limits.max_frame_size))
+}
 
 /// Answers a connection over the limit.
 pub(crate) async fn refuse<S: AsyncWrite + Unpin>(stream: &mut S) {
@@ -165,6 +176,9 @@ struct Session<'a> {
     local: &'a Worker,
     peer: SocketAddr,
     websocket: WebSocketContext,
+    /// Where the client's byte stream stands between frames, to know when the read
+    /// buffer tungstenite grew for a large message can go ([`Session::shrink_read_buffer`]).
+    frames: FrameScanner,
     connection: ConnectionRef,
     queue: Rc<ConnectionQueue>,
     /// Frames waiting to be written to the socket.
@@ -197,11 +211,8 @@ enum Awaited {
 impl<'a> Session<'a> {
     fn new(local: &'a Worker, peer: SocketAddr, leftover: Vec<u8>) -> Self {
         let limits = &local.config.limits;
-        let config = WebSocketConfig::default()
-            .read_buffer_size(READ_CHUNK)
-            .write_buffer_size(0)
-            .max_message_size(Some(limits.max_message_size))
-            .max_frame_size(Some(limits.max_frame_size));
+        let mut frames = FrameScanner::new();
+        frames.scan(&leftover);
         let (connection, queue) = local.state.router.borrow_mut().register(QueueLimit {
             messages: limits.max_outgoing_messages,
             bytes: limits.max_outgoing_bytes,
@@ -209,7 +220,12 @@ impl<'a> Session<'a> {
         Self {
             local,
             peer,
-            websocket: WebSocketContext::from_partially_read(leftover, Role::Server, Some(config)),
+            websocket: WebSocketContext::from_partially_read(
+                leftover,
+                Role::Server,
+                Some(websocket_config(limits)),
+            ),
+            frames,
             connection,
             queue,
             out: Vec::new(),
@@ -256,6 +272,7 @@ impl<'a> Session<'a> {
                 input: &mut &[][..],
                 output: &mut self.out,
             });
+            self.shrink_read_buffer();
             self.queue.set_writing(self.out.len());
             if !self.out.is_empty() {
                 // A client that stops reading blocks this write while its queue fills
@@ -335,9 +352,33 @@ impl<'a> Session<'a> {
         }
     }
 
+    /// Replaces tungstenite's context with a fresh one once a frame larger than its
+    /// initial read buffer arrived and the stream is between messages again.
+    /// tungstenite keeps the capacity of the largest frame it read for the life of
+    /// the connection: without this, every browser that once sent a large announce
+    /// (offers with their session descriptions, up to `limits.max_message_size`)
+    /// would hold that much for hours, and a client could make each of its
+    /// connections hold it with one message. Between messages, after the flush, the
+    /// context holds nothing a fresh one lacks: no partial frame or message, nothing
+    /// to send, and the connection is open (not `closing`).
+    fn shrink_read_buffer(&mut self) {
+        if self.closing
+            || !self.frames.between_messages()
+            || self.frames.largest() <= READ_CHUNK as u64
+        {
+            return;
+        }
+        self.frames.take_largest();
+        self.websocket = WebSocketContext::new(
+            Role::Server,
+            Some(websocket_config(&self.local.config.limits)),
+        );
+    }
+
     /// Hands bytes to tungstenite and serves every complete message; returns whether
     /// there was a tracker message among them.
     fn feed(&mut self, bytes: &[u8]) -> bool {
+        self.frames.scan(bytes);
         let mut heard = false;
         let mut input = bytes;
         let mut out = std::mem::take(&mut self.out);
