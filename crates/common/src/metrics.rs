@@ -629,6 +629,11 @@ pub const OUTGOING_BYTES: &str = "shoal_outgoing_bytes";
 /// Its help line.
 pub const OUTGOING_BYTES_HELP: &str =
     "Bytes waiting to be written to connections now, writes under way included (ws).";
+/// Bytes of WebTorrent messages still arriving.
+pub const INCOMING_BYTES: &str = "shoal_incoming_bytes";
+/// Its help line.
+pub const INCOMING_BYTES_HELP: &str =
+    "Bytes of messages still arriving from connections now, not yet whole (ws).";
 
 #[cfg(test)]
 mod tests {

@@ -113,6 +113,12 @@ pub struct LimitsConfig {
     /// most (counted and logged as a slow reader); a client that keeps up holds next
     /// to nothing.
     pub max_outgoing_bytes_per_worker: usize,
+    /// Bytes of messages still arriving over all connections of one socket worker.
+    /// A client can send most of a message and stop until its idle timeout; without
+    /// this, every connection could hold a message's size that way. Past it, the
+    /// connection holding the most is closed (counted and logged as a slow sender); a
+    /// browser's messages arrive whole at once and hold nothing for long.
+    pub max_incoming_bytes_per_worker: usize,
     /// Batches of requests waiting for each swarm worker. When full, requests get a
     /// "tracker busy" error instead of waiting.
     pub swarm_queue_len: usize,
@@ -135,6 +141,7 @@ impl Default for LimitsConfig {
             max_outgoing_messages: 256,
             max_outgoing_bytes: 1 << 20,
             max_outgoing_bytes_per_worker: 256 << 20,
+            max_incoming_bytes_per_worker: 256 << 20,
             swarm_queue_len: 256,
             io_memory: 1 << 20,
         }
@@ -265,6 +272,13 @@ impl TrackerKind for Ws {
                 limits.max_outgoing_bytes_per_worker >= limits.max_message_size,
                 "max_outgoing_bytes_per_worker",
                 "must be at least max_message_size (one forwarded offer can be that big)",
+            );
+            p.check(
+                limits.max_incoming_bytes_per_worker
+                    >= limits.max_message_size.saturating_add(limits.max_frame_size),
+                "max_incoming_bytes_per_worker",
+                "must be at least max_message_size + max_frame_size (one message under way \
+                 can hold its fragments and the frame being read)",
             );
             shoal_common::memlock::validate_io_memory(p, limits.io_memory);
         });

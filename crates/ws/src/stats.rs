@@ -1,9 +1,9 @@
 //! WebTorrent tracker statistics.
 
 use shoal_common::metrics::{
-    BANS, BANS_HELP, CONNECTIONS, CONNECTIONS_HELP, ERRORS, ERRORS_HELP, OPEN_CONNECTIONS,
-    OPEN_CONNECTIONS_HELP, OUTGOING_BYTES, OUTGOING_BYTES_HELP, REFUSED, REFUSED_HELP, REQUESTS,
-    REQUESTS_HELP, RESPONSES, RESPONSES_HELP,
+    BANS, BANS_HELP, CONNECTIONS, CONNECTIONS_HELP, ERRORS, ERRORS_HELP, INCOMING_BYTES,
+    INCOMING_BYTES_HELP, OPEN_CONNECTIONS, OPEN_CONNECTIONS_HELP, OUTGOING_BYTES,
+    OUTGOING_BYTES_HELP, REFUSED, REFUSED_HELP, REQUESTS, REQUESTS_HELP, RESPONSES, RESPONSES_HELP,
 };
 use shoal_common::observe::{Observation, Observe};
 
@@ -27,6 +27,9 @@ shoal_common::counters! {
         /// Bytes waiting to be written to connections, writes under way included
         /// (a gauge: set, not added; see `limits.max_outgoing_bytes_per_worker`).
         outgoing_bytes,
+        /// Bytes of messages still arriving from connections (a gauge: set, not added;
+        /// see `limits.max_incoming_bytes_per_worker`).
+        incoming_bytes,
         /// Connections that upgraded to WebSocket.
         upgraded,
         /// Upgrade requests refused (malformed, not WebSocket, too big, too slow).
@@ -90,6 +93,9 @@ shoal_common::counters! {
         shed,
         /// Connections closed because they read too slowly (outgoing queue full).
         slow_readers,
+        /// Connections closed because their message under way was the largest when
+        /// the worker's incoming budget was exceeded.
+        slow_senders,
         /// Connections closed by the idle timeout.
         idle_timeouts,
         /// Failed TLS handshakes.
@@ -106,8 +112,8 @@ pub fn summary(now: &StatsSnapshot, before: &StatsSnapshot, seconds: f64) -> Str
     let rate = |count: u64| count as f64 / seconds.max(0.001);
     format!(
         "announces/s {:.0}, offers/s {:.0}, answers/s {:.0}, scrapes/s {:.0}, new connections/s {:.0}, \
-         open connections {}, outgoing bytes {}; per interval: refused answers {}, peer ids taken {}, bad messages {}, oversized {}, \
-         denied {}, rate-limited {}, too many torrents {}, busy {}, slow readers {}, idle timeouts {}, \
+         open connections {}, outgoing bytes {}, incoming bytes {}; per interval: refused answers {}, peer ids taken {}, bad messages {}, oversized {}, \
+         denied {}, rate-limited {}, too many torrents {}, busy {}, slow readers {}, slow senders {}, idle timeouts {}, \
          bad handshakes {}, TLS failures {}, refused connections {} (per client {}), client rate-limited {}, \
          banned {}, new bans {}, {}; torrents {}, peers {}",
         rate(d.announces),
@@ -117,6 +123,7 @@ pub fn summary(now: &StatsSnapshot, before: &StatsSnapshot, seconds: f64) -> Str
         rate(d.accepted),
         now.requests.open_connections,
         now.requests.outgoing_bytes,
+        now.requests.incoming_bytes,
         d.answers_refused,
         d.peer_ids_taken,
         d.bad_messages,
@@ -126,6 +133,7 @@ pub fn summary(now: &StatsSnapshot, before: &StatsSnapshot, seconds: f64) -> Str
         d.too_many_torrents,
         d.shed,
         d.slow_readers,
+        d.slow_senders,
         d.idle_timeouts,
         d.bad_handshakes,
         d.tls_failures,
@@ -199,6 +207,7 @@ impl Observe for SocketTotals {
         }
         for (kind, value) in [
             ("slow_reader", self.slow_readers),
+            ("slow_sender", self.slow_senders),
             ("idle_timeout", self.idle_timeouts),
             ("tls_handshake", self.tls_failures),
         ] {
@@ -217,6 +226,12 @@ impl Observe for SocketTotals {
             OUTGOING_BYTES_HELP,
             &[],
             self.outgoing_bytes as f64,
+        );
+        out.gauge(
+            INCOMING_BYTES,
+            INCOMING_BYTES_HELP,
+            &[],
+            self.incoming_bytes as f64,
         );
     }
 }

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::Sender;
 use futures_lite::{AsyncRead, AsyncWrite};
+use shoal_common::log_budget::LogBudget;
 use shoal_common::metrics::SummaryLine;
 use shoal_common::tls::TlsConfig;
 use shoal_common::tracker_config::{Config, ReverseProxy as _};
@@ -21,7 +22,7 @@ use crate::config::Ws;
 use crate::messages::{Delivery, SwarmRequest};
 use crate::socket::connection::{refuse, serve};
 use crate::socket::router::Router;
-use crate::socket::{State, Worker};
+use crate::socket::{OVERFLOW_LOG_BURST, OVERFLOW_LOG_REFILL, State, Worker};
 use crate::stats::{SharedSocketCounters, SocketTotals, summary};
 use crate::swarm::{SwarmSettings, Swarms};
 
@@ -79,9 +80,17 @@ impl TcpTracker for WsTracker {
         swarms: Vec<Sender<Vec<SwarmRequest>>>,
         local: Option<LocalSwarm<Swarms>>,
     ) -> State {
-        let budget = config.limits.max_outgoing_bytes_per_worker;
+        let limits = &config.limits;
+        let router = Router::new(
+            index,
+            swarms,
+            local,
+            limits.max_outgoing_bytes_per_worker,
+            limits.max_incoming_bytes_per_worker,
+        );
         State {
-            router: Rc::new(RefCell::new(Router::new(index, swarms, local, budget))),
+            router: Rc::new(RefCell::new(router)),
+            overflow_log: RefCell::new(LogBudget::new(OVERFLOW_LOG_BURST, OVERFLOW_LOG_REFILL)),
         }
     }
 
@@ -121,6 +130,12 @@ impl TcpTracker for WsTracker {
             .socket(worker.index)
             .outgoing_bytes
             .store(router.outgoing_bytes() as u64, Ordering::Relaxed);
+        worker
+            .context
+            .stats
+            .socket(worker.index)
+            .incoming_bytes
+            .store(router.incoming_bytes() as u64, Ordering::Relaxed);
     }
 }
 

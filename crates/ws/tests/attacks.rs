@@ -7,13 +7,14 @@
 
 mod support;
 
+use std::io::Write as _;
 use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
 use serde_json::json;
 use shoal_common::testing::eventually;
 use shoal_ws::RunningTracker;
-use shoal_ws_protocol::ServerMessage;
+use shoal_ws_protocol::{Id20, ServerMessage};
 use support::*;
 use tungstenite::Message;
 use tungstenite::protocol::frame::coding::CloseCode;
@@ -462,6 +463,82 @@ fn the_outgoing_gauge_shows_what_waits_for_a_reader_that_never_reads() {
         "{held} bytes held after {sent} offers"
     );
     assert_eq!(tracker.stats().requests.slow_readers, 0);
+}
+
+/// A client's text frame of `declared` payload bytes (masked with a zero key, so the
+/// payload goes as it is), cut after `sent` of them.
+fn text_frame_start(declared: usize, payload: &[u8]) -> Vec<u8> {
+    let mut frame = vec![0x81, 0x80 | 126];
+    frame.extend_from_slice(&u16::try_from(declared).unwrap().to_be_bytes());
+    frame.extend_from_slice(&[0; 4]);
+    frame.extend_from_slice(payload);
+    frame
+}
+
+/// An announce for `peer` in `torrent`, padded with leading spaces to `size` bytes.
+fn padded_announce(torrent: Id20, peer: &str, size: usize) -> Vec<u8> {
+    let announce = json!({
+        "action": "announce",
+        "info_hash": chars(torrent),
+        "peer_id": chars(id(peer)),
+        "numwant": 0,
+    })
+    .to_string();
+    let mut padded = vec![b' '; size - announce.len()];
+    padded.extend_from_slice(announce.as_bytes());
+    padded
+}
+
+#[test]
+fn messages_sent_in_part_are_cut_off_by_the_worker_budget_largest_first() {
+    let mut config = unlimited();
+    config.socket_workers = 1;
+    config.limits.max_message_size = 64 * 1024;
+    config.limits.max_frame_size = 64 * 1024;
+    config.limits.max_incoming_bytes_per_worker = 128 * 1024;
+    let tracker = start(config);
+    let torrent = id("torrent");
+    const SIZE: usize = 65_000;
+    let mut senders: Vec<_> = [("large", 60_000), ("medium", 50_000), ("late", 30_000)]
+        .into_iter()
+        .map(|(peer, sent)| {
+            let mut client = joined(v4(&tracker), torrent, peer);
+            let message = padded_announce(torrent, peer, SIZE);
+            (client.socket.get_mut())
+                .write_all(&text_frame_start(SIZE, &message[..sent]))
+                .unwrap();
+            // Each part is in before the next client sends: the gauge (set every
+            // 100 ms) has seen it.
+            let held: u64 = 8 + sent as u64;
+            let before = tracker.stats().requests.incoming_bytes;
+            if peer != "late" {
+                assert!(eventually(|| {
+                    tracker.stats().requests.incoming_bytes >= before + held
+                }));
+            }
+            (client, message, sent)
+        })
+        .collect();
+    // The late one took the worker past 128 KiB: the largest part went, with its
+    // connection, and only it.
+    let (large, _, _) = &mut senders[0];
+    let frame = large.close_frame().expect("a close frame");
+    assert_eq!(frame.code, CloseCode::Policy);
+    assert_eq!(frame.reason.as_str(), "message arriving too slowly");
+    assert!(eventually(|| tracker.stats().requests.slow_senders == 1));
+    for (client, message, sent) in &mut senders[1..] {
+        client
+            .socket
+            .get_mut()
+            .write_all(&message[*sent..])
+            .unwrap();
+        assert!(matches!(
+            client.receive(),
+            ServerMessage::AnnounceResponse(_)
+        ));
+    }
+    assert!(eventually(|| tracker.stats().requests.incoming_bytes == 0));
+    assert_eq!(tracker.stats().requests.slow_senders, 1);
 }
 
 #[test]

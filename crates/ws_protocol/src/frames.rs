@@ -20,6 +20,9 @@ pub struct FrameScanner {
     in_message: bool,
     /// The largest frame (header and payload) since [`FrameScanner::take_largest`].
     largest: u64,
+    /// Bytes since the stream was last between messages: what the parser holds of
+    /// the message under way (fragments read, and the frame being read).
+    held: u64,
 }
 
 /// Two bytes, up to eight of extended length, four of mask.
@@ -39,11 +42,14 @@ impl FrameScanner {
                     .unwrap_or(usize::MAX)
                     .min(bytes.len());
                 self.payload_left -= taken as u64;
+                self.held += taken as u64;
                 bytes = &bytes[taken..];
+                self.forget_if_between();
                 continue;
             }
             self.header[self.header_len] = bytes[0];
             self.header_len += 1;
+            self.held += 1;
             bytes = &bytes[1..];
             if let Some(payload) = self.complete_header() {
                 let first = self.header[0];
@@ -57,7 +63,16 @@ impl FrameScanner {
                 self.largest = self.largest.max(self.header_len as u64 + payload);
                 self.payload_left = payload;
                 self.header_len = 0;
+                self.forget_if_between();
             }
+        }
+    }
+
+    /// Once a message (or a control frame between messages) is whole, the parser
+    /// holds nothing of it.
+    fn forget_if_between(&mut self) {
+        if self.between_messages() {
+            self.held = 0;
         }
     }
 
@@ -87,6 +102,12 @@ impl FrameScanner {
     /// message under way.
     pub fn between_messages(&self) -> bool {
         self.header_len == 0 && self.payload_left == 0 && !self.in_message
+    }
+
+    /// Bytes of the message under way received so far (its fragments and the frame
+    /// being read, headers included); 0 between messages.
+    pub fn held(&self) -> u64 {
+        self.held
     }
 
     /// The largest frame seen since the last call (header included), and starts
@@ -150,6 +171,13 @@ mod tests {
             scanner.scan(std::slice::from_ref(byte));
             let expected = at + 1 == first_end || at + 1 == stream.len();
             assert_eq!(scanner.between_messages(), expected, "after byte {at}");
+            let held = if at < first_end {
+                at + 1
+            } else {
+                at + 1 - first_end
+            };
+            let held = if expected { 0 } else { held };
+            assert_eq!(scanner.held(), held as u64, "after byte {at}");
         }
         // In chunks of every size, the same end state.
         for chunk in 1..40 {
@@ -168,6 +196,11 @@ mod tests {
         let mut scanner = FrameScanner::new();
         scanner.scan(&whole[..8]);
         assert!(!scanner.between_messages());
+        assert_eq!(
+            scanner.held(),
+            8,
+            "what arrived, not what the header declares"
+        );
         assert_eq!(
             scanner.largest(),
             whole.len() as u64,

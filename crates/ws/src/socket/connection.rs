@@ -21,6 +21,7 @@ use std::time::{Duration, Instant};
 use futures_lite::{AsyncRead, AsyncReadExt as _, AsyncWrite, AsyncWriteExt as _};
 use hashbrown::HashMap;
 use shoal_common::executor::{within, write_all_before as write_all};
+use shoal_common::log_budget::left_out;
 use shoal_runtime::per_ip::Verdict;
 use shoal_runtime::shard_for;
 use shoal_ws_protocol::frames::FrameScanner;
@@ -265,8 +266,8 @@ impl<'a> Session<'a> {
                 self.write_delivery(message);
             }
             if self.queue.overflowed() && !self.closing {
-                self.slow_reader();
-                self.close(CloseCode::Policy, "reading too slowly");
+                let reason = self.report_overflow();
+                self.close(CloseCode::Policy, reason);
             }
             let _ = self.websocket.flush(&mut Io {
                 input: &mut &[][..],
@@ -288,7 +289,7 @@ impl<'a> Session<'a> {
                 .await;
                 if !written {
                     if self.queue.overflowed() {
-                        self.slow_reader();
+                        self.report_overflow();
                     }
                     self.queue.set_writing(0);
                     return;
@@ -333,22 +334,48 @@ impl<'a> Session<'a> {
         }
     }
 
-    fn slow_reader(&self) {
-        self.local.counters.borrow_mut().slow_readers += 1;
+    /// Counts and logs why the connection's queue overflowed; returns the reason for
+    /// its close frame.
+    fn report_overflow(&self) -> &'static str {
         let limits = &self.local.config.limits;
-        if self.queue.overflow_reason() == Some(Overflow::Worker) {
+        let reason = self.queue.overflow_reason();
+        {
+            let mut counters = self.local.counters.borrow_mut();
+            match reason {
+                Some(Overflow::Sender) => counters.slow_senders += 1,
+                _ => counters.slow_readers += 1,
+            }
+        }
+        let logged = self
+            .local
+            .state
+            .overflow_log
+            .borrow_mut()
+            .take(Instant::now());
+        if let Some(unlogged) = logged {
+            let why = match reason {
+                Some(Overflow::Sender) => format!(
+                    "its message under way was the largest when this worker's {} bytes of messages still arriving were exceeded",
+                    limits.max_incoming_bytes_per_worker,
+                ),
+                Some(Overflow::Worker) => format!(
+                    "it held the most of this worker's {} bytes waiting to be written",
+                    limits.max_outgoing_bytes_per_worker,
+                ),
+                Some(Overflow::Connection) | None => format!(
+                    "it reads too slowly (over {} messages or {} bytes waiting)",
+                    limits.max_outgoing_messages, limits.max_outgoing_bytes,
+                ),
+            };
             log::info!(
-                "closing the connection of {}: it held the most of this worker's {} bytes waiting to be written",
+                "closing the connection of {}: {why}{}",
                 self.peer,
-                limits.max_outgoing_bytes_per_worker,
+                left_out(unlogged)
             );
-        } else {
-            log::info!(
-                "closing the connection of {}: it reads too slowly (over {} messages or {} bytes waiting)",
-                self.peer,
-                limits.max_outgoing_messages,
-                limits.max_outgoing_bytes,
-            );
+        }
+        match reason {
+            Some(Overflow::Sender) => "message arriving too slowly",
+            _ => "reading too slowly",
         }
     }
 
@@ -379,6 +406,12 @@ impl<'a> Session<'a> {
     /// there was a tracker message among them.
     fn feed(&mut self, bytes: &[u8]) -> bool {
         self.frames.scan(bytes);
+        let held = usize::try_from(self.frames.held()).unwrap_or(usize::MAX);
+        self.local
+            .state
+            .router
+            .borrow()
+            .note_receiving(&self.queue, held);
         let mut heard = false;
         let mut input = bytes;
         let mut out = std::mem::take(&mut self.out);

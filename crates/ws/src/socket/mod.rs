@@ -14,6 +14,8 @@ pub(crate) mod router;
 use std::cell::RefCell;
 use std::rc::Rc;
 
+use shoal_common::log_budget::LogBudget;
+
 use self::router::Router;
 use crate::tracker::WsTracker;
 
@@ -25,4 +27,13 @@ pub(crate) type Worker = shoal_runtime::tcp::Worker<WsTracker>;
 pub(crate) struct State {
     /// Requests on their way to swarm workers, messages on their way to connections.
     pub(crate) router: Rc<RefCell<Router>>,
+    /// Connections closed for a limit of their queue or of the worker's budgets: a
+    /// client can provoke these at will, so the log gets a few in a row and then one
+    /// now and then (each is counted either way).
+    pub(crate) overflow_log: RefCell<LogBudget>,
 }
+
+/// Overflow closes logged in a row, then one per [`OVERFLOW_LOG_REFILL`].
+pub(crate) const OVERFLOW_LOG_BURST: u32 = 20;
+/// See [`OVERFLOW_LOG_BURST`].
+pub(crate) const OVERFLOW_LOG_REFILL: std::time::Duration = std::time::Duration::from_secs(10);

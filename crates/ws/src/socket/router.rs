@@ -45,7 +45,12 @@ pub(crate) struct ConnectionQueue {
     limit: QueueLimit,
     /// The socket worker's budget, which counts `bytes` and `writing` until the queue
     /// overflows (the connection is closing then) or is dropped.
-    budget: Rc<OutgoingBudget>,
+    budget: Rc<ByteBudget>,
+    /// Bytes of a message the client is still sending, as the connection last said
+    /// ([`Router::note_receiving`]).
+    receiving: Cell<usize>,
+    /// The socket worker's budget for those, which counts `receiving` likewise.
+    incoming: Rc<ByteBudget>,
 }
 
 /// Which limit a queue ran into.
@@ -55,16 +60,20 @@ pub(crate) enum Overflow {
     Connection,
     /// The socket worker's budget, and this connection held the most.
     Worker,
+    /// The socket worker's budget for messages still arriving, and this connection's
+    /// was the largest.
+    Sender,
 }
 
-/// Bytes waiting to be written over all connections of one socket worker.
+/// Bytes held for all connections of one socket worker, in one direction: waiting to
+/// be written, or of messages still arriving.
 #[derive(Debug)]
-pub(crate) struct OutgoingBudget {
+pub(crate) struct ByteBudget {
     limit: usize,
     used: Cell<usize>,
 }
 
-impl OutgoingBudget {
+impl ByteBudget {
     pub(crate) fn new(limit: usize) -> Self {
         Self {
             limit,
@@ -100,7 +109,7 @@ impl std::fmt::Debug for ConnectionQueue {
 }
 
 impl ConnectionQueue {
-    fn new(limit: QueueLimit, budget: Rc<OutgoingBudget>) -> Self {
+    fn new(limit: QueueLimit, budget: Rc<ByteBudget>, incoming: Rc<ByteBudget>) -> Self {
         Self {
             messages: RefCell::new(VecDeque::new()),
             bytes: Cell::new(0),
@@ -109,6 +118,8 @@ impl ConnectionQueue {
             overflowed: Cell::new(None),
             limit,
             budget,
+            receiving: Cell::new(0),
+            incoming,
         }
     }
 
@@ -156,6 +167,15 @@ impl ConnectionQueue {
         self.messages.borrow().is_empty()
     }
 
+    /// Counts `bytes` as what this connection holds of a message still arriving.
+    fn set_receiving(&self, bytes: usize) {
+        if self.overflowed.get().is_none() {
+            self.incoming.remove(self.receiving.get());
+            self.incoming.add(bytes);
+            self.receiving.set(bytes);
+        }
+    }
+
     /// Bytes this connection holds: waiting, and in the write under way.
     fn holding(&self) -> usize {
         self.bytes.get() + self.writing.get()
@@ -180,6 +200,7 @@ impl ConnectionQueue {
         self.overflowed.set(Some(reason));
         self.budget.remove(self.holding());
         self.writing.set(0);
+        self.incoming.remove(self.receiving.replace(0));
         if reason == Overflow::Worker {
             self.messages.borrow_mut().clear();
             self.bytes.set(0);
@@ -224,6 +245,7 @@ impl Drop for ConnectionQueue {
     fn drop(&mut self) {
         if self.overflowed.get().is_none() {
             self.budget.remove(self.holding());
+            self.incoming.remove(self.receiving.get());
         }
     }
 }
@@ -237,18 +259,21 @@ pub(crate) struct Router {
     connections: HashMap<u64, Rc<ConnectionQueue>>,
     next_connection: u64,
     produced: Vec<(ConnectionRef, ToConnection)>,
-    budget: Rc<OutgoingBudget>,
+    budget: Rc<ByteBudget>,
+    incoming: Rc<ByteBudget>,
 }
 
 impl Router {
     /// A router for `socket_worker` sending to `swarms`, or, when `local` is given,
     /// answering from its own torrents; its connections may hold `outgoing_budget`
-    /// bytes in all.
+    /// bytes waiting to be written in all, and `incoming_budget` of messages still
+    /// arriving.
     pub(crate) fn new(
         socket_worker: usize,
         swarms: Vec<Sender<Vec<SwarmRequest>>>,
         local: Option<LocalSwarm<Swarms>>,
         outgoing_budget: usize,
+        incoming_budget: usize,
     ) -> Self {
         Self {
             socket_worker: socket_worker as u16,
@@ -256,7 +281,34 @@ impl Router {
             connections: HashMap::new(),
             next_connection: 0,
             produced: Vec::new(),
-            budget: Rc::new(OutgoingBudget::new(outgoing_budget)),
+            budget: Rc::new(ByteBudget::new(outgoing_budget)),
+            incoming: Rc::new(ByteBudget::new(incoming_budget)),
+        }
+    }
+
+    /// Bytes of messages still arriving over this worker's connections.
+    pub(crate) fn incoming_bytes(&self) -> usize {
+        self.incoming.used.get()
+    }
+
+    /// Notes that `queue`'s connection holds `bytes` of a message still arriving.
+    /// Past the worker's budget, the connection holding the most is closed (it may be
+    /// this one): clients that each send most of a large message and stop would
+    /// otherwise hold up to `max_connections` times a message's size until their idle
+    /// timeouts, a few hundred kilobytes of upload buying gigabytes of memory for
+    /// minutes.
+    pub(crate) fn note_receiving(&self, queue: &ConnectionQueue, bytes: usize) {
+        queue.set_receiving(bytes);
+        let incoming = &self.incoming;
+        while incoming.used.get() > incoming.limit {
+            let largest = self
+                .connections
+                .values()
+                .filter(|queue| !queue.overflowed())
+                .max_by_key(|queue| queue.receiving.get())
+                .filter(|queue| queue.receiving.get() > 0);
+            let Some(largest) = largest else { break };
+            largest.overflow_with(Overflow::Sender);
         }
     }
 
@@ -274,7 +326,11 @@ impl Router {
     /// A new connection and its queue of at most `limit`.
     pub(crate) fn register(&mut self, limit: QueueLimit) -> (ConnectionRef, Rc<ConnectionQueue>) {
         self.next_connection += 1;
-        let queue = Rc::new(ConnectionQueue::new(limit, Rc::clone(&self.budget)));
+        let queue = Rc::new(ConnectionQueue::new(
+            limit,
+            Rc::clone(&self.budget),
+            Rc::clone(&self.incoming),
+        ));
         self.connections
             .insert(self.next_connection, Rc::clone(&queue));
         let connection = ConnectionRef {
@@ -388,7 +444,7 @@ mod tests {
     };
 
     fn router(budget: usize) -> Router {
-        Router::new(0, Vec::new(), None, budget)
+        Router::new(0, Vec::new(), None, budget, 1 << 20)
     }
 
     #[test]
@@ -479,5 +535,38 @@ mod tests {
         assert_eq!(router.outgoing_bytes(), 0);
         router.push(other.id, message());
         assert_eq!(router.outgoing_bytes(), WEIGHT);
+    }
+
+    #[test]
+    fn past_the_incoming_budget_the_largest_message_under_way_is_closed() {
+        let mut router = Router::new(0, Vec::new(), None, 1 << 20, 1000);
+        let (_, large) = router.register(ROOMY);
+        let (small_connection, small) = router.register(ROOMY);
+        let (_, arriving) = router.register(ROOMY);
+        router.note_receiving(&large, 600);
+        router.note_receiving(&small, 300);
+        assert_eq!(router.incoming_bytes(), 900);
+        // A message completed: nothing held for it any more.
+        router.note_receiving(&small, 0);
+        router.note_receiving(&small, 300);
+        router.note_receiving(&arriving, 100);
+        assert_eq!(router.incoming_bytes(), 1000);
+        assert!(!large.overflowed(), "at the budget, not past it");
+        // Past it: the largest goes, with what it held, not the one whose bytes came.
+        router.note_receiving(&arriving, 150);
+        assert_eq!(large.overflow_reason(), Some(Overflow::Sender));
+        assert!(!small.overflowed() && !arriving.overflowed());
+        assert_eq!(router.incoming_bytes(), 450);
+        // Closing, it counts no more.
+        router.note_receiving(&large, 900);
+        assert_eq!(router.incoming_bytes(), 450);
+        // The sender itself may be the largest.
+        router.note_receiving(&arriving, 800);
+        assert_eq!(arriving.overflow_reason(), Some(Overflow::Sender));
+        assert!(!small.overflowed());
+        assert_eq!(router.incoming_bytes(), 300);
+        router.unregister(small_connection);
+        drop(small);
+        assert_eq!(router.incoming_bytes(), 0);
     }
 }
