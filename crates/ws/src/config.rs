@@ -113,10 +113,11 @@ pub struct LimitsConfig {
     /// most (counted and logged as a slow reader); a client that keeps up holds next
     /// to nothing.
     pub max_outgoing_bytes_per_worker: usize,
-    /// Bytes of messages still arriving over all connections of one socket worker.
-    /// A client can send most of a message and stop until its idle timeout; without
-    /// this, every connection could hold a message's size that way. Past it, the
-    /// connection holding the most is closed (counted and logged as a slow sender); a
+    /// Bytes of messages still arriving over all connections of one socket worker,
+    /// each frame under way counted whole from its header on. A client can send most
+    /// of a message and stop until its idle timeout; without this, every connection
+    /// could hold a message's size that way. Past it, the connection whose message has
+    /// been arriving longest is closed (counted and logged as a slow sender); a
     /// browser's messages arrive whole at once and hold nothing for long.
     pub max_incoming_bytes_per_worker: usize,
     /// Batches of requests waiting for each swarm worker. When full, requests get a

@@ -93,8 +93,8 @@ shoal_common::counters! {
         shed,
         /// Connections closed because they read too slowly (outgoing queue full).
         slow_readers,
-        /// Connections closed because their message under way was the largest when
-        /// the worker's incoming budget was exceeded.
+        /// Connections closed because their message under way had been arriving
+        /// longest when the worker's incoming budget was exceeded.
         slow_senders,
         /// Connections closed by the idle timeout.
         idle_timeouts,

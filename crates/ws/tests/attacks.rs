@@ -465,8 +465,8 @@ fn the_outgoing_gauge_shows_what_waits_for_a_reader_that_never_reads() {
     assert_eq!(tracker.stats().requests.slow_readers, 0);
 }
 
-/// A client's text frame of `declared` payload bytes (masked with a zero key, so the
-/// payload goes as it is), cut after `sent` of them.
+/// The start of a client's text frame of `declared` payload bytes (masked with a zero
+/// key, so the payload goes as it is): its header and `payload`, the first bytes.
 fn text_frame_start(declared: usize, payload: &[u8]) -> Vec<u8> {
     let mut frame = vec![0x81, 0x80 | 126];
     frame.extend_from_slice(&u16::try_from(declared).unwrap().to_be_bytes());
@@ -490,7 +490,7 @@ fn padded_announce(torrent: Id20, peer: &str, size: usize) -> Vec<u8> {
 }
 
 #[test]
-fn messages_sent_in_part_are_cut_off_by_the_worker_budget_largest_first() {
+fn messages_sent_in_part_are_cut_off_by_the_worker_budget_oldest_first() {
     let mut config = unlimited();
     config.socket_workers = 1;
     config.limits.max_message_size = 64 * 1024;
@@ -498,31 +498,37 @@ fn messages_sent_in_part_are_cut_off_by_the_worker_budget_largest_first() {
     config.limits.max_incoming_bytes_per_worker = 128 * 1024;
     let tracker = start(config);
     let torrent = id("torrent");
-    const SIZE: usize = 65_000;
-    let mut senders: Vec<_> = [("large", 60_000), ("medium", 50_000), ("late", 30_000)]
+    // (peer, message size, bytes sent of it): each part counts whole, as its frame
+    // header declares (the parser sets that much aside), not as sent.
+    let parts = [
+        ("first", 40_000, 20_000),
+        ("second", 65_000, 50_000),
+        ("late", 30_000, 10_000),
+    ];
+    let mut senders: Vec<_> = parts
         .into_iter()
-        .map(|(peer, sent)| {
+        .map(|(peer, size, sent)| {
             let mut client = joined(v4(&tracker), torrent, peer);
-            let message = padded_announce(torrent, peer, SIZE);
+            let message = padded_announce(torrent, peer, size);
+            let before = tracker.stats().requests.incoming_bytes;
             (client.socket.get_mut())
-                .write_all(&text_frame_start(SIZE, &message[..sent]))
+                .write_all(&text_frame_start(size, &message[..sent]))
                 .unwrap();
             // Each part is in before the next client sends: the gauge (set every
             // 100 ms) has seen it.
-            let held: u64 = 8 + sent as u64;
-            let before = tracker.stats().requests.incoming_bytes;
             if peer != "late" {
+                let declared = 8 + size as u64;
                 assert!(eventually(|| {
-                    tracker.stats().requests.incoming_bytes >= before + held
+                    tracker.stats().requests.incoming_bytes >= before + declared
                 }));
             }
             (client, message, sent)
         })
         .collect();
-    // The late one took the worker past 128 KiB: the largest part went, with its
-    // connection, and only it.
-    let (large, _, _) = &mut senders[0];
-    let frame = large.close_frame().expect("a close frame");
+    // The late one took the worker past 128 KiB (40,008 + 65,008 + 30,008): the
+    // oldest part went, with its connection, and only it, though another is larger.
+    let (first, _, _) = &mut senders[0];
+    let frame = first.close_frame().expect("a close frame");
     assert_eq!(frame.code, CloseCode::Policy);
     assert_eq!(frame.reason.as_str(), "message arriving too slowly");
     assert!(eventually(|| tracker.stats().requests.slow_senders == 1));

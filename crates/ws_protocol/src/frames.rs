@@ -20,8 +20,8 @@ pub struct FrameScanner {
     in_message: bool,
     /// The largest frame (header and payload) since [`FrameScanner::take_largest`].
     largest: u64,
-    /// Bytes since the stream was last between messages: what the parser holds of
-    /// the message under way (fragments read, and the frame being read).
+    /// Bytes since the stream was last between messages: what the parser has read
+    /// of the message under way (fragments read, and the frame being read).
     held: u64,
 }
 
@@ -37,35 +37,59 @@ impl FrameScanner {
     /// Follows `bytes`, the next bytes of the stream.
     pub fn scan(&mut self, mut bytes: &[u8]) {
         while !bytes.is_empty() {
-            if self.payload_left > 0 {
-                let taken = usize::try_from(self.payload_left)
-                    .unwrap_or(usize::MAX)
-                    .min(bytes.len());
-                self.payload_left -= taken as u64;
-                self.held += taken as u64;
-                bytes = &bytes[taken..];
-                self.forget_if_between();
-                continue;
-            }
-            self.header[self.header_len] = bytes[0];
-            self.header_len += 1;
-            self.held += 1;
-            bytes = &bytes[1..];
-            if let Some(payload) = self.complete_header() {
-                let first = self.header[0];
-                let opcode = first & 0x0f;
-                let fin = first & 0x80 != 0;
-                // Data frames (continuation 0, text 1, binary 2, reserved 3-7) open or
-                // close a message; control frames (8-15) may come in between.
-                if opcode < 8 {
-                    self.in_message = !fin;
-                }
-                self.largest = self.largest.max(self.header_len as u64 + payload);
-                self.payload_left = payload;
-                self.header_len = 0;
-                self.forget_if_between();
+            bytes = &bytes[self.step(bytes)..];
+        }
+    }
+
+    /// How many of `bytes` (the next bytes of the stream) lead to the last point
+    /// where the stream is between messages: 0 if it never is within them. A
+    /// connection hands its parser that many first, so that the buffer a large message
+    /// grew can go even when the next message starts in the same read.
+    pub fn last_boundary(&self, bytes: &[u8]) -> usize {
+        let mut probe = self.clone();
+        let (mut at, mut boundary) = (0, 0);
+        while at < bytes.len() {
+            at += probe.step(&bytes[at..]);
+            if probe.between_messages() {
+                boundary = at;
             }
         }
+        boundary
+    }
+
+    /// Follows the first bytes of `bytes` (not empty): the rest of a payload, or one
+    /// header byte. Returns how many it took.
+    fn step(&mut self, bytes: &[u8]) -> usize {
+        if self.payload_left > 0 {
+            let taken = usize::try_from(self.payload_left)
+                .unwrap_or(usize::MAX)
+                .min(bytes.len());
+            self.payload_left -= taken as u64;
+            self.held += taken as u64;
+            self.forget_if_between();
+            return taken;
+        }
+        self.header[self.header_len] = bytes[0];
+        self.header_len += 1;
+        self.held += 1;
+        if let Some(payload) = self.complete_header() {
+            let first = self.header[0];
+            let opcode = first & 0x0f;
+            let fin = first & 0x80 != 0;
+            // Data frames (continuation 0, text 1, binary 2, reserved 3-7) open or
+            // close a message; control frames (8-15) may come in between.
+            if opcode < 8 {
+                self.in_message = !fin;
+            }
+            // A 64-bit length may be anything a client writes: saturate.
+            self.largest = self
+                .largest
+                .max((self.header_len as u64).saturating_add(payload));
+            self.payload_left = payload;
+            self.header_len = 0;
+            self.forget_if_between();
+        }
+        1
     }
 
     /// Once a message (or a control frame between messages) is whole, the parser
@@ -104,10 +128,12 @@ impl FrameScanner {
         self.header_len == 0 && self.payload_left == 0 && !self.in_message
     }
 
-    /// Bytes of the message under way received so far (its fragments and the frame
-    /// being read, headers included); 0 between messages.
+    /// Bytes the parser holds or has set aside for the message under way: its
+    /// fragments so far and the frame being read, headers included, that frame counted
+    /// whole as its header declares (tungstenite reserves room for a frame's payload
+    /// once it has read the header, before the payload comes); 0 between messages.
     pub fn held(&self) -> u64 {
-        self.held
+        self.held.saturating_add(self.payload_left)
     }
 
     /// The largest frame seen since the last call (header included), and starts
@@ -159,10 +185,25 @@ mod tests {
 
     #[test]
     fn any_split_of_the_stream_is_followed() {
-        let mut stream = text(true, 300);
-        stream.extend(text(false, 10));
-        stream.extend(frame(OpCode::Control(Control::Ping), true, b"hi"));
-        stream.extend(frame(OpCode::Data(Data::Continue), true, b"rest"));
+        let frames = [
+            text(true, 300),
+            text(false, 10),
+            frame(OpCode::Control(Control::Ping), true, b"hi"),
+            frame(OpCode::Data(Data::Continue), true, b"rest"),
+        ];
+        // (start, end of header, end) of each frame; every header here is 6 bytes or
+        // 8 (the 300-byte payload's 16-bit length), a mask included.
+        let mut frame_ends = Vec::new();
+        let mut stream = Vec::new();
+        for frame in &frames {
+            let header = if frame.len() > 300 { 8 } else { 6 };
+            frame_ends.push((
+                stream.len(),
+                stream.len() + header,
+                stream.len() + frame.len(),
+            ));
+            stream.extend(frame);
+        }
         // After each byte: between messages only at the end of the first frame and at
         // the very end (the ping inside the fragmented message does not end it).
         let first_end = text(true, 300).len();
@@ -171,12 +212,23 @@ mod tests {
             scanner.scan(std::slice::from_ref(byte));
             let expected = at + 1 == first_end || at + 1 == stream.len();
             assert_eq!(scanner.between_messages(), expected, "after byte {at}");
-            let held = if at < first_end {
+            // Once a header is whole its frame counts whole: what arrived of the
+            // message, plus what its frame under way still declares.
+            let arrived = if at < first_end {
                 at + 1
             } else {
                 at + 1 - first_end
             };
-            let held = if expected { 0 } else { held };
+            let (_, header_end, end) = *frame_ends
+                .iter()
+                .find(|&&(start, _, end)| start <= at && at < end)
+                .expect("in a frame");
+            let declared = if at + 1 >= header_end {
+                end - (at + 1)
+            } else {
+                0
+            };
+            let held = if expected { 0 } else { arrived + declared };
             assert_eq!(scanner.held(), held as u64, "after byte {at}");
         }
         // In chunks of every size, the same end state.
@@ -194,12 +246,14 @@ mod tests {
     fn a_header_alone_is_a_frame_under_way() {
         let whole = text(true, 65_000);
         let mut scanner = FrameScanner::new();
-        scanner.scan(&whole[..8]);
+        scanner.scan(&whole[..7]);
+        assert_eq!(scanner.held(), 7, "a header under way is what arrived");
+        scanner.scan(&whole[7..8]);
         assert!(!scanner.between_messages());
         assert_eq!(
             scanner.held(),
-            8,
-            "what arrived, not what the header declares"
+            whole.len() as u64,
+            "the frame its header declares, which the parser reserves"
         );
         assert_eq!(
             scanner.largest(),
@@ -208,5 +262,43 @@ mod tests {
         );
         scanner.scan(&whole[8..]);
         assert!(scanner.between_messages());
+        assert_eq!(scanner.held(), 0);
+    }
+
+    #[test]
+    fn the_largest_length_a_header_can_declare_saturates() {
+        let mut header = vec![0x81, 0xff];
+        header.extend([0xff; 8]);
+        header.extend([1, 2, 3, 4]);
+        let mut scanner = FrameScanner::new();
+        scanner.scan(&header);
+        assert_eq!(scanner.largest(), u64::MAX);
+        assert_eq!(scanner.held(), u64::MAX);
+    }
+
+    #[test]
+    fn the_last_boundary_is_where_the_stream_was_last_between_messages() {
+        let large = text(true, 65_000);
+        let small = text(true, 20);
+        let mut stream = large.clone();
+        stream.extend(&small);
+        stream.extend(&small[..1]);
+        let scanner = FrameScanner::new();
+        assert_eq!(scanner.last_boundary(&stream), large.len() + small.len());
+        assert_eq!(scanner.last_boundary(&large[..100]), 0, "never between");
+        assert_eq!(scanner.last_boundary(&large), large.len());
+        assert_eq!(scanner.last_boundary(&[]), 0);
+        // A fragmented message is not over at its first frame's end, nor at a ping
+        // inside it.
+        let mut fragmented = text(false, 10);
+        fragmented.extend(frame(OpCode::Control(Control::Ping), true, b"hi"));
+        assert_eq!(scanner.last_boundary(&fragmented), 0);
+        // It leaves the scanner as it was.
+        let mut scanner = FrameScanner::new();
+        scanner.scan(&large[..10]);
+        let before = (scanner.held(), scanner.largest());
+        let rest = &stream[10..];
+        assert_eq!(scanner.last_boundary(rest), stream.len() - 1 - 10);
+        assert_eq!((scanner.held(), scanner.largest()), before);
     }
 }

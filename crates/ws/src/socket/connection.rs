@@ -269,10 +269,7 @@ impl<'a> Session<'a> {
                 let reason = self.report_overflow();
                 self.close(CloseCode::Policy, reason);
             }
-            let _ = self.websocket.flush(&mut Io {
-                input: &mut &[][..],
-                output: &mut self.out,
-            });
+            self.flush_frames();
             self.shrink_read_buffer();
             self.queue.set_writing(self.out.len());
             if !self.out.is_empty() {
@@ -355,7 +352,7 @@ impl<'a> Session<'a> {
         if let Some(unlogged) = logged {
             let why = match reason {
                 Some(Overflow::Sender) => format!(
-                    "its message under way was the largest when this worker's {} bytes of messages still arriving were exceeded",
+                    "its message under way had been arriving longest when this worker's {} bytes of messages still arriving were exceeded",
                     limits.max_incoming_bytes_per_worker,
                 ),
                 Some(Overflow::Worker) => format!(
@@ -402,9 +399,36 @@ impl<'a> Session<'a> {
         );
     }
 
+    /// Moves the frames tungstenite queued (pongs, a close) into `out`.
+    fn flush_frames(&mut self) {
+        let _ = self.websocket.flush(&mut Io {
+            input: &mut &[][..],
+            output: &mut self.out,
+        });
+    }
+
     /// Hands bytes to tungstenite and serves every complete message; returns whether
     /// there was a tracker message among them.
+    ///
+    /// A large message and the start of the next can come in one read, and then the
+    /// stream is never between messages after a read: tungstenite gets the bytes up
+    /// to the last point between messages first, and its grown buffer goes there.
+    /// Otherwise a client could keep each connection's 64 KiB with one write of a
+    /// large message and one byte more.
     fn feed(&mut self, bytes: &[u8]) -> bool {
+        let boundary = self.frames.last_boundary(bytes);
+        if boundary == 0 || boundary == bytes.len() {
+            return self.feed_part(bytes);
+        }
+        let heard = self.feed_part(&bytes[..boundary]);
+        self.flush_frames();
+        self.shrink_read_buffer();
+        self.feed_part(&bytes[boundary..]) || heard
+    }
+
+    /// [`feed`](Self::feed) for bytes in which the stream is between messages at most
+    /// at their end.
+    fn feed_part(&mut self, bytes: &[u8]) -> bool {
         self.frames.scan(bytes);
         let held = usize::try_from(self.frames.held()).unwrap_or(usize::MAX);
         self.local

@@ -49,6 +49,9 @@ pub(crate) struct ConnectionQueue {
     /// Bytes of a message the client is still sending, as the connection last said
     /// ([`Router::note_receiving`]).
     receiving: Cell<usize>,
+    /// When that message started arriving: the router's count of messages started in
+    /// part at the time ([`Router::note_receiving`]), so the lowest is the oldest.
+    receiving_since: Cell<u64>,
     /// The socket worker's budget for those, which counts `receiving` likewise.
     incoming: Rc<ByteBudget>,
 }
@@ -119,6 +122,7 @@ impl ConnectionQueue {
             limit,
             budget,
             receiving: Cell::new(0),
+            receiving_since: Cell::new(0),
             incoming,
         }
     }
@@ -261,6 +265,9 @@ pub(crate) struct Router {
     produced: Vec<(ConnectionRef, ToConnection)>,
     budget: Rc<ByteBudget>,
     incoming: Rc<ByteBudget>,
+    /// Messages that started arriving in part over this worker's connections (a
+    /// clock for which started first).
+    parts_started: Cell<u64>,
 }
 
 impl Router {
@@ -283,6 +290,7 @@ impl Router {
             produced: Vec::new(),
             budget: Rc::new(ByteBudget::new(outgoing_budget)),
             incoming: Rc::new(ByteBudget::new(incoming_budget)),
+            parts_started: Cell::new(0),
         }
     }
 
@@ -292,23 +300,30 @@ impl Router {
     }
 
     /// Notes that `queue`'s connection holds `bytes` of a message still arriving.
-    /// Past the worker's budget, the connection holding the most is closed (it may be
-    /// this one): clients that each send most of a large message and stop would
-    /// otherwise hold up to `max_connections` times a message's size until their idle
-    /// timeouts, a few hundred kilobytes of upload buying gigabytes of memory for
-    /// minutes.
+    /// Past the worker's budget, the connection whose message has been arriving
+    /// longest is closed (it may be this one): clients that each send most of a large
+    /// message and stop would otherwise hold up to `max_connections` times a
+    /// message's size until their idle timeouts, a few hundred kilobytes of upload
+    /// buying gigabytes of memory for minutes. The oldest, not the largest: a
+    /// browser's large announce arrives within moments, while parts left hanging to
+    /// fill the budget grow old, and with the largest a client holding the budget
+    /// nearly full in small parts could have every large announce closed.
     pub(crate) fn note_receiving(&self, queue: &ConnectionQueue, bytes: usize) {
+        if queue.receiving.get() == 0 && bytes > 0 {
+            let started = self.parts_started.get();
+            self.parts_started.set(started + 1);
+            queue.receiving_since.set(started);
+        }
         queue.set_receiving(bytes);
         let incoming = &self.incoming;
         while incoming.used.get() > incoming.limit {
-            let largest = self
+            let oldest = self
                 .connections
                 .values()
-                .filter(|queue| !queue.overflowed())
-                .max_by_key(|queue| queue.receiving.get())
-                .filter(|queue| queue.receiving.get() > 0);
-            let Some(largest) = largest else { break };
-            largest.overflow_with(Overflow::Sender);
+                .filter(|queue| !queue.overflowed() && queue.receiving.get() > 0)
+                .min_by_key(|queue| queue.receiving_since.get());
+            let Some(oldest) = oldest else { break };
+            oldest.overflow_with(Overflow::Sender);
         }
     }
 
@@ -538,29 +553,33 @@ mod tests {
     }
 
     #[test]
-    fn past_the_incoming_budget_the_largest_message_under_way_is_closed() {
+    fn past_the_incoming_budget_the_oldest_message_under_way_is_closed() {
         let mut router = Router::new(0, Vec::new(), None, 1 << 20, 1000);
-        let (_, large) = router.register(ROOMY);
+        let (_, hanging) = router.register(ROOMY);
         let (small_connection, small) = router.register(ROOMY);
         let (_, arriving) = router.register(ROOMY);
-        router.note_receiving(&large, 600);
+        router.note_receiving(&hanging, 300);
         router.note_receiving(&small, 300);
-        assert_eq!(router.incoming_bytes(), 900);
-        // A message completed: nothing held for it any more.
+        assert_eq!(router.incoming_bytes(), 600);
+        // A message completed: nothing held for it any more, and the next one is new.
         router.note_receiving(&small, 0);
         router.note_receiving(&small, 300);
-        router.note_receiving(&arriving, 100);
+        router.note_receiving(&arriving, 400);
         assert_eq!(router.incoming_bytes(), 1000);
-        assert!(!large.overflowed(), "at the budget, not past it");
-        // Past it: the largest goes, with what it held, not the one whose bytes came.
-        router.note_receiving(&arriving, 150);
-        assert_eq!(large.overflow_reason(), Some(Overflow::Sender));
+        assert!(!hanging.overflowed(), "at the budget, not past it");
+        // Past it: the oldest part goes, with what it held, though it is the
+        // smallest and not the one whose bytes came.
+        router.note_receiving(&arriving, 450);
+        assert_eq!(hanging.overflow_reason(), Some(Overflow::Sender));
         assert!(!small.overflowed() && !arriving.overflowed());
-        assert_eq!(router.incoming_bytes(), 450);
+        assert_eq!(router.incoming_bytes(), 750);
         // Closing, it counts no more.
-        router.note_receiving(&large, 900);
-        assert_eq!(router.incoming_bytes(), 450);
-        // The sender itself may be the largest.
+        router.note_receiving(&hanging, 900);
+        assert_eq!(router.incoming_bytes(), 750);
+        // A part that keeps growing stays as old as its start: `small` finishes and
+        // starts another message, now newer than `arriving`, so the sender goes.
+        router.note_receiving(&small, 0);
+        router.note_receiving(&small, 300);
         router.note_receiving(&arriving, 800);
         assert_eq!(arriving.overflow_reason(), Some(Overflow::Sender));
         assert!(!small.overflowed());
