@@ -55,6 +55,15 @@ documents before 2026-11-24 ran it.
 to every round, compared with the plain floor as "floor+NAME / floor": what a
 different way into the kernel would save any responder. --floors-only leaves shoal
 out.
+
+--shoal-variant NAME=DIR (repeatable) adds a run of DIR/shoal_udp to every round, set
+up as "shoal-kernel-buffer" is and compared with the plain floor as
+"shoal+NAME / floor": an experimental build (an upper bound, a change under test)
+measured in the same rounds as the floor and the current build. Environment
+variables reach every tracker, so a build may take its settings from them.
+
+  scripts/bench/floor.py --rounds 4 --load-testers shoal --tracker-quota 0.7 \
+      --shoal-variant bound=/tmp/bound-target/release
 """
 import argparse
 import os
@@ -76,6 +85,10 @@ class Floor(udp_bench.Bench):
     def tracker_cmd(self, tracker, **options):
         if tracker.startswith("floor+"):
             return super().tracker_cmd("floor") + self.a.variants[tracker]
+        if tracker.startswith("shoal+"):
+            command = super().tracker_cmd("shoal", recv_buffer=0, **options)
+            command[0] = os.path.join(self.a.shoal_variants[tracker], "shoal_udp")
+            return command
         if tracker == "shoal-kernel-buffer":
             return super().tracker_cmd("shoal", recv_buffer=0, **options)
         if tracker == "floor-one-by-one":
@@ -118,6 +131,12 @@ def main():
     p.add_argument("--floor-variant", action="append", default=[], metavar="NAME=ARGS",
                    help="also run the floor with ARGS (e.g. batch256=\"--batch 256\"), "
                         "compared with the plain floor; repeatable")
+    p.add_argument("--shoal-variant", action="append", default=[], metavar="NAME=DIR",
+                   help="also run DIR/shoal_udp with the kernel's buffer, compared with the "
+                        "plain floor; repeatable")
+    p.add_argument("--kernel-pair-only", action="store_true",
+                   help="leave out the 8 MiB pair (shoal, floor-deep): not like-for-like once "
+                        "shoal shrinks an overflowing queue, and 40%% of a round's time")
     p.add_argument("--floors-only", action="store_true",
                    help="run only the floor and its --floor-variant runs, no shoal")
     p.add_argument("--tracker-quota", type=float, metavar="SHARE",
@@ -133,6 +152,15 @@ def main():
         if not sep or not name or not args.split():
             p.error(f"--floor-variant {spec!r}: expected NAME=ARGS")
         a.variants[f"floor+{name}"] = args.split()
+    a.shoal_variants = {}
+    for spec in a.shoal_variant:
+        name, sep, directory = spec.partition("=")
+        if not sep or not name or not directory:
+            p.error(f"--shoal-variant {spec!r}: expected NAME=DIR")
+        require_binaries(directory, ["shoal_udp"], f"build the variant's shoal_udp into {directory}")
+        a.shoal_variants[f"shoal+{name}"] = directory
+    if a.floors_only and a.shoal_variants:
+        p.error("--floors-only runs no shoal: leave out --shoal-variant")
     if a.floors_only and not a.variants:
         p.error("--floors-only needs at least one --floor-variant")
     a.workers, a.load_workers = 0, 0
@@ -152,9 +180,11 @@ def main():
         install_aquatic(a.aquatic_dir, ["aquatic_udp_load_test"])
     require_idle(a.max_load, a.force)
     bench = Floor(a)
-    pairs = ([] if a.floors_only else PAIRS) + [(variant, "floor") for variant in a.variants]
-    trackers = ["floor"] if a.floors_only else [t for pair in PAIRS for t in pair]
-    trackers += (["floor-one-by-one"] if a.one_by_one else []) + list(a.variants)
+    extra = list(a.variants) + list(a.shoal_variants)
+    shoal_pairs = PAIRS[1:] if a.kernel_pair_only else PAIRS
+    pairs = ([] if a.floors_only else shoal_pairs) + [(variant, "floor") for variant in extra]
+    trackers = ["floor"] if a.floors_only else [t for pair in shoal_pairs for t in pair]
+    trackers += (["floor-one-by-one"] if a.one_by_one else []) + extra
     loads = [load for load in ("shoal", "aquatic") if load in wanted and (load == "shoal" or a.aquatic_dir)]
     for load in loads:
         runs = {t: [] for t in trackers}
