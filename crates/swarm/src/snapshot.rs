@@ -269,6 +269,10 @@ const fn peer_width<X: SnapshotData>(key: usize) -> usize {
 }
 
 impl<X: SnapshotData> Record<'_, X> {
+    /// The IPv4 peers: (address, seconds left, seeder, data). A peer on port 0 listens
+    /// nowhere and is left out, as an announce from one is never stored: records
+    /// written before that rule (a state file, an older node of a cluster) would
+    /// otherwise bring such peers back.
     pub(crate) fn v4_peers(&self) -> impl Iterator<Item = (V4Addr, u32, bool, X)> + '_ {
         let width = peer_width::<X>(V4_KEY);
         self.peers[..self.v4_count * width]
@@ -278,8 +282,10 @@ impl<X: SnapshotData> Record<'_, X> {
                 let (left, seeder, extra) = peer_tail::<X>(&peer[V4_KEY..]);
                 (key, left, seeder, extra)
             })
+            .filter(|(key, ..)| key.port() != 0)
     }
 
+    /// The IPv6 peers, as [`v4_peers`](Self::v4_peers).
     pub(crate) fn v6_peers(&self) -> impl Iterator<Item = (V6Addr, u32, bool, X)> + '_ {
         let width = peer_width::<X>(V6_KEY);
         self.peers[self.v4_count * peer_width::<X>(V4_KEY)..]
@@ -289,6 +295,7 @@ impl<X: SnapshotData> Record<'_, X> {
                 let (left, seeder, extra) = peer_tail::<X>(&peer[V6_KEY..]);
                 (key, left, seeder, extra)
             })
+            .filter(|(key, ..)| key.port() != 0)
     }
 }
 

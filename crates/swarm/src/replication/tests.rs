@@ -209,3 +209,24 @@ fn a_snapshot_record_applies_as_changes() {
 }
 
 use rand::SeedableRng as _;
+
+#[test]
+fn a_change_from_an_older_node_adds_no_peer_on_port_zero() {
+    let zero_v4 = V4Addr::new([10, 0, 0, 1].into(), 0);
+    let zero_v6 = V6Addr::new("2001:db8::2".parse().unwrap(), 0);
+    let mut log = ChangeLog::default();
+    // `record` writes what it is given, as a node from before the rule did.
+    log.record(&hash(1), &zero_v4, 600, true, &[7; 20], 0);
+    log.record(&hash(1), &zero_v6, 600, false, &[8; 20], 0);
+    log.record(&hash(2), &zero_v4, 600, false, &[7; 20], 0);
+    log.record(&hash(2), &v4(3), 600, false, &[9; 20], 0);
+    let mut map = map();
+    let done = map
+        .apply_changes(&log.take(), 0, ServerTime(0), all)
+        .unwrap();
+    assert_eq!(done.peers_added, 1);
+    assert_eq!(map.peer_count(), 1);
+    assert_eq!(map.torrent_count(), 1, "no torrent for port-0 peers alone");
+    assert!(map.peer(&hash(2), &zero_v4).is_none());
+    assert!(map.peer(&hash(2), &v4(3)).is_some());
+}

@@ -308,3 +308,32 @@ fn capacity_limits_hold_while_restoring() {
     assert_eq!(restored.peers + restored.over_capacity, 4);
     assert_eq!(map.peer_count(), restored.peers);
 }
+
+/// `bytes` with every `from` replaced by `to` (addresses in their wire form).
+fn replaced(bytes: &[u8], from: &[u8], to: &[u8]) -> Vec<u8> {
+    let mut out = bytes.to_vec();
+    let mut at = 0;
+    while let Some(found) = out[at..].windows(from.len()).position(|w| w == from) {
+        out[at + found..at + found + to.len()].copy_from_slice(to);
+        at += found + to.len();
+    }
+    out
+}
+
+#[test]
+fn peers_on_port_zero_from_older_records_are_not_restored() {
+    let now = ServerTime(100);
+    let bytes = snapshot(&sample_map(now), now);
+    // As an older tracker wrote them: 10.0.0.1 and 2001:db8::3 announced port 0.
+    let zero_v4 = V4Addr::new([10, 0, 0, 1].into(), 0);
+    let zero_v6 = V6Addr::new("2001:db8::3".parse().unwrap(), 0);
+    let bytes = replaced(&bytes, &v4(1).0, &zero_v4.0);
+    let bytes = replaced(&bytes, &v6(3).0, &zero_v6.0);
+    let mut map = BitTorrentMap::<()>::new(TIMEOUT, Capacity::UNLIMITED);
+    let restored = map.restore(&bytes, 0, now, |_| true).unwrap();
+    assert_eq!((restored.torrents, restored.peers), (2, 2));
+    assert_eq!(map.peer_count(), 2);
+    assert!(map.peer(&hash(1), &zero_v4).is_none());
+    assert!(map.peer(&hash(1), &zero_v6).is_none());
+    assert!(map.peer(&hash(1), &v4(2)).is_some(), "the others come back");
+}
