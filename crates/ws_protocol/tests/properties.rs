@@ -212,3 +212,34 @@ fn error_replies_are_what_the_reference_client_reads() {
         r#"{"action":"announce","info_hash":"zzzzzzzzzzzzzzzzzzzz","failure reason":"info hash not allowed"}"#
     );
 }
+
+proptest! {
+    /// The frame scanner takes any bytes, split anywhere, without panicking; the
+    /// boundary it names is one: the stream is between messages there, and the
+    /// scanner, fed the bytes in two parts at any split, ends where it would fed them
+    /// at once.
+    #[test]
+    fn the_frame_scanner_follows_any_bytes_split_anywhere(
+        bytes in proptest::collection::vec(any::<u8>(), 0..300),
+        split in any::<prop::sample::Index>(),
+    ) {
+        use shoal_ws_protocol::frames::FrameScanner;
+        let scanner = FrameScanner::new();
+        let boundary = scanner.last_boundary(&bytes);
+        prop_assert!(boundary <= bytes.len());
+        if boundary > 0 {
+            let mut upto = FrameScanner::new();
+            upto.scan(&bytes[..boundary]);
+            prop_assert!(upto.between_messages());
+            prop_assert_eq!(upto.held(), 0);
+        }
+        let at = split.index(bytes.len() + 1);
+        let (mut whole, mut parts) = (FrameScanner::new(), FrameScanner::new());
+        whole.scan(&bytes);
+        parts.scan(&bytes[..at]);
+        parts.scan(&bytes[at..]);
+        prop_assert_eq!(whole.between_messages(), parts.between_messages());
+        prop_assert_eq!(whole.held(), parts.held());
+        prop_assert_eq!(whole.largest(), parts.largest());
+    }
+}
