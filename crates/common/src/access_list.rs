@@ -93,7 +93,7 @@ impl AccessList {
 
     /// Reads and parses a file.
     pub fn load(path: &Path) -> anyhow::Result<Self> {
-        let text = std::fs::read_to_string(path)
+        let text = crate::files::read_to_string_bounded(path, crate::files::MAX_ACCESS_LIST_FILE)
             .with_context(|| format!("cannot read access list {}", path.display()))?;
         Self::parse(&text).with_context(|| format!("in access list {}", path.display()))
     }
@@ -203,8 +203,9 @@ impl AccessControl {
             return Ok(old);
         }
         let path = self.path.display();
-        let text = std::fs::read_to_string(&self.path)
-            .with_context(|| format!("cannot read access list {path}"))?;
+        let text =
+            crate::files::read_to_string_bounded(&self.path, crate::files::MAX_ACCESS_LIST_FILE)
+                .with_context(|| format!("cannot read access list {path}"))?;
         if !text.is_empty() && !text.ends_with('\n') {
             anyhow::bail!(
                 "access list {path} does not end with a newline: it looks cut short or still \

@@ -168,11 +168,17 @@ pub fn run_cli_with_args<C: TrackerConfig>(
         }
     };
     if let Command::PrintEffective { .. } = command {
+        for notice in config.notices() {
+            logging::print_error(&format!("{}: warning: {notice}", app.name));
+        }
         print!("{}", config::to_toml(&config));
         return ExitCode::SUCCESS;
     }
     logging::init(&config.logging());
     log::info!("{} {} starting", app.name, app.version);
+    for notice in config.notices() {
+        log::warn!("config: {notice}");
+    }
     match run(config) {
         Ok(()) => {
             log::info!("{} stopped", app.name);

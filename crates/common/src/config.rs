@@ -38,19 +38,54 @@ pub trait TrackerConfig: TomlConfig + Default + Serialize + DeserializeOwned {
         self.validate(&mut problems);
         problems.into_result()
     }
+
+    /// What validation found worth a warning but not a refusal (a retired key), as
+    /// `key: note` lines; the binaries log them once logging is set up.
+    fn notices(&self) -> Vec<String> {
+        let mut problems = Problems::default();
+        self.validate(&mut problems);
+        problems
+            .notices
+            .into_iter()
+            .map(|(key, note)| format!("{key}: {note}"))
+            .collect()
+    }
 }
 
-/// Bad values found by validation, each with the dotted key it belongs to.
+/// Bad values found by validation, each with the dotted key it belongs to, and
+/// notices that do not stop a start.
 #[derive(Debug, Default)]
 pub struct Problems {
     found: Vec<(String, String)>,
+    notices: Vec<(String, String)>,
 }
 
 impl Problems {
+    /// Records a notice about `key`: worth a warning in the log, not a refusal.
+    pub fn notice(&mut self, key: &str, note: impl fmt::Display) {
+        self.notices.push((key.to_string(), note.to_string()));
+    }
+
     /// Records a problem with `key` unless `ok`.
     pub fn check(&mut self, ok: bool, key: &str, problem: impl fmt::Display) {
         if !ok {
             self.add(key, problem);
+        }
+    }
+
+    /// Records a problem with `key` unless `value` is within `range`: every size and
+    /// count a config holds has an upper bound too, so that a typo (an extra digit, a
+    /// value meant for another key) is refused with its key at start instead of
+    /// aborting on an allocation or taking the host's memory later.
+    pub fn within<T: PartialOrd + fmt::Display>(
+        &mut self,
+        key: &str,
+        value: T,
+        range: std::ops::RangeInclusive<T>,
+    ) {
+        if !range.contains(&value) {
+            let (low, high) = range.into_inner();
+            self.add(key, format!("must be between {low} and {high}"));
         }
     }
 
@@ -63,12 +98,10 @@ impl Problems {
     pub fn section(&mut self, prefix: &str, validate: impl FnOnce(&mut Problems)) {
         let mut nested = Problems::default();
         validate(&mut nested);
-        self.found.extend(
-            nested
-                .found
-                .into_iter()
-                .map(|(key, problem)| (format!("{prefix}.{key}"), problem)),
-        );
+        let prefixed = |(key, text): (String, String)| (format!("{prefix}.{key}"), text);
+        self.found.extend(nested.found.into_iter().map(prefixed));
+        self.notices
+            .extend(nested.notices.into_iter().map(prefixed));
     }
 
     /// Whether nothing was found.
@@ -99,7 +132,7 @@ impl fmt::Display for Problems {
 
 /// Reads, parses and validates a config file.
 pub fn load<C: TrackerConfig>(path: &Path) -> anyhow::Result<C> {
-    let text = std::fs::read_to_string(path)
+    let text = crate::files::read_to_string_bounded(path, crate::files::MAX_CONFIG_FILE)
         .with_context(|| format!("cannot read config file {}", path.display()))?;
     parse(&text).with_context(|| format!("in config file {}", path.display()))
 }
@@ -124,7 +157,7 @@ pub fn load_effective<C: TrackerConfig>(
 ) -> anyhow::Result<C> {
     let config = match path {
         Some(path) => {
-            let text = std::fs::read_to_string(path)
+            let text = crate::files::read_to_string_bounded(path, crate::files::MAX_CONFIG_FILE)
                 .with_context(|| format!("cannot read config file {}", path.display()))?;
             parse_unchecked::<C>(&text)
                 .with_context(|| format!("in config file {}", path.display()))?
@@ -361,11 +394,7 @@ impl ClusterConfig {
             "timeout_ms",
             "must be 10 to 60000",
         );
-        problems.check(
-            self.backlog >= 1 << 20,
-            "backlog",
-            "must be at least 1048576 (1 MiB)",
-        );
+        problems.within("backlog", self.backlog, 1 << 20..=1 << 36);
     }
 }
 

@@ -15,6 +15,7 @@
 //! * [`process_metrics`]: the process's memory, CPU and file descriptors under the
 //!   standard `process_*` metric names, read from `/proc` when scraped.
 //! * [`env_overrides`]: `SHOAL__SECTION__KEY` variables over the file.
+//! * [`files`]: reading the files an operator names, regular files only, bounded.
 //! * [`access_list`]: allow/deny lists of info hashes, swapped atomically on reload so
 //!   workers never wait for it.
 //! * [`supervisor`]: named worker threads; if one panics or returns, the process exits.
@@ -50,6 +51,7 @@ pub mod cpu;
 pub mod env_overrides;
 #[cfg(feature = "glommio")]
 pub mod executor;
+pub mod files;
 pub mod heartbeat;
 pub mod http_head;
 pub mod io_uring;

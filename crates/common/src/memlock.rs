@@ -17,11 +17,9 @@ pub const MIN_IO_MEMORY: usize = 64 * 1024;
 
 /// Checks a `limits.io_memory` value.
 pub fn validate_io_memory(problems: &mut crate::Problems, io_memory: usize) {
-    problems.check(
-        io_memory >= MIN_IO_MEMORY,
-        "io_memory",
-        format!("must be at least {MIN_IO_MEMORY}"),
-    );
+    // Locked memory per socket worker: 1 GiB is far past what a worker's io_uring
+    // buffers can use.
+    problems.within("io_memory", io_memory, MIN_IO_MEMORY..=1 << 30);
 }
 
 /// Locked memory needed for `executors` executors with `io_memory` bytes each.

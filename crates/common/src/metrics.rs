@@ -613,7 +613,7 @@ pub const ERRORS_HELP: &str = "Failures that are not refusals, by kind (send fai
 /// Bans started.
 pub const BANS: &str = "shoal_bans";
 /// Its help line.
-pub const BANS_HELP: &str = "Temporary bans started (sustained abuse, sprayed connection ids).";
+pub const BANS_HELP: &str = "Temporary bans started (sustained abuse from a proven address).";
 /// Connections accepted.
 pub const CONNECTIONS: &str = "shoal_connections_accepted";
 /// Its help line.

@@ -14,20 +14,27 @@ use rustls::ServerConfig;
 use rustls::pki_types::pem::PemObject as _;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
+/// Most bytes of a certificate or key file: a chain of a few certificates is a few
+/// kilobytes.
+const MAX_PEM_FILE: u64 = 1 << 20;
+
 /// Reads a certificate chain and a private key (PKCS#8, PKCS#1/RSA or SEC1/EC) and
 /// builds a server config for HTTP/1.1 (which WebSocket upgrades from too).
 pub fn load_server_config(
     certificate: &Path,
     private_key: &Path,
 ) -> anyhow::Result<Arc<ServerConfig>> {
-    let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(certificate)
-        .with_context(|| format!("cannot read certificate file {}", certificate.display()))?
+    let pem = crate::files::read_bounded(certificate, MAX_PEM_FILE)
+        .with_context(|| format!("cannot read certificate file {}", certificate.display()))?;
+    let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(&pem)
         .collect::<Result<_, _>>()
         .with_context(|| format!("invalid PEM in certificate file {}", certificate.display()))?;
     if chain.is_empty() {
         bail!("no certificate in {}", certificate.display());
     }
-    let key = PrivateKeyDer::from_pem_file(private_key).with_context(|| {
+    let pem = crate::files::read_bounded(private_key, MAX_PEM_FILE)
+        .with_context(|| format!("cannot read private key file {}", private_key.display()))?;
+    let key = PrivateKeyDer::from_pem_slice(&pem).with_context(|| {
         format!(
             "no usable private key (PKCS#8, PKCS#1 or SEC1) in {}",
             private_key.display()

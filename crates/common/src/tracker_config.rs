@@ -39,6 +39,11 @@ const FILE_NOTE: &str = "Every key is optional; a key left out keeps the default
 /// The most socket or swarm workers a config may ask for.
 pub const MAX_WORKERS: usize = 1024;
 
+/// The longest queue of batches a swarm worker may have (`limits.swarm_queue_len`):
+/// each slot is allocated up front, and a swarm worker that many batches behind is
+/// seconds behind already.
+pub const MAX_SWARM_QUEUE_LEN: usize = 1 << 16;
+
 /// One config section: what serde, `-p` and equality need.
 pub trait Section:
     Clone + Debug + Default + PartialEq + Eq + Serialize + DeserializeOwned + TomlConfig + 'static
@@ -214,10 +219,10 @@ impl<T: TrackerKind> TrackerConfig for Config<T> {
             );
         });
         problems.section("limits", |p| {
-            p.check(
-                self.limits.swarm_queue_len() >= 1,
+            p.within(
                 "swarm_queue_len",
-                "must be at least 1",
+                self.limits.swarm_queue_len(),
+                1..=MAX_SWARM_QUEUE_LEN,
             );
         });
         T::validate(self, problems);
@@ -273,15 +278,16 @@ impl Default for CapacityConfig {
 }
 
 impl CapacityConfig {
-    /// Records problems: every limit must allow something.
+    /// Records problems: every limit must allow something, and no more than a
+    /// machine could hold (about 140 bytes a torrent, 24 a peer).
     pub fn validate(&self, problems: &mut Problems) {
-        for (key, value) in [
-            ("max_torrents", self.max_torrents),
-            ("max_peers", self.max_peers),
-            ("max_peers_per_torrent", self.max_peers_per_torrent),
-        ] {
-            problems.check(value >= 1, key, "must be at least 1");
-        }
+        problems.within("max_torrents", self.max_torrents, 1..=1 << 32);
+        problems.within("max_peers", self.max_peers, 1..=1 << 36);
+        problems.within(
+            "max_peers_per_torrent",
+            self.max_peers_per_torrent,
+            1..=1 << 32,
+        );
     }
 }
 
@@ -309,9 +315,12 @@ pub struct PerIpConfig {
     pub ban_after: u32,
     /// Seconds a ban lasts; its requests are dropped meanwhile. 0 turns bans off.
     pub ban_duration: u32,
-    /// UDP: requests with a bad or expired connection id a client may send per minute
-    /// before it is banned (sprayed ids are guesses). 0: never ban for this.
-    pub bad_connection_ids_per_minute: u32,
+    /// Retired: older versions banned a UDP client for sending bad connection ids,
+    /// which let anyone get any address banned with forged packets. A request with a
+    /// bad connection id is now dropped without counting against anyone; the key is
+    /// still read (with a warning) so that older config files start.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bad_connection_ids_per_minute: Option<u32>,
     /// TCP (HTTP, WebTorrent): open connections one client may have at once; more are
     /// refused with a 503. 0 turns the limit off.
     pub max_connections: usize,
@@ -331,7 +340,7 @@ impl Default for PerIpConfig {
             burst: 1000,
             ban_after: 30,
             ban_duration: 600,
-            bad_connection_ids_per_minute: 600,
+            bad_connection_ids_per_minute: None,
             max_connections: 256,
             ipv4_prefix_len: 32,
             ipv6_prefix_len: 64,
@@ -343,6 +352,13 @@ impl Default for PerIpConfig {
 impl PerIpConfig {
     /// Records problems.
     pub fn validate(&self, problems: &mut Problems) {
+        if self.bad_connection_ids_per_minute.is_some() {
+            problems.notice(
+                "bad_connection_ids_per_minute",
+                "retired and ignored (bad connection ids no longer count against the \
+                 address they claim, which may be forged); remove the line",
+            );
+        }
         problems.check(
             self.requests_per_second == 0 || self.burst >= 1,
             "burst",
@@ -363,6 +379,7 @@ impl PerIpConfig {
             "table_size",
             "must be between 16 and 16777216",
         );
+        problems.within("max_connections", self.max_connections, 0..=1 << 24);
     }
 }
 

@@ -131,11 +131,7 @@ impl TrackerKind for Http {
         let network = &config.network;
         problems.section("network", |p| {
             network.validate_tls(p);
-            p.check(
-                network.max_connections >= 1,
-                "max_connections",
-                "must be at least 1",
-            );
+            p.within("max_connections", network.max_connections, 1..=1 << 20);
             p.check(
                 network.idle_timeout >= 1,
                 "idle_timeout",

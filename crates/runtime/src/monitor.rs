@@ -10,12 +10,20 @@
 //! * `GET /health`: `200 ok` while every tracker serves, `503` once one stops or has a
 //!   worker stuck (`shoal_common::heartbeat`).
 //!
-//! It serves one short request at a time with tight timeouts: it is for a scraper and
-//! an operator, not for the public (the configuration says to keep it private).
+//! It is for a scraper and an operator, not for the public (the configuration says to
+//! keep it private), but it must stay answerable wherever its port is reachable: many
+//! connections at once on one thread, each with a deadline, and a cap at which the
+//! oldest gives way ([`clients`]).
+//!
+//! # Layout
+//!
+//! * [`clients`]: the connections, their deadlines and the cap.
+//! * here: the answers (metrics, statistics, health).
+
+mod clients;
 
 use std::fmt::Write as _;
-use std::io::{Read as _, Write as _};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpListener};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -35,10 +43,6 @@ use crate::running::Monitored;
 pub const RATE_WINDOW: Duration = Duration::from_secs(10);
 /// Largest swarms listed on the statistics page.
 pub const LARGEST: usize = 10;
-/// How long one client may take to send its request or read the answer.
-const CLIENT_TIMEOUT: Duration = Duration::from_secs(2);
-/// Largest request head read.
-const MAX_REQUEST: usize = 8192;
 
 /// Binds the endpoint (before privileges are dropped, so a low port works).
 pub fn bind(address: SocketAddr) -> anyhow::Result<TcpListener> {
@@ -59,7 +63,7 @@ pub fn spawn(
 ) -> anyhow::Result<()> {
     let address = listener.local_addr()?;
     log::info!("metrics, statistics and health on http://{address}/ (/metrics, /stats, /health)");
-    let mut endpoint = Endpoint {
+    let endpoint = Endpoint {
         trackers,
         started: Instant::now(),
         rates: Rates::default(),
@@ -67,22 +71,21 @@ pub fn spawn(
     std::thread::Builder::new()
         .name("monitor".into())
         .spawn(move || {
-            while !shutdown.is_requested() {
-                endpoint.rates.sample(&endpoint.trackers);
-                match listener.accept() {
-                    Ok((stream, _)) => {
-                        if let Err(err) = endpoint.serve(stream) {
-                            log::debug!("monitoring request: {err}");
-                        }
-                    }
-                    Err(err) if err.kind() == std::io::ErrorKind::WouldBlock => {
-                        std::thread::sleep(Duration::from_millis(20));
-                    }
-                    Err(err) => {
-                        log::warn!("monitoring endpoint: cannot accept: {err}");
-                        std::thread::sleep(Duration::from_millis(100));
-                    }
-                }
+            let endpoint = std::cell::RefCell::new(endpoint);
+            let served = clients::serve(
+                listener,
+                &shutdown,
+                |head| endpoint.borrow().respond(head),
+                || {
+                    let mut endpoint = endpoint.borrow_mut();
+                    let Endpoint {
+                        rates, trackers, ..
+                    } = &mut *endpoint;
+                    rates.sample(trackers);
+                },
+            );
+            if let Err(err) = served {
+                log::error!("monitoring endpoint stopped: {err}");
             }
         })
         .context("cannot start the monitoring thread")?;
@@ -147,24 +150,9 @@ impl Answer {
 }
 
 impl Endpoint {
-    fn serve(&mut self, mut stream: TcpStream) -> std::io::Result<()> {
-        stream.set_nonblocking(false)?;
-        stream.set_read_timeout(Some(CLIENT_TIMEOUT))?;
-        stream.set_write_timeout(Some(CLIENT_TIMEOUT))?;
-        let deadline = Instant::now() + CLIENT_TIMEOUT;
-        let mut head = Vec::with_capacity(512);
-        let mut buffer = [0u8; 1024];
-        while !head.windows(4).any(|w| w == b"\r\n\r\n") {
-            if head.len() > MAX_REQUEST || Instant::now() > deadline {
-                return Ok(());
-            }
-            let n = stream.read(&mut buffer)?;
-            if n == 0 {
-                return Ok(());
-            }
-            head.extend_from_slice(&buffer[..n]);
-        }
-        let text = String::from_utf8_lossy(&head);
+    /// The whole answer to a request `head`, status line to body.
+    fn respond(&self, head: &[u8]) -> Vec<u8> {
+        let text = String::from_utf8_lossy(head);
         let line = text.lines().next().unwrap_or_default();
         let openmetrics = text.lines().any(|header| {
             header.to_ascii_lowercase().starts_with("accept:")
@@ -187,7 +175,7 @@ impl Endpoint {
         if method != "HEAD" {
             out.push_str(&answer.body);
         }
-        stream.write_all(out.as_bytes())
+        out.into_bytes()
     }
 
     /// The answer for `path`; `openmetrics` when the client accepts that format.

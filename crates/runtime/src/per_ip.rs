@@ -1,8 +1,15 @@
 //! Per-client limits: a request rate per IP address (or IPv6 network), and temporary
-//! bans for sustained abuse or for spraying bad UDP connection ids.
+//! bans for sustained abuse.
+//!
+//! Only traffic whose source is proven may be counted here: a UDP request carrying a
+//! connection id issued to its address, or a TCP connection (its handshake proved
+//! the address). A UDP source can be forged at will, so counting a connect or a bad
+//! connection id against the address it claims would let anyone get any client (a
+//! whole IPv6 /64, a CGNAT pool) limited or banned for a few kilobytes of forged
+//! packets. Callers check that first; this table cannot tell.
 //!
 //! Each socket worker keeps a [`RateTable`]: a fixed number of slots, so its memory
-//! never grows, whatever sources send (spoofed UDP sources included). A client's slot
+//! never grows, whatever sources send. A client's slot
 //! is found by a keyed hash of its address prefix and a short probe; a newcomer that
 //! finds no free slot takes the one idle the longest, never a banned one while there is
 //! another choice. The worst a flood of spoofed sources can do is make the table forget
@@ -96,9 +103,6 @@ struct Slot {
     /// Seconds spent over the rate lately, and the last such second.
     strikes: u16,
     last_strike: ServerTime,
-    /// Bad connection ids in the current minute, and which minute.
-    bad_ids: u32,
-    bad_ids_minute: u32,
     /// Banned before this time.
     banned_until: ServerTime,
 }
@@ -155,7 +159,7 @@ impl RateTable {
     }
 
     /// Whether `ip` is banned at `now`, without counting a request.
-    pub fn is_banned(&mut self, ip: IpAddr, now: ServerTime) -> bool {
+    pub fn is_banned(&self, ip: IpAddr, now: ServerTime) -> bool {
         let key = self.key(ip);
         self.find(key).is_some_and(|slot| slot.banned_until > now)
     }
@@ -198,29 +202,6 @@ impl RateTable {
             return Verdict::NewBan;
         }
         Verdict::Limited
-    }
-
-    /// Counts a request with a bad connection id from `ip`; returns whether that
-    /// started a ban (more than `bad_connection_ids_per_minute` in one minute).
-    pub fn bad_connection_id(&mut self, ip: IpAddr, now: ServerTime) -> bool {
-        let limit = self.config.bad_connection_ids_per_minute;
-        let ban_duration = self.config.ban_duration;
-        if limit == 0 || ban_duration == 0 {
-            return false;
-        }
-        let key = self.key(ip);
-        let slot = self.slot(key, now);
-        let minute = now.0 / 60;
-        if slot.bad_ids_minute != minute {
-            slot.bad_ids_minute = minute;
-            slot.bad_ids = 0;
-        }
-        slot.bad_ids = slot.bad_ids.saturating_add(1);
-        if slot.bad_ids > limit && slot.banned_until <= now {
-            slot.banned_until = now.plus(ban_duration);
-            return true;
-        }
-        false
     }
 
     fn probe(&self, key: ClientKey) -> usize {
@@ -342,7 +323,6 @@ mod tests {
             burst: 20,
             ban_after: 3,
             ban_duration: 60,
-            bad_connection_ids_per_minute: 5,
             table_size: 64,
             ..PerIpConfig::default()
         }
@@ -409,31 +389,25 @@ mod tests {
     }
 
     #[test]
-    fn spraying_bad_connection_ids_bans() {
-        let mut table = RateTable::new(&config());
-        let client = ip("198.51.100.7");
-        let bans: Vec<bool> = (0..8)
-            .map(|_| table.bad_connection_id(client, ServerTime(5)))
-            .collect();
-        assert_eq!(bans.iter().filter(|b| **b).count(), 1);
-        assert!(bans[5], "the sixth in a minute");
-        assert_eq!(table.check(client, ServerTime(6)), Verdict::Banned);
-    }
-
-    #[test]
     fn a_flood_of_sources_cannot_grow_the_table_or_evict_a_ban() {
         let mut table = RateTable::new(&config());
         let abuser = ip("203.0.113.66");
-        for _ in 0..6 {
-            table.bad_connection_id(abuser, ServerTime(0));
+        for _ in 0..100 {
+            table.check(abuser, ServerTime(0));
         }
+        for second in 1..4 {
+            for _ in 0..100 {
+                table.check(abuser, ServerTime(second));
+            }
+        }
+        assert!(table.is_banned(abuser, ServerTime(4)));
         for n in 0..100_000u32 {
             let source = IpAddr::from(std::net::Ipv4Addr::from(0x0a00_0000 + n));
-            table.check(source, ServerTime(1));
+            table.check(source, ServerTime(5));
         }
         assert_eq!(table.slots.len(), 64);
         assert!(
-            table.is_banned(abuser, ServerTime(2)),
+            table.is_banned(abuser, ServerTime(6)),
             "bans outlive floods"
         );
     }

@@ -67,6 +67,15 @@ impl StateKind {
             Self::Http => "http.snapshot",
         }
     }
+
+    /// Checks that `records` are whole records of this tracker's peers (UDP peers
+    /// carry nothing more, HTTP peers their peer id).
+    fn check_records(self, records: &[u8]) -> Result<usize, shoal_swarm::RecordError> {
+        match self {
+            Self::Udp => shoal_swarm::check_records::<()>(records),
+            Self::Http => shoal_swarm::check_records::<[u8; 20]>(records),
+        }
+    }
 }
 
 /// A tracker's state at one moment.
@@ -102,7 +111,16 @@ pub enum Refusal {
     Checksum,
     /// Longer than its header says.
     TrailingBytes(u64),
+    /// Taken at a time no clock gives (past [`LATEST_WRITTEN_AT`]).
+    Time(u64),
+    /// The torrents' records are not whole records of this tracker's peers.
+    Records(shoal_swarm::RecordError),
 }
+
+/// The latest time a snapshot may say it was taken: the end of the year 9999, as
+/// Unix seconds. Anything later is damage (and past `i64::MAX` it would not even be
+/// a time the system can hold).
+pub const LATEST_WRITTEN_AT: u64 = 253_402_300_799;
 
 impl std::fmt::Display for Refusal {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -124,6 +142,10 @@ impl std::fmt::Display for Refusal {
                 "checksum mismatch: the file changed after it was written"
             ),
             Self::TrailingBytes(extra) => write!(f, "{extra} bytes after the snapshot's end"),
+            Self::Time(written_at) => {
+                write!(f, "taken at an impossible time ({written_at} s after 1970)")
+            }
+            Self::Records(err) => write!(f, "its torrents are damaged: {err}"),
         }
     }
 }
@@ -163,6 +185,9 @@ impl Snapshot {
             return Err(Refusal::Kind(header[10]));
         }
         let written_at = u64::from_le_bytes(field(12, 8).try_into().expect("8 bytes"));
+        if written_at > LATEST_WRITTEN_AT {
+            return Err(Refusal::Time(written_at));
+        }
         let extras_len = u32::from_le_bytes(field(20, 4).try_into().expect("4 bytes"));
         let records_len = u64::from_le_bytes(field(24, 8).try_into().expect("8 bytes"));
         let checksum = u32::from_le_bytes(field(32, 4).try_into().expect("4 bytes"));
@@ -183,6 +208,7 @@ impl Snapshot {
         if crc.finish() != checksum {
             return Err(Refusal::Checksum);
         }
+        kind.check_records(records).map_err(Refusal::Records)?;
         Ok(Self {
             kind,
             written_at,
@@ -193,7 +219,10 @@ impl Snapshot {
 
     /// When it was taken.
     pub fn taken(&self) -> SystemTime {
-        UNIX_EPOCH + std::time::Duration::from_secs(self.written_at)
+        // `decode` refuses times past LATEST_WRITTEN_AT, which every platform holds.
+        UNIX_EPOCH
+            .checked_add(Duration::from_secs(self.written_at))
+            .unwrap_or(UNIX_EPOCH)
     }
 
     /// Seconds from when it was taken to `now` (0 if the clock went back).
@@ -246,7 +275,9 @@ pub fn write_snapshot(
 
 /// Writes `directory/name` with `write` so that a crash leaves the old file or the new
 /// one, never a mix: a temporary file beside it, synced, renamed over it, and the
-/// directory synced so the rename itself survives a power cut.
+/// directory synced so the rename itself survives a power cut. The file is readable
+/// by its owner only (0600): a snapshot holds the UDP tracker's connection-id key and
+/// every peer's address.
 pub fn write_atomically<T>(
     directory: &Path,
     name: &str,
@@ -254,7 +285,21 @@ pub fn write_atomically<T>(
 ) -> io::Result<T> {
     let target = directory.join(name);
     let temporary = directory.join(format!(".{name}.partial"));
-    let mut file = io::BufWriter::with_capacity(1 << 20, File::create(&temporary)?);
+    let created = {
+        use std::os::unix::fs::OpenOptionsExt as _;
+        fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&temporary)?
+    };
+    // A partial file left by an older version may have had wider permissions.
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        created.set_permissions(fs::Permissions::from_mode(0o600))?;
+    }
+    let mut file = io::BufWriter::with_capacity(1 << 20, created);
     let written = (|| {
         let written = write(&mut file)?;
         let file = file.into_inner().map_err(io::IntoInnerError::into_error)?;
@@ -300,7 +345,9 @@ pub enum Loaded {
 /// overwrite the evidence) and reported; it never stops a start.
 pub fn load(directory: &Path, kind: StateKind) -> Loaded {
     let path = directory.join(kind.file_name());
-    let reason = match fs::read(&path) {
+    // A snapshot is as large as the swarms it holds; only a path that is not a
+    // regular file (a device that never ends) is refused for its size.
+    let reason = match shoal_common::files::read_bounded(&path, u64::MAX) {
         Ok(bytes) => match Snapshot::decode(&bytes, kind) {
             Ok(snapshot) => return Loaded::Snapshot(snapshot),
             Err(refusal) => refusal.to_string(),
@@ -429,12 +476,31 @@ impl Crc32 {
 mod tests {
     use super::*;
 
+    /// Records of `torrents` torrents with two IPv4 peers each, as a UDP tracker
+    /// writes them: info hash, downloads, IPv4 and IPv6 counts, then each peer's
+    /// address, seconds left and seeder flag.
+    fn records(torrents: u8) -> Vec<u8> {
+        let mut records = Vec::new();
+        for n in 0..torrents {
+            records.extend_from_slice(&[n; 20]);
+            records.extend_from_slice(&3u32.to_le_bytes());
+            records.extend_from_slice(&2u32.to_le_bytes());
+            records.extend_from_slice(&0u32.to_le_bytes());
+            for seeder in [0, 1] {
+                records.extend_from_slice(&[127, 0, 0, n, 0x1a, 0xe1]);
+                records.extend_from_slice(&100u32.to_le_bytes());
+                records.push(seeder);
+            }
+        }
+        records
+    }
+
     fn sample() -> Snapshot {
         Snapshot {
             kind: StateKind::Udp,
             written_at: 1_790_000_000,
             extras: vec![1, 2, 3],
-            records: (0..200u8).collect(),
+            records: records(4),
         }
     }
 
@@ -449,7 +515,7 @@ mod tests {
     fn a_snapshot_reads_back_as_written() {
         let snapshot = sample();
         let bytes = snapshot.encode();
-        assert_eq!(bytes.len(), HEADER + 3 + 200);
+        assert_eq!(bytes.len(), HEADER + 3 + 4 * 54);
         assert_eq!(
             Snapshot::decode(&bytes, StateKind::Udp),
             Ok(snapshot.clone())
@@ -526,7 +592,7 @@ mod tests {
         };
         write(&snapshot);
         let mut newer = sample();
-        newer.records.truncate(10);
+        newer.records = records(1);
         write(&newer);
         match load(&directory, StateKind::Udp) {
             Loaded::Snapshot(loaded) => assert_eq!(loaded, newer),
@@ -562,6 +628,96 @@ mod tests {
         }
         // After the refusal the next start finds no file and starts empty.
         assert!(matches!(load(&directory, StateKind::Udp), Loaded::Missing));
+        fs::remove_dir_all(&directory).unwrap();
+    }
+
+    #[test]
+    fn impossible_times_and_damaged_records_are_refused_and_moved_aside() {
+        // Found by an attack: a valid checksum over a time past i64::MAX panicked
+        // every start (the file was not moved aside).
+        for written_at in [LATEST_WRITTEN_AT + 1, i64::MAX as u64 + 1, u64::MAX] {
+            let snapshot = Snapshot {
+                written_at,
+                ..sample()
+            };
+            assert_eq!(
+                Snapshot::decode(&snapshot.encode(), StateKind::Udp),
+                Err(Refusal::Time(written_at))
+            );
+        }
+        let latest = Snapshot {
+            written_at: LATEST_WRITTEN_AT,
+            ..sample()
+        };
+        let decoded = Snapshot::decode(&latest.encode(), StateKind::Udp).unwrap();
+        assert_eq!(decoded.age(SystemTime::now()), 0);
+        assert!(decoded.taken() > SystemTime::now());
+
+        // Records that are not whole records of this tracker's peers, under a valid
+        // checksum: cut inside one, a bad seeder flag, HTTP records read as UDP ones.
+        let mut cut = sample();
+        cut.records.pop();
+        let mut flag = sample();
+        flag.records[32 + 10] = 2;
+        for damaged in [cut, flag] {
+            assert!(matches!(
+                Snapshot::decode(&damaged.encode(), StateKind::Udp),
+                Err(Refusal::Records(_))
+            ));
+        }
+        let http = Snapshot {
+            kind: StateKind::Http,
+            ..sample()
+        };
+        assert!(matches!(
+            Snapshot::decode(&http.encode(), StateKind::Http),
+            Err(Refusal::Records(_))
+        ));
+
+        let directory =
+            std::env::temp_dir().join(format!("shoal-state-time-{}", std::process::id()));
+        fs::create_dir_all(&directory).unwrap();
+        let future = Snapshot {
+            written_at: u64::MAX,
+            ..sample()
+        };
+        fs::write(directory.join("udp.snapshot"), future.encode()).unwrap();
+        match load(&directory, StateKind::Udp) {
+            Loaded::Refused { reason, kept_at } => {
+                assert!(reason.contains("impossible time"), "{reason}");
+                assert!(kept_at.is_some());
+            }
+            other => panic!("{other:?}"),
+        }
+        // Not a regular file: refused, never read.
+        fs::remove_dir_all(&directory).unwrap();
+        fs::create_dir_all(directory.join("udp.snapshot")).unwrap();
+        assert!(matches!(
+            load(&directory, StateKind::Udp),
+            Loaded::Refused { .. }
+        ));
+        fs::remove_dir_all(&directory).unwrap();
+    }
+
+    #[test]
+    fn snapshots_are_readable_by_their_owner_only() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let directory =
+            std::env::temp_dir().join(format!("shoal-state-mode-{}", std::process::id()));
+        fs::create_dir_all(&directory).unwrap();
+        // A partial file left with wide permissions does not pass them on.
+        let partial = directory.join(".udp.snapshot.partial");
+        fs::write(&partial, b"old").unwrap();
+        fs::set_permissions(&partial, fs::Permissions::from_mode(0o644)).unwrap();
+        write_atomically(&directory, "udp.snapshot", |file| {
+            file.write_all(&sample().encode())
+        })
+        .unwrap();
+        let mode = fs::metadata(directory.join("udp.snapshot"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600);
         fs::remove_dir_all(&directory).unwrap();
     }
 

@@ -147,7 +147,15 @@ impl<X: SnapshotData> TorrentMap<DualStack<X>> {
         now: ServerTime,
     ) -> Restored {
         let mut restored = Restored::default();
-        let live = |left: u32| left.checked_sub(elapsed).filter(|left| *left > 0);
+        // A peer lives at most the map's own timeout from now, whatever a file says:
+        // a record from a tracker with a longer timeout (or a forged one) cannot make
+        // peers outlive cleaning.
+        let peer_timeout = self.peer_timeout();
+        let live = |left: u32| {
+            left.checked_sub(elapsed)
+                .filter(|left| *left > 0)
+                .map(|left| left.min(peer_timeout))
+        };
         let alive = record
             .v4_peers()
             .map(|peer| peer.1)
@@ -205,6 +213,20 @@ impl<X: SnapshotData> TorrentMap<DualStack<X>> {
         }
         restored
     }
+}
+
+/// Checks that `records` are whole records of peers with `X`'s data, as
+/// [`TorrentMap::restore`] would read them; returns how many torrents they hold. A
+/// state file is checked so before it is used, so that damage the checksum cannot see
+/// (a file written by a buggy or foreign writer) refuses the file instead of leaving
+/// a tracker half restored.
+pub fn check_records<X: SnapshotData>(records: &[u8]) -> Result<usize, RecordError> {
+    let mut torrents = 0;
+    for record in Records::<X>::new(records) {
+        record?;
+        torrents += 1;
+    }
+    Ok(torrents)
 }
 
 fn write_torrent<X: SnapshotData>(

@@ -154,6 +154,13 @@ impl TrackerKind for Udp {
 
         let network = &config.network;
         problems.section("network", |p| {
+            // The kernel takes an int, doubled (SO_RCVBUF); 1 GiB is far past any
+            // rmem_max a host sets.
+            p.within(
+                "socket_recv_buffer_size",
+                network.socket_recv_buffer_size,
+                0..=1 << 30,
+            );
             let overload = network.overload_recv_buffer_size;
             p.check(
                 overload == 0
@@ -175,7 +182,7 @@ impl TrackerKind for Udp {
                 ("max_pending_scrapes", limits.max_pending_scrapes),
                 ("send_queue_len", limits.send_queue_len),
             ] {
-                p.check(value >= 1, key, "must be at least 1");
+                p.within(key, value, 1..=1 << 20);
             }
         });
     }
@@ -223,6 +230,20 @@ mod tests {
         assert_eq!(config.socket_workers, 2);
         assert_eq!(config.protocol.max_peers, 10);
         assert_eq!(config.cleaning, CleaningConfig::default());
+    }
+
+    #[test]
+    fn a_retired_key_still_loads_with_a_notice_and_is_not_printed_by_default() {
+        use shoal_common::TrackerConfig as _;
+        let config: Config = parse("[per_ip]\nbad_connection_ids_per_minute = 600\n").unwrap();
+        let notices = config.notices();
+        assert_eq!(notices.len(), 1, "{notices:?}");
+        assert!(
+            notices[0].starts_with("per_ip.bad_connection_ids_per_minute: retired"),
+            "{notices:?}"
+        );
+        assert!(Config::default().notices().is_empty());
+        assert!(!to_toml(&Config::default()).contains("bad_connection_ids"));
     }
 
     #[test]
@@ -277,6 +298,28 @@ mod tests {
     }
 
     #[test]
+    fn sizes_past_any_machine_are_refused_with_their_key() {
+        // Found by an attack: this aborted on a 32 TiB allocation at start.
+        let err = parse::<Config>(
+            "[limits]\nswarm_queue_len = 4294967296\nsend_queue_len = 4294967296\n\
+             [capacity]\nmax_torrents = 99999999999999\n\
+             [network]\nsocket_recv_buffer_size = 4294967296\n\
+             [per_ip]\nmax_connections = 4294967296\n",
+        )
+        .unwrap_err()
+        .to_string();
+        for expected in [
+            "limits.swarm_queue_len: must be between 1 and 65536",
+            "limits.send_queue_len: must be between 1 and 1048576",
+            "capacity.max_torrents: must be between 1 and 4294967296",
+            "network.socket_recv_buffer_size: must be between 0 and 1073741824",
+            "per_ip.max_connections: must be between 0 and 16777216",
+        ] {
+            assert!(err.contains(expected), "missing {expected:?} in:\n{err}");
+        }
+    }
+
+    #[test]
     fn bad_cluster_keys_are_all_reported() {
         let err = parse::<Config>(
             "[cluster]\nstore = \"redis\"\nname = \"a b\"\npublish_interval_ms = 0\ntimeout_ms = 5\nbacklog = 10\n",
@@ -288,7 +331,7 @@ mod tests {
             "cluster.name: must be letters, digits",
             "cluster.publish_interval_ms: must be 1 to 10000",
             "cluster.timeout_ms: must be 10 to 60000",
-            "cluster.backlog: must be at least 1048576",
+            "cluster.backlog: must be between 1048576 and 68719476736",
         ] {
             assert!(err.contains(expected), "missing {expected:?} in:\n{err}");
         }

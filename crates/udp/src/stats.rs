@@ -33,7 +33,7 @@ shoal_common::counters! {
         per_ip_limited,
         /// Requests dropped because their client was banned.
         banned,
-        /// Bans started (sustained abuse, or sprayed connection ids).
+        /// Bans started (sustained abuse from a proven address).
         bans,
         /// Requests dropped because a swarm worker's queue or the pending-scrape table
         /// was full.

@@ -1,7 +1,8 @@
 //! Attacks on a running UDP tracker, each with the defence it must meet: floods of
-//! fresh info hashes and peers against the capacity limits, one address over its
-//! request rate, sprayed connection ids, a flood that overflows the receive queue,
-//! and a tracker prepared but not yet serving.
+//! fresh info hashes and peers against the capacity limits, one proven address over
+//! its request rate, connects and guessed connection ids forged from a victim's
+//! address, a flood that overflows the receive queue, and a tracker prepared but not
+//! yet serving.
 //! Small scale, a second or two each; time moves by advancing the tracker's clock.
 
 mod support;
@@ -76,24 +77,30 @@ fn a_full_swarm_answers_newcomers_without_keeping_them() {
     assert!(eventually(|| tracker.stats().peers_refused == 1));
 }
 
+fn connect_packet(transaction: u32) -> Vec<u8> {
+    let mut connect = Vec::new();
+    Request::Connect(ConnectRequest {
+        transaction_id: TransactionId(transaction),
+    })
+    .write(&mut connect);
+    connect
+}
+
 #[test]
-fn one_address_over_its_rate_is_dropped_then_banned_and_others_are_served() {
+fn one_proven_address_over_its_rate_is_dropped_then_banned_and_others_are_served() {
     let mut config = loopback_config(false);
     config.per_ip.requests_per_second = 10;
     config.per_ip.burst = 10;
     config.per_ip.ban_after = 2;
     let tracker = start(config);
     let server = tracker.ipv4_addr().unwrap();
-    let abuser = Client::from("127.0.0.1:0", server);
-    let mut connect = Vec::new();
-    Request::Connect(ConnectRequest {
-        transaction_id: TransactionId(1),
-    })
-    .write(&mut connect);
+    let mut abuser = Client::from("127.0.0.1:0", server);
+    // Connecting counts against nothing: only requests with a connection id do.
+    let id = abuser.connect();
     let mut answered = 0;
     for second in 0..3 {
         for _ in 0..50 {
-            abuser.send(&connect);
+            abuser.send_announce(id, Announce::new(hash(1), 1));
         }
         while abuser.recv_within(Duration::from_millis(100)).is_some() {
             answered += 1;
@@ -107,42 +114,61 @@ fn one_address_over_its_rate_is_dropped_then_banned_and_others_are_served() {
         let requests = tracker.stats().requests;
         requests.bans == 1 && requests.per_ip_limited > 0
     }));
-    // Banned: even a single request within the rate gets nothing now.
+    // Banned: even a connect gets nothing now.
     tracker.clock().advance(5);
-    abuser.send(&connect);
+    abuser.send(&connect_packet(1));
     assert!(abuser.recv_within(Duration::from_millis(300)).is_none());
     // Another address is another client.
     let mut other = Client::from("127.0.0.2:0", server);
     other.connect();
 }
 
+/// The attack of issue 41: packets forged "from" a victim's address (here: sent from
+/// the victim's IP on another port, which is all a forger needs) must never get the
+/// victim limited or banned. 700 scrapes with guessed connection ids got a victim
+/// banned before; so did 36 s of connects at 300 a second.
 #[test]
-fn sprayed_connection_ids_get_a_client_banned() {
-    let mut config = loopback_config(false);
-    config.per_ip.bad_connection_ids_per_minute = 5;
-    let tracker = start(config);
+fn forged_connects_and_bad_connection_ids_ban_no_one() {
+    let tracker = start(loopback_config(false));
     let server = tracker.ipv4_addr().unwrap();
-    let mut sprayer = Client::from("127.0.0.3:0", server);
-    for guess in 0..10u64 {
-        sprayer.send_announce(
-            ConnectionId(0x1234_5678_0000 + guess),
-            Announce::new(hash(1), 1),
-        );
+    let forger = Client::from("127.0.0.5:0", server);
+    let mut bad_scrape = Vec::new();
+    for guess in 0..700u64 {
+        bad_scrape.clear();
+        Request::Scrape(ScrapeRequest {
+            connection_id: ConnectionId(0x5eed_0000_0000 + guess),
+            transaction_id: TransactionId(guess as u32),
+            info_hashes: InfoHashes::new(&hash(1)),
+        })
+        .write(&mut bad_scrape);
+        forger.send(&bad_scrape);
     }
-    assert!(eventually(|| tracker.stats().requests.bans == 1));
-    // Now not even a connect is answered.
-    let transaction_id = sprayer.send_announce(ConnectionId(1), Announce::new(hash(1), 1));
-    let _ = transaction_id;
-    let mut connect = Vec::new();
-    Request::Connect(ConnectRequest {
-        transaction_id: TransactionId(9),
-    })
-    .write(&mut connect);
-    sprayer.send(&connect);
-    assert!(sprayer.recv_within(Duration::from_millis(300)).is_none());
-    let mut honest = Client::from("127.0.0.4:0", server);
-    let id = honest.connect();
-    assert_eq!(honest.announce(id, Announce::new(hash(1), 1)).leechers, 1);
+    // 40 "seconds" of 300 connects each: the tracker's clock moves on between them.
+    for second in 0..40u32 {
+        for n in 0..300 {
+            forger.send(&connect_packet(second * 300 + n));
+        }
+        // The replies go to the forged address, which a real forger never reads.
+        while forger.recv_within(Duration::from_millis(5)).is_some() {}
+        tracker.clock().advance(1);
+    }
+    // Everything sent was read, or dropped by the kernel when it came too fast.
+    let settled = eventually(|| {
+        let requests = tracker.stats().requests;
+        requests.received + requests.kernel_drops == 12_700
+    });
+    let requests = tracker.stats().requests;
+    assert!(settled, "{requests:?}");
+    // Far over the default rate (100 a second, 1,000 at once) for far longer than
+    // `ban_after` (30 s): what used to ban the victim.
+    assert!(requests.connect_requests >= 8_000, "{requests:?}");
+    assert_eq!(requests.bans, 0, "{requests:?}");
+    assert_eq!(requests.per_ip_limited, 0, "{requests:?}");
+    // The victim itself is served as if nothing had happened.
+    let mut victim = Client::from("127.0.0.5:0", server);
+    let id = victim.connect();
+    assert_eq!(victim.announce(id, Announce::new(hash(2), 1)).leechers, 1);
+    assert!(matches!(victim.scrape(id, &[hash(2)]), Response::Scrape(_)));
 }
 
 #[test]
@@ -156,12 +182,7 @@ fn a_prepared_tracker_serves_nothing_until_it_is_started() {
         .copied()
         .expect("bound before serving");
     let mut client = Client::new(addr);
-    let mut connect = Vec::new();
-    Request::Connect(ConnectRequest {
-        transaction_id: TransactionId(5),
-    })
-    .write(&mut connect);
-    client.send(&connect);
+    client.send(&connect_packet(5));
     assert!(client.recv_within(Duration::from_millis(300)).is_none());
     let tracker = prepared.serve().unwrap();
     // The request sent before is answered now, from the kernel's queue.

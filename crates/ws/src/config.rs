@@ -180,11 +180,7 @@ impl TrackerKind for Ws {
         problems.section("network", |p| {
             network.validate_tls(p);
             network.validate_reverse_proxy(p);
-            p.check(
-                network.max_connections >= 1,
-                "max_connections",
-                "must be at least 1",
-            );
+            p.within("max_connections", network.max_connections, 1..=1 << 20);
             p.check(
                 network.handshake_timeout >= 1,
                 "handshake_timeout",
@@ -239,10 +235,10 @@ impl TrackerKind for Ws {
                 "max_frame_size",
                 "must be between 1024 and 16777216",
             );
-            p.check(
-                limits.max_description_size >= 256,
+            p.within(
                 "max_description_size",
-                "must be at least 256 bytes (a message is never larger than max_message_size anyway)",
+                limits.max_description_size,
+                256..=16 << 20,
             );
             p.check(
                 (256..=65536).contains(&limits.max_handshake_size),
@@ -254,16 +250,29 @@ impl TrackerKind for Ws {
                 "request_burst",
                 "must be at least 1 when max_requests_per_second is set",
             );
-            p.check(
-                limits.max_torrents_per_connection >= 1,
+            p.within(
                 "max_torrents_per_connection",
-                "must be at least 1",
+                limits.max_torrents_per_connection,
+                1..=1 << 16,
             );
-            p.check(
-                limits.max_outgoing_messages >= 1,
+            p.within(
                 "max_outgoing_messages",
-                "must be at least 1",
+                limits.max_outgoing_messages,
+                1..=1 << 20,
             );
+            p.within("max_outgoing_bytes", limits.max_outgoing_bytes, 0..=1 << 30);
+            for (key, value) in [
+                (
+                    "max_outgoing_bytes_per_worker",
+                    limits.max_outgoing_bytes_per_worker,
+                ),
+                (
+                    "max_incoming_bytes_per_worker",
+                    limits.max_incoming_bytes_per_worker,
+                ),
+            ] {
+                p.within(key, value, 0..=1 << 40);
+            }
             p.check(
                 limits.max_outgoing_bytes >= limits.max_message_size,
                 "max_outgoing_bytes",
@@ -276,7 +285,9 @@ impl TrackerKind for Ws {
             );
             p.check(
                 limits.max_incoming_bytes_per_worker
-                    >= limits.max_message_size.saturating_add(limits.max_frame_size),
+                    >= limits
+                        .max_message_size
+                        .saturating_add(limits.max_frame_size),
                 "max_incoming_bytes_per_worker",
                 "must be at least max_message_size + max_frame_size (one message under way \
                  can hold its fragments and the frame being read)",

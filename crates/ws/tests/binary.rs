@@ -47,7 +47,7 @@ fn printed_default_config_round_trips_and_bad_values_are_named() {
     let refused = Command::new(BINARY).arg("-c").arg(&path).output().unwrap();
     let stderr = String::from_utf8_lossy(&refused.stderr);
     assert!(
-        stderr.contains("limits.max_outgoing_messages: must be at least 1"),
+        stderr.contains("limits.max_outgoing_messages: must be between 1 and 1048576"),
         "{stderr}"
     );
     std::fs::remove_dir_all(&dir).unwrap();

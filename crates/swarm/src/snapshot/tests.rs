@@ -337,3 +337,29 @@ fn peers_on_port_zero_from_older_records_are_not_restored() {
     assert!(map.peer(&hash(1), &zero_v6).is_none());
     assert!(map.peer(&hash(1), &v4(2)).is_some(), "the others come back");
 }
+
+#[test]
+fn a_record_cannot_make_a_peer_outlive_the_maps_timeout() {
+    let now = ServerTime(10);
+    let mut bytes = snapshot(&sample_map(now), now);
+    // The first peer's seconds left, raised to the most a u32 holds.
+    let left = HEAD + V4_KEY;
+    bytes[left..left + 4].copy_from_slice(&u32::MAX.to_le_bytes());
+    let mut map = BitTorrentMap::<()>::new(TIMEOUT, Capacity::UNLIMITED);
+    map.restore(&bytes, 0, now, |_| true).unwrap();
+    // Cleaning at the timeout's end leaves no peer of the first torrent.
+    map.clean(now.plus(TIMEOUT + 1), |_| true);
+    let left = map.scrape(&hash(1));
+    assert_eq!(left.leechers + left.seeders, 0, "{left:?}");
+}
+
+#[test]
+fn records_are_checked_whole_before_use() {
+    let now = ServerTime(10);
+    let bytes = snapshot(&sample_map(now), now);
+    assert_eq!(check_records::<()>(&bytes), Ok(2));
+    assert_eq!(check_records::<()>(&[]), Ok(0));
+    assert!(check_records::<()>(&bytes[..bytes.len() - 1]).is_err());
+    // Records of UDP peers are not records of HTTP peers (20 more bytes each).
+    assert!(check_records::<[u8; 20]>(&bytes).is_err());
+}

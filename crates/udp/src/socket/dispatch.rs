@@ -99,27 +99,22 @@ impl Dispatcher {
         self.counters.received += 1;
         self.traffic.bytes_received += packet.len() as u64;
         let ipv6 = u64::from(client.is_ipv6());
-        // Banned and over-the-rate clients are dropped before any work: replying to
-        // a flood would double it, and its sources may be forged.
-        match self.clients.check(client.ip(), now) {
-            Verdict::Allow => {}
-            Verdict::Limited => {
-                self.counters.per_ip_limited += 1;
-                return;
-            }
-            Verdict::Banned => {
-                self.counters.banned += 1;
-                return;
-            }
-            Verdict::NewBan => {
-                self.new_ban(client, "too many requests");
-                return;
-            }
-        }
+        // A UDP source address proves nothing until the packet carries a connection id
+        // issued to it: anyone can forge a victim's address. So connects, bad
+        // connection ids and unreadable packets are answered or dropped without
+        // charging the address they claim (else a few forged packets would get a
+        // victim limited or banned); only requests that proved their address count
+        // against its rate, and only those can start a ban.
         match Request::parse(packet) {
             Ok(Request::Connect(request)) => {
                 self.counters.connect_requests += 1;
                 self.counters.connect_requests_v6 += ipv6;
+                // A client banned for what it did from a proven address gets nothing,
+                // not even a connection id; looking the ban up counts nothing.
+                if self.clients.is_banned(client.ip(), now) {
+                    self.counters.banned += 1;
+                    return;
+                }
                 write_connect(
                     &mut out.bytes,
                     request.transaction_id,
@@ -130,14 +125,14 @@ impl Dispatcher {
             Ok(Request::Announce(request)) => {
                 self.counters.announce_requests += 1;
                 self.counters.announce_requests_v6 += ipv6;
-                if self.connected(request.connection_id, client, now) {
+                if self.proven(request.connection_id, client, now) {
                     self.announce(&request, client, out);
                 }
             }
             Ok(Request::Scrape(request)) => {
                 self.counters.scrape_requests += 1;
                 self.counters.scrape_requests_v6 += ipv6;
-                if self.connected(request.connection_id, client, now) {
+                if self.proven(request.connection_id, client, now) {
                     self.scrape(&request, client, now, out);
                 }
             }
@@ -146,7 +141,7 @@ impl Dispatcher {
                 // Only a client that proved its address gets an error reply; anything
                 // else could be a forged source address we would be bouncing packets at.
                 if let Some((connection_id, transaction_id)) = err.reply_to
-                    && self.connected(connection_id, client, now)
+                    && self.proven(connection_id, client, now)
                 {
                     error_reply(out, client, transaction_id, &err.kind.to_string());
                 }
@@ -154,26 +149,38 @@ impl Dispatcher {
         }
     }
 
-    fn connected(
+    /// Whether a request carrying `id` may be served: the id was issued to `client`'s
+    /// address (else it is dropped, and counted, but charged to no one), and that
+    /// client, now proven, is within its rate and not banned. Over-the-rate and banned
+    /// clients are dropped before any work: replying to a flood would double it.
+    fn proven(
         &mut self,
         id: shoal_udp_protocol::ConnectionId,
         client: SocketAddr,
         now: ServerTime,
     ) -> bool {
-        let valid = self.ids.is_valid(id, client.ip(), now);
-        if !valid {
+        if !self.ids.is_valid(id, client.ip(), now) {
             self.counters.bad_connection_ids += 1;
-            if self.clients.bad_connection_id(client.ip(), now) {
-                self.new_ban(client, "too many bad connection ids");
+            return false;
+        }
+        match self.clients.check(client.ip(), now) {
+            Verdict::Allow => true,
+            Verdict::Limited => {
+                self.counters.per_ip_limited += 1;
+                false
+            }
+            Verdict::Banned => {
+                self.counters.banned += 1;
+                false
+            }
+            Verdict::NewBan => {
+                self.counters.bans += 1;
+                self.counters.banned += 1;
+                self.clients
+                    .log_ban(client.ip(), "too many requests", client);
+                false
             }
         }
-        valid
-    }
-
-    fn new_ban(&mut self, client: SocketAddr, reason: &str) {
-        self.counters.bans += 1;
-        self.counters.banned += 1;
-        self.clients.log_ban(client.ip(), reason, client);
     }
 
     fn announce(&mut self, request: &AnnounceRequest<'_>, client: SocketAddr, out: &mut Replies) {

@@ -135,7 +135,6 @@ pub(crate) fn fuzz(data: &[u8]) {
     config.per_ip.table_size = 16;
     config.per_ip.requests_per_second = 50;
     config.per_ip.burst = 20;
-    config.per_ip.bad_connection_ids_per_minute = 10;
     let access = AccessControl::with_list(AccessListMode::Off, AccessList::default());
     let mut rig = rig_with(3, 2, access, config);
     let mut clients = Vec::new();

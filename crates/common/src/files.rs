@@ -1,0 +1,75 @@
+//! Reading the files an operator names (config, access list, state) with a bound.
+//!
+//! `std::fs::read` reads whatever the path gives until it ends: a path that names
+//! `/dev/zero`, a FIFO or a file still being appended to would make the tracker read
+//! without end, gigabytes in seconds, at start or on a reload. These refuse anything
+//! but a regular file, and a file larger than the caller's limit, with both numbers
+//! in the error.
+
+use std::fs::File;
+use std::io::{self, Read as _};
+use std::path::Path;
+
+/// Most bytes of a config file: the generated file with every key and its comment is
+/// about 30 KB.
+pub const MAX_CONFIG_FILE: u64 = 1 << 20;
+
+/// Most bytes of an access list: 41 bytes a line, so about 26 million info hashes.
+pub const MAX_ACCESS_LIST_FILE: u64 = 1 << 30;
+
+/// The bytes of the regular file at `path`, refused if it is anything else or holds
+/// more than `limit` bytes.
+pub fn read_bounded(path: &Path, limit: u64) -> io::Result<Vec<u8>> {
+    let file = File::open(path)?;
+    let metadata = file.metadata()?;
+    if !metadata.is_file() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "not a regular file (a device, FIFO or directory is never read)",
+        ));
+    }
+    let too_large = |size: u64| {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("{size} bytes or more, over the limit of {limit}"),
+        )
+    };
+    if metadata.len() > limit {
+        return Err(too_large(metadata.len()));
+    }
+    // The size may change while it is read: the limit holds whatever happens.
+    let mut bytes = Vec::with_capacity(metadata.len() as usize);
+    file.take(limit.saturating_add(1)).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > limit {
+        return Err(too_large(bytes.len() as u64));
+    }
+    Ok(bytes)
+}
+
+/// [`read_bounded`] as UTF-8 text.
+pub fn read_to_string_bounded(path: &Path, limit: u64) -> io::Result<String> {
+    String::from_utf8(read_bounded(path, limit)?)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "not UTF-8 text"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn devices_fifos_and_large_files_are_refused_with_the_reason() {
+        let err = read_bounded(Path::new("/dev/zero"), 1 << 20).unwrap_err();
+        assert!(err.to_string().contains("not a regular file"), "{err}");
+        let err = read_bounded(Path::new("/"), 1 << 20).unwrap_err();
+        assert!(err.to_string().contains("not a regular file"), "{err}");
+
+        let path = std::env::temp_dir().join(format!("shoal-files-{}", std::process::id()));
+        std::fs::write(&path, vec![b'a'; 100]).unwrap();
+        assert_eq!(read_bounded(&path, 100).unwrap().len(), 100);
+        let err = read_bounded(&path, 99).unwrap_err();
+        assert!(err.to_string().contains("over the limit of 99"), "{err}");
+        std::fs::write(&path, [0xff, 0xfe]).unwrap();
+        assert!(read_to_string_bounded(&path, 10).is_err());
+        std::fs::remove_file(&path).unwrap();
+    }
+}
