@@ -339,6 +339,7 @@ def tracker_config(kind, port):
         extra = "\n[limits]\nmax_requests_per_second = 0\n"
     return (f'[logging]\nlevel = "info"\n[network]\n{network}\n[capacity]\n{capacity}\n'
             f"[per_ip]\nrequests_per_second = 10000000\nburst = 10000000\n"
+            f"max_connections = 0\nmax_connections_per_network = 0\n"
             f"[statistics]\ninterval = 30\n{extra}")
 
 

@@ -89,6 +89,11 @@ pub trait TrackerKind: Clone + Debug + Default + PartialEq + Eq + Send + Sync + 
         CapacityConfig::default()
     }
 
+    /// The `[per_ip]` defaults: how long its clients stay connected decides them.
+    fn default_per_ip() -> PerIpConfig {
+        PerIpConfig::default()
+    }
+
     /// Seconds between announces that clients are told, which peers must outlive.
     fn announce_interval(protocol: &Self::Protocol) -> u32;
 
@@ -165,7 +170,7 @@ impl<T: TrackerKind> Default for Config<T> {
             protocol: T::Protocol::default(),
             cleaning: T::default_cleaning(),
             capacity: T::default_capacity(),
-            per_ip: PerIpConfig::default(),
+            per_ip: T::default_per_ip(),
             limits: T::Limits::default(),
             statistics: StatisticsConfig::default(),
             access_list: AccessListConfig::default(),
@@ -322,8 +327,18 @@ pub struct PerIpConfig {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub bad_connection_ids_per_minute: Option<u32>,
     /// TCP (HTTP, WebTorrent): open connections one client may have at once; more are
-    /// refused with a 503. 0 turns the limit off.
+    /// refused with a 503 (closed, on a TLS port). 0 turns the limit off.
     pub max_connections: usize,
+    /// TCP (HTTP, WebTorrent): open connections one network may have at once (an IPv4
+    /// /network_ipv4_prefix_len or IPv6 /network_ipv6_prefix_len), so that holding
+    /// every connection takes addresses from many networks, not one IPv6 allocation.
+    /// 0 turns the limit off.
+    pub max_connections_per_network: usize,
+    /// Bits of an IPv4 address that make one network for max_connections_per_network.
+    pub network_ipv4_prefix_len: u8,
+    /// Bits of an IPv6 address that make one network for max_connections_per_network
+    /// (48: a site's usual allocation).
+    pub network_ipv6_prefix_len: u8,
     /// Bits of an IPv4 address that make one client (32: each address).
     pub ipv4_prefix_len: u8,
     /// Bits of an IPv6 address that make one client (64: each /64 network).
@@ -342,6 +357,9 @@ impl Default for PerIpConfig {
             ban_duration: 600,
             bad_connection_ids_per_minute: None,
             max_connections: 256,
+            max_connections_per_network: 2048,
+            network_ipv4_prefix_len: 24,
+            network_ipv6_prefix_len: 48,
             ipv4_prefix_len: 32,
             ipv6_prefix_len: 64,
             table_size: 65_536,
@@ -380,6 +398,21 @@ impl PerIpConfig {
             "must be between 16 and 16777216",
         );
         problems.within("max_connections", self.max_connections, 0..=1 << 24);
+        problems.within(
+            "max_connections_per_network",
+            self.max_connections_per_network,
+            0..=1 << 24,
+        );
+        problems.within(
+            "network_ipv4_prefix_len",
+            self.network_ipv4_prefix_len,
+            1..=32,
+        );
+        problems.within(
+            "network_ipv6_prefix_len",
+            self.network_ipv6_prefix_len,
+            1..=128,
+        );
     }
 }
 
@@ -476,6 +509,14 @@ macro_rules! network_config {
                 /// PEM file with the private key (PKCS#8, PKCS#1/RSA or SEC1/EC). Reloaded on
                 /// SIGUSR1.
                 pub tls_private_key_path: ::std::path::PathBuf = ::std::path::PathBuf::new(),
+                /// TLS handshakes under way per socket worker. A newcomer past it closes the
+                /// handshake under way longest, so connections that send a few bytes of a
+                /// handshake and stall cannot lock others out (an honest handshake takes a
+                /// round trip or two).
+                pub max_tls_handshakes: usize = 1024,
+                /// TLS handshakes one client (as [per_ip] counts clients) may have under way
+                /// on a socket worker; one more is closed at once.
+                pub max_tls_handshakes_per_client: usize = 32,
                 $( $(#[$field_meta])* pub $field: $ty = $default, )*
             }
         }
@@ -484,6 +525,10 @@ macro_rules! network_config {
             fn tls_files(&self) -> ::std::option::Option<(&::std::path::Path, &::std::path::Path)> {
                 self.enable_tls
                     .then(|| (self.tls_certificate_path.as_path(), self.tls_private_key_path.as_path()))
+            }
+
+            fn tls_handshake_limits(&self) -> (usize, usize) {
+                (self.max_tls_handshakes, self.max_tls_handshakes_per_client)
             }
         }
     };
@@ -614,8 +659,14 @@ pub trait TlsFiles {
     /// The certificate chain and private key files, when TLS is on.
     fn tls_files(&self) -> Option<(&Path, &Path)>;
 
-    /// Checks that TLS, when on, names its files.
+    /// TLS handshakes under way per socket worker, and per client.
+    fn tls_handshake_limits(&self) -> (usize, usize);
+
+    /// Checks that TLS, when on, names its files, and its limits.
     fn validate_tls(&self, problems: &mut Problems) {
+        let (per_worker, per_client) = self.tls_handshake_limits();
+        problems.within("max_tls_handshakes", per_worker, 1..=1 << 20);
+        problems.within("max_tls_handshakes_per_client", per_client, 1..=1 << 20);
         if let Some((certificate, key)) = self.tls_files() {
             for (name, path) in [
                 ("tls_certificate_path", certificate),

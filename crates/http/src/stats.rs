@@ -55,7 +55,9 @@ shoal_common::counters! {
         /// Requests not completed within the idle timeout.
         timeouts,
         /// Connections waiting for a request closed to make room for a newcomer at
-        /// network.max_connections (the one that had waited longest).
+        /// network.max_connections (the one that had waited longest, TLS handshakes
+        /// counted as waiting since accepted), and TLS handshakes closed for a
+        /// newcomer past network.max_tls_handshakes (the one under way longest).
         idle_evicted,
         /// Failed TLS handshakes.
         tls_failures,

@@ -12,6 +12,7 @@ use futures_lite::{AsyncRead, AsyncWrite};
 use shoal_common::metrics::SummaryLine;
 use shoal_common::tls::TlsConfig;
 use shoal_common::tracker_config::{Config, ReverseProxy as _};
+use shoal_runtime::eviction::Place;
 use shoal_runtime::state::{self, Snapshot, StateKind};
 use shoal_runtime::tcp::{ConnectionCounters as _, RunningTcpTracker, TcpSettings, TcpTracker};
 use shoal_runtime::{Listening, LocalSwarm, Prepared, shard_capacity};
@@ -48,6 +49,8 @@ impl TcpTracker for HttpTracker {
             swarm_queue_len: config.limits.swarm_queue_len,
             max_connections: config.network.max_connections,
             handshake_timeout: Duration::from_secs(config.network.tls_handshake_timeout.into()),
+            max_tls_handshakes: config.network.max_tls_handshakes,
+            max_tls_handshakes_per_client: config.network.max_tls_handshakes_per_client,
         }
     }
 
@@ -99,7 +102,6 @@ impl TcpTracker for HttpTracker {
         State {
             router: Rc::new(RefCell::new(Router::new(index, swarms, local))),
             full_scrape: RefCell::default(),
-            waiting: Default::default(),
         }
     }
 
@@ -107,25 +109,18 @@ impl TcpTracker for HttpTracker {
         refuse(stream).await;
     }
 
-    async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
-        worker: &Worker,
+    async fn serve<'w, S: AsyncRead + AsyncWrite + Unpin>(
+        worker: &'w Worker,
         stream: S,
         peer: SocketAddr,
         _: Instant,
+        place: Place<'w>,
     ) {
-        exchange(stream, peer, worker).await;
+        exchange(stream, peer, worker, place).await;
     }
 
     fn exempt(config: &Config<Http>, peer: std::net::IpAddr) -> bool {
         config.network.proxy_header_from(peer)
-    }
-
-    fn make_room(worker: &Worker) -> bool {
-        let evicted = worker.state.waiting.evict_oldest();
-        if evicted {
-            worker.counters.borrow_mut().idle_evicted += 1;
-        }
-        evicted
     }
 
     fn deliver(worker: &Worker, replies: Vec<SwarmReply>) {

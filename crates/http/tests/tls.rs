@@ -59,29 +59,116 @@ fn temp_dir(name: &str) -> std::path::PathBuf {
     dir
 }
 
-#[test]
-fn connections_mid_handshake_are_not_closed_for_a_newcomer_who_gets_a_503() {
-    // Only connections waiting for a request give way to newcomers; one in its TLS
-    // handshake has its own deadline. With every slot in a handshake, a newcomer is
-    // refused (in plain HTTP: no handshake is spent on it).
-    let dir = temp_dir("full");
-    make_certificate(&dir, "full CA");
+/// A TCP connection from the loopback address `local` that sends the first 5 bytes
+/// of a TLS record (a handshake record's header) and stalls.
+fn stalled_handshake(local: &str, server: std::net::SocketAddr) -> TcpStream {
+    let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    let local: std::net::SocketAddr = format!("{local}:0").parse().unwrap();
+    socket.bind(&local.into()).unwrap();
+    socket.connect(&server.into()).unwrap();
+    let mut stream: TcpStream = socket.into();
+    std::io::Write::write_all(&mut stream, &[0x16, 0x03, 0x01, 0x02, 0x00]).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    stream
+}
+
+/// Whether the tracker closed `stream` without sending anything (no plaintext on a
+/// TLS port), within the read timeout.
+fn closed_silently(stream: &mut TcpStream) -> bool {
+    let mut answer = Vec::new();
+    match std::io::Read::read_to_end(stream, &mut answer) {
+        Ok(_) => answer.is_empty(),
+        Err(err) => err.kind() == std::io::ErrorKind::ConnectionReset,
+    }
+}
+
+fn tls_config(dir: &Path) -> shoal_http::Config {
     let mut config = loopback_config(false);
     config.socket_workers = 1;
-    config.network.max_connections = 2;
+    config.per_ip.requests_per_second = 0;
     config.network.enable_tls = true;
     config.network.tls_certificate_path = dir.join("cert.pem");
     config.network.tls_private_key_path = dir.join("key.pem");
+    config
+}
+
+/// The attack of issue 41: connections that each send 5 bytes of a TLS record header,
+/// from many addresses, held every slot until the handshake deadline, and the honest
+/// client was refused in plaintext. Now the handshake under way longest gives way to
+/// the newcomer.
+#[test]
+fn stalled_handshakes_from_many_addresses_give_way_to_an_honest_client() {
+    let dir = temp_dir("stalled");
+    let ca = make_certificate(&dir, "stalled CA");
+    let mut config = tls_config(&dir);
+    config.network.max_connections = 80;
     let tracker = shoal_http::start(config).unwrap();
     let addr = tracker.ipv4_addr().unwrap();
-    let _handshaking: Vec<_> = (0..2).map(|_| TcpStream::connect(addr).unwrap()).collect();
-    assert!(eventually(|| tracker.stats().requests.accepted == 2));
-    let mut third = Connection::over(TcpStream::connect(addr).unwrap());
-    let response = third.response().expect("a refusal");
-    assert_eq!(
-        (response.status, failure(&response).as_str()),
-        (503, "too many connections")
-    );
+    let mut stalled: Vec<TcpStream> = (0..80)
+        .map(|n| stalled_handshake(&format!("127.0.1.{}", n % 40 + 1), addr))
+        .collect();
+    assert!(eventually(|| tracker.stats().requests.accepted == 80));
+    // Each honest client stays connected, so each needs a place of its own.
+    let mut honest = Vec::new();
+    for attempt in 0..5u16 {
+        let mut client = connect(addr, &ca);
+        let torrent = [0x41; 20];
+        let response = client.get(&announce(&torrent, 7000 + attempt, ""));
+        assert_eq!(response.status, 200, "attempt {attempt}");
+        honest.push(client);
+    }
+    // The oldest stalled handshakes were closed for them, without a byte.
+    assert!(closed_silently(&mut stalled[0]));
+    let evicted = eventually(|| tracker.stats().requests.idle_evicted == 5);
+    let requests = tracker.stats().requests;
+    assert!(evicted, "{requests:?}");
+    assert_eq!(requests.refused, 0, "{requests:?}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn handshakes_under_way_are_capped_per_client_and_per_worker() {
+    let dir = temp_dir("capped");
+    let ca = make_certificate(&dir, "capped CA");
+    let mut config = tls_config(&dir);
+    config.network.max_tls_handshakes = 4;
+    config.network.max_tls_handshakes_per_client = 2;
+    let tracker = shoal_http::start(config).unwrap();
+    let addr = tracker.ipv4_addr().unwrap();
+    // A client's third handshake under way is closed at once, without a byte.
+    let _first = stalled_handshake("127.0.2.1", addr);
+    let _second = stalled_handshake("127.0.2.1", addr);
+    let mut third = stalled_handshake("127.0.2.1", addr);
+    assert!(closed_silently(&mut third));
+    assert!(eventually(|| tracker.stats().requests.refused_per_ip == 1));
+    // Two more clients fill the worker's four; a fifth handshake closes the oldest.
+    let _others: Vec<TcpStream> = ["127.0.2.2", "127.0.2.2"]
+        .iter()
+        .map(|local| stalled_handshake(local, addr))
+        .collect();
+    let mut honest = connect(addr, &ca);
+    assert_eq!(honest.get(&announce(&[0x42; 20], 7001, "")).status, 200);
+    assert!(eventually(|| tracker.stats().requests.idle_evicted == 1));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_refusal_on_a_tls_port_is_a_close_not_plaintext() {
+    // A client at its own connection limit is refused; on a TLS port that is a close,
+    // not an HTTP 503 the client would read as garbage ("wrong version number").
+    let dir = temp_dir("refused");
+    make_certificate(&dir, "refused CA");
+    let mut config = tls_config(&dir);
+    config.per_ip.max_connections = 1;
+    let tracker = shoal_http::start(config).unwrap();
+    let addr = tracker.ipv4_addr().unwrap();
+    let _held = stalled_handshake("127.0.3.1", addr);
+    assert!(eventually(|| tracker.stats().requests.accepted == 1));
+    let mut refused = stalled_handshake("127.0.3.1", addr);
+    assert!(closed_silently(&mut refused));
+    assert!(eventually(|| tracker.stats().requests.refused_per_ip == 1));
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

@@ -38,11 +38,14 @@
 //!   spell.
 //! * [`inbox`] (feature `glommio`): the receiving end of a reply channel inside a
 //!   glommio executor.
+//! * [`eviction`]: which connection gives way when a TCP socket worker is full (the
+//!   one quiet the longest).
 //! * [`tcp`] (feature `glommio`): the TCP trackers' (HTTP, WebTorrent) shared start-up,
 //!   socket workers, connection limit and TLS handshake.
 
 #[cfg(feature = "glommio")]
 pub mod counted;
+pub mod eviction;
 #[cfg(feature = "glommio")]
 pub mod inbox;
 pub mod link;

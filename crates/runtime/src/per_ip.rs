@@ -248,68 +248,124 @@ fn worse_victim(current: &Slot, candidate: &Slot, now: ServerTime) -> bool {
     rank(candidate) < rank(current)
 }
 
-/// Open connections per client, over every socket worker of a TCP tracker, so that one
-/// host cannot take every connection slot. Touched at accept and close only; its size
-/// is bounded by the open connections.
+/// Open connections per client and per network, over every socket worker of a TCP
+/// tracker, so that neither one host nor one network (an IPv6 allocation, a /24) can
+/// take every connection slot. Touched at accept and close only; its size is bounded
+/// by the open connections.
 #[derive(Debug)]
 pub struct ConnectionsPerIp {
+    per_client: Counts,
+    per_network: Counts,
+}
+
+/// Open connections per key, each at most `limit` (0: no limit).
+#[derive(Debug)]
+struct Counts {
     limit: usize,
-    config: PerIpConfig,
+    /// Which prefix makes a key.
+    prefixes: PerIpConfig,
     shards: Box<[std::sync::Mutex<hashbrown::HashMap<ClientKey, u32>>]>,
     hasher: DefaultHashBuilder,
+}
+
+impl Counts {
+    fn new(limit: usize, ipv4_prefix_len: u8, ipv6_prefix_len: u8) -> Self {
+        Self {
+            limit,
+            prefixes: PerIpConfig {
+                ipv4_prefix_len,
+                ipv6_prefix_len,
+                ..PerIpConfig::default()
+            },
+            shards: (0..16).map(|_| Default::default()).collect(),
+            hasher: DefaultHashBuilder::default(),
+        }
+    }
+
+    fn shard(&self, key: ClientKey) -> &std::sync::Mutex<hashbrown::HashMap<ClientKey, u32>> {
+        &self.shards[self.hasher.hash_one(key) as usize % self.shards.len()]
+    }
+
+    /// Counts one more for `ip`'s key, unless it has `limit`; returns the key.
+    fn add(&self, ip: IpAddr) -> Option<ClientKey> {
+        let key = ClientKey::new(ip, &self.prefixes);
+        let mut shard = self.shard(key).lock().expect("connection table lock");
+        let count = shard.entry(key).or_insert(0);
+        if self.limit > 0 && *count as usize >= self.limit {
+            if *count == 0 {
+                shard.remove(&key);
+            }
+            return None;
+        }
+        *count += 1;
+        Some(key)
+    }
+
+    fn remove(&self, key: ClientKey) {
+        let mut shard = self.shard(key).lock().expect("connection table lock");
+        if let Some(count) = shard.get_mut(&key) {
+            *count -= 1;
+            if *count == 0 {
+                shard.remove(&key);
+            }
+        }
+    }
 }
 
 /// One counted connection; dropping it uncounts it.
 #[derive(Debug)]
 pub struct ConnectionSlot {
     table: std::sync::Arc<ConnectionsPerIp>,
-    key: ClientKey,
+    client: ClientKey,
+    network: ClientKey,
+}
+
+/// Why a connection was not counted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OverLimit {
+    /// Its client has `per_ip.max_connections` open.
+    Client,
+    /// Its network has `per_ip.max_connections_per_network` open.
+    Network,
 }
 
 impl ConnectionsPerIp {
-    /// At most `config.max_connections` per client (0: no limit).
+    /// At most `config.max_connections` per client and
+    /// `config.max_connections_per_network` per network (0: no limit).
     pub fn new(config: &PerIpConfig) -> std::sync::Arc<Self> {
         std::sync::Arc::new(Self {
-            limit: config.max_connections,
-            config: config.clone(),
-            shards: (0..16).map(|_| Default::default()).collect(),
-            hasher: DefaultHashBuilder::default(),
+            per_client: Counts::new(
+                config.max_connections,
+                config.ipv4_prefix_len,
+                config.ipv6_prefix_len,
+            ),
+            per_network: Counts::new(
+                config.max_connections_per_network,
+                config.network_ipv4_prefix_len,
+                config.network_ipv6_prefix_len,
+            ),
         })
     }
 
-    /// Counts a connection from `ip`, or `None` if the client has as many as it may.
-    pub fn open(self: &std::sync::Arc<Self>, ip: IpAddr) -> Option<ConnectionSlot> {
-        let key = ClientKey::new(ip, &self.config);
-        let mut shard = self.shard(key).lock().expect("connection table lock");
-        let count = shard.entry(key).or_insert(0);
-        if self.limit > 0 && *count as usize >= self.limit {
-            return None;
-        }
-        *count += 1;
-        Some(ConnectionSlot {
+    /// Counts a connection from `ip`, or says which limit it is over.
+    pub fn open(self: &std::sync::Arc<Self>, ip: IpAddr) -> Result<ConnectionSlot, OverLimit> {
+        let client = self.per_client.add(ip).ok_or(OverLimit::Client)?;
+        let Some(network) = self.per_network.add(ip) else {
+            self.per_client.remove(client);
+            return Err(OverLimit::Network);
+        };
+        Ok(ConnectionSlot {
             table: self.clone(),
-            key,
+            client,
+            network,
         })
-    }
-
-    fn shard(&self, key: ClientKey) -> &std::sync::Mutex<hashbrown::HashMap<ClientKey, u32>> {
-        &self.shards[self.hasher.hash_one(key) as usize % self.shards.len()]
     }
 }
 
 impl Drop for ConnectionSlot {
     fn drop(&mut self) {
-        let mut shard = self
-            .table
-            .shard(self.key)
-            .lock()
-            .expect("connection table lock");
-        if let Some(count) = shard.get_mut(&self.key) {
-            *count -= 1;
-            if *count == 0 {
-                shard.remove(&self.key);
-            }
-        }
+        self.table.per_client.remove(self.client);
+        self.table.per_network.remove(self.network);
     }
 }
 
@@ -420,10 +476,46 @@ mod tests {
         });
         let a = table.open(ip("192.0.2.1")).unwrap();
         let _b = table.open(ip("192.0.2.1")).unwrap();
-        assert!(table.open(ip("192.0.2.1")).is_none());
-        assert!(table.open(ip("192.0.2.2")).is_some(), "per client");
+        assert_eq!(table.open(ip("192.0.2.1")).unwrap_err(), OverLimit::Client);
+        assert!(table.open(ip("192.0.2.2")).is_ok(), "per client");
         drop(a);
-        assert!(table.open(ip("192.0.2.1")).is_some());
+        assert!(table.open(ip("192.0.2.1")).is_ok());
+    }
+
+    #[test]
+    fn connections_per_network_are_counted_over_its_clients() {
+        let table = ConnectionsPerIp::new(&PerIpConfig {
+            max_connections: 2,
+            max_connections_per_network: 3,
+            ..PerIpConfig::default()
+        });
+        // Three /64s of one /48: three connections in all, whichever client.
+        let held: Vec<_> = ["2001:db8:1:1::1", "2001:db8:1:2::1", "2001:db8:1:2::2"]
+            .iter()
+            .map(|client| table.open(ip(client)).unwrap())
+            .collect();
+        assert_eq!(
+            table.open(ip("2001:db8:1:3::1")).unwrap_err(),
+            OverLimit::Network
+        );
+        assert!(table.open(ip("2001:db8:2::1")).is_ok(), "another /48");
+        // A refusal for the network leaves the client's count as it was.
+        drop(held);
+        let _a = table.open(ip("2001:db8:1:3::1")).unwrap();
+        let _b = table.open(ip("2001:db8:1:3::1")).unwrap();
+        assert_eq!(
+            table.open(ip("2001:db8:1:3::1")).unwrap_err(),
+            OverLimit::Client
+        );
+        // IPv4 networks are /24s.
+        let _c: Vec<_> = (1..=3)
+            .map(|n| table.open(ip(&format!("198.51.100.{n}"))).unwrap())
+            .collect();
+        assert_eq!(
+            table.open(ip("198.51.100.200")).unwrap_err(),
+            OverLimit::Network
+        );
+        assert!(table.open(ip("198.51.101.1")).is_ok());
     }
 
     #[test]

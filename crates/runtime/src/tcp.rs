@@ -8,6 +8,14 @@
 //! checking locked memory, loading the access list and TLS, binding, wiring the swarm
 //! workers or the local shard, the connection limit, the TLS handshake under its
 //! deadline, the reply pump, flushing counters, and the statistics thread.
+//!
+//! No slot can be held: at `network.max_connections` a newcomer takes the place of
+//! the connection quiet the longest ([`crate::eviction`]; what is quiet is the
+//! tracker's to say through the [`Place`] it is handed). TLS handshakes hold such a
+//! place from the moment they were accepted, are capped per client and per worker
+//! (past the cap the one under way longest gives way), and must finish by a deadline
+//! set at accept, which a drip of bytes cannot extend. A connection refused on a TLS
+//! port is closed, never answered in plaintext.
 
 use std::cell::{Cell, RefCell};
 use std::future::Future;
@@ -28,8 +36,9 @@ use shoal_common::{Running, Shutdown, Supervisor, TrackerConfig as _, memlock};
 use shoal_swarm::{Clock, Restored, ServerTime};
 
 use crate::counted::Counted;
+use crate::eviction::{EvictionOrder, Place};
 use crate::inbox::{ReplyInbox, glommio_reply_channel};
-use crate::per_ip::{ConnectionsPerIp, RateTable, Verdict};
+use crate::per_ip::{ClientKey, ConnectionsPerIp, RateTable, Verdict};
 use crate::replica::{ShardDuties, start_replicas};
 use crate::running::{Listening, Prepared, Reload, RunningTracker, access_list_reload};
 use crate::snapshots::start_snapshots;
@@ -57,6 +66,10 @@ pub struct TcpSettings {
     pub max_connections: usize,
     /// How long a TLS handshake may take (and, for WebTorrent, the upgrade after it).
     pub handshake_timeout: Duration,
+    /// TLS handshakes under way per socket worker; past it the oldest gives way.
+    pub max_tls_handshakes: usize,
+    /// TLS handshakes under way per client; past it a newcomer is closed.
+    pub max_tls_handshakes_per_client: usize,
 }
 
 /// The counters every TCP tracker keeps about connections and clients, in its own
@@ -66,8 +79,13 @@ pub trait ConnectionCounters {
     fn accepted(&mut self);
     /// A connection was refused at the connection limit.
     fn refused(&mut self);
-    /// A connection was refused: its client had per_ip.max_connections open.
+    /// A connection was refused: its client had per_ip.max_connections open, its
+    /// network per_ip.max_connections_per_network, or its client the most TLS
+    /// handshakes under way.
     fn refused_per_ip(&mut self);
+    /// A quiet connection (or the TLS handshake under way longest) was closed to make
+    /// room for a newcomer.
+    fn evicted(&mut self);
     /// A request was refused: its client was over its rate.
     fn rate_limited(&mut self);
     /// A connection or request of a banned client was dropped.
@@ -148,12 +166,17 @@ pub trait TcpTracker: Sized + 'static {
     fn refuse<S: AsyncWrite + Unpin>(stream: &mut S) -> impl Future<Output = ()>;
 
     /// Serves a connection (after TLS, when on) until it ends; `deadline` is when the
-    /// handshake time runs out.
-    fn serve<S: AsyncRead + AsyncWrite + Unpin>(
-        worker: &Worker<Self>,
+    /// handshake time runs out. `place` is the connection's place among those that
+    /// give way to newcomers when the worker is full, held since it was accepted:
+    /// the tracker keeps it while the connection is quiet, moves it on
+    /// ([`Place::touch`]) when it is heard from, drops it while the connection must not
+    /// be cut off, and closes the connection once it is evicted.
+    fn serve<'w, S: AsyncRead + AsyncWrite + Unpin>(
+        worker: &'w Worker<Self>,
         stream: S,
         peer: SocketAddr,
         deadline: Instant,
+        place: Place<'w>,
     ) -> impl Future<Output = ()>;
 
     /// Takes a reply from a swarm worker.
@@ -164,14 +187,6 @@ pub trait TcpTracker: Sized + 'static {
     /// forwards).
     fn exempt(config: &Config<Self::Kind>, peer: IpAddr) -> bool {
         let _ = (config, peer);
-        false
-    }
-
-    /// At `network.max_connections`, before a newcomer is refused: closes a connection
-    /// that can best spare its place (HTTP: the one that has waited longest for a
-    /// request) and says whether one was; the newcomer is then served.
-    fn make_room(worker: &Worker<Self>) -> bool {
-        let _ = worker;
         false
     }
 
@@ -202,6 +217,13 @@ pub struct Worker<T: TcpTracker> {
     pub clients: RefCell<RateTable>,
     /// Open connections per client, over every worker.
     pub connections_per_ip: Arc<ConnectionsPerIp>,
+    /// Connections that may give way to a newcomer when the worker is full, quiet
+    /// the longest first.
+    pub quiet: EvictionOrder,
+    /// TLS handshakes under way, oldest first.
+    pub handshakes: EvictionOrder,
+    /// TLS handshakes under way per client (no entry: none).
+    pub handshakes_per_client: RefCell<hashbrown::HashMap<ClientKey, u32>>,
     /// What the tracker adds.
     pub state: T::State,
 }
@@ -427,6 +449,9 @@ impl<T: TcpTracker> SocketWorker<T> {
             connections: Cell::new(0),
             clients: RefCell::new(RateTable::new(&state_config.per_ip)),
             connections_per_ip: self.connections_per_ip,
+            quiet: EvictionOrder::default(),
+            handshakes: EvictionOrder::default(),
+            handshakes_per_client: RefCell::default(),
             state,
         });
         for listener in self.listeners {
@@ -484,51 +509,141 @@ async fn connection<T: TcpTracker>(worker: Rc<Worker<T>>, stream: TcpStream, pee
         // as little as possible (counted by `check_rate`).
         return;
     }
-    // The client's own limit first: a client at it must not make another connection
-    // give way (`make_room`) and then be refused anyway.
+    // The client's (and its network's) own limit first: a client at it must not make
+    // another connection give way and then be refused anyway.
     let _slot = if exempt {
         None
     } else {
         match worker.connections_per_ip.open(peer.ip()) {
-            Some(slot) => Some(slot),
-            None => {
+            Ok(slot) => Some(slot),
+            Err(_) => {
                 worker.counters.borrow_mut().refused_per_ip();
-                let _ = within(Duration::from_secs(1), T::refuse(&mut stream)).await;
+                refuse(&worker, &mut stream).await;
                 return;
             }
         }
     };
     let open = worker.connections.get();
-    if open >= settings.max_connections && !T::make_room(&worker) {
-        worker.counters.borrow_mut().refused();
-        let _ = within(Duration::from_secs(1), T::refuse(&mut stream)).await;
-        return;
+    if open >= settings.max_connections {
+        if worker.quiet.evict_oldest() {
+            worker.counters.borrow_mut().evicted();
+        } else {
+            worker.counters.borrow_mut().refused();
+            refuse(&worker, &mut stream).await;
+            return;
+        }
     }
     worker.connections.set(open + 1);
     worker.counters.borrow_mut().accepted();
     let _ = stream.get_mut().set_nodelay(true);
     let deadline = Instant::now() + settings.handshake_timeout;
+    let place = worker.quiet.enter();
     match &worker.tls {
-        None => serve_and_close(&worker, stream, peer, deadline).await,
+        None => serve_and_close(&worker, stream, peer, deadline, place).await,
         Some(tls) => {
-            let acceptor = futures_rustls::TlsAcceptor::from(tls.current());
-            let left = deadline.saturating_duration_since(Instant::now());
-            match within(left, acceptor.accept(stream)).await {
-                Some(Ok(stream)) => serve_and_close(&worker, stream, peer, deadline).await,
-                _ => worker.counters.borrow_mut().tls_failed(),
+            let limits = (&settings, deadline, exempt);
+            let handshake = handshake(&worker, limits, peer.ip(), &place, async {
+                let acceptor = futures_rustls::TlsAcceptor::from(tls.current());
+                acceptor.accept(stream).await.ok()
+            });
+            match handshake.await {
+                Some(stream) => serve_and_close(&worker, stream, peer, deadline, place).await,
+                None => worker.counters.borrow_mut().tls_failed(),
             }
         }
     }
     worker.connections.set(worker.connections.get() - 1);
 }
 
-async fn serve_and_close<T: TcpTracker, S: AsyncRead + AsyncWrite + Unpin>(
+/// Answers a refused connection the tracker's way, then it closes; on a TLS port it
+/// is only closed: plaintext there reads as garbage to the client ("wrong version
+/// number"), and answering in TLS would cost a handshake.
+async fn refuse<T: TcpTracker, S: AsyncWrite + Unpin>(worker: &Worker<T>, stream: &mut S) {
+    if worker.tls.is_none() {
+        let _ = within(Duration::from_secs(1), T::refuse(stream)).await;
+    }
+}
+
+/// Runs a TLS handshake (`accept`) from `ip` by `deadline`, as one of the worker's
+/// handshakes under way: `None` when it failed, took too long, or gave way to a
+/// newcomer (the connection's `place` was evicted, or it was the worker's oldest
+/// handshake when a newcomer found `max_tls_handshakes` under way), or when the
+/// client already had `max_tls_handshakes_per_client` under way (`exempt`: a trusted
+/// proxy, never counted).
+async fn handshake<T: TcpTracker, S>(
     worker: &Worker<T>,
+    (settings, deadline, exempt): (&TcpSettings, Instant, bool),
+    ip: IpAddr,
+    place: &Place<'_>,
+    accept: impl Future<Output = Option<S>>,
+) -> Option<S> {
+    let _counted = if exempt {
+        None
+    } else {
+        let counted = HandshakeCount::open(worker, ip, settings.max_tls_handshakes_per_client);
+        if counted.is_none() {
+            worker.counters.borrow_mut().refused_per_ip();
+            return None;
+        }
+        counted
+    };
+    if worker.handshakes.len() >= settings.max_tls_handshakes && worker.handshakes.evict_oldest() {
+        worker.counters.borrow_mut().evicted();
+    }
+    let under_way = worker.handshakes.enter();
+    let left = deadline.saturating_duration_since(Instant::now());
+    let evicted = async {
+        futures_lite::future::or(place.evicted(), under_way.evicted()).await;
+        None
+    };
+    within(left, futures_lite::future::or(accept, evicted))
+        .await
+        .flatten()
+}
+
+/// One TLS handshake under way counted against its client; dropping it uncounts it.
+struct HandshakeCount<'a, T: TcpTracker> {
+    worker: &'a Worker<T>,
+    key: ClientKey,
+}
+
+impl<'a, T: TcpTracker> HandshakeCount<'a, T> {
+    /// Counts a handshake from `ip`, or `None` when its client has `limit` under way.
+    fn open(worker: &'a Worker<T>, ip: IpAddr, limit: usize) -> Option<Self> {
+        let key = worker.clients.borrow().key(ip);
+        let mut counts = worker.handshakes_per_client.borrow_mut();
+        let count = counts.entry(key).or_insert(0);
+        if *count as usize >= limit {
+            if *count == 0 {
+                counts.remove(&key);
+            }
+            return None;
+        }
+        *count += 1;
+        Some(Self { worker, key })
+    }
+}
+
+impl<T: TcpTracker> Drop for HandshakeCount<'_, T> {
+    fn drop(&mut self) {
+        let mut counts = self.worker.handshakes_per_client.borrow_mut();
+        if let Some(count) = counts.get_mut(&self.key) {
+            *count -= 1;
+            if *count == 0 {
+                counts.remove(&self.key);
+            }
+        }
+    }
+}
+
+async fn serve_and_close<'w, T: TcpTracker, S: AsyncRead + AsyncWrite + Unpin>(
+    worker: &'w Worker<T>,
     mut stream: S,
     peer: SocketAddr,
     deadline: Instant,
+    place: Place<'w>,
 ) {
-    T::serve(worker, &mut stream, peer, deadline).await;
+    T::serve(worker, &mut stream, peer, deadline, place).await;
     // End the connection properly: TLS sends close_notify (clients may otherwise take
     // the close for a truncation attack), and TCP gets a FIN.
     let _ = within(Duration::from_secs(1), stream.close()).await;
@@ -536,7 +651,8 @@ async fn serve_and_close<T: TcpTracker, S: AsyncRead + AsyncWrite + Unpin>(
 
 /// Implements [`ConnectionCounters`] for a tracker's counters made by
 /// `shoal_common::counters!` with the fields `accepted`, `refused`, `refused_per_ip`,
-/// `per_ip_limited`, `banned`, `bans`, `tls_failures`, `shed` and `open_connections`.
+/// `idle_evicted`, `per_ip_limited`, `banned`, `bans`, `tls_failures`, `shed` and
+/// `open_connections`.
 #[macro_export]
 macro_rules! connection_counters {
     ($local:ty, $shared:ty) => {
@@ -553,6 +669,10 @@ macro_rules! connection_counters {
 
             fn refused_per_ip(&mut self) {
                 self.refused_per_ip += 1;
+            }
+
+            fn evicted(&mut self) {
+                self.idle_evicted += 1;
             }
 
             fn rate_limited(&mut self) {

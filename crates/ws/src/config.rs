@@ -170,6 +170,19 @@ impl TrackerKind for Ws {
         }
     }
 
+    /// A browser holds one connection per tracker for all its torrents, for as long
+    /// as its page is open: 32 per address lets a household or an office share one,
+    /// while holding a socket worker's 50,000 takes more than 1,500 addresses from more
+    /// than 24 networks (1,024 connections each; a /24 or an IPv6 /48), not the 196
+    /// addresses or one IPv6 /56 that 256 per address allowed.
+    fn default_per_ip() -> shoal_common::tracker_config::PerIpConfig {
+        shoal_common::tracker_config::PerIpConfig {
+            max_connections: 32,
+            max_connections_per_network: 1024,
+            ..Default::default()
+        }
+    }
+
     fn announce_interval(protocol: &ProtocolConfig) -> u32 {
         protocol.announce_interval
     }

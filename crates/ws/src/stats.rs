@@ -98,6 +98,10 @@ shoal_common::counters! {
         slow_senders,
         /// Connections closed by the idle timeout.
         idle_timeouts,
+        /// Connections closed to make room for a newcomer at network.max_connections
+        /// (the one quiet the longest), and TLS handshakes closed for a newcomer past
+        /// network.max_tls_handshakes (the one under way longest).
+        idle_evicted,
         /// Failed TLS handshakes.
         tls_failures,
     }
@@ -114,7 +118,7 @@ pub fn summary(now: &StatsSnapshot, before: &StatsSnapshot, seconds: f64) -> Str
         "announces/s {:.0}, offers/s {:.0}, answers/s {:.0}, scrapes/s {:.0}, new connections/s {:.0}, \
          open connections {}, outgoing bytes {}, incoming bytes {}; per interval: refused answers {}, peer ids taken {}, bad messages {}, oversized {}, \
          denied {}, rate-limited {}, too many torrents {}, busy {}, slow readers {}, slow senders {}, idle timeouts {}, \
-         bad handshakes {}, TLS failures {}, refused connections {} (per client {}), client rate-limited {}, \
+         quiet connections closed for newcomers {}, bad handshakes {}, TLS failures {}, refused connections {} (per client {}), client rate-limited {}, \
          banned {}, new bans {}, {}; torrents {}, peers {}",
         rate(d.announces),
         rate(d.offers_forwarded),
@@ -135,6 +139,7 @@ pub fn summary(now: &StatsSnapshot, before: &StatsSnapshot, seconds: f64) -> Str
         d.slow_readers,
         d.slow_senders,
         d.idle_timeouts,
+        d.idle_evicted,
         d.bad_handshakes,
         d.tls_failures,
         d.refused,
@@ -209,6 +214,7 @@ impl Observe for SocketTotals {
             ("slow_reader", self.slow_readers),
             ("slow_sender", self.slow_senders),
             ("idle_timeout", self.idle_timeouts),
+            ("idle_evicted", self.idle_evicted),
             ("tls_handshake", self.tls_failures),
         ] {
             out.counter(ERRORS, ERRORS_HELP, &[("kind", kind)], value);

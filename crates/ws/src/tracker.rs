@@ -14,6 +14,7 @@ use shoal_common::log_budget::LogBudget;
 use shoal_common::metrics::SummaryLine;
 use shoal_common::tls::TlsConfig;
 use shoal_common::tracker_config::{Config, ReverseProxy as _};
+use shoal_runtime::eviction::Place;
 use shoal_runtime::tcp::{ConnectionCounters as _, RunningTcpTracker, TcpSettings, TcpTracker};
 use shoal_runtime::{Listening, LocalSwarm, Prepared, shard_capacity};
 use shoal_swarm::Clock;
@@ -49,6 +50,8 @@ impl TcpTracker for WsTracker {
             swarm_queue_len: config.limits.swarm_queue_len,
             max_connections: config.network.max_connections,
             handshake_timeout: Duration::from_secs(config.network.handshake_timeout.into()),
+            max_tls_handshakes: config.network.max_tls_handshakes,
+            max_tls_handshakes_per_client: config.network.max_tls_handshakes_per_client,
         }
     }
 
@@ -102,13 +105,14 @@ impl TcpTracker for WsTracker {
         config.network.proxy_header_from(peer)
     }
 
-    async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
-        worker: &Worker,
+    async fn serve<'w, S: AsyncRead + AsyncWrite + Unpin>(
+        worker: &'w Worker,
         stream: S,
         peer: SocketAddr,
         deadline: Instant,
+        place: Place<'w>,
     ) {
-        serve(stream, peer, worker, deadline).await;
+        serve(stream, peer, worker, deadline, place).await;
     }
 
     fn deliver(worker: &Worker, deliveries: Vec<Delivery>) {

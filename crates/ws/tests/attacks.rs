@@ -686,3 +686,99 @@ fn a_flood_of_fresh_info_hashes_fills_the_tracker_and_no_further() {
     );
     assert!(eventually(|| tracker.stats().torrents_refused == 1));
 }
+
+/// The attack of issue 41: connections that each announce once and then stay quiet,
+/// from many addresses, took every slot and kept it (an honest client got 503 on 30
+/// of 30 tries). Now the connection quiet the longest gives way to a newcomer, and a
+/// connection that keeps talking keeps its place.
+#[test]
+fn quiet_connections_from_many_addresses_give_way_to_newcomers() {
+    let mut config = unlimited();
+    config.socket_workers = 1;
+    config.network.max_connections = 60;
+    let tracker = start(config);
+    let server = v4(&tracker);
+    let mut talker = connect_from("127.0.4.99", server);
+    talker.announce(id("held"), id("talker"), json!({}));
+    talker.receive();
+    let mut quiet: Vec<Client<TcpStream>> = (0..59)
+        .map(|n| {
+            let mut client = connect_from(&format!("127.0.4.{}", n % 20 + 1), server);
+            client.announce(id("held"), id(&format!("quiet{n}")), json!({}));
+            client.receive();
+            client
+        })
+        .collect();
+    assert!(eventually(
+        || tracker.stats().requests.open_connections == 60
+    ));
+    // The talker speaks after them all: it is the newest now.
+    talker.announce(id("held"), id("talker"), json!({}));
+    talker.receive();
+    let mut newcomers = Vec::new();
+    for n in 0..30 {
+        let mut newcomer = connect_from("127.0.5.1", server);
+        newcomer.announce(id("fresh"), id(&format!("newcomer{n}")), json!({}));
+        assert!(
+            matches!(newcomer.receive(), ServerMessage::AnnounceResponse(_)),
+            "newcomer {n}"
+        );
+        newcomers.push(newcomer);
+    }
+    // The 30 oldest quiet ones were told why they go; the talker stays.
+    for (n, client) in quiet.iter_mut().enumerate().take(30) {
+        let frame = client.close_frame().map(|frame| frame.code);
+        assert_eq!(frame, Some(CloseCode::Again), "quiet connection {n}");
+    }
+    talker.announce(id("held"), id("talker"), json!({}));
+    assert!(matches!(
+        talker.receive(),
+        ServerMessage::AnnounceResponse(_)
+    ));
+    let requests = tracker.stats().requests;
+    assert!(
+        eventually(|| tracker.stats().requests.idle_evicted == 30),
+        "{requests:?}"
+    );
+    assert_eq!(tracker.stats().requests.refused, 0);
+}
+
+/// What a refused connection from `local` reads: the tracker's 503, whole.
+fn refusal_from(local: &str, server: SocketAddr) -> String {
+    let mut stream = tcp_from(local, server);
+    let mut response = String::new();
+    let _ = std::io::Read::read_to_string(&mut stream, &mut response);
+    response
+}
+
+/// Holding a worker's slots takes many addresses from many networks: 32 connections
+/// per address and 1,024 per network (IPv4 /24, IPv6 /48) by default, where 256 per
+/// address let 196 addresses (or one IPv6 /56) hold all 50,000.
+#[test]
+fn holding_every_slot_takes_addresses_from_many_networks() {
+    let defaults = shoal_ws::Config::default();
+    assert_eq!(defaults.per_ip.max_connections, 32);
+    assert_eq!(defaults.per_ip.max_connections_per_network, 1024);
+    assert!(defaults.network.max_connections > 24 * defaults.per_ip.max_connections_per_network);
+    let mut config = unlimited();
+    config.per_ip.max_connections = 3;
+    config.per_ip.max_connections_per_network = 5;
+    let tracker = start(config);
+    let server = v4(&tracker);
+    let _held: Vec<_> = (0..3)
+        .map(|_| connect_from("127.0.7.1", server))
+        .chain((0..2).map(|_| connect_from("127.0.7.2", server)))
+        .collect();
+    let by_address = refusal_from("127.0.7.1", server);
+    assert!(by_address.starts_with("HTTP/1.1 503"), "{by_address:?}");
+    let by_network = refusal_from("127.0.7.3", server);
+    assert!(by_network.starts_with("HTTP/1.1 503"), "{by_network:?}");
+    // Another /24 is another network.
+    let mut other = connect_from("127.0.8.1", server);
+    other.announce(id("t"), id("other"), json!({}));
+    assert!(matches!(
+        other.receive(),
+        ServerMessage::AnnounceResponse(_)
+    ));
+    assert!(eventually(|| tracker.stats().requests.refused_per_ip == 2));
+}

@@ -11,6 +11,7 @@ fn tracker(tls_dir: Option<&std::path::Path>) -> shoal_ws::RunningTracker {
     // The load comes from one address, far faster than one client may send.
     config.per_ip.requests_per_second = 0;
     config.per_ip.max_connections = 0;
+    config.per_ip.max_connections_per_network = 0;
     config.network.address_ipv4 = "127.0.0.1:0".parse().unwrap();
     config.network.use_ipv6 = false;
     config.statistics.interval = 0;

@@ -25,6 +25,7 @@ use shoal_http_protocol::{
 };
 use shoal_swarm::{AnnounceEvent, PeerLimits, ServerTime};
 
+use shoal_runtime::eviction::Place;
 use shoal_runtime::per_ip::Verdict;
 use shoal_runtime::shard_for;
 use shoal_swarm::PeerAddress;
@@ -61,11 +62,14 @@ async fn write_all<S: AsyncWrite + Unpin>(stream: &mut S, bytes: &[u8], limit: D
     write_all_before(stream, bytes, Instant::now() + limit).await
 }
 
-/// Reads requests and writes responses until the connection should end.
-pub(crate) async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
+/// Reads requests and writes responses until the connection should end. `place`,
+/// held since the connection was accepted, is its place among the worker's quiet
+/// connections while it waits for its first request.
+pub(crate) async fn exchange<'w, S: AsyncRead + AsyncWrite + Unpin>(
     mut stream: S,
     peer: SocketAddr,
-    local: &Worker,
+    local: &'w Worker,
+    place: Place<'w>,
 ) {
     let config = &local.config;
     // Only a trusted proxy's header is believed; anyone else is served as themselves.
@@ -88,16 +92,18 @@ pub(crate) async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
     let mut buffer = vec![0u8; config.limits.max_request_size];
     let mut filled = 0;
     let mut out = Vec::with_capacity(1024);
+    let mut accepted = Some(place);
 
     loop {
         let deadline = Instant::now() + idle;
         // Parsed only once a head may be whole: not again after every byte.
         let mut scan = HeadScan::new();
         // Until its request's head is whole the connection waits among the worker's
-        // waiting ones, by when it began to, and closes if a newcomer needs its place
-        // (`waiting`): one that sent a byte of a request line and stopped can be made
-        // to give way as well as one that sent nothing.
-        let waiting = local.state.waiting.wait();
+        // quiet ones, by when it began to (the first request: since it was accepted),
+        // and closes if a newcomer needs its place (`waiting`): one that sent a byte of
+        // a request line and stopped can be made to give way as well as one that sent
+        // nothing.
+        let waiting = accepted.take().unwrap_or_else(|| local.quiet.enter());
         let parsed = loop {
             if filled > 0 && scan.worth_parsing(&buffer[..filled], filled == buffer.len()) {
                 match parse_request(&buffer[..filled], &limits) {

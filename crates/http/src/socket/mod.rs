@@ -9,7 +9,6 @@
 
 pub(crate) mod connection;
 pub(crate) mod router;
-pub(crate) mod waiting;
 
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -28,6 +27,4 @@ pub(crate) struct State {
     pub(crate) router: Rc<RefCell<Router>>,
     /// The last full scrape.
     pub(crate) full_scrape: RefCell<FullScrapeCache>,
-    /// Connections waiting for a request, the first to close when the worker is full.
-    pub(crate) waiting: waiting::WaitingConnections,
 }

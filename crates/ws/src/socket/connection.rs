@@ -22,6 +22,7 @@ use futures_lite::{AsyncRead, AsyncReadExt as _, AsyncWrite, AsyncWriteExt as _}
 use hashbrown::HashMap;
 use shoal_common::executor::{within, write_all_before as write_all};
 use shoal_common::log_budget::left_out;
+use shoal_runtime::eviction::Place;
 use shoal_runtime::per_ip::Verdict;
 use shoal_runtime::shard_for;
 use shoal_ws_protocol::frames::FrameScanner;
@@ -88,21 +89,33 @@ pub(crate) async fn refuse<S: AsyncWrite + Unpin>(stream: &mut S) {
         .await;
 }
 
-/// Serves a connection: the opening request, then WebSocket messages.
-pub(crate) async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
+/// Serves a connection: the opening request, then WebSocket messages. `place`, held
+/// since the connection was accepted, is its place among the worker's connections
+/// that give way to newcomers when it is full, quiet the longest first: it moves on
+/// only with each tracker message the client sends.
+pub(crate) async fn serve<'w, S: AsyncRead + AsyncWrite + Unpin>(
     mut stream: S,
     peer: SocketAddr,
-    local: &Worker,
+    local: &'w Worker,
     deadline: Instant,
+    place: Place<'w>,
 ) {
+    let opening = futures_lite::future::or(open(&mut stream, local, peer, deadline), async {
+        place.evicted().await;
+        Opening::Answered
+    })
+    .await;
+    if place.is_evicted() {
+        return;
+    }
     if let Opening::Upgraded {
         leftover,
         client,
         slot: _slot,
-    } = open(&mut stream, local, peer, deadline).await
+    } = opening
     {
         local.counters.borrow_mut().upgraded += 1;
-        let mut session = Session::new(local, client, leftover);
+        let mut session = Session::new(local, client, leftover, place);
         session.run(&mut stream).await;
         session.leave();
     }
@@ -175,6 +188,9 @@ struct PendingScrape {
 /// An upgraded connection.
 struct Session<'a> {
     local: &'a Worker,
+    /// Its place among the connections that give way to newcomers, moved on with
+    /// each tracker message.
+    place: Place<'a>,
     peer: SocketAddr,
     websocket: WebSocketContext,
     /// Where the client's byte stream stands between frames, to know when the read
@@ -210,7 +226,7 @@ enum Awaited {
 }
 
 impl<'a> Session<'a> {
-    fn new(local: &'a Worker, peer: SocketAddr, leftover: Vec<u8>) -> Self {
+    fn new(local: &'a Worker, peer: SocketAddr, leftover: Vec<u8>, place: Place<'a>) -> Self {
         let limits = &local.config.limits;
         let mut frames = FrameScanner::new();
         frames.scan(&leftover);
@@ -220,6 +236,7 @@ impl<'a> Session<'a> {
         });
         Self {
             local,
+            place,
             peer,
             websocket: WebSocketContext::from_partially_read(
                 leftover,
@@ -300,6 +317,12 @@ impl<'a> Session<'a> {
             if self.closing {
                 return;
             }
+            if self.place.is_evicted() {
+                // A newcomer took its place (counted then): the worker was full and
+                // this connection had been quiet the longest.
+                self.close(CloseCode::Again, "tracker full, try again later");
+                continue;
+            }
             let left = (heard + allowed).saturating_duration_since(Instant::now());
             if left.is_zero() {
                 self.local.counters.borrow_mut().idle_timeouts += 1;
@@ -307,10 +330,11 @@ impl<'a> Session<'a> {
                 continue;
             }
             let queue = Rc::clone(&self.queue);
+            let place = &self.place;
             let event = within(
                 left,
                 futures_lite::future::or(async { Some(stream.read(&mut buffer).await) }, async {
-                    queue.ready().await;
+                    futures_lite::future::or(queue.ready(), place.evicted()).await;
                     None
                 }),
             )
@@ -325,6 +349,7 @@ impl<'a> Session<'a> {
                     if self.feed(&buffer[..read]) {
                         heard = Instant::now();
                         allowed = idle;
+                        self.place.touch();
                     }
                 }
             }

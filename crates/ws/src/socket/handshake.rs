@@ -8,7 +8,7 @@ use futures_lite::{AsyncRead, AsyncReadExt as _, AsyncWrite};
 use shoal_common::executor::{before, write_all_before as write_all};
 use shoal_common::http_head::HeadScan;
 use shoal_common::tracker_config::{HeaderPosition, ReverseProxy as _};
-use shoal_runtime::per_ip::{ConnectionSlot, Verdict};
+use shoal_runtime::per_ip::{ConnectionSlot, OverLimit, Verdict};
 use shoal_runtime::tcp::ConnectionCounters as _;
 use shoal_ws_protocol::opening::{OpenedKind, OpeningLimits, ProxyHeader, Refusal, parse_opening};
 
@@ -132,8 +132,14 @@ fn admit_forwarded(
     if local.check_rate(ip) != Verdict::Allow {
         return Err(None);
     }
-    local.connections_per_ip.open(ip).ok_or_else(|| {
+    local.connections_per_ip.open(ip).map_err(|over| {
         local.counters.borrow_mut().refused_per_ip();
-        Some(Refusal::new(503, "too many connections from your address"))
+        Some(Refusal::new(
+            503,
+            match over {
+                OverLimit::Client => "too many connections from your address",
+                OverLimit::Network => "too many connections from your network",
+            },
+        ))
     })
 }
