@@ -209,6 +209,27 @@ pub fn bind_failure(protocol: &str, addr: SocketAddr, err: &std::io::Error) -> a
     anyhow::anyhow!("cannot bind {protocol} {addr}: {err}; {fix}")
 }
 
+/// Caps the kernel buffers of every connection `listener` accepts from now on: a
+/// connection inherits its listener's sizes, and a size set by hand is not grown by
+/// the kernel's autotuning. Without a cap, a client that sends pipelined requests and
+/// never reads makes the kernel hold megabytes for it (tcp_wmem's and tcp_rmem's
+/// ceilings): 1,000 such clients pinned 2 GB of the host's TCP memory, near the point
+/// where all of its TCP stalls. 0 leaves a direction to the kernel.
+pub fn cap_connection_buffers(
+    listener: &TcpListener,
+    send: usize,
+    receive: usize,
+) -> std::io::Result<()> {
+    let socket = socket2::SockRef::from(listener);
+    if send > 0 {
+        socket.set_send_buffer_size(send)?;
+    }
+    if receive > 0 {
+        socket.set_recv_buffer_size(receive)?;
+    }
+    Ok(())
+}
+
 /// Asks for a receive buffer of `size` bytes; as root, past net.core.rmem_max.
 /// Returns the size granted (what Linux reports, halved: it doubles the request).
 pub fn set_recv_buffer(socket: &Socket, size: usize) -> usize {

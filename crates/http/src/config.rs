@@ -35,6 +35,15 @@ shoal_common::network_config! {
         pub idle_timeout: u32 = 30,
         /// Seconds a TLS handshake may take.
         pub tls_handshake_timeout: u32 = 10,
+        /// Kernel send buffer of each connection, in bytes (the kernel counts twice
+        /// this for its bookkeeping). Replies that a client does not read wait here
+        /// and then in the tracker; a fixed size stops the kernel from growing it to
+        /// megabytes for clients that never read. 0 leaves it to the kernel.
+        pub socket_send_buffer_size: usize = 64 * 1024,
+        /// Kernel receive buffer of each connection, in bytes: what a client can send
+        /// ahead (pipelined requests) before the tracker reads it. 0 leaves it to the
+        /// kernel.
+        pub socket_recv_buffer_size: usize = 64 * 1024,
     }
 }
 
@@ -132,6 +141,12 @@ impl TrackerKind for Http {
         problems.section("network", |p| {
             network.validate_tls(p);
             p.within("max_connections", network.max_connections, 1..=1 << 20);
+            for (key, value) in [
+                ("socket_send_buffer_size", network.socket_send_buffer_size),
+                ("socket_recv_buffer_size", network.socket_recv_buffer_size),
+            ] {
+                p.within(key, value, 0..=1 << 30);
+            }
             p.check(
                 network.idle_timeout >= 1,
                 "idle_timeout",

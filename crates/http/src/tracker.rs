@@ -51,6 +51,10 @@ impl TcpTracker for HttpTracker {
             handshake_timeout: Duration::from_secs(config.network.tls_handshake_timeout.into()),
             max_tls_handshakes: config.network.max_tls_handshakes,
             max_tls_handshakes_per_client: config.network.max_tls_handshakes_per_client,
+            connection_buffers: (
+                config.network.socket_send_buffer_size,
+                config.network.socket_recv_buffer_size,
+            ),
         }
     }
 

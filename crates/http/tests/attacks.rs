@@ -255,3 +255,79 @@ fn a_request_dripped_a_byte_at_a_time_gets_no_more_time() {
     assert!(started.elapsed() < Duration::from_secs(4));
     assert!(eventually(|| tracker.stats().requests.timeouts >= 1));
 }
+
+/// Bytes the kernel holds for the tracker's connections on `port`: each socket's
+/// send queue (written, not yet taken by the client) and receive queue (sent by the
+/// client, not yet read by the tracker), from /proc/net/tcp.
+fn kernel_bytes_on(port: u16) -> (u64, usize) {
+    let table = std::fs::read_to_string("/proc/net/tcp").unwrap();
+    let mut bytes = 0;
+    let mut sockets = 0;
+    for line in table.lines().skip(1) {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        let local_port = fields[1].rsplit(':').next().unwrap();
+        // Established connections of the tracker (not the listener, state 0A).
+        if u16::from_str_radix(local_port, 16).unwrap() != port || fields[3] != "01" {
+            continue;
+        }
+        let (tx, rx) = fields[4].split_once(':').unwrap();
+        bytes += u64::from_str_radix(tx, 16).unwrap() + u64::from_str_radix(rx, 16).unwrap();
+        sockets += 1;
+    }
+    (bytes, sockets)
+}
+
+/// The attack of issue 41: clients that pipeline requests and never read made the
+/// kernel hold megabytes for each (1,000 of them pinned 2 GB of the host's TCP
+/// memory). Each connection's buffers are capped now, and a connection whose replies
+/// are not read is not read either, so what the kernel holds stays within
+/// connections × the two buffers.
+#[test]
+fn clients_that_pipeline_and_never_read_hold_only_their_buffers() {
+    let mut config = unlimited();
+    config.socket_workers = 1;
+    let (send, receive) = (
+        config.network.socket_send_buffer_size,
+        config.network.socket_recv_buffer_size,
+    );
+    let tracker = start(config);
+    let server = v4(&tracker);
+    let request = format!("GET {} HTTP/1.1\r\n\r\n", scrape(&[hash(1)]));
+    let pipelined = request.repeat(4 << 20 >> 6).into_bytes();
+    let clients: Vec<TcpStream> = (0..100)
+        .map(|n| {
+            let socket =
+                socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+            // The client's own buffers small, so that the kernel's bytes counted on the
+            // tracker's side are the tracker's.
+            socket.set_recv_buffer_size(4096).unwrap();
+            let local: SocketAddr = format!("127.0.10.{}:0", n % 50 + 1).parse().unwrap();
+            socket.bind(&local.into()).unwrap();
+            socket.connect(&server.into()).unwrap();
+            socket.set_nonblocking(true).unwrap();
+            let mut stream: TcpStream = socket.into();
+            // As much as the kernel takes, within a second.
+            let started = Instant::now();
+            let mut sent = 0;
+            while sent < pipelined.len() && started.elapsed() < Duration::from_secs(1) {
+                match stream.write(&pipelined[sent..]) {
+                    Ok(written) => sent += written,
+                    Err(err) if err.kind() == std::io::ErrorKind::WouldBlock => {
+                        std::thread::sleep(Duration::from_millis(5));
+                    }
+                    Err(err) => panic!("{err}"),
+                }
+            }
+            stream
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(500));
+    let (held, sockets) = kernel_bytes_on(server.port());
+    assert_eq!(sockets, clients.len());
+    // The kernel may use up to twice a buffer's size for data and its bookkeeping.
+    let bound = clients.len() as u64 * 2 * (send + receive) as u64;
+    assert!(held <= bound, "{held} bytes held, over {bound}");
+    // Far less than the clients tried to send: they were not read meanwhile.
+    assert!(held > 0);
+    drop(clients);
+}

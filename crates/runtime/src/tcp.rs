@@ -70,6 +70,9 @@ pub struct TcpSettings {
     pub max_tls_handshakes: usize,
     /// TLS handshakes under way per client; past it a newcomer is closed.
     pub max_tls_handshakes_per_client: usize,
+    /// Kernel send and receive buffer of each connection, in bytes (0: the kernel's
+    /// autotuning).
+    pub connection_buffers: (usize, usize),
 }
 
 /// The counters every TCP tracker keeps about connections and clients, in its own
@@ -299,6 +302,13 @@ pub fn prepare<T: TcpTracker>(
     };
     let (listeners, addrs) =
         shoal_common::sockets::bind_listeners(&config.network.addresses(), socket_workers)?;
+    let (send, receive) = settings.connection_buffers;
+    for listener in listeners.iter().flatten() {
+        shoal_common::sockets::cap_connection_buffers(listener, send, receive).context(
+            "cannot set the connections' buffer sizes (network.socket_send_buffer_size, \
+             network.socket_recv_buffer_size)",
+        )?;
+    }
     let listening = addrs
         .iter()
         .map(|&addr| T::describe(&config, tls.is_some(), addr))

@@ -36,6 +36,15 @@ shoal_common::network_config! {
         /// A plain HTTP GET of this path answers "200 ok" (for load balancers and
         /// monitoring); every other path upgrades to WebSocket. Empty turns it off.
         pub health_check_path: String = "/health".into(),
+        /// Kernel send buffer of each connection, in bytes (the kernel counts twice
+        /// this for its bookkeeping). Replies that a client does not read wait here
+        /// and then in the tracker; a fixed size stops the kernel from growing it to
+        /// megabytes for clients that never read. 0 leaves it to the kernel.
+        pub socket_send_buffer_size: usize = 64 * 1024,
+        /// Kernel receive buffer of each connection, in bytes: what a client can send
+        /// ahead (pipelined requests) before the tracker reads it. 0 leaves it to the
+        /// kernel.
+        pub socket_recv_buffer_size: usize = 64 * 1024,
     }
 }
 
@@ -96,6 +105,15 @@ pub struct LimitsConfig {
     /// How many requests a connection may send in a burst above that rate (a browser
     /// starting many torrents at once announces them all together).
     pub request_burst: u32,
+    /// Bytes of offers (their session descriptions) one connection may have relayed
+    /// per second, on average; offers past it are not forwarded (the announce is
+    /// served). A browser's offers are a few KiB per torrent every announce_interval;
+    /// a connection flooding a swarm with large offers stops at this. 0 turns the
+    /// limit off.
+    pub max_offer_bytes_per_second: u32,
+    /// Bytes of offers a connection may send in a burst above that rate (a browser
+    /// starting many torrents at once sends all their offers together).
+    pub offer_bytes_burst: u32,
     /// Most torrents one connection may announce in (a browser uses one connection
     /// per tracker for all its torrents).
     pub max_torrents_per_connection: usize,
@@ -138,6 +156,8 @@ impl Default for LimitsConfig {
             max_handshake_size: 4096,
             max_requests_per_second: 10,
             request_burst: 100,
+            max_offer_bytes_per_second: 64 * 1024,
+            offer_bytes_burst: 1 << 20,
             max_torrents_per_connection: 1000,
             max_outgoing_messages: 256,
             max_outgoing_bytes: 1 << 20,
@@ -194,6 +214,12 @@ impl TrackerKind for Ws {
             network.validate_tls(p);
             network.validate_reverse_proxy(p);
             p.within("max_connections", network.max_connections, 1..=1 << 20);
+            for (key, value) in [
+                ("socket_send_buffer_size", network.socket_send_buffer_size),
+                ("socket_recv_buffer_size", network.socket_recv_buffer_size),
+            ] {
+                p.within(key, value, 0..=1 << 30);
+            }
             p.check(
                 network.handshake_timeout >= 1,
                 "handshake_timeout",
@@ -262,6 +288,13 @@ impl TrackerKind for Ws {
                 limits.max_requests_per_second == 0 || limits.request_burst >= 1,
                 "request_burst",
                 "must be at least 1 when max_requests_per_second is set",
+            );
+            p.check(
+                limits.max_offer_bytes_per_second == 0
+                    || limits.offer_bytes_burst as usize >= limits.max_description_size,
+                "offer_bytes_burst",
+                "must be at least max_description_size when max_offer_bytes_per_second is set \
+                 (one offer of that size must fit)",
             );
             p.within(
                 "max_torrents_per_connection",

@@ -70,6 +70,11 @@ shoal_common::counters! {
         error_responses_v6,
         /// Offers forwarded to peers.
         offers_forwarded,
+        /// Offers not forwarded: their sender was past limits.max_offer_bytes_per_second.
+        offers_over_budget,
+        /// Offers dropped from a full queue of the peer they were for (its oldest
+        /// offers give way; offers are disposable, the peer is not closed for them).
+        offers_dropped,
         /// Answers relayed to the offering peer.
         answers_relayed,
         /// Answers refused: no such offer was sent to the answering peer, or it expired.
@@ -117,7 +122,7 @@ pub fn summary(now: &StatsSnapshot, before: &StatsSnapshot, seconds: f64) -> Str
     format!(
         "announces/s {:.0}, offers/s {:.0}, answers/s {:.0}, scrapes/s {:.0}, new connections/s {:.0}, \
          open connections {}, outgoing bytes {}, incoming bytes {}; per interval: refused answers {}, peer ids taken {}, bad messages {}, oversized {}, \
-         denied {}, rate-limited {}, too many torrents {}, busy {}, slow readers {}, slow senders {}, idle timeouts {}, \
+         denied {}, rate-limited {}, too many torrents {}, busy {}, offers over budget {}, offers dropped {}, slow readers {}, slow senders {}, idle timeouts {}, \
          quiet connections closed for newcomers {}, bad handshakes {}, TLS failures {}, refused connections {} (per client {}), client rate-limited {}, \
          banned {}, new bans {}, {}; torrents {}, peers {}",
         rate(d.announces),
@@ -136,6 +141,8 @@ pub fn summary(now: &StatsSnapshot, before: &StatsSnapshot, seconds: f64) -> Str
         d.rate_limited,
         d.too_many_torrents,
         d.shed,
+        d.offers_over_budget,
+        d.offers_dropped,
         d.slow_readers,
         d.slow_senders,
         d.idle_timeouts,
@@ -205,6 +212,7 @@ impl Observe for SocketTotals {
             ("too_many_torrents", self.too_many_torrents),
             ("peer_id_taken", self.peer_ids_taken),
             ("answer_refused", self.answers_refused),
+            ("offer_budget", self.offers_over_budget),
             ("connection_limit", self.refused),
             ("connection_limit_per_ip", self.refused_per_ip),
         ] {
@@ -215,6 +223,7 @@ impl Observe for SocketTotals {
             ("slow_sender", self.slow_senders),
             ("idle_timeout", self.idle_timeouts),
             ("idle_evicted", self.idle_evicted),
+            ("offer_dropped", self.offers_dropped),
             ("tls_handshake", self.tls_failures),
         ] {
             out.counter(ERRORS, ERRORS_HELP, &[("kind", kind)], value);

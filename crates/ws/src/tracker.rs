@@ -52,6 +52,10 @@ impl TcpTracker for WsTracker {
             handshake_timeout: Duration::from_secs(config.network.handshake_timeout.into()),
             max_tls_handshakes: config.network.max_tls_handshakes,
             max_tls_handshakes_per_client: config.network.max_tls_handshakes_per_client,
+            connection_buffers: (
+                config.network.socket_send_buffer_size,
+                config.network.socket_recv_buffer_size,
+            ),
         }
     }
 
@@ -127,6 +131,7 @@ impl TcpTracker for WsTracker {
         }
         let shed = router.link.tick(&worker.context.access);
         worker.counters.borrow_mut().shed(shed);
+        worker.counters.borrow_mut().offers_dropped += router.take_offers_dropped();
         // A gauge: set, not added like the counters flushed after this tick.
         worker
             .context

@@ -148,16 +148,28 @@ impl Write for Io<'_, '_> {
     }
 }
 
-/// Requests a connection may make: a token bucket refilled every second.
-struct RequestBudget {
+/// What a connection may spend per second: a token bucket refilled every second
+/// (requests, or bytes of offers).
+struct Budget {
     per_second: u32,
     burst: u32,
     tokens: u32,
     refilled: u32,
 }
 
-impl RequestBudget {
-    fn take(&mut self, now: u32) -> bool {
+impl Budget {
+    /// A full bucket at `now`.
+    fn new(per_second: u32, burst: u32, now: u32) -> Self {
+        Self {
+            per_second,
+            burst,
+            tokens: burst,
+            refilled: now,
+        }
+    }
+
+    /// Takes `amount` tokens at `now`, if there are that many (always, with no limit).
+    fn take(&mut self, amount: u32, now: u32) -> bool {
         if self.per_second == 0 {
             return true;
         }
@@ -169,10 +181,10 @@ impl RequestBudget {
                 .min(self.burst);
             self.refilled = now;
         }
-        if self.tokens == 0 {
+        if self.tokens < amount {
             return false;
         }
-        self.tokens -= 1;
+        self.tokens -= amount;
         true
     }
 }
@@ -202,7 +214,10 @@ struct Session<'a> {
     out: Vec<u8>,
     /// The info hashes this connection announced, with the peer id used.
     announced: HashMap<Id20, Id20>,
-    budget: RequestBudget,
+    budget: Budget,
+    /// Bytes of offers this connection may have relayed: the flooder pays for its
+    /// offers, not the peers they are sent to.
+    offer_budget: Budget,
     scrapes: HashMap<u32, PendingScrape>,
     next_scrape: u32,
     closing: bool,
@@ -248,12 +263,16 @@ impl<'a> Session<'a> {
             queue,
             out: Vec::new(),
             announced: HashMap::new(),
-            budget: RequestBudget {
-                per_second: limits.max_requests_per_second,
-                burst: limits.request_burst,
-                tokens: limits.request_burst,
-                refilled: local.context.clock.now().0,
-            },
+            budget: Budget::new(
+                limits.max_requests_per_second,
+                limits.request_burst,
+                local.context.clock.now().0,
+            ),
+            offer_budget: Budget::new(
+                limits.max_offer_bytes_per_second,
+                limits.offer_bytes_burst,
+                local.context.clock.now().0,
+            ),
             scrapes: HashMap::new(),
             next_scrape: 0,
             closing: false,
@@ -293,17 +312,18 @@ impl<'a> Session<'a> {
                 // A client that stops reading blocks this write while its queue fills
                 // up: watch the queue meanwhile.
                 let queue = Rc::clone(&self.queue);
-                let written = futures_lite::future::or(
-                    write_all(stream, &self.out, Instant::now() + WRITE_TIMEOUT),
-                    async {
+                let deadline = Instant::now() + WRITE_TIMEOUT;
+                let written =
+                    futures_lite::future::or(write_all(stream, &self.out, deadline), async {
                         queue.overflow().await;
                         false
-                    },
-                )
-                .await;
+                    })
+                    .await;
                 if !written {
                     if self.queue.overflowed() {
                         self.report_overflow();
+                    } else if Instant::now() >= deadline {
+                        self.report_stalled();
                     }
                     self.queue.set_writing(0);
                     return;
@@ -353,6 +373,28 @@ impl<'a> Session<'a> {
                     }
                 }
             }
+        }
+    }
+
+    /// Counts and logs a client that read nothing of a write for [`WRITE_TIMEOUT`]:
+    /// while a write waits, nothing more is read from the connection (no request of
+    /// its is served), so a client that sends and never reads holds only its socket's
+    /// buffers, and then not for long.
+    fn report_stalled(&self) {
+        self.local.counters.borrow_mut().slow_readers += 1;
+        let logged = self
+            .local
+            .state
+            .overflow_log
+            .borrow_mut()
+            .take(Instant::now());
+        if let Some(unlogged) = logged {
+            log::info!(
+                "closing the connection of {}: it read nothing for {} s{}",
+                self.peer,
+                WRITE_TIMEOUT.as_secs(),
+                left_out(unlogged)
+            );
         }
     }
 
@@ -588,7 +630,7 @@ impl<'a> Session<'a> {
             }
         }
         // Answers count too: each is a message the tracker relays.
-        if !self.budget.take(self.local.context.clock.now().0) {
+        if !self.budget.take(1, self.local.context.clock.now().0) {
             self.local.counters.borrow_mut().rate_limited += 1;
             return self.refuse(Action::Announce, Some(info_hash), RATE_LIMITED);
         }
@@ -657,6 +699,20 @@ impl<'a> Session<'a> {
         announce
             .offers
             .truncate(wanted.min(self.local.config.protocol.max_offers));
+        // Within the connection's offer budget, in order; the rest are not forwarded.
+        let now = self.local.context.clock.now().0;
+        let offers = announce.offers.len();
+        let budget = &mut self.offer_budget;
+        let within = announce
+            .offers
+            .iter()
+            .take_while(|offer| {
+                let bytes = u32::try_from(offer.offer.get().len()).unwrap_or(u32::MAX);
+                budget.take(bytes, now)
+            })
+            .count();
+        announce.offers.truncate(within);
+        self.local.counters.borrow_mut().offers_over_budget += (offers - within) as u64;
         if !is_answer {
             // An answer is relayed, not answered: it has no reply to time.
             self.awaiting_announces.push_back(self.read_at);
@@ -670,7 +726,7 @@ impl<'a> Session<'a> {
             counters.scrapes += 1;
             counters.scrapes_v6 += self.ipv6;
         }
-        if !self.budget.take(self.local.context.clock.now().0) {
+        if !self.budget.take(1, self.local.context.clock.now().0) {
             self.local.counters.borrow_mut().rate_limited += 1;
             return self.refuse(Action::Scrape, None, RATE_LIMITED);
         }

@@ -9,15 +9,21 @@
 //! each request at once.
 //!
 //! Messages for connections ([`Router::deliver`]) go into each connection's
-//! [`ConnectionQueue`]; a queue that would grow past its limit marks its connection
-//! as too slow instead, and the connection closes itself.
+//! [`ConnectionQueue`]. Offers from other peers are disposable (the offerer gets
+//! others' answers, or asks again at its next announce): a queue at its limit drops
+//! its oldest offers to make room, and an offer that still does not fit is dropped
+//! itself. Only the connection's own traffic (replies, answers to its offers) past
+//! the limit marks it as too slow, and the connection closes itself. So peers that
+//! flood a reader with offers cost it offers, not its place in the swarm: before,
+//! ten connections sending large offers got an honest seeder reading 200 KB/s closed
+//! within two seconds, and the flooders stayed.
 //!
-//! The queues of one socket worker also share an [`OutgoingBudget`]: the bytes waiting
-//! in them and in the writes under way. Without it, clients that never read could
-//! make every connection hold its own limit, `max_connections` times over. A message
-//! that would take the worker past its budget first closes the connection holding the
-//! most. That is the slowest reader, and a client that keeps up holds next to
-//! nothing.
+//! The queues of one socket worker also share a byte budget ([`ByteBudget`]): the
+//! bytes waiting in them and in the writes under way. Without it, clients that never
+//! read could make every connection hold its own limit, `max_connections` times over.
+//! A message that would take the worker past its budget first drops the offers
+//! waiting for the connection holding the most, then, if that is not enough, closes
+//! it. That is the slowest reader, and a client that keeps up holds next to nothing.
 
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
@@ -31,6 +37,7 @@ use shoal_runtime::{LocalSwarm, SwarmLink};
 
 use crate::messages::{ConnectionRef, Delivery, RequestKind, SwarmRequest, ToConnection};
 use crate::swarm::Swarms;
+use shoal_ws_protocol::ServerMessage;
 
 /// Messages waiting to be written to one connection, limited in number and in bytes
 /// (offers and answers carry session descriptions of up to a message's size each).
@@ -127,21 +134,56 @@ impl ConnectionQueue {
         }
     }
 
-    /// Queues a message; past a limit, marks the connection as too slow instead.
-    pub(crate) fn push(&self, message: ToConnection) {
+    /// Queues a message. Past a limit the oldest offers waiting go first; an offer
+    /// that does not fit even then is dropped, anything else marks the connection as
+    /// too slow. Returns the offers dropped.
+    pub(crate) fn push(&self, message: ToConnection) -> u64 {
+        if self.overflowed.get().is_some() {
+            self.wake();
+            return 0;
+        }
         let weight = message.weight();
-        let full = {
-            let messages = self.messages.borrow();
-            messages.len() >= self.limit.messages || self.bytes.get() + weight > self.limit.bytes
+        let fits = |queue: &Self| {
+            queue.messages.borrow().len() < queue.limit.messages
+                && queue.bytes.get() + weight <= queue.limit.bytes
         };
-        if full {
-            self.overflow_with(Overflow::Connection);
-        } else if self.overflowed.get().is_none() {
+        let mut dropped = 0;
+        while !fits(self) && self.drop_oldest_offer() {
+            dropped += 1;
+        }
+        if fits(self) {
             self.messages.borrow_mut().push_back(message);
             self.bytes.set(self.bytes.get() + weight);
             self.budget.add(weight);
+        } else if is_offer(&message) {
+            dropped += 1;
+        } else {
+            self.overflow_with(Overflow::Connection);
         }
         self.wake();
+        dropped
+    }
+
+    /// Drops the oldest offer waiting; false when none waits.
+    fn drop_oldest_offer(&self) -> bool {
+        let mut messages = self.messages.borrow_mut();
+        let Some(at) = messages.iter().position(is_offer) else {
+            return false;
+        };
+        let offer = messages.remove(at).expect("found");
+        let weight = offer.weight();
+        self.bytes.set(self.bytes.get() - weight);
+        self.budget.remove(weight);
+        true
+    }
+
+    /// Drops every offer waiting; returns how many.
+    fn drop_offers(&self) -> u64 {
+        let mut dropped = 0;
+        while self.drop_oldest_offer() {
+            dropped += 1;
+        }
+        dropped
     }
 
     /// The next message to write; its bytes stay counted in the budget until the
@@ -245,6 +287,11 @@ impl ConnectionQueue {
     }
 }
 
+/// Whether `message` is an offer from another peer: disposable.
+fn is_offer(message: &ToConnection) -> bool {
+    matches!(message, ToConnection::Message(ServerMessage::Offer(_)))
+}
+
 impl Drop for ConnectionQueue {
     fn drop(&mut self) {
         if self.overflowed.get().is_none() {
@@ -268,6 +315,10 @@ pub(crate) struct Router {
     /// Messages that started arriving in part over this worker's connections (a
     /// clock for which started first).
     parts_started: Cell<u64>,
+    /// Offers dropped from full queues since the last [`take_offers_dropped`].
+    ///
+    /// [`take_offers_dropped`]: Router::take_offers_dropped
+    offers_dropped: Cell<u64>,
 }
 
 impl Router {
@@ -291,7 +342,17 @@ impl Router {
             budget: Rc::new(ByteBudget::new(outgoing_budget)),
             incoming: Rc::new(ByteBudget::new(incoming_budget)),
             parts_started: Cell::new(0),
+            offers_dropped: Cell::new(0),
         }
+    }
+
+    /// Offers dropped from full queues since the last call.
+    pub(crate) fn take_offers_dropped(&self) -> u64 {
+        self.offers_dropped.replace(0)
+    }
+
+    fn count_dropped(&self, offers: u64) {
+        self.offers_dropped.set(self.offers_dropped.get() + offers);
     }
 
     /// Bytes of messages still arriving over this worker's connections.
@@ -361,24 +422,34 @@ impl Router {
     }
 
     /// Queues `message` for connection `id`, if it is still open. A message that
-    /// would take the worker past its budget first closes the connection holding the
-    /// most (the slowest reader; it may be `id` itself).
+    /// would take the worker past its budget first drops the offers waiting for the
+    /// connection holding the most (the slowest reader; it may be `id` itself), then,
+    /// if still past it, drops the message when it is an offer, or closes that
+    /// connection.
     fn push(&self, id: u64, message: ToConnection) {
         let Some(queue) = self.connections.get(&id) else {
             return;
         };
         let budget = &self.budget;
-        if budget.used.get() + message.weight() > budget.limit {
+        let weight = message.weight();
+        if budget.used.get() + weight > budget.limit {
             let largest = self
                 .connections
                 .values()
                 .filter(|queue| !queue.overflowed())
                 .max_by_key(|queue| queue.holding());
             if let Some(largest) = largest.filter(|queue| queue.holding() > 0) {
-                largest.overflow_with(Overflow::Worker);
+                self.count_dropped(largest.drop_offers());
+                if budget.used.get() + weight > budget.limit {
+                    if is_offer(&message) {
+                        self.count_dropped(1);
+                        return;
+                    }
+                    largest.overflow_with(Overflow::Worker);
+                }
             }
         }
-        queue.push(message);
+        self.count_dropped(queue.push(message));
     }
 
     /// Sends `request` to swarm worker `worker` (or serves it here). Returns whether
@@ -452,6 +523,24 @@ mod tests {
     }
 
     const WEIGHT: usize = 160;
+
+    /// An offer of `ToConnection::weight` 160 + `size`, told apart by `n`.
+    fn offer(n: u8, size: usize) -> ToConnection {
+        let text = format!("{{\"sdp\":\"{}\"}}", "x".repeat(size - 10));
+        ToConnection::Message(ServerMessage::Offer(shoal_ws_protocol::ForwardedOffer {
+            info_hash: shoal_ws_protocol::Id20([n; 20]),
+            peer_id: shoal_ws_protocol::Id20([n; 20]),
+            offer_id: shoal_ws_protocol::Id20([n; 20]),
+            offer: serde_json::value::RawValue::from_string(text).unwrap(),
+        }))
+    }
+
+    fn offer_tag(message: &ToConnection) -> Option<u8> {
+        match message {
+            ToConnection::Message(ServerMessage::Offer(offer)) => Some(offer.info_hash.0[0]),
+            _ => None,
+        }
+    }
 
     const ROOMY: QueueLimit = QueueLimit {
         messages: 1000,
@@ -587,5 +676,69 @@ mod tests {
         router.unregister(small_connection);
         drop(small);
         assert_eq!(router.incoming_bytes(), 0);
+    }
+
+    #[test]
+    fn a_full_queue_drops_its_oldest_offers_not_the_reader() {
+        let mut router = router(1 << 20);
+        let limit = QueueLimit {
+            messages: 4,
+            bytes: 4 * (WEIGHT + 1000),
+        };
+        let (connection, queue) = router.register(limit);
+        for n in 0..4 {
+            router.push(connection.id, offer(n, 1000));
+        }
+        router.push(connection.id, message());
+        router.push(connection.id, offer(4, 1000));
+        assert!(!queue.overflowed(), "offers are disposable");
+        assert_eq!(router.take_offers_dropped(), 2);
+        let mut left = Vec::new();
+        while let Some(message) = queue.pop() {
+            left.push(offer_tag(&message));
+        }
+        // The two oldest offers went; the reply and the newest offer stayed, in order.
+        assert_eq!(left, vec![Some(2), Some(3), None, Some(4)]);
+        queue.set_writing(0);
+        assert_eq!(router.outgoing_bytes(), 0);
+    }
+
+    #[test]
+    fn a_reader_behind_on_its_own_traffic_is_still_closed() {
+        let mut router = router(1 << 20);
+        let limit = QueueLimit {
+            messages: 3,
+            bytes: 1 << 20,
+        };
+        let (connection, queue) = router.register(limit);
+        router.push(connection.id, offer(1, 500));
+        for _ in 0..3 {
+            router.push(connection.id, message());
+        }
+        assert!(!queue.overflowed(), "its offer made room");
+        assert_eq!(router.take_offers_dropped(), 1);
+        // An offer that finds no offer to push out is dropped itself.
+        router.push(connection.id, offer(2, 500));
+        assert!(!queue.overflowed());
+        assert_eq!(router.take_offers_dropped(), 1);
+        // Its own traffic past the limit closes it.
+        router.push(connection.id, message());
+        assert_eq!(queue.overflow_reason(), Some(Overflow::Connection));
+    }
+
+    #[test]
+    fn past_the_worker_budget_the_largest_holders_offers_go_before_it_does() {
+        let mut router = router(4 * (WEIGHT + 1000));
+        let (flooded, flooded_queue) = router.register(ROOMY);
+        let (other, other_queue) = router.register(ROOMY);
+        for n in 0..3 {
+            router.push(flooded.id, offer(n, 1000));
+        }
+        router.push(flooded.id, message());
+        // Past the budget: the flooded reader's offers go, the reader stays.
+        router.push(other.id, offer(9, 1000));
+        assert!(!flooded_queue.overflowed() && !other_queue.overflowed());
+        assert_eq!(router.take_offers_dropped(), 3);
+        assert_eq!(router.outgoing_bytes(), WEIGHT + WEIGHT + 1000);
     }
 }

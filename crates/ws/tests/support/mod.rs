@@ -137,6 +137,22 @@ pub fn joined(addr: SocketAddr, torrent: Id20, peer: &str) -> Client<TcpStream> 
     client
 }
 
+/// A client that joins `torrent` as `peer` over a connection whose kernel receive
+/// buffer is small, so what it does not read waits in the tracker soon.
+pub fn joined_small(server: SocketAddr, torrent: Id20, peer: &str) -> Client<TcpStream> {
+    let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    socket.set_recv_buffer_size(4096).unwrap();
+    socket.connect(&server.into()).unwrap();
+    let stream: TcpStream = socket.into();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let mut client = Client::over(stream, &format!("ws://{server}/announce"));
+    client.announce(torrent, id(peer), json!({}));
+    client.receive();
+    client
+}
+
 /// Announces `offers` in `torrent` from `sender` (reading each reply), at most `max`
 /// times and until `done` says so; returns how many were sent.
 pub fn offer_until(
