@@ -42,6 +42,12 @@ pub struct ShardStatus {
     pub torrents_refused: u64,
     /// New peers answered but not stored because their torrent or the shard was full.
     pub peers_refused: u64,
+    /// Announces refused because their client had started as many torrents as it may
+    /// (`[capacity] new_torrents_per_second`).
+    pub new_torrents_refused: u64,
+    /// Torrents with one peer that never had a second, removed to make room for a new
+    /// torrent in a full shard.
+    pub torrents_evicted: u64,
     /// Seeders, as the last cleaning pass counted them.
     pub seeders: u64,
     /// Leechers, as the last cleaning pass counted them.
@@ -79,6 +85,10 @@ pub struct SwarmGauges {
     pub torrents_refused: std::sync::atomic::AtomicU64,
     /// See [`ShardStatus::peers_refused`].
     pub peers_refused: std::sync::atomic::AtomicU64,
+    /// See [`ShardStatus::new_torrents_refused`].
+    pub new_torrents_refused: std::sync::atomic::AtomicU64,
+    /// See [`ShardStatus::torrents_evicted`].
+    pub torrents_evicted: std::sync::atomic::AtomicU64,
     /// See [`ShardStatus::seeders`].
     pub seeders: std::sync::atomic::AtomicU64,
     /// See [`ShardStatus::leechers`].
@@ -97,6 +107,10 @@ impl SwarmGauges {
         self.torrents_refused
             .store(status.torrents_refused, Relaxed);
         self.peers_refused.store(status.peers_refused, Relaxed);
+        self.new_torrents_refused
+            .store(status.new_torrents_refused, Relaxed);
+        self.torrents_evicted
+            .store(status.torrents_evicted, Relaxed);
         self.seeders.store(status.seeders, Relaxed);
         self.leechers.store(status.leechers, Relaxed);
     }
@@ -108,6 +122,8 @@ impl SwarmGauges {
             peers: self.peers.load(Relaxed),
             torrents_refused: self.torrents_refused.load(Relaxed),
             peers_refused: self.peers_refused.load(Relaxed),
+            new_torrents_refused: self.new_torrents_refused.load(Relaxed),
+            torrents_evicted: self.torrents_evicted.load(Relaxed),
             seeders: self.seeders.load(Relaxed),
             leechers: self.leechers.load(Relaxed),
         }
@@ -255,6 +271,10 @@ pub struct StatsSnapshot<T> {
     pub torrents_refused: u64,
     /// New peers not stored by the peer limits, over all shards, since start.
     pub peers_refused: u64,
+    /// Announces refused by the per-client new-torrent limit, over all shards.
+    pub new_torrents_refused: u64,
+    /// Torrents that gave way to a new one in a full shard, over all shards.
+    pub torrents_evicted: u64,
     /// Seeders over all shards, as of their last cleaning pass.
     pub seeders: u64,
     /// Leechers over all shards, as of their last cleaning pass.
@@ -351,6 +371,8 @@ impl<C: Counters> WorkerStats<C> {
             snapshot.peers += status.peers;
             snapshot.torrents_refused += status.torrents_refused;
             snapshot.peers_refused += status.peers_refused;
+            snapshot.new_torrents_refused += status.new_torrents_refused;
+            snapshot.torrents_evicted += status.torrents_evicted;
             snapshot.seeders += status.seeders;
             snapshot.leechers += status.leechers;
         }
@@ -375,9 +397,14 @@ impl<T> StatsSnapshot<T> {
     /// The part of a statistics line about capacity limits, between `before` and now.
     pub fn capacity_line(&self, before: &Self) -> String {
         format!(
-            "torrents refused {}, peers not stored {}",
+            "torrents refused {} (new torrents over a client's rate {}), torrents evicted {}, \
+             peers not stored {}",
             self.torrents_refused
                 .saturating_sub(before.torrents_refused),
+            self.new_torrents_refused
+                .saturating_sub(before.new_torrents_refused),
+            self.torrents_evicted
+                .saturating_sub(before.torrents_evicted),
             self.peers_refused.saturating_sub(before.peers_refused),
         )
     }
@@ -526,10 +553,18 @@ impl<T: crate::observe::Observe> crate::observe::Observe for StatsSnapshot<T> {
         self.traffic.observe(out);
         for (reason, value) in [
             ("torrent_limit", self.torrents_refused),
+            ("new_torrent_limit", self.new_torrents_refused),
             ("peer_limit", self.peers_refused),
         ] {
             out.counter(REFUSED, REFUSED_HELP, &[("reason", reason)], value);
         }
+        out.counter(
+            "shoal_torrents_evicted",
+            "Torrents with one peer that never had a second, removed to make room for a \
+             new torrent in a full tracker.",
+            &[],
+            self.torrents_evicted,
+        );
         out.gauge(
             "shoal_torrents",
             "Torrents with at least one peer.",

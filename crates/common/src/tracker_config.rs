@@ -254,10 +254,12 @@ pub type TrackerFile<T> = ProcessAnd<Config<T>>;
 
 /// How many torrents and peers a tracker keeps at most.
 ///
-/// When full, swarms that exist keep working: a new torrent is refused with an error
-/// ("tracker full"), and a new peer in a full swarm (or a full tracker) is answered
-/// with peers but not stored until others leave. Limits are split evenly over the
-/// swarm workers.
+/// When full, swarms that exist keep working: a new torrent takes the place of the
+/// oldest torrent with one peer that never had a second (what a flood of fresh info
+/// hashes leaves behind), and only when there is none is it refused with an error
+/// ("tracker full"); a new peer in a full swarm (or a full tracker) is answered with
+/// peers but not stored until others leave. Limits are split evenly over the swarm
+/// workers.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, TomlConfig)]
 #[serde(default, deny_unknown_fields)]
 pub struct CapacityConfig {
@@ -268,6 +270,15 @@ pub struct CapacityConfig {
     pub max_peers: usize,
     /// Most peers in one torrent. New peers past it are sent peers but not stored.
     pub max_peers_per_torrent: usize,
+    /// Once a swarm worker holds half of its share of max_torrents: new torrents one
+    /// client (an address or network, as [per_ip] counts clients) may start per
+    /// second there, on average; an announce past it that would start one is refused
+    /// ("too many new torrents from your address") and counted. Below half, starting
+    /// torrents costs nothing (after a restart without state every client starts its
+    /// torrents again). UDP and HTTP; 0 turns the limit off.
+    pub new_torrents_per_second: u32,
+    /// New torrents a client may start at once above that rate.
+    pub new_torrents_burst: u32,
 }
 
 impl Default for CapacityConfig {
@@ -278,6 +289,8 @@ impl Default for CapacityConfig {
             max_torrents: 10_000_000,
             max_peers: 50_000_000,
             max_peers_per_torrent: 200_000,
+            new_torrents_per_second: 1,
+            new_torrents_burst: 100,
         }
     }
 }
@@ -292,6 +305,11 @@ impl CapacityConfig {
             "max_peers_per_torrent",
             self.max_peers_per_torrent,
             1..=1 << 32,
+        );
+        problems.check(
+            self.new_torrents_per_second == 0 || self.new_torrents_burst >= 1,
+            "new_torrents_burst",
+            "must be at least 1 when new_torrents_per_second is set",
         );
     }
 }

@@ -93,8 +93,9 @@ pub(crate) enum SwarmReplyKind {
     },
     /// For a scrape or full scrape: counts per torrent.
     Scrape(Vec<(InfoHash, ScrapeStats)>),
-    /// For an announce that would start a torrent while the tracker is full.
-    TrackerFull,
+    /// For an announce that would start a torrent and may not: the tracker is full,
+    /// or the client started as many as it may lately (the reason).
+    Refused(&'static str),
 }
 
 /// Peers for an announce reply.

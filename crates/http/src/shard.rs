@@ -11,13 +11,14 @@ use shoal_common::metrics::ShardStatus;
 use shoal_http_protocol::PeerId;
 use shoal_runtime::{ByWorker, Shard, status_of};
 use shoal_swarm::{
-    Announce, BitTorrentMap, Capacity, ChangeLog, CleanReport, DualStack, InfoHash, ListIn, Peer,
-    PeerAddr, PeerAddress, RecordError, Replicated, ServerTime,
+    Announce, BitTorrentMap, ChangeLog, CleanReport, DualStack, InfoHash, ListIn, Peer, PeerAddr,
+    PeerAddress, RecordError, Replicated, ServerTime,
 };
 
 use crate::messages::{
     AnnounceWork, AnnouncedPeers, SwarmReply, SwarmReplyKind, SwarmRequest, SwarmRequestKind,
 };
+use crate::socket::connection::TRACKER_FULL;
 
 /// The torrents of one swarm worker.
 #[derive(Debug)]
@@ -89,9 +90,9 @@ impl Shard for HttpShard {
 impl HttpShard {
     /// No torrents yet; peers expire `peer_timeout` seconds after their last announce;
     /// at most `capacity`; changes are recorded for other nodes when `shared`.
-    pub(crate) fn new(peer_timeout: u32, capacity: Capacity, shared: bool) -> Self {
+    pub(crate) fn new(torrents: BitTorrentMap<PeerId>, shared: bool) -> Self {
         Self {
-            torrents: BitTorrentMap::new(peer_timeout, capacity),
+            torrents,
             rng: rand::make_rng(),
             replies: ByWorker::default(),
             changes: shared.then(ChangeLog::default),
@@ -143,10 +144,14 @@ impl HttpShard {
                 }
             },
         );
-        // BitTorrent peers (addresses) belong to nobody, so the only refusal is a
-        // full tracker.
-        let Ok(announced) = result else {
-            return SwarmReplyKind::TrackerFull;
+        // BitTorrent peers (addresses) belong to nobody, so the only refusals are of
+        // a new torrent.
+        let announced = match result {
+            Ok(announced) => announced,
+            Err(refused) => {
+                let reason = refused.new_torrent_reason();
+                return SwarmReplyKind::Refused(reason.unwrap_or(TRACKER_FULL));
+            }
         };
         if let Some(changes) = &mut self.changes {
             let timeout = self.torrents.peer_timeout();

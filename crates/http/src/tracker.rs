@@ -15,7 +15,7 @@ use shoal_common::tracker_config::{Config, ReverseProxy as _};
 use shoal_runtime::eviction::Place;
 use shoal_runtime::state::{self, Snapshot, StateKind};
 use shoal_runtime::tcp::{ConnectionCounters as _, RunningTcpTracker, TcpSettings, TcpTracker};
-use shoal_runtime::{Listening, LocalSwarm, Prepared, shard_capacity};
+use shoal_runtime::{Listening, LocalSwarm, Prepared};
 use shoal_swarm::{Clock, Restored, ServerTime};
 
 use crate::config::Http;
@@ -59,11 +59,7 @@ impl TcpTracker for HttpTracker {
     }
 
     fn shard(config: &Config<Http>) -> HttpShard {
-        HttpShard::new(
-            config.cleaning.peer_timeout,
-            shard_capacity(config),
-            config.cluster.enabled(),
-        )
+        HttpShard::new(shoal_runtime::shard_map(config), config.cluster.enabled())
     }
 
     const STATE: Option<StateKind> = Some(StateKind::Http);

@@ -46,23 +46,63 @@ fn open_from(local: &str, server: SocketAddr) -> Connection<TcpStream> {
     Connection::over(stream)
 }
 
+/// A fresh-hash flood fills the tracker and no further: what it leaves behind gives
+/// way to an honest swarm, its client runs out of allowance once the tracker is half
+/// full, and only a tracker full of real swarms refuses a new torrent.
 #[test]
-fn a_flood_of_fresh_info_hashes_fills_the_tracker_and_no_further() {
+fn a_flood_of_fresh_info_hashes_gives_way_and_real_swarms_do_not() {
     let mut config = unlimited();
     config.capacity.max_torrents = 20;
+    config.capacity.new_torrents_burst = 15;
     let tracker = start(config);
-    let mut client = Connection::open(v4(&tracker));
-    for n in 0..20 {
-        assert_eq!(client.get(&announce(&hash(n), 1, "")).status, 200);
+    let server = v4(&tracker);
+    let mut flooder = open_from("127.0.21.1", server);
+    // 10 free (below half), then the burst of 15: the rest is refused.
+    let mut refused = 0;
+    for n in 0..40 {
+        let response = flooder.get(&announce(&hash(n), 1, ""));
+        if failure_or_empty(&response) == "too many new torrents from your address, try again later"
+        {
+            refused += 1;
+        }
     }
-    let refused = client.get(&announce(&hash(99), 1, ""));
-    assert_eq!(failure(&refused), "tracker full: no new torrents accepted");
-    let known = client.get(&announce(&hash(3), 2, ""));
-    assert_eq!(int(&known, "incomplete"), 2, "known torrents keep working");
+    assert_eq!(refused, 15);
     assert!(eventually(|| {
         let stats = tracker.stats();
-        stats.torrents == 20 && stats.torrents_refused == 1
+        stats.torrents == 20 && stats.torrents_evicted == 5 && stats.new_torrents_refused == 15
     }));
+    // An honest swarm starts in the full tracker, and stays.
+    let mut first = open_from("127.0.21.2", server);
+    assert_eq!(
+        int(&first.get(&announce(&hash(100), 7001, "")), "incomplete"),
+        1
+    );
+    let mut second = open_from("127.0.21.3", server);
+    let joined = second.get(&announce(&hash(100), 7002, ""));
+    assert_eq!(int(&joined, "incomplete"), 2);
+    // Every torrent a real swarm: a new one is refused.
+    let mut crowd = open_from("127.0.21.4", server);
+    for n in 20..40 {
+        crowd.get(&announce(&hash(n), 9, ""));
+    }
+    let refused = crowd.get(&announce(&hash(999), 9, ""));
+    assert!(
+        failure(&refused) == "tracker full: no new torrents accepted"
+            || failure(&refused) == "too many new torrents from your address, try again later",
+        "{}",
+        failure(&refused)
+    );
+    let known = crowd.get(&announce(&hash(100), 9, ""));
+    assert_eq!(int(&known, "incomplete"), 3, "known torrents keep working");
+}
+
+/// The failure reason of a response, or "" for a served announce.
+fn failure_or_empty(response: &shoal_http_protocol::response::HttpResponse) -> String {
+    if response.body.get("failure reason").is_some() {
+        failure(response)
+    } else {
+        String::new()
+    }
 }
 
 #[test]

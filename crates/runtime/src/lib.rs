@@ -129,6 +129,34 @@ impl<C: Counters> Context<C> {
     }
 }
 
+/// How many torrents each client may start in one shard once it is half full
+/// (`[capacity] new_torrents_per_second`), with clients as `[per_ip]` counts them;
+/// `None` when off.
+pub fn new_torrent_limit<K: shoal_common::tracker_config::TrackerKind>(
+    config: &shoal_common::tracker_config::Config<K>,
+) -> Option<shoal_swarm::NewTorrentLimit> {
+    let capacity = &config.capacity;
+    (capacity.new_torrents_per_second > 0).then_some(shoal_swarm::NewTorrentLimit {
+        per_second: capacity.new_torrents_per_second,
+        burst: capacity.new_torrents_burst,
+        clients: config.per_ip.table_size,
+        ipv4_prefix_len: config.per_ip.ipv4_prefix_len,
+        ipv6_prefix_len: config.per_ip.ipv6_prefix_len,
+    })
+}
+
+/// A shard's empty torrent map with its share of the capacity limits and, when on,
+/// the limit on new torrents per client.
+pub fn shard_map<K: shoal_common::tracker_config::TrackerKind, X: shoal_swarm::PeerData>(
+    config: &shoal_common::tracker_config::Config<K>,
+) -> shoal_swarm::BitTorrentMap<X> {
+    let map = shoal_swarm::BitTorrentMap::new(config.cleaning.peer_timeout, shard_capacity(config));
+    match new_torrent_limit(config) {
+        Some(limit) => map.with_new_torrent_limit(limit),
+        None => map,
+    }
+}
+
 /// One shard's share of the configured capacity: the limits split evenly over the
 /// swarm workers (rounded up), or all of them for a socket worker that keeps the
 /// torrents itself.

@@ -8,12 +8,9 @@
 //! whole IPv6 /64, a CGNAT pool) limited or banned for a few kilobytes of forged
 //! packets. Callers check that first; this table cannot tell.
 //!
-//! Each socket worker keeps a [`RateTable`]: a fixed number of slots, so its memory
-//! never grows, whatever sources send. A client's slot
-//! is found by a keyed hash of its address prefix and a short probe; a newcomer that
-//! finds no free slot takes the one idle the longest, never a banned one while there is
-//! another choice. The worst a flood of spoofed sources can do is make the table forget
-//! a client that sent nothing lately, which gives it a fresh allowance.
+//! Each socket worker keeps a [`RateTable`] in a fixed number of slots
+//! ([`ClientTable`]), so its memory never grows whatever sources send; a banned client
+//! keeps its slot while there is another to give away.
 //!
 //! Requests are allowed by a token bucket per client: `requests_per_second` tokens a
 //! second, up to `burst`. Every second a client spends over its rate is a strike; a
@@ -27,14 +24,12 @@ use hashbrown::DefaultHashBuilder;
 use shoal_common::log_budget::{LogBudget, left_out};
 use shoal_common::tracker_config::PerIpConfig;
 use shoal_swarm::ServerTime;
+use shoal_swarm::client_table::{Bucket, ClientState, ClientTable, client_key};
 
 /// New bans a socket worker logs in a row before the rest are only counted.
 pub const BAN_LOG_BURST: u32 = 20;
 /// How often one more ban is logged once [`BAN_LOG_BURST`] are spent.
 pub const BAN_LOG_REFILL: std::time::Duration = std::time::Duration::from_secs(10);
-
-/// Slots probed for one client.
-const PROBE: usize = 4;
 
 /// What to do with a client's request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -58,14 +53,11 @@ pub struct ClientKey(u128);
 impl ClientKey {
     /// The key of `ip` with the configured prefix lengths.
     pub fn new(ip: IpAddr, config: &PerIpConfig) -> Self {
-        match ip.to_canonical() {
-            IpAddr::V4(ip) => {
-                let bits = u32::from(ip) & prefix_mask_32(config.ipv4_prefix_len);
-                // In the IPv4-mapped range, which no canonical IPv6 address is in.
-                Self(u128::from(std::net::Ipv4Addr::from(bits).to_ipv6_mapped()))
-            }
-            IpAddr::V6(ip) => Self(u128::from(ip) & prefix_mask_128(config.ipv6_prefix_len)),
-        }
+        Self(client_key(
+            ip,
+            config.ipv4_prefix_len,
+            config.ipv6_prefix_len,
+        ))
     }
 
     /// The prefix as text, for log lines.
@@ -78,28 +70,10 @@ impl ClientKey {
     }
 }
 
-fn prefix_mask_32(len: u8) -> u32 {
-    match len {
-        0 => 0,
-        len => u32::MAX << (32 - u32::from(len.min(32))),
-    }
-}
-
-fn prefix_mask_128(len: u8) -> u128 {
-    match len {
-        0 => 0,
-        len => u128::MAX << (128 - u32::from(len.min(128))),
-    }
-}
-
+/// A client's request allowance and ban.
 #[derive(Clone, Copy, Debug, Default)]
-struct Slot {
-    key: u128,
-    used: bool,
-    /// Tokens left.
-    tokens: u32,
-    /// When the bucket was last refilled, and the client last seen.
-    seen: ServerTime,
+struct RateState {
+    tokens: Bucket,
     /// Seconds spent over the rate lately, and the last such second.
     strikes: u16,
     last_strike: ServerTime,
@@ -107,25 +81,28 @@ struct Slot {
     banned_until: ServerTime,
 }
 
+impl ClientState for RateState {
+    /// A ban outlives floods of other sources: its slot is not given away.
+    fn may_forget(&self, now: ServerTime) -> bool {
+        self.banned_until <= now
+    }
+}
+
 /// The limits of one socket worker's clients, in a fixed amount of memory.
 #[derive(Debug)]
 pub struct RateTable {
     config: PerIpConfig,
-    slots: Box<[Slot]>,
-    hasher: DefaultHashBuilder,
-    /// Bans an attacker can provoke at will (one per spoofed UDP source), so not every
-    /// one is logged ([`log_ban`](Self::log_ban)).
+    clients: ClientTable<RateState>,
+    /// Bans are logged within a budget ([`log_ban`](Self::log_ban)).
     ban_log: LogBudget,
 }
 
 impl RateTable {
     /// A table of `config.table_size` slots (rounded up to a power of two).
     pub fn new(config: &PerIpConfig) -> Self {
-        let size = config.table_size.max(PROBE).next_power_of_two();
         Self {
             config: config.clone(),
-            slots: vec![Slot::default(); size].into_boxed_slice(),
-            hasher: DefaultHashBuilder::default(),
+            clients: ClientTable::new(config.table_size),
             ban_log: LogBudget::new(BAN_LOG_BURST, BAN_LOG_REFILL),
         }
     }
@@ -161,7 +138,9 @@ impl RateTable {
     /// Whether `ip` is banned at `now`, without counting a request.
     pub fn is_banned(&self, ip: IpAddr, now: ServerTime) -> bool {
         let key = self.key(ip);
-        self.find(key).is_some_and(|slot| slot.banned_until > now)
+        self.clients
+            .find(key.0)
+            .is_some_and(|state| state.banned_until > now)
     }
 
     /// Counts a request from `ip` at `now` and says what to do with it.
@@ -173,79 +152,30 @@ impl RateTable {
         let config = &self.config;
         let (rate, burst) = (config.requests_per_second, config.burst.max(1));
         let (ban_after, ban_duration) = (config.ban_after, config.ban_duration);
-        let slot = self.slot(key, now);
-        if slot.banned_until > now {
+        let state = self.clients.entry(key.0, now, || RateState {
+            tokens: Bucket::full(burst, now),
+            ..RateState::default()
+        });
+        if state.banned_until > now {
             return Verdict::Banned;
         }
-        let elapsed = now.seconds_since(slot.seen).unwrap_or(0);
-        if elapsed > 0 {
-            slot.tokens = slot
-                .tokens
-                .saturating_add(elapsed.saturating_mul(rate))
-                .min(burst);
-            slot.seen = now;
-        }
-        if slot.tokens > 0 {
-            slot.tokens -= 1;
-            if now.seconds_since(slot.last_strike).unwrap_or(0) > 1 {
-                slot.strikes = 0;
+        if state.tokens.take(rate, burst, now) {
+            if now.seconds_since(state.last_strike).unwrap_or(0) > 1 {
+                state.strikes = 0;
             }
             return Verdict::Allow;
         }
-        if slot.last_strike != now {
-            slot.last_strike = now;
-            slot.strikes = slot.strikes.saturating_add(1);
+        if state.last_strike != now {
+            state.last_strike = now;
+            state.strikes = state.strikes.saturating_add(1);
         }
-        if ban_duration > 0 && ban_after > 0 && u32::from(slot.strikes) >= ban_after {
-            slot.banned_until = now.plus(ban_duration);
-            slot.strikes = 0;
+        if ban_duration > 0 && ban_after > 0 && u32::from(state.strikes) >= ban_after {
+            state.banned_until = now.plus(ban_duration);
+            state.strikes = 0;
             return Verdict::NewBan;
         }
         Verdict::Limited
     }
-
-    fn probe(&self, key: ClientKey) -> usize {
-        self.hasher.hash_one(key) as usize & (self.slots.len() - 1)
-    }
-
-    fn find(&self, key: ClientKey) -> Option<&Slot> {
-        let start = self.probe(key);
-        (0..PROBE)
-            .map(|i| &self.slots[(start + i) & (self.slots.len() - 1)])
-            .find(|slot| slot.used && slot.key == key.0)
-    }
-
-    /// The slot of `key`, taken over from the longest-idle unbanned one if needed.
-    fn slot(&mut self, key: ClientKey, now: ServerTime) -> &mut Slot {
-        let mask = self.slots.len() - 1;
-        let start = self.probe(key);
-        let mut victim = start;
-        for i in 0..PROBE {
-            let at = (start + i) & mask;
-            let slot = &self.slots[at];
-            if slot.used && slot.key == key.0 {
-                return &mut self.slots[at];
-            }
-            if worse_victim(&self.slots[victim], slot, now) {
-                victim = at;
-            }
-        }
-        self.slots[victim] = Slot {
-            key: key.0,
-            used: true,
-            tokens: self.config.burst.max(1),
-            seen: now,
-            ..Slot::default()
-        };
-        &mut self.slots[victim]
-    }
-}
-
-/// Whether `candidate` is a better slot to give away than `current`: free slots first,
-/// then unbanned ones, then the longest idle.
-fn worse_victim(current: &Slot, candidate: &Slot, now: ServerTime) -> bool {
-    let rank = |slot: &Slot| (slot.used, slot.banned_until > now, slot.seen);
-    rank(candidate) < rank(current)
 }
 
 /// Open connections per client and per network, over every socket worker of a TCP
@@ -461,7 +391,7 @@ mod tests {
             let source = IpAddr::from(std::net::Ipv4Addr::from(0x0a00_0000 + n));
             table.check(source, ServerTime(5));
         }
-        assert_eq!(table.slots.len(), 64);
+        assert_eq!(table.clients.slots(), 64);
         assert!(
             table.is_banned(abuser, ServerTime(6)),
             "bans outlive floods"

@@ -77,6 +77,8 @@ pub fn status_of<S: PeerSet>(map: &TorrentMap<S>) -> ShardStatus {
         peers: map.peer_count() as u64,
         torrents_refused: refusals.torrents,
         peers_refused: refusals.peers,
+        new_torrents_refused: refusals.new_torrents,
+        torrents_evicted: refusals.evicted,
         seeders: map.census().seeders,
         leechers: map.census().leechers,
     }

@@ -19,11 +19,14 @@
 //! * [`replication`]: peer changes as the same records, for nodes that share swarms.
 //! * [`census`]: seeders, leechers and the largest swarms, counted by each cleaning
 //!   pass.
+//! * [`client_table`]: per-client state (request rates, new-torrent budgets) in a
+//!   fixed amount of memory.
 //!
 //! A tracker runs one [`TorrentMap`] per swarm worker; which info hashes a worker owns
 //! is the daemon's business, not this crate's.
 
 pub mod census;
+pub mod client_table;
 mod partitions;
 pub mod peer;
 pub mod peer_list;
@@ -45,8 +48,8 @@ pub use replication::{ChangeLog, Replicated};
 pub use snapshot::{RecordError, Restored, SnapshotData, check_records};
 pub use time::{Clock, ServerTime};
 pub use torrents::{
-    Announce, AnnounceEvent, Announced, BitTorrentMap, Capacity, CleanReport, PREFETCH_STEPS,
-    PeerLimits, Refusals, Refused, ScrapeStats, SwarmCounts, Torrent, TorrentMap,
+    Announce, AnnounceEvent, Announced, BitTorrentMap, Capacity, CleanReport, NewTorrentLimit,
+    PREFETCH_STEPS, PeerLimits, Refusals, Refused, ScrapeStats, SwarmCounts, Torrent, TorrentMap,
 };
 
 /// A 20-byte SHA-1 info hash, the key of a torrent.

@@ -274,6 +274,29 @@ impl<T: Keyed> Partitions<T> {
         Some(&mut part.values[position])
     }
 
+    /// Removes the value of a located key and returns it: the partition's last value
+    /// takes its place.
+    pub(crate) fn remove_at(&mut self, at: &Located) -> Option<T> {
+        let hasher = &self.hasher;
+        let part = &mut self.parts[at.part()];
+        let position = part.position_of(at)?;
+        let last = part.values.len() - 1;
+        if position != last {
+            let moved = hasher.hash_one(part.values[last].key());
+            part.index.swap(at.hash, position, moved, last);
+            part.values.swap(position, last);
+        }
+        let values = &part.values;
+        part.index
+            .remove(at.hash, last, |p| hasher.hash_one(values[p].key()));
+        let value = part.values.pop();
+        self.len -= 1;
+        if part.values.is_empty() {
+            part.index = PositionIndex::NONE;
+        }
+        value
+    }
+
     /// Keeps only the values of partition `part` for which `keep` says so, and gives
     /// memory back when the partition shrank a lot.
     pub(crate) fn retain_part(
@@ -358,6 +381,31 @@ mod tests {
         assert_eq!(number(map.get(&key)), Some(77));
         assert!(map.get_or_insert(&[9; 20], false, zero).is_none());
         assert_eq!(map.len(), count as usize);
+    }
+
+    #[test]
+    fn removed_values_are_gone_and_the_others_still_found() {
+        let mut map = Partitions::default();
+        let key_of = |i: u32| {
+            let mut key = [0u8; 20];
+            key[..4].copy_from_slice(&i.to_be_bytes());
+            key
+        };
+        // Enough per partition for an index with collisions.
+        let count = 40 * PARTITIONS as u32;
+        for i in 0..count {
+            map.get_or_insert(&key_of(i), true, zero).unwrap().number = i;
+        }
+        for i in (0..count).step_by(3) {
+            let removed = map.remove_at(&map.locate(&key_of(i)));
+            assert_eq!(number(removed.as_ref()), Some(i));
+            assert!(map.remove_at(&map.locate(&key_of(i))).is_none());
+        }
+        assert_eq!(map.len(), count as usize - (count as usize).div_ceil(3));
+        for i in 0..count {
+            let expected = (i % 3 != 0).then_some(i);
+            assert_eq!(number(map.get(&key_of(i))), expected, "key {i}");
+        }
     }
 
     #[test]

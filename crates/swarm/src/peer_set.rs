@@ -37,6 +37,13 @@ pub trait ListIn<S: PeerSet>: PeerKey {
     fn reachable(&self) -> bool {
         true
     }
+
+    /// The address of the client a peer known by this key announced from, when the
+    /// key carries it (BitTorrent peers are their addresses; a WebTorrent peer id
+    /// says nothing of it).
+    fn client(&self) -> Option<std::net::IpAddr> {
+        None
+    }
 }
 
 impl<K: PeerKey, X: PeerData> PeerSet for PeerList<K, X> {
@@ -138,6 +145,10 @@ impl<X: PeerData> ListIn<DualStack<X>> for V4Addr {
     fn reachable(&self) -> bool {
         self.port() != 0
     }
+
+    fn client(&self) -> Option<std::net::IpAddr> {
+        Some(crate::PeerAddr::socket_addr(self).ip())
+    }
 }
 
 impl<X: PeerData> ListIn<DualStack<X>> for V6Addr {
@@ -151,5 +162,9 @@ impl<X: PeerData> ListIn<DualStack<X>> for V6Addr {
 
     fn reachable(&self) -> bool {
         self.port() != 0
+    }
+
+    fn client(&self) -> Option<std::net::IpAddr> {
+        Some(crate::PeerAddr::socket_addr(self).ip())
     }
 }

@@ -209,7 +209,7 @@ impl<X: SnapshotData> TorrentMap<DualStack<X>> {
             };
             torrent
         };
-        torrent.downloads = torrent.downloads.saturating_add(record.downloads);
+        torrent.downloads.add(record.downloads);
         done.downloads += record.downloads as usize;
         let (capacity, hasher) = (self.capacity, &self.peer_hasher);
         for (key, left, seeder, extra) in record.v4_peers() {
@@ -241,6 +241,7 @@ impl<X: SnapshotData> TorrentMap<DualStack<X>> {
             self.peers = tally(self.peers, change);
             done.count(change);
         }
+        torrent.note_crowd();
     }
 }
 

@@ -177,7 +177,7 @@ impl<X: SnapshotData> TorrentMap<DualStack<X>> {
             return restored;
         };
         restored.torrents += usize::from(!known);
-        torrent.downloads = torrent.downloads.max(record.downloads);
+        torrent.downloads.raise_to(record.downloads);
         let hasher = &self.peer_hasher;
         let room = |torrent_peers: usize, peers: usize| {
             peers < capacity.peers && torrent_peers < capacity.peers_per_torrent
@@ -211,6 +211,7 @@ impl<X: SnapshotData> TorrentMap<DualStack<X>> {
             self.peers += 1;
             restored.peers += 1;
         }
+        torrent.note_crowd();
         restored
     }
 }
@@ -236,7 +237,7 @@ fn write_torrent<X: SnapshotData>(
     out: &mut Vec<u8>,
 ) {
     out.extend_from_slice(info_hash);
-    out.extend_from_slice(&torrent.downloads.to_le_bytes());
+    out.extend_from_slice(&torrent.downloads.count().to_le_bytes());
     let counts_at = out.len();
     out.extend_from_slice(&[0; 8]);
     let v4 = write_peers(&torrent.peers.v4, now, out);

@@ -6,11 +6,14 @@
 //! few rules that depend on it, come from its [`PeerData`]; expiry, selection (never an
 //! expired peer), downloads (once per peer) and cleaning are the same for all.
 
+use std::collections::VecDeque;
+
 use hashbrown::DefaultHashBuilder;
 use rand::Rng;
 
 use crate::InfoHash;
 use crate::census::Census;
+use crate::client_table::{Bucket, ClientTable, client_key};
 use crate::partitions::{Keyed, Located, PARTITIONS, Partitions};
 use crate::peer::{Peer, PeerData};
 use crate::peer_set::{DualStack, ListIn, PeerSet};
@@ -55,8 +58,25 @@ pub struct Announce<K, X> {
 pub enum Refused {
     /// The peer it names belongs to someone else ([`PeerData::may_change`]).
     PeerTaken,
-    /// It would start a torrent, and the map holds as many as [`Capacity::torrents`].
+    /// It would start a torrent, and the map holds as many as [`Capacity::torrents`]
+    /// with none that may give way ([`TorrentMap::announce`]).
     TorrentsFull,
+    /// It would start a torrent, and its client started as many as it may lately
+    /// ([`NewTorrentLimit`]).
+    NewTorrentsLimited,
+}
+
+impl Refused {
+    /// The reason a client is told, for the refusals of a new torrent.
+    pub fn new_torrent_reason(self) -> Option<&'static str> {
+        match self {
+            Self::PeerTaken => None,
+            Self::TorrentsFull => Some("tracker full: no new torrents accepted"),
+            Self::NewTorrentsLimited => {
+                Some("too many new torrents from your address, try again later")
+            }
+        }
+    }
 }
 
 /// What an announce did.
@@ -103,6 +123,86 @@ pub struct Refusals {
     pub torrents: u64,
     /// New peers answered but not stored because their torrent or the map was full.
     pub peers: u64,
+    /// Announces refused because their client had started as many torrents as it may
+    /// ([`NewTorrentLimit`]).
+    pub new_torrents: u64,
+    /// Torrents with one peer that never had a second, removed to make room for a new
+    /// torrent in a full map.
+    pub evicted: u64,
+}
+
+/// How many torrents one client may start, once the map is past half its
+/// [`Capacity::torrents`]: a token bucket per client (an IPv4 address or IPv6 network,
+/// by the announcing peer's address) in a fixed table. Below half, starting torrents
+/// costs nothing (a restart without state has every client start its torrents
+/// again); past it, a flood of fresh info hashes from a few addresses stops at their
+/// allowance instead of filling the map for everyone.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NewTorrentLimit {
+    /// Torrents a client may start per second, on average.
+    pub per_second: u32,
+    /// Torrents a client may start at once above that rate.
+    pub burst: u32,
+    /// Clients tracked (slots of the table).
+    pub clients: usize,
+    /// Bits of an IPv4 address that make one client.
+    pub ipv4_prefix_len: u8,
+    /// Bits of an IPv6 address that make one client.
+    pub ipv6_prefix_len: u8,
+}
+
+/// The allowances of [`NewTorrentLimit`].
+#[derive(Debug)]
+struct NewTorrentBudgets {
+    limit: NewTorrentLimit,
+    clients: ClientTable<Bucket>,
+}
+
+impl NewTorrentBudgets {
+    /// Takes one new torrent from the allowance of the client at `ip`.
+    fn take(&mut self, ip: std::net::IpAddr, now: ServerTime) -> bool {
+        let limit = self.limit;
+        let key = client_key(ip, limit.ipv4_prefix_len, limit.ipv6_prefix_len);
+        self.clients
+            .entry(key, now, || Bucket::full(limit.burst, now))
+            .take(limit.per_second, limit.burst, now)
+    }
+}
+
+/// Completed downloads of a torrent, with whether it ever held two peers at once in
+/// the top bit (the count saturates below it): a torrent that never did is what a
+/// flood of fresh info hashes leaves behind, and may give way in a full map. Kept in
+/// one word so that a torrent stays 72 bytes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Downloads(u32);
+
+impl Downloads {
+    const CROWDED: u32 = 1 << 31;
+
+    /// The count.
+    pub(crate) fn count(self) -> u32 {
+        self.0 & !Self::CROWDED
+    }
+
+    /// Adds `more`, saturating.
+    pub(crate) fn add(&mut self, more: u32) {
+        let count = self.count().saturating_add(more).min(!Self::CROWDED);
+        self.0 = (self.0 & Self::CROWDED) | count;
+    }
+
+    /// Raises the count to `at_least`.
+    pub(crate) fn raise_to(&mut self, at_least: u32) {
+        self.add(at_least.saturating_sub(self.count()));
+    }
+
+    /// Whether the torrent ever held two peers (or counted a download).
+    fn crowded(self) -> bool {
+        self.0 & Self::CROWDED != 0
+    }
+
+    fn mark_crowded(&mut self) {
+        self.0 |= Self::CROWDED;
+    }
 }
 
 /// Seeder and leecher counts of a torrent, over both address families.
@@ -168,7 +268,7 @@ pub struct CleanReport {
 pub struct Torrent<S> {
     pub(crate) info_hash: InfoHash,
     pub(crate) peers: S,
-    pub(crate) downloads: u32,
+    pub(crate) downloads: Downloads,
 }
 
 impl<S: PeerSet> Torrent<S> {
@@ -177,8 +277,22 @@ impl<S: PeerSet> Torrent<S> {
         Self {
             info_hash,
             peers: S::default(),
-            downloads: 0,
+            downloads: Downloads::default(),
         }
+    }
+
+    /// Notes that the torrent holds two peers or more, or counted a download, if it
+    /// does: from then on it never gives way to a newcomer in a full map.
+    pub(crate) fn note_crowd(&mut self) {
+        if self.peers.len() >= 2 || self.downloads.count() > 0 {
+            self.downloads.mark_crowded();
+        }
+    }
+
+    /// Whether it may give way to a new torrent in a full map: one peer at most, and
+    /// never two at once.
+    fn may_give_way(&self) -> bool {
+        !self.downloads.crowded() && self.peers.len() <= 1
     }
 
     /// The torrent's info hash.
@@ -197,7 +311,7 @@ impl<S: PeerSet> Torrent<S> {
         ScrapeStats {
             seeders,
             leechers,
-            downloads: self.downloads,
+            downloads: self.downloads.count(),
         }
     }
 
@@ -234,7 +348,17 @@ pub struct TorrentMap<S> {
     counting: Census,
     /// What the last finished pass counted.
     census: Census,
+    /// Torrents started by announces, oldest first, that may give way when the map is
+    /// full ([`Torrent::may_give_way`] is checked when one is taken: the others are
+    /// stale entries, dropped then or when the queue is tidied).
+    fresh: VecDeque<InfoHash>,
+    /// Per-client allowances for new torrents, when limited.
+    new_torrents: Option<NewTorrentBudgets>,
 }
+
+/// Entries of the fresh queue looked at for one torrent that may give way; past it a
+/// new torrent is refused, so a queue of stale entries cannot make an announce slow.
+const EVICTION_TRIES: usize = 64;
 
 impl<S: PeerSet> TorrentMap<S> {
     /// An empty map whose peers expire `peer_timeout` seconds after their last
@@ -250,6 +374,74 @@ impl<S: PeerSet> TorrentMap<S> {
             next_clean: 0,
             counting: Census::default(),
             census: Census::default(),
+            fresh: VecDeque::new(),
+            new_torrents: None,
+        }
+    }
+
+    /// Limits the torrents each client may start once the map is past half its
+    /// capacity ([`NewTorrentLimit`]).
+    pub fn with_new_torrent_limit(mut self, limit: NewTorrentLimit) -> Self {
+        self.new_torrents = Some(NewTorrentBudgets {
+            limit,
+            clients: ClientTable::new(limit.clients),
+        });
+        self
+    }
+
+    /// Whether a torrent may start now for a peer at `client` (its address, when a
+    /// peer key carries one): room in the map, made if needed by removing the oldest
+    /// torrent that may give way, and the client's allowance once the map is past
+    /// half full. Counts what it refused.
+    fn may_start(
+        &mut self,
+        client: Option<std::net::IpAddr>,
+        now: ServerTime,
+    ) -> Result<(), Refused> {
+        let capacity = self.capacity.torrents;
+        if let (Some(budgets), Some(ip)) = (&mut self.new_torrents, client)
+            && self.torrents.len() >= capacity / 2
+            && !budgets.take(ip, now)
+        {
+            self.refusals.new_torrents += 1;
+            return Err(Refused::NewTorrentsLimited);
+        }
+        if self.torrents.len() < capacity || self.evict_one() {
+            return Ok(());
+        }
+        self.refusals.torrents += 1;
+        Err(Refused::TorrentsFull)
+    }
+
+    /// Removes the oldest torrent started by an announce that may still give way;
+    /// false when none was found within [`EVICTION_TRIES`] entries.
+    fn evict_one(&mut self) -> bool {
+        for _ in 0..EVICTION_TRIES {
+            let Some(info_hash) = self.fresh.pop_front() else {
+                return false;
+            };
+            let at = self.torrents.locate(&info_hash);
+            if !self.torrents.get_at(&at).is_some_and(Torrent::may_give_way) {
+                continue;
+            }
+            let torrent = self.torrents.remove_at(&at).expect("found");
+            self.peers -= torrent.peers.len();
+            self.refusals.evicted += 1;
+            return true;
+        }
+        false
+    }
+
+    /// Notes a torrent just started, which may give way later. The queue is tidied
+    /// when it grows past twice the torrents: entries of torrents gone or crowded
+    /// since go (amortised over the starts that grew it).
+    fn started(&mut self, info_hash: InfoHash) {
+        self.fresh.push_back(info_hash);
+        if self.fresh.len() > 2 * self.torrents.len() + 1024 {
+            let torrents = &self.torrents;
+            self.fresh
+                .retain(|hash| torrents.get(hash).is_some_and(Torrent::may_give_way));
+            self.fresh.shrink_to(2 * self.fresh.len() + 1024);
         }
     }
 
@@ -416,14 +608,17 @@ impl<S: PeerSet> TorrentMap<S> {
         }
 
         let expires = now.plus(self.peer_timeout);
-        let may_add_torrent = self.torrents.len() < self.capacity.torrents;
-        let Some(torrent) = self
+        // A new torrent must be allowed (a hint makes the lookup a compare).
+        let starts = self.torrents.get_at(located).is_none();
+        if starts {
+            self.may_start(announce.key.client(), now)?;
+            self.started(*located.info_hash());
+        }
+        let hasher = &self.peer_hasher;
+        let torrent = self
             .torrents
-            .get_or_insert_at(located, may_add_torrent, Torrent::new)
-        else {
-            self.refusals.torrents += 1;
-            return Err(Refused::TorrentsFull);
-        };
+            .get_or_insert_at(located, true, Torrent::new)
+            .expect("may insert");
         let room = self.peers < self.capacity.peers
             && torrent.peers.len() < self.capacity.peers_per_torrent;
         let list = K::list_mut(&mut torrent.peers);
@@ -465,8 +660,9 @@ impl<S: PeerSet> TorrentMap<S> {
         let downloaded =
             position.is_some() && announce.event == AnnounceEvent::Completed && !was_seeder;
         if downloaded {
-            torrent.downloads = torrent.downloads.saturating_add(1);
+            torrent.downloads.add(1);
         }
+        torrent.note_crowd();
         Ok(Announced {
             counts: torrent.counts(),
             stored: position.is_some(),

@@ -204,12 +204,16 @@ impl UdpShard {
                 .announce_located(torrent, announce, now, &mut self.rng, |peer| {
                     out.extend_from_slice(peer.key().as_bytes());
                 });
-        // BitTorrent peers (addresses) belong to nobody, so the only refusal is a
-        // full tracker.
-        let Ok(announced) = result else {
-            out.truncate(header);
-            write_error(out, transaction_id, TRACKER_FULL);
-            return false;
+        // BitTorrent peers (addresses) belong to nobody, so the only refusals are of
+        // a new torrent.
+        let announced = match result {
+            Ok(announced) => announced,
+            Err(refused) => {
+                out.truncate(header);
+                let reason = refused.new_torrent_reason();
+                write_error(out, transaction_id, reason.unwrap_or(TRACKER_FULL));
+                return false;
+            }
         };
         if let Some(changes) = &mut self.changes {
             let timeout = self.torrents.peer_timeout();

@@ -14,7 +14,7 @@ use shoal_runtime::snapshots::start_snapshots;
 use shoal_runtime::state::{self, StateKind};
 use shoal_runtime::{
     Context, Listening, LocalSwarm, Prepared, ShardDuties, access_list_reload, reply_capacity,
-    shard_capacity, spawn_swarm_workers, start_replicas, swarm_channels,
+    spawn_swarm_workers, start_replicas, swarm_channels,
 };
 use shoal_swarm::{BitTorrentMap, ChangeLog, Restored};
 
@@ -128,8 +128,7 @@ fn serve(
     let queue_len = config.limits.swarm_queue_len;
     let mut restored = Restored::default();
     let mut shard = |index: usize| {
-        let mut torrents =
-            BitTorrentMap::new(config.cleaning.peer_timeout, shard_capacity(&config));
+        let mut torrents: BitTorrentMap<()> = shoal_runtime::shard_map(&config);
         if let Some(snapshot) = &snapshot {
             restored.add(state::restore_shard(
                 &mut torrents,

@@ -35,14 +35,17 @@ fn hash(n: u32) -> [u8; 20] {
 }
 
 #[test]
-fn a_flood_of_fresh_info_hashes_fills_the_tracker_and_no_further() {
+fn a_full_tracker_refuses_only_when_every_torrent_is_a_real_swarm() {
     let mut config = unlimited();
     config.capacity.max_torrents = 50;
+    config.capacity.new_torrents_per_second = 0;
     let tracker = start(config);
     let mut client = Client::new(tracker.ipv4_addr().unwrap());
     let id = client.connect();
+    // Fifty swarms of two peers: none gives way.
     for n in 0..50 {
         client.announce(id, Announce::new(hash(n), 1));
+        client.announce(id, Announce::new(hash(n), 2));
     }
     for n in 50..60 {
         client.send_announce(id, Announce::new(hash(n), 1));
@@ -54,11 +57,63 @@ fn a_flood_of_fresh_info_hashes_fills_the_tracker_and_no_further() {
         }
     }
     // Known torrents keep working.
-    assert_eq!(client.announce(id, Announce::new(hash(7), 2)).leechers, 2);
+    assert_eq!(client.announce(id, Announce::new(hash(7), 3)).leechers, 3);
     assert!(eventually(|| {
         let stats = tracker.stats();
-        stats.torrents == 50 && stats.torrents_refused == 10
+        stats.torrents == 50 && stats.torrents_refused == 10 && stats.torrents_evicted == 0
     }));
+}
+
+/// The attack of issue 41: fresh info hashes from many addresses filled the tracker
+/// (4.65M torrents in 45 s from 2,000 addresses), after which every new honest torrent
+/// was refused. Now each address may start only so many once the tracker is half
+/// full, and a full tracker makes room with what the flood left behind (torrents with
+/// one peer that never had a second, oldest first): a new torrent announced by two
+/// honest peers is stored and served, and the count never passes the limit.
+#[test]
+fn a_fresh_hash_flood_from_many_addresses_cannot_keep_an_honest_torrent_out() {
+    let mut config = unlimited();
+    config.capacity.max_torrents = 2_000;
+    config.capacity.new_torrents_burst = 20;
+    let tracker = start(config);
+    let server = tracker.ipv4_addr().unwrap();
+    let flooders: Vec<_> = (0..4u32)
+        .map(|thread| {
+            std::thread::spawn(move || {
+                let mut sent = 0u32;
+                for address in 0..50u32 {
+                    let n = thread * 50 + address;
+                    let local = format!("127.0.{}.{}:0", 12 + n / 250, n % 250 + 1);
+                    let mut flooder = Client::from(&local, server);
+                    let id = flooder.connect();
+                    for fresh in 0..100u32 {
+                        let mut info_hash = hash(n * 1000 + fresh);
+                        info_hash[19] = 0xf1;
+                        flooder.send_announce(id, Announce::new(info_hash, 1));
+                        sent += 1;
+                    }
+                    while flooder.recv_within(Duration::from_millis(20)).is_some() {}
+                }
+                sent
+            })
+        })
+        .collect();
+    let sent: u32 = flooders.into_iter().map(|f| f.join().unwrap()).sum();
+    assert_eq!(sent, 20_000);
+    assert!(eventually(|| tracker.stats().torrents_evicted > 0));
+    let stats = tracker.stats();
+    assert!(stats.torrents <= 2_000, "{} torrents", stats.torrents);
+    assert!(stats.new_torrents_refused > 0, "{stats:?}");
+    // Two honest peers start a torrent: stored, and they find each other.
+    let honest = hash(999_999);
+    let mut first = Client::from("127.0.20.1:0", server);
+    let id = first.connect();
+    assert_eq!(first.announce(id, Announce::new(honest, 7001)).leechers, 1);
+    let mut second = Client::from("127.0.20.2:0", server);
+    let id = second.connect();
+    let reply = second.announce(id, Announce::new(honest, 7002));
+    assert_eq!(reply.leechers, 2);
+    assert_eq!(reply.peers.len(), 1, "the first honest peer");
 }
 
 #[test]

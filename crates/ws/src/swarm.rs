@@ -298,7 +298,10 @@ impl Swarms {
                 announce_reply(info_hash, scrape_file(counts), &self.settings)
             }
             Err(Refused::PeerTaken) => ToConnection::PeerIdTaken(info_hash),
-            Err(Refused::TorrentsFull) => ToConnection::TrackerFull(info_hash),
+            // A WebTorrent peer id carries no address: no allowance is kept for it.
+            Err(Refused::TorrentsFull | Refused::NewTorrentsLimited) => {
+                ToConnection::TrackerFull(info_hash)
+            }
         };
         out.push((from, reply));
     }

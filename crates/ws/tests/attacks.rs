@@ -747,7 +747,7 @@ fn one_address_is_limited_over_all_its_connections() {
 }
 
 #[test]
-fn a_flood_of_fresh_info_hashes_fills_the_tracker_and_no_further() {
+fn a_flood_of_fresh_info_hashes_gives_way_and_real_swarms_do_not() {
     let mut config = unlimited();
     config.capacity.max_torrents = 10;
     let tracker = start(config);
@@ -759,7 +759,23 @@ fn a_flood_of_fresh_info_hashes_fills_the_tracker_and_no_further() {
             ServerMessage::AnnounceResponse(_)
         ));
     }
+    // Full of torrents with one peer each: the oldest gives way.
     client.announce(id("t99"), id("me"), json!({}));
+    assert!(matches!(
+        client.receive(),
+        ServerMessage::AnnounceResponse(_)
+    ));
+    assert!(eventually(|| tracker.stats().torrents_evicted == 1));
+    // Every torrent with two peers: a new one is refused.
+    let mut other = connect(v4(&tracker));
+    for n in (1..10).map(|n| format!("t{n}")).chain(["t99".to_string()]) {
+        other.announce(id(&n), id("other"), json!({}));
+        assert!(matches!(
+            other.receive(),
+            ServerMessage::AnnounceResponse(_)
+        ));
+    }
+    client.announce(id("t100"), id("me"), json!({}));
     assert_eq!(
         error(client.receive()),
         "tracker full: no new torrents accepted"

@@ -338,8 +338,8 @@ async fn announce(
             incomplete,
             peers,
         }) => (complete, incomplete, peers),
-        Merged::Announce(SwarmReplyKind::TrackerFull) => {
-            write_failure(out, 200, TRACKER_FULL, keep_alive);
+        Merged::Announce(SwarmReplyKind::Refused(reason)) => {
+            write_failure(out, 200, reason, keep_alive);
             return Ok(());
         }
         _ => unreachable!("an announce gets an announce reply"),

@@ -587,19 +587,137 @@ fn a_full_map_refuses_new_torrents_and_keeps_serving_the_old_ones() {
     };
     let mut map = BitTorrentMap::new(TIMEOUT, capacity);
     let mut rng = SmallRng::seed_from_u64(1);
-    assert!(announce_in(&mut map, [1; 20], v4(1, 1), &mut rng).0.is_ok());
-    assert!(announce_in(&mut map, [2; 20], v4(1, 1), &mut rng).0.is_ok());
+    // Two swarms of two: neither may give way.
+    for hash in [[1; 20], [2; 20]] {
+        for peer in 1..=2 {
+            assert!(announce_in(&mut map, hash, v4(peer, 1), &mut rng).0.is_ok());
+        }
+    }
     let (third, _) = announce_in(&mut map, [3; 20], v4(1, 1), &mut rng);
     assert_eq!(third, Err(Refused::TorrentsFull));
     assert_eq!(map.torrent_count(), 2);
-    let (old, sent) = announce_in(&mut map, [1; 20], v4(2, 1), &mut rng);
+    let (old, sent) = announce_in(&mut map, [1; 20], v4(3, 1), &mut rng);
     assert_eq!(
         old.unwrap().counts.leechers,
-        2,
+        3,
         "existing swarms still grow"
     );
-    assert_eq!(sent, vec![v4(1, 1)]);
+    assert_eq!(sent.len(), 2);
     assert_eq!(map.refusals().torrents, 1);
+}
+
+/// What a flood of fresh info hashes leaves behind (torrents with one peer that never
+/// had a second) gives way, oldest first, to a new torrent in a full map; a torrent
+/// that once had two peers, or is down to one, never does.
+#[test]
+fn a_full_map_makes_room_with_what_a_flood_of_fresh_hashes_left() {
+    let capacity = Capacity {
+        torrents: 4,
+        ..Capacity::UNLIMITED
+    };
+    let mut map = BitTorrentMap::new(TIMEOUT, capacity);
+    let mut rng = SmallRng::seed_from_u64(1);
+    // A real swarm that is down to one peer now.
+    announce_in(&mut map, [1; 20], v4(1, 1), &mut rng)
+        .0
+        .unwrap();
+    announce_in(&mut map, [1; 20], v4(2, 1), &mut rng)
+        .0
+        .unwrap();
+    map.announce(
+        &[1; 20],
+        announce(v4(2, 1), false, AnnounceEvent::Stopped),
+        ServerTime(0),
+        &mut rng,
+        |_| {},
+    )
+    .unwrap();
+    // The flood: three fresh hashes, one peer each.
+    for n in 10..13 {
+        announce_in(&mut map, [n; 20], v4(9, 1), &mut rng)
+            .0
+            .unwrap();
+    }
+    assert_eq!(map.torrent_count(), 4);
+    // Honest newcomers: each takes the place of the oldest flood torrent.
+    announce_in(&mut map, [20; 20], v4(3, 1), &mut rng)
+        .0
+        .unwrap();
+    assert!(map.get(&[10; 20]).is_none(), "the oldest went");
+    assert!(map.get(&[11; 20]).is_some());
+    // Its second peer comes: from now on it stays, whatever comes.
+    announce_in(&mut map, [20; 20], v4(4, 1), &mut rng)
+        .0
+        .unwrap();
+    for n in 30..40 {
+        let _ = announce_in(&mut map, [n; 20], v4(9, 1), &mut rng);
+    }
+    assert!(map.get(&[1; 20]).is_some(), "once crowded, never evicted");
+    assert_eq!(map.scrape(&[20; 20]).leechers, 2);
+    assert_eq!(map.torrent_count(), 4);
+    assert_eq!(map.peer_count(), 1 + 2 + 2);
+    // Each flood torrent gave way to the next, oldest first: the last two stay.
+    assert!(map.get(&[38; 20]).is_some() && map.get(&[39; 20]).is_some());
+    assert_eq!(map.refusals().evicted, 11);
+    assert_eq!(map.refusals().torrents, 0);
+}
+
+#[test]
+fn past_half_its_capacity_a_map_limits_the_torrents_each_client_starts() {
+    let capacity = Capacity {
+        torrents: 100,
+        ..Capacity::UNLIMITED
+    };
+    let limit = NewTorrentLimit {
+        per_second: 1,
+        burst: 5,
+        clients: 64,
+        ipv4_prefix_len: 32,
+        ipv6_prefix_len: 64,
+    };
+    let mut map = BitTorrentMap::new(TIMEOUT, capacity).with_new_torrent_limit(limit);
+    let mut rng = SmallRng::seed_from_u64(1);
+    // Below half, starting costs nothing.
+    for n in 0..50u8 {
+        announce_in(&mut map, [n; 20], v4(1, 1), &mut rng)
+            .0
+            .unwrap();
+    }
+    // Past it, the burst, then refusals; another client has its own allowance.
+    let started = (50..70u8)
+        .filter(|n| {
+            announce_in(&mut map, [*n; 20], v4(1, 1), &mut rng)
+                .0
+                .is_ok()
+        })
+        .count();
+    assert_eq!(started, 5);
+    let (refused, _) = announce_in(&mut map, [99; 20], v4(1, 2), &mut rng);
+    assert_eq!(refused, Err(Refused::NewTorrentsLimited));
+    assert!(
+        announce_in(&mut map, [98; 20], v4(2, 1), &mut rng)
+            .0
+            .is_ok()
+    );
+    // Torrents that exist are served whatever the allowance.
+    assert!(announce_in(&mut map, [3; 20], v4(1, 1), &mut rng).0.is_ok());
+    assert_eq!(map.refusals().new_torrents, 16);
+}
+
+#[test]
+fn the_downloads_count_saturates_below_the_crowd_bit() {
+    let mut downloads = Downloads::default();
+    downloads.add(u32::MAX);
+    assert_eq!(downloads.count(), (1 << 31) - 1);
+    assert!(!downloads.crowded());
+    downloads.mark_crowded();
+    downloads.add(5);
+    assert_eq!(downloads.count(), (1 << 31) - 1);
+    assert!(downloads.crowded());
+    let mut raised = Downloads::default();
+    raised.raise_to(7);
+    raised.raise_to(3);
+    assert_eq!(raised.count(), 7);
 }
 
 #[test]
