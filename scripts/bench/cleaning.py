@@ -181,11 +181,12 @@ max_connections = 1000000
 idle_timeout = 3600
 [limits]
 max_requests_per_second = 0
+max_offer_bytes_per_second = 0
 max_torrents_per_connection = {max(1000, a.peers // a.ws_connections)}
 [statistics]
 interval = 1
 {sections.strip()}
-""" + udp_bench.PER_IP)
+""" + udp_bench.PER_IP + "max_connections_per_network = 0\n")
         else:
             # The HTTP tracker takes the same keys for these sections.
             config = write("tracker.toml", udp_bench.tracker_toml(a.port, sections))

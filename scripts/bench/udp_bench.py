@@ -83,7 +83,6 @@ PER_IP = """[per_ip]
 requests_per_second = 1000000000
 burst = 1000000000
 max_connections = 0
-max_connections_per_network = 0
 """
 
 

@@ -11,8 +11,9 @@ its runs use TLS on both trackers; shoal_ws_load_test runs both ws and wss.
 
 shoal_ws's per-connection limits are set far above what the load testers trigger:
 `limits.max_requests_per_second = 0` (off), `limits.max_torrents_per_connection`,
-`limits.max_outgoing_messages`, `limits.max_outgoing_bytes_per_worker` (not for a
---baseline-dir build older than that key) and `protocol.max_pending_offers` raised. Their
+`limits.max_outgoing_messages`, `limits.max_outgoing_bytes_per_worker` and
+`limits.max_offer_bytes_per_second` (off; neither for a --baseline-dir build older
+than those keys) and `protocol.max_pending_offers` raised. Their
 defaults suit browsers on a public tracker; a load tester's connection announces in
 thousands of torrents, receives hundreds of offers a second and answers only the
 latest, and the defaults would otherwise be what is measured. aquatic_ws has no such
@@ -52,7 +53,6 @@ PER_IP = """[per_ip]
 requests_per_second = 1000000000
 burst = 1000000000
 max_connections = 0
-max_connections_per_network = 0
 """
 
 
@@ -83,7 +83,13 @@ class Bench:
         a = self.a
         cert, key = self.path("tls/cert.pem"), self.path("tls/key.pem")
         if tracker in ("shoal", "shoal-before"):
-            budget = "" if tracker == "shoal-before" else "max_outgoing_bytes_per_worker = 17179869184\n"
+            # Keys newer than a --baseline-dir build may be: the outgoing budget, and the
+            # offer budget (a load tester's connection sends far more offers than a
+            # browser's).
+            budget = "" if tracker == "shoal-before" else (
+                "max_outgoing_bytes_per_worker = 17179869184\nmax_offer_bytes_per_second = 0\n")
+            network_extra = "" if tracker == "shoal-before" else "".join(
+                f"{line}\n" for line in a.shoal_network)
             config = self.write("shoal.toml", f"""
 socket_workers = {self.workers}
 swarm_workers = {a.swarm_workers}
@@ -94,7 +100,7 @@ enable_tls = {str(tls).lower()}
 tls_certificate_path = "{cert}"
 tls_private_key_path = "{key}"
 max_connections = 1000000
-[limits]
+{network_extra}[limits]
 max_requests_per_second = 0
 max_torrents_per_connection = 1000000
 max_outgoing_messages = 8192
@@ -102,7 +108,7 @@ max_outgoing_messages = 8192
 max_pending_offers = 1000
 [statistics]
 interval = 0
-""" + ("" if tracker == "shoal-before" else PER_IP))
+""" + PER_IP + ("" if tracker == "shoal-before" else "max_connections_per_network = 0\n"))
             binary_dir = a.baseline_dir if tracker == "shoal-before" else a.shoal_dir
             return [os.path.join(binary_dir, "shoal_ws"), "-c", config]
         if tracker == "aquatic":
@@ -210,6 +216,8 @@ interval = 0
                 order = ["shoal", "aquatic"] if round_ % 2 == 0 else ["aquatic", "shoal"]
                 if a.baseline_dir:
                     order.insert(round_ % 3, "shoal-before")
+                if a.no_aquatic:
+                    order.remove("aquatic")
                 for tracker in order:
                     r = self.run_once(tracker, load, tls, connections)
                     results.setdefault(case + (tracker,), []).append(r)
@@ -217,7 +225,28 @@ interval = 0
                           f"{tracker}: {r['responses']:.0f} messages/s, {r['cpu_us']:.1f} µs CPU per message "
                           f"({r['cores']:.2f} cores), load {r['load_cores']:.2f} cores, errors {r['errors']:.0f}/s, "
                           f"RSS {r['rss_mib']:.0f} MiB", file=sys.stderr)
-        print(self.table(results))
+        print(self.before_table(results) if a.no_aquatic else self.table(results))
+
+    def before_table(self, results):
+        """shoal against --baseline-dir alone (--no-aquatic): medians and per-round ratios."""
+        a = self.a
+        out = [f"Tracker CPUs `{self.tracker_cpus}`, load CPUs `{self.load_cpus}`; {a.offers} offers per "
+               f"announce; {a.rounds} rounds of {a.duration} s, last {a.summarize} s measured; medians; the "
+               f"ratio is the median of per-round ratios.\n",
+               "| transport | connections | shoal msg/s | shoal-before msg/s | ratio | shoal µs/msg | "
+               "shoal-before µs/msg | peak RSS MiB (shoal, before) |",
+               "|---|---|---|---|---|---|---|---|"]
+        for case in self.cases():
+            load, tls, connections = case
+            get = lambda t: results[case + (t,)]
+            med = lambda t, k: statistics.median(r[k] for r in get(t))
+            ratio = statistics.median(s["responses"] / b["responses"]
+                                      for s, b in zip(get("shoal"), get("shoal-before")) if b["responses"] > 0)
+            out.append(f"| {'wss' if tls else 'ws'} | {connections} | {med('shoal', 'responses'):.0f} | "
+                       f"{med('shoal-before', 'responses'):.0f} | **{ratio:.3f}×** | {med('shoal', 'cpu_us'):.1f} | "
+                       f"{med('shoal-before', 'cpu_us'):.1f} | {med('shoal', 'rss_mib'):.0f}, "
+                       f"{med('shoal-before', 'rss_mib'):.0f} |")
+        return "\n".join(out)
 
     def table(self, results):
         a = self.a
@@ -288,7 +317,11 @@ in_flight = {in_flight}
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--shoal-dir", required=True)
-    p.add_argument("--aquatic-dir", required=True)
+    p.add_argument("--aquatic-dir", help="where aquatic_ws and aquatic_ws_load_test are (not with --no-aquatic)")
+    p.add_argument("--shoal-network", action="append", default=[], metavar="KEY=VALUE",
+                   help="a line for shoal's [network] (not the baseline's), e.g. socket_send_buffer_size=0")
+    p.add_argument("--no-aquatic", action="store_true",
+                   help="shoal against --baseline-dir only (the effect of one change); shoal's load tester")
     p.add_argument("--baseline-dir", help="a directory with an earlier shoal_ws, run as \"shoal-before\"")
     p.add_argument("--tracker-cpus", default="0")
     p.add_argument("--load-cpus", default="1")
@@ -308,7 +341,14 @@ def main():
     p.add_argument("--port", type=int, default=24000, help="first of the 200 ports runs use in turn")
     p.add_argument("--max-load", type=float, default=0.7)
     p.add_argument("--force", action="store_true")
-    Bench(p.parse_args()).main()
+    a = p.parse_args()
+    if a.no_aquatic:
+        if not a.baseline_dir:
+            p.error("--no-aquatic compares with --baseline-dir: give one")
+        a.load_testers = ["shoal"]
+    elif not a.aquatic_dir:
+        p.error("--aquatic-dir is needed unless --no-aquatic")
+    Bench(a).main()
 
 
 if __name__ == "__main__":

@@ -7,9 +7,13 @@ For each tracker (UDP, HTTP, WebTorrent) in turn:
   small memory budget (so that a flood must hit them), and a per-client rate high
   enough for the load tester, which sends from a few loopback addresses;
 * the tracker's own load tester keeps it saturated;
-* mischief runs alongside: garbage (random datagrams or requests), a flood of fresh
-  info hashes, connection churn (TCP connections opened and dropped, half-sent
-  requests), and slow readers (WebTorrent clients that announce and never read);
+* mischief runs alongside, from many source addresses (all of 127.0.0.0/8, as a
+  botnet would): garbage (random datagrams or requests), a flood of fresh info hashes,
+  connection churn (TCP connections opened and dropped, half-sent requests), slow
+  readers (WebTorrent clients that announce and never read), and issue 41's attacks:
+  UDP connects and guessed connection ids forged from the well-behaved client's own
+  address, HTTP clients that pipeline requests and never read, WebTorrent
+  connections that announce once and stay quiet to hold slots;
 * a well-behaved client announces and scrapes once a second and checks every answer
   (its own peer listed in the counts, the peer it announced with sent back);
 * RSS is sampled every few seconds and must stay under the budget; the tracker's pid
@@ -64,11 +68,20 @@ def wait_for_log(path, needle, timeout=20):
 UDP_MAGIC = 0x41727101980
 
 
+# The well-behaved client's address, which the mischief forges.
+VICTIM = "127.0.0.200"
+
+
+def botnet_address(rng):
+    """Any loopback address but the well-behaved client's and the load tester's."""
+    return f"127.{rng.randint(1, 254)}.{rng.randint(0, 255)}.{rng.randint(1, 254)}"
+
+
 class UdpClient:
     def __init__(self, port):
         self.server = ("127.0.0.1", port)
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        self.sock.bind(("127.0.0.200", 0))
+        self.sock.bind((VICTIM, 0))
         self.sock.settimeout(2)
         self.conn = None
         self.conn_time = 0
@@ -234,7 +247,8 @@ class Mischief(threading.Thread):
         self.kind, self.port = kind, port
         self.stop = threading.Event()
         self.sent = {"garbage": 0, "fresh torrents": 0, "churned connections": 0, "slow readers": 0,
-                     "offers to slow readers": 0}
+                     "offers to slow readers": 0, "forged from the victim": 0,
+                     "pipelining non-readers": 0, "quiet slot holders": 0}
         self.errors = 0
 
     def run(self):
@@ -253,8 +267,18 @@ class Mischief(threading.Thread):
             s.close()
 
     def round_udp(self, rng, held):
+        # Forged "from" the well-behaved client: connects and guessed connection ids,
+        # which must never get it limited or banned.
+        forger = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        forger.bind((VICTIM, 0))
+        for _ in range(20):
+            forger.sendto(struct.pack(">QII", UDP_MAGIC, 0, rng.getrandbits(32)), ("127.0.0.1", self.port))
+            forger.sendto(struct.pack(">QII", rng.getrandbits(64), 2, 1) + rng.randbytes(20),
+                          ("127.0.0.1", self.port))
+            self.sent["forged from the victim"] += 2
+        forger.close()
         s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        s.bind((f"127.0.0.{rng.randint(100, 150)}", 0))
+        s.bind((botnet_address(rng), 0))
         for _ in range(50):
             s.sendto(rng.randbytes(rng.randint(0, 200)), ("127.0.0.1", self.port))
             self.sent["garbage"] += 1
@@ -276,8 +300,8 @@ class Mischief(threading.Thread):
     def round_http(self, rng, held):
         for _ in range(5):
             s = socket.create_connection(("127.0.0.1", self.port), timeout=1,
-                                         source_address=(f"127.0.0.{rng.randint(100, 150)}", 0))
-            choice = rng.randint(0, 2)
+                                         source_address=(botnet_address(rng), 0))
+            choice = rng.randint(0, 3)
             if choice == 0:
                 s.sendall(rng.randbytes(rng.randint(1, 300)))
                 self.sent["garbage"] += 1
@@ -286,6 +310,16 @@ class Mischief(threading.Thread):
                 s.sendall(b"GET /announce?info_hash=")  # half a request, then hold it
                 held.append(s)
                 self.sent["churned connections"] += 1
+            elif choice == 2:
+                # Pipelined scrapes, never read: the tracker stops reading it.
+                s.setblocking(False)
+                request = f"GET /scrape?info_hash={percent(rng.randbytes(20))} HTTP/1.1\r\n\r\n".encode()
+                try:
+                    s.send(request * 2000)
+                except BlockingIOError:
+                    pass
+                held.append(s)
+                self.sent["pipelining non-readers"] += 1
             else:
                 target = (f"/announce?info_hash={percent(rng.randbytes(20))}&peer_id={percent(rng.randbytes(20))}"
                           f"&port={rng.randint(1, 65535)}&left=1&compact=1")
@@ -294,8 +328,8 @@ class Mischief(threading.Thread):
                 s.close()
 
     def round_ws(self, rng, held):
-        ws = WebSocket(self.port, source=f"127.0.0.{rng.randint(100, 150)}")
-        choice = rng.randint(0, 3)
+        ws = WebSocket(self.port, source=botnet_address(rng))
+        choice = rng.randint(0, 4)
         if choice == 0:
             ws.sock.sendall(bytes([0x81, 0x80 | 20]) + rng.randbytes(24))  # masked garbage text
             self.sent["garbage"] += 1
@@ -314,6 +348,12 @@ class Mischief(threading.Thread):
                      "left": 1, "numwant": 10, "offers": offers})
             self.sent["offers to slow readers"] += 10
             ws.close()
+        elif choice == 3:
+            # Announces once and stays quiet, holding a slot.
+            ws.send({"action": "announce", "info_hash": chars(rng.randbytes(20)), "peer_id": chars(rng.randbytes(20)),
+                     "left": 1, "offers": []})
+            held.append(ws.sock)
+            self.sent["quiet slot holders"] += 1
         else:
             for _ in range(5):
                 ws.send({"action": "announce", "info_hash": chars(rng.randbytes(20)),
@@ -336,7 +376,9 @@ def tracker_config(kind, port):
     network = f'address_ipv4 = "127.0.0.1:{port}"\nuse_ipv6 = false'
     extra = ""
     if kind == "ws":
-        extra = "\n[limits]\nmax_requests_per_second = 0\n"
+        # The load tester's connections send far more requests and offers than a
+        # browser's: its per-connection limits are off, as for the per-client ones.
+        extra = "\n[limits]\nmax_requests_per_second = 0\nmax_offer_bytes_per_second = 0\n"
     return (f'[logging]\nlevel = "info"\n[network]\n{network}\n[capacity]\n{capacity}\n'
             f"[per_ip]\nrequests_per_second = 10000000\nburst = 10000000\n"
             f"max_connections = 0\nmax_connections_per_network = 0\n"

@@ -299,7 +299,7 @@ impl TrackerKind for Ws {
             p.within(
                 "max_torrents_per_connection",
                 limits.max_torrents_per_connection,
-                1..=1 << 16,
+                1..=1 << 24,
             );
             p.within(
                 "max_outgoing_messages",

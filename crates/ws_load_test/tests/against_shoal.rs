@@ -16,6 +16,7 @@ fn tracker(tls_dir: Option<&std::path::Path>) -> shoal_ws::RunningTracker {
     config.network.use_ipv6 = false;
     config.statistics.interval = 0;
     config.limits.max_requests_per_second = 0;
+    config.limits.max_offer_bytes_per_second = 0;
     // Two connections trading offers as fast as they can: at tens of thousands of
     // offers a second an answer can trail more than the default 32 newer offers to the
     // same peer, which the tracker then rightly refuses. This test is about the load

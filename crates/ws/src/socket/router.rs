@@ -138,20 +138,27 @@ impl ConnectionQueue {
     /// that does not fit even then is dropped, anything else marks the connection as
     /// too slow. Returns the offers dropped.
     pub(crate) fn push(&self, message: ToConnection) -> u64 {
+        let weight = message.weight();
+        self.push_weighed(message, weight)
+    }
+
+    /// [`push`](Self::push) of a message whose weight is known.
+    fn push_weighed(&self, message: ToConnection, weight: usize) -> u64 {
         if self.overflowed.get().is_some() {
             self.wake();
             return 0;
         }
-        let weight = message.weight();
         let fits = |queue: &Self| {
             queue.messages.borrow().len() < queue.limit.messages
                 && queue.bytes.get() + weight <= queue.limit.bytes
         };
         let mut dropped = 0;
-        while !fits(self) && self.drop_oldest_offer() {
+        let mut room = fits(self);
+        while !room && self.drop_oldest_offer() {
             dropped += 1;
+            room = fits(self);
         }
-        if fits(self) {
+        if room {
             self.messages.borrow_mut().push_back(message);
             self.bytes.set(self.bytes.get() + weight);
             self.budget.add(weight);
@@ -449,7 +456,10 @@ impl Router {
                 }
             }
         }
-        self.count_dropped(queue.push(message));
+        let dropped = queue.push_weighed(message, weight);
+        if dropped > 0 {
+            self.count_dropped(dropped);
+        }
     }
 
     /// Sends `request` to swarm worker `worker` (or serves it here). Returns whether
