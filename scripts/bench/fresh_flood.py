@@ -100,8 +100,11 @@ def main():
     sources = ", ".join(f'"127.{10 + n // 250}.{n % 250}.1"' for n in range(a.addresses))
     load_config = os.path.join(tmp, "load.toml")
     with open(load_config, "w") as f:
-        f.write(f'server_address = "127.0.0.1:{port}"\nduration = {a.seconds}\nsummarize_last = {a.seconds}\n'
-                f"report_interval = 10\n[network]\nsockets_per_worker = {a.addresses}\nsource_ips = [{sources}]\n"
+        # One socket per address, at most 1,000 per load worker.
+        workers = -(-a.addresses // 1000)
+        f.write(f'server_address = "127.0.0.1:{port}"\nworkers = {workers}\nduration = {a.seconds}\n'
+                f"summarize_last = {a.seconds}\nreport_interval = 10\n"
+                f"[network]\nsockets_per_worker = {-(-a.addresses // workers)}\nsource_ips = [{sources}]\n"
                 f"requests_per_second = {a.addresses * a.rate_per_address}\n"
                 f"[requests]\ntorrents = {a.torrents}\npeers = {a.torrents}\npopularity_shape = 0.0\n"
                 f"weight_connect = 1\nweight_announce = 100\nweight_scrape = 0\n")
@@ -112,13 +115,18 @@ def main():
     try:
         time.sleep(1)
         started = rss(tracker.pid)
+        # To a file, not a pipe: a pipe nobody reads until the end would stop it.
+        load_log = open(os.path.join(tmp, "load.log"), "w")
         load = subprocess.Popen(["taskset", "-c", a.load_cpus, os.path.join(a.bin_dir, "shoal_udp_load_test"),
-                                 "-c", load_config], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                                 "-c", load_config], stdout=load_log, stderr=subprocess.STDOUT)
         begun = time.time()
         while load.poll() is None:
             samples.append((time.time() - begun, rss(tracker.pid)))
             time.sleep(1)
-        load_out = load.stdout.read()
+        load_log.close()
+        load_out = open(os.path.join(tmp, "load.log"), errors="replace").read()
+        if load.returncode != 0:
+            sys.exit(f"the load tester failed:\n{load_out}")
         first = Client("127.0.0.201", port).announce(b"honest-new-torrent!!", 7001)
         second = Client("127.0.0.202", port).announce(b"honest-new-torrent!!", 7002)
         time.sleep(11)  # one more statistics line
