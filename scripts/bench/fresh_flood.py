@@ -29,6 +29,9 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from benchlib import status_kib  # noqa: E402
+
 MiB = 1024 * 1024
 MAGIC = 0x41727101980
 
@@ -40,11 +43,7 @@ def free_port():
 
 
 def rss(pid):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    return 0
+    return status_kib(pid, "VmRSS") * 1024
 
 
 class Client:

@@ -382,6 +382,12 @@ impl<'a> Session<'a> {
     /// buffers, and then not for long.
     fn report_stalled(&self) {
         self.local.counters.borrow_mut().slow_readers += 1;
+        self.log_close(|| format!("it read nothing for {} s", WRITE_TIMEOUT.as_secs()));
+    }
+
+    /// Logs why the connection closes, within the worker's budget for such lines
+    /// (clients can provoke them at will).
+    fn log_close(&self, why: impl FnOnce() -> String) {
         let logged = self
             .local
             .state
@@ -390,9 +396,9 @@ impl<'a> Session<'a> {
             .take(Instant::now());
         if let Some(unlogged) = logged {
             log::info!(
-                "closing the connection of {}: it read nothing for {} s{}",
+                "closing the connection of {}: {}{}",
                 self.peer,
-                WRITE_TIMEOUT.as_secs(),
+                why(),
                 left_out(unlogged)
             );
         }
@@ -410,33 +416,20 @@ impl<'a> Session<'a> {
                 _ => counters.slow_readers += 1,
             }
         }
-        let logged = self
-            .local
-            .state
-            .overflow_log
-            .borrow_mut()
-            .take(Instant::now());
-        if let Some(unlogged) = logged {
-            let why = match reason {
-                Some(Overflow::Sender) => format!(
-                    "its message under way had been arriving longest when this worker's {} bytes of messages still arriving were exceeded",
-                    limits.max_incoming_bytes_per_worker,
-                ),
-                Some(Overflow::Worker) => format!(
-                    "it held the most of this worker's {} bytes waiting to be written",
-                    limits.max_outgoing_bytes_per_worker,
-                ),
-                Some(Overflow::Connection) | None => format!(
-                    "it reads too slowly (over {} messages or {} bytes waiting)",
-                    limits.max_outgoing_messages, limits.max_outgoing_bytes,
-                ),
-            };
-            log::info!(
-                "closing the connection of {}: {why}{}",
-                self.peer,
-                left_out(unlogged)
-            );
-        }
+        self.log_close(|| match reason {
+            Some(Overflow::Sender) => format!(
+                "its message under way had been arriving longest when this worker's {} bytes of messages still arriving were exceeded",
+                limits.max_incoming_bytes_per_worker,
+            ),
+            Some(Overflow::Worker) => format!(
+                "it held the most of this worker's {} bytes waiting to be written",
+                limits.max_outgoing_bytes_per_worker,
+            ),
+            Some(Overflow::Connection) | None => format!(
+                "it reads too slowly (over {} messages or {} bytes waiting)",
+                limits.max_outgoing_messages, limits.max_outgoing_bytes,
+            ),
+        });
         match reason {
             Some(Overflow::Sender) => "message arriving too slowly",
             _ => "reading too slowly",
