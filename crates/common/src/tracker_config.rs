@@ -125,12 +125,14 @@ pub trait Listen {
 #[toml_config(about = format!("{}\n\n{}", T::ABOUT, FILE_NOTE))]
 pub struct Config<T: TrackerKind> {
     /// Socket workers: threads that own the sockets, parse requests and send every
-    /// reply. 0 means one per available CPU.
+    /// reply. 0 means the available CPUs that swarm workers leave: socket and swarm
+    /// workers together then never outnumber the CPUs.
     pub socket_workers: usize,
     /// Swarm workers: threads that own the torrents, each a shard chosen by info hash.
     /// 0 chooses: with one socket worker, it keeps the torrents itself (no hand-off to
     /// another thread per batch of requests, fastest on a single core); with more, one
-    /// swarm worker per four socket workers.
+    /// swarm worker per four socket workers (with socket_workers = 0: one per five
+    /// CPUs, the rest socket workers).
     pub swarm_workers: usize,
     /// Addresses and sockets.
     pub network: T::Network,
@@ -182,23 +184,69 @@ impl<T: TrackerKind> Default for Config<T> {
 }
 
 impl<T: TrackerKind> Config<T> {
-    /// Number of socket workers to start (0 in the file means one per CPU).
+    /// Number of socket workers to start (see the `socket_workers` key).
     pub fn socket_worker_count(&self) -> usize {
-        if self.socket_workers == 0 {
-            available_cpus()
-        } else {
-            self.socket_workers
-        }
+        self.worker_counts(available_cpus()).0
     }
 
     /// Number of swarm worker threads to start; 0 means the only socket worker keeps
     /// the torrents itself (see the `swarm_workers` key).
     pub fn swarm_worker_count(&self) -> usize {
-        match (self.swarm_workers, self.socket_worker_count()) {
-            (0, 1) => 0,
-            (0, sockets) => sockets.div_ceil(4),
-            (swarms, _) => swarms,
+        self.worker_counts(available_cpus()).1
+    }
+
+    fn worker_counts(&self, cpus: usize) -> (usize, usize) {
+        worker_counts(self.socket_workers, self.swarm_workers, cpus)
+    }
+}
+
+/// Socket and swarm workers for the configured counts on a machine of `cpus` CPUs.
+/// With `socket_workers = 0` the two together are the CPUs: a swarm worker is as
+/// busy as a socket worker under load, and one thread more than cores makes two of
+/// them share one.
+fn worker_counts(socket_workers: usize, swarm_workers: usize, cpus: usize) -> (usize, usize) {
+    let cpus = cpus.max(1);
+    if socket_workers == 0 {
+        let swarms = match swarm_workers {
+            0 if cpus == 1 => 0,
+            0 => cpus.div_ceil(5),
+            swarms => swarms,
+        };
+        return (cpus.saturating_sub(swarms).max(1), swarms);
+    }
+    let swarms = match (swarm_workers, socket_workers) {
+        (0, 1) => 0,
+        (0, sockets) => sockets.div_ceil(4),
+        (swarms, _) => swarms,
+    };
+    (socket_workers, swarms)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::worker_counts;
+
+    #[test]
+    fn automatic_workers_never_outnumber_the_cpus() {
+        assert_eq!(
+            worker_counts(0, 0, 1),
+            (1, 0),
+            "one core: the socket worker keeps them"
+        );
+        assert_eq!(worker_counts(0, 0, 2), (1, 1));
+        assert_eq!(worker_counts(0, 0, 4), (3, 1));
+        assert_eq!(worker_counts(0, 0, 16), (12, 4));
+        for cpus in 1..=256 {
+            let (sockets, swarms) = worker_counts(0, 0, cpus);
+            assert_eq!(sockets + swarms, cpus, "{cpus} CPUs");
         }
+        // Swarm workers chosen, socket workers not: the rest of the CPUs, at least one.
+        assert_eq!(worker_counts(0, 3, 16), (13, 3));
+        assert_eq!(worker_counts(0, 8, 4), (1, 8));
+        // Both chosen, or socket workers chosen: as before.
+        assert_eq!(worker_counts(1, 0, 16), (1, 0));
+        assert_eq!(worker_counts(8, 0, 2), (8, 2));
+        assert_eq!(worker_counts(4, 3, 2), (4, 3));
     }
 }
 
@@ -235,7 +283,21 @@ impl<T: TrackerKind> TrackerConfig for Config<T> {
         problems.section("capacity", |p| self.capacity.validate(p));
         problems.section("per_ip", |p| self.per_ip.validate(p));
         problems.section("access_list", |p| self.access_list.validate(p));
-        problems.section("cpu_pinning", |p| self.cpu_pinning.validate(p));
+        problems.section("cpu_pinning", |p| {
+            self.cpu_pinning.validate(p);
+            let (sockets, swarms) = self.worker_counts(available_cpus());
+            let cpus = available_cpus();
+            p.check(
+                !self.cpu_pinning.active || self.cpu_pinning.core_offset + sockets + swarms <= cpus,
+                "active",
+                format!(
+                    "would put two workers on one core: {sockets} socket and {swarms} swarm \
+                     worker(s) from core {} on {cpus} cores; lower the worker counts or \
+                     core_offset",
+                    self.cpu_pinning.core_offset
+                ),
+            );
+        });
         problems.section("state", |p| self.state.validate(p, T::KEEPS_STATE));
         problems.section("cluster", |p| self.cluster.validate(p, T::SHARES_SWARMS));
     }
