@@ -2,7 +2,7 @@
 # The one test command. Installs what the tests need when it is missing (Rust's
 # rustfmt and clippy, Debian's redis-server; the end-to-end scripts install their own
 # clients), then runs,
-# in order: formatting, clippy, unit and integration tests (the attack tests among
+# in order: formatting, clippy, the docs, unit and integration tests (the attack tests among
 # them), every fuzz target for a bounded time, and the end-to-end tests under
 # scripts/e2e/. CI (.ci/run) runs exactly this.
 #
@@ -64,6 +64,9 @@ cargo fmt --all -- --check
 
 step "cargo clippy (all targets, warnings are errors)"
 cargo clippy --locked --workspace --all-targets -- -D warnings
+
+step "cargo doc (private items too; warnings are errors: links that lead nowhere fail)"
+RUSTDOCFLAGS="-D warnings" cargo doc --locked --workspace --no-deps --document-private-items
 
 step "unit and integration tests"
 cargo test --locked --workspace

@@ -2,7 +2,7 @@
 //! (`[cluster]`; the design and its measured costs are in documents/scale-out.md).
 //!
 //! Every node keeps serving from its own memory. Shard owners record each stored
-//! announce as a change ([`shoal_swarm::ChangeLog`]) and hand the bytes to this
+//! announce as a change (`shoal_swarm::ChangeLog`) and hand the bytes to this
 //! crate's **publisher** thread, which appends them to the stream as one entry every
 //! `publish_interval_ms` (one round trip for all the announces of that interval). The
 //! **reader** thread follows the stream and hands the other nodes' entries to every

@@ -42,7 +42,7 @@ pub struct AccessListConfig {
     pub mode: AccessListMode,
     /// File of info hashes: 40 hex characters per line, blank lines and `#` comments
     /// allowed. Read at start and again on SIGUSR1. After a chroot (see
-    /// [privileges]) the path is resolved inside the chroot.
+    /// the privileges section) the path is resolved inside the chroot.
     pub path: PathBuf,
 }
 

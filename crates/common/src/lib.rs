@@ -5,7 +5,7 @@
 //! * [`cli`]: the command line (`-c`, `-p`, `-P`, `--version`, `--help`) and the
 //!   start-up sequence every binary runs: parse, load and validate the config, set up
 //!   logging, run, report errors with their whole cause chain, exit non-zero on failure.
-//! * [`config`]: the [`TrackerConfig`](config::TrackerConfig) trait, loading TOML with
+//! * [`config`]: the [`config::TrackerConfig`] trait, loading TOML with
 //!   errors that name the file and key, and validation that reports every bad value.
 //! * [`tracker_config`]: the file every tracker shares in shape
 //!   ([`Config`](tracker_config::Config) over a [`TrackerKind`](tracker_config::TrackerKind)),

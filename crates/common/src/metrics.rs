@@ -1,6 +1,6 @@
 //! Counters that cost nothing on the hot path.
 //!
-//! A worker counts in a plain struct of `u64`s it owns ([`counters!`] generates it)
+//! A worker counts in a plain struct of `u64`s it owns (`counters!` generates it)
 //! and adds those into its own cache-line-padded block of atomics once per loop
 //! iteration. Readers (the statistics logger, tests) sum the blocks. No two workers
 //! write the same cache line, and no atomic operation happens per packet.
@@ -18,7 +18,7 @@ impl<T> std::ops::Deref for CachePadded<T> {
     }
 }
 
-/// Counters shared by one worker, summable into totals (implemented by [`counters!`]).
+/// Counters shared by one worker, summable into totals (implemented by `counters!`).
 pub trait Counters: Default + Send + Sync {
     /// The plain sum readers see.
     type Totals: Default + Copy;

@@ -47,7 +47,7 @@ pub fn bind_per_worker<S>(
 
 /// Binds `workers` listening TCP sockets to each of `addresses` (see
 /// [`bind_per_worker`]), and fails if another process listens on one of the ports
-/// too ([`foreign_listener`]).
+/// too (`foreign_listener`).
 pub fn bind_listeners(
     addresses: &[SocketAddr],
     workers: usize,

@@ -333,7 +333,7 @@ pub struct CapacityConfig {
     /// Most peers in one torrent. New peers past it are sent peers but not stored.
     pub max_peers_per_torrent: usize,
     /// Once a swarm worker holds half of its share of max_torrents: new torrents one
-    /// client (an address or network, as [per_ip] counts clients) may start per
+    /// client (an address or network, as the per_ip section counts clients) may start per
     /// second there, on average; an announce past it that would start one is refused
     /// ("too many new torrents from your address") and counted. Below half, starting
     /// torrents costs nothing (after a restart without state every client starts its
@@ -594,7 +594,7 @@ macro_rules! network_config {
                 /// handshake and stall cannot lock others out (an honest handshake takes a
                 /// round trip or two).
                 pub max_tls_handshakes: usize = 1024,
-                /// TLS handshakes one client (as [per_ip] counts clients) may have under way
+                /// TLS handshakes one client (as the per_ip section counts clients) may have under way
                 /// on a socket worker; one more is closed at once.
                 pub max_tls_handshakes_per_client: usize = 32,
                 $( $(#[$field_meta])* pub $field: $ty = $default, )*

@@ -13,11 +13,11 @@
 //! It is for a scraper and an operator, not for the public (the configuration says to
 //! keep it private), but it must stay answerable wherever its port is reachable: many
 //! connections at once on one thread, each with a deadline, and a cap at which the
-//! oldest gives way ([`clients`]).
+//! oldest gives way (`clients`).
 //!
 //! # Layout
 //!
-//! * [`clients`]: the connections, their deadlines and the cap.
+//! * `clients`: the connections, their deadlines and the cap.
 //! * here: the answers (metrics, statistics, health).
 
 mod clients;

@@ -133,7 +133,7 @@ impl<T> ByWorker<T> {
 /// When cleaning passes start, and how far the current one got.
 ///
 /// A pass starts every `every` seconds and goes a step at a time; whoever owns the
-/// shard calls [`clean_some`] between batches of requests, so a big map is cleaned in
+/// shard calls `clean_some` between batches of requests, so a big map is cleaned in
 /// slices of at most [`CLEANING_SLICE`] and requests never wait for a whole pass.
 #[derive(Clone, Copy, Debug)]
 pub struct CleaningSchedule {

@@ -7,7 +7,7 @@
 //!
 //! Most swarms are small, and a linear scan over a few dozen 10-byte records is faster
 //! than hashing and costs no memory. Once a list grows past [`INDEX_FROM`] peers it
-//! gets a hash index (key → position, [`PositionIndex`]), kept in step by every move, and
+//! gets a hash index (key → position, `PositionIndex`), kept in step by every move, and
 //! drops it again below [`INDEX_UNTIL`].
 
 use std::hash::BuildHasher;

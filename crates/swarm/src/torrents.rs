@@ -2,7 +2,7 @@
 //!
 //! One storage serves every tracker. A torrent keeps its peers in a [`PeerSet`]: for
 //! BitTorrent a [`DualStack`] (IPv4 and IPv6 lists, peers keyed by address), for
-//! WebTorrent one [`PeerList`] keyed by peer id. What a tracker keeps per peer, and the
+//! WebTorrent one [`PeerList`](crate::PeerList) keyed by peer id. What a tracker keeps per peer, and the
 //! few rules that depend on it, come from its [`PeerData`]; expiry, selection (never an
 //! expired peer), downloads (once per peer) and cleaning are the same for all.
 

@@ -2,7 +2,7 @@
 //! messages in until it breaks or the run ends.
 //!
 //! tungstenite does the framing (client frames masked, pings answered, close
-//! handshakes) over [`Io`]: reads come straight from the [`Transport`], writes land in
+//! handshakes) over `Io`: reads come straight from the [`Transport`], writes land in
 //! the connection's `out` buffer, and the connection sends that buffer when it is done
 //! with an event. So tungstenite never sees a full socket, and a burst of messages
 //! costs one `write` system call.

@@ -1,7 +1,7 @@
 //! Requests on their way to swarm workers and replies on their way back, inside one
 //! socket worker (one glommio executor, one thread: `Rc` and `RefCell` suffice).
 //!
-//! A connection task calls [`Router::call`] with the requests its HTTP request needs
+//! A connection task calls [`call`] with the requests its HTTP request needs
 //! (one for an announce, one per swarm worker for a scrape) and awaits the merged
 //! reply. Requests go into a per-swarm-worker outbox; the first request of a round
 //! schedules a flush task, which runs after every task that is ready now has run, so
@@ -90,7 +90,7 @@ impl Router {
 
     /// Queues `parts` (swarm worker, request) for one reply and returns the future of
     /// that reply. The caller must make sure [`Router::flush`] runs (see
-    /// [`call`](crate::socket::router::call)).
+    /// [`call`]).
     fn enqueue(&mut self, parts: Vec<(usize, SwarmRequestKind)>) -> (Slot, bool) {
         let index = self.free.pop().unwrap_or_else(|| {
             self.slots.push(Entry::default());
