@@ -223,6 +223,44 @@ impl CleaningConfig {
     }
 }
 
+/// Which tracker a snapshot belongs to: the records differ between them. A tracker
+/// kind that keeps its swarms across restarts says which it writes
+/// ([`TrackerKind::STATE`](crate::tracker_config::TrackerKind::STATE)).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StateKind {
+    /// The UDP tracker: peers by address.
+    Udp = 1,
+    /// The HTTP tracker: peers by address, with their peer ids.
+    Http = 2,
+}
+
+impl StateKind {
+    /// The kind written as `byte` in a snapshot's header.
+    pub fn from_byte(byte: u8) -> Option<Self> {
+        match byte {
+            1 => Some(Self::Udp),
+            2 => Some(Self::Http),
+            _ => None,
+        }
+    }
+
+    /// The tracker's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Udp => "udp",
+            Self::Http => "http",
+        }
+    }
+
+    /// The file's name in the state directory.
+    pub fn file_name(self) -> &'static str {
+        match self {
+            Self::Udp => "udp.snapshot",
+            Self::Http => "http.snapshot",
+        }
+    }
+}
+
 /// Swarms kept across restarts: a snapshot of every torrent, its peers with the time
 /// they have left, its download count (and the UDP tracker's connection-id key),
 /// written at shutdown and every `interval` seconds, read at start.

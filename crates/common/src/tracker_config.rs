@@ -68,8 +68,9 @@ impl<T> Section for T where
 pub trait TrackerKind: Clone + Debug + Default + PartialEq + Eq + Send + Sync + 'static {
     /// The comment at the top of the printed file: what the tracker is.
     const ABOUT: &'static str;
-    /// Whether its swarms can be kept across restarts (`[state]`).
-    const KEEPS_STATE: bool = false;
+    /// The snapshot it keeps its swarms in across restarts (`[state]`), if it can:
+    /// the one declaration of that, which the start-up reads too.
+    const STATE: Option<crate::config::StateKind> = None;
     /// Whether its swarms can be shared with other nodes (`[cluster]`).
     const SHARES_SWARMS: bool = false;
     /// Addresses and sockets.
@@ -298,12 +299,12 @@ impl<T: TrackerKind> TrackerConfig for Config<T> {
                 ),
             );
         });
-        problems.section("state", |p| self.state.validate(p, T::KEEPS_STATE));
+        problems.section("state", |p| self.state.validate(p, T::STATE.is_some()));
         problems.section("cluster", |p| self.cluster.validate(p, T::SHARES_SWARMS));
     }
 
     fn snapshot_directories(&self) -> Vec<(String, std::path::PathBuf)> {
-        if T::KEEPS_STATE && self.state.enabled() {
+        if T::STATE.is_some() && self.state.enabled() {
             vec![("state.directory".to_string(), self.state.directory.clone())]
         } else {
             Vec::new()

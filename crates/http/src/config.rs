@@ -126,7 +126,8 @@ impl QueueLimits for LimitsConfig {
 impl TrackerKind for Http {
     const ABOUT: &'static str =
         "shoal_http: a BitTorrent tracker over HTTP and HTTPS (BEP 3, 7, 23 and 48).";
-    const KEEPS_STATE: bool = true;
+    const STATE: Option<shoal_common::config::StateKind> =
+        Some(shoal_common::config::StateKind::Http);
     const SHARES_SWARMS: bool = true;
     type Network = NetworkConfig;
     type Protocol = ProtocolConfig;

@@ -13,7 +13,7 @@ use shoal_common::metrics::SummaryLine;
 use shoal_common::tls::TlsConfig;
 use shoal_common::tracker_config::{Config, ReverseProxy as _};
 use shoal_runtime::eviction::Place;
-use shoal_runtime::state::{self, Snapshot, StateKind};
+use shoal_runtime::state::{self, Snapshot};
 use shoal_runtime::tcp::{ConnectionCounters as _, RunningTcpTracker, TcpSettings, TcpTracker};
 use shoal_runtime::{Listening, LocalSwarm, Prepared};
 use shoal_swarm::{Clock, Restored, ServerTime};
@@ -61,8 +61,6 @@ impl TcpTracker for HttpTracker {
     fn shard(config: &Config<Http>) -> HttpShard {
         HttpShard::new(shoal_runtime::shard_map(config), config.cluster.enabled())
     }
-
-    const STATE: Option<StateKind> = Some(StateKind::Http);
 
     fn restore(
         shard: &mut HttpShard,

@@ -34,47 +34,14 @@ pub const FORMAT_VERSION: u16 = 1;
 /// Bytes before the extras.
 const HEADER: usize = 8 + 2 + 1 + 1 + 8 + 4 + 8 + 4;
 
-/// Which tracker a snapshot belongs to: the records differ between them.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum StateKind {
-    /// The UDP tracker: peers by address.
-    Udp = 1,
-    /// The HTTP tracker: peers by address, with their peer ids.
-    Http = 2,
-}
+pub use shoal_common::config::StateKind;
 
-impl StateKind {
-    fn from_byte(byte: u8) -> Option<Self> {
-        match byte {
-            1 => Some(Self::Udp),
-            2 => Some(Self::Http),
-            _ => None,
-        }
-    }
-
-    /// The tracker's name.
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::Udp => "udp",
-            Self::Http => "http",
-        }
-    }
-
-    /// The file's name in the state directory.
-    pub fn file_name(self) -> &'static str {
-        match self {
-            Self::Udp => "udp.snapshot",
-            Self::Http => "http.snapshot",
-        }
-    }
-
-    /// Checks that `records` are whole records of this tracker's peers (UDP peers
-    /// carry nothing more, HTTP peers their peer id).
-    fn check_records(self, records: &[u8]) -> Result<usize, shoal_swarm::RecordError> {
-        match self {
-            Self::Udp => shoal_swarm::check_records::<()>(records),
-            Self::Http => shoal_swarm::check_records::<[u8; 20]>(records),
-        }
+/// Checks that `records` are whole records of `kind`'s peers (UDP peers carry nothing
+/// more, HTTP peers their peer id).
+fn check_records(kind: StateKind, records: &[u8]) -> Result<usize, shoal_swarm::RecordError> {
+    match kind {
+        StateKind::Udp => shoal_swarm::check_records::<()>(records),
+        StateKind::Http => shoal_swarm::check_records::<[u8; 20]>(records),
     }
 }
 
@@ -208,7 +175,7 @@ impl Snapshot {
         if crc.finish() != checksum {
             return Err(Refusal::Checksum);
         }
-        kind.check_records(records).map_err(Refusal::Records)?;
+        check_records(kind, records).map_err(Refusal::Records)?;
         Ok(Self {
             kind,
             written_at,

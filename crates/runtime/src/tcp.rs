@@ -42,7 +42,7 @@ use crate::per_ip::{ClientKey, ConnectionsPerIp, RateTable, Verdict};
 use crate::replica::{ShardDuties, start_replicas};
 use crate::running::{Listening, Prepared, Reload, RunningTracker, access_list_reload};
 use crate::snapshots::start_snapshots;
-use crate::state::{self, Snapshot, StateKind};
+use crate::state::{self, Snapshot};
 use crate::{Context, LocalSwarm, Shard, reply_capacity, spawn_swarm_workers, swarm_channels};
 
 /// A TCP tracker's running handle: [`RunningTracker`] with its TLS config.
@@ -127,10 +127,6 @@ pub trait TcpTracker: Sized + 'static {
 
     /// An empty shard.
     fn shard(config: &Config<Self::Kind>) -> Self::Shard;
-
-    /// Which snapshots it keeps with `[state]` on (`None`: its peers cannot outlive
-    /// the process).
-    const STATE: Option<StateKind> = None;
 
     /// Fills `shard`, number `index` of `shards`, from `snapshot` at `now`.
     fn restore(
@@ -331,8 +327,9 @@ fn serve<T: TcpTracker>(
     let (socket_workers, swarm_workers) = (listeners.len(), config.swarm_worker_count());
     let mut supervisor = Supervisor::new(context.shutdown.clone());
     let shards = swarm_workers.max(1);
-    let snapshot = T::STATE.and_then(|kind| state::load_at_start(&config.state, kind));
-    let snapshots = match T::STATE {
+    let snapshot =
+        <T::Kind as TrackerKind>::STATE.and_then(|kind| state::load_at_start(&config.state, kind));
+    let snapshots = match <T::Kind as TrackerKind>::STATE {
         Some(kind) => start_snapshots(
             &mut supervisor,
             &config.state,
@@ -401,7 +398,7 @@ fn serve<T: TcpTracker>(
         duties,
         &mut shard,
     )?;
-    if let (Some(kind), Some(_)) = (T::STATE, &snapshot) {
+    if let (Some(kind), Some(_)) = (<T::Kind as TrackerKind>::STATE, &snapshot) {
         state::log_restored(kind, restored);
     }
     for worker in workers {

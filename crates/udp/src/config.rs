@@ -116,7 +116,8 @@ impl QueueLimits for LimitsConfig {
 
 impl TrackerKind for Udp {
     const ABOUT: &'static str = "shoal_udp: a BEP 15 UDP BitTorrent tracker.";
-    const KEEPS_STATE: bool = true;
+    const STATE: Option<shoal_common::config::StateKind> =
+        Some(shoal_common::config::StateKind::Udp);
     const SHARES_SWARMS: bool = true;
     type Network = NetworkConfig;
     type Protocol = ProtocolConfig;

@@ -29,6 +29,13 @@ use crate::socket::{
 };
 use crate::stats::{SharedSocketCounters, summary};
 
+/// The snapshot the UDP tracker keeps, as its config kind declares it.
+const STATE: StateKind =
+    match <crate::config::Udp as shoal_common::tracker_config::TrackerKind>::STATE {
+        Some(kind) => kind,
+        None => panic!("the UDP tracker keeps its swarms"),
+    };
+
 /// A tracker whose sockets are bound and whose workers are running.
 ///
 /// Dropping it shuts the tracker down and waits (briefly) for its threads.
@@ -98,7 +105,7 @@ fn serve(
     let lifetime = config.protocol.connection_id_lifetime;
     // A snapshot brings back the swarms and the connection-id key, so that clients
     // keep both their peers and their connection ids across a restart.
-    let snapshot = state::load_at_start(&config.state, StateKind::Udp);
+    let snapshot = state::load_at_start(&config.state, STATE);
     let ids = snapshot
         .as_ref()
         .and_then(|snapshot| {
@@ -111,7 +118,7 @@ fn serve(
     let snapshots = start_snapshots(
         &mut supervisor,
         &config.state,
-        StateKind::Udp,
+        STATE,
         shards,
         clock.now(),
         Box::new(move || saved_ids.to_bytes(saved_clock.now()).to_vec()),
@@ -197,7 +204,7 @@ fn serve(
         &mut shard,
     )?;
     if snapshot.is_some() {
-        state::log_restored(StateKind::Udp, restored);
+        state::log_restored(STATE, restored);
     }
     for (index, worker) in socket_threads.into_iter().enumerate() {
         let core = config.cpu_pinning.core_for(index);
