@@ -438,25 +438,53 @@ where
     }
 }
 
+/// A set of counters [`counters!`](crate::counters) declared, as another set embeds
+/// it (`group name: Type` after its own counters): one declaration of counters that
+/// several trackers share, such as the TCP connection counters, flushed, summed and
+/// observed with the set it is in.
+pub trait CounterGroup: Default + Copy {
+    /// The atomics the plain counts are flushed into.
+    type Shared: Default + std::fmt::Debug + Send + Sync;
+    /// A plain sum for readers.
+    type Totals: Default + Copy + std::fmt::Debug + PartialEq;
+    /// Adds the counts into `shared` and resets them.
+    fn flush_into(&mut self, shared: &Self::Shared);
+    /// Adds the current values of `shared` to `totals`.
+    fn add_to(shared: &Self::Shared, totals: &mut Self::Totals);
+    /// Field-wise `now - earlier`.
+    fn since(now: &Self::Totals, earlier: &Self::Totals) -> Self::Totals;
+}
+
 /// Declares a set of counters: `$local` (plain, owned by a worker), `$shared` (atomics
-/// the worker flushes into) and `$snapshot` (a plain sum for readers).
+/// the worker flushes into) and `$snapshot` (a plain sum for readers). After the
+/// counters, `group name: Type;` lines embed another set (a [`CounterGroup`]) as the
+/// field `name` of all three.
 ///
 /// ```
+/// shoal_common::counters! {
+///     /// Counted by each connection.
+///     pub struct Inner, SharedInner, InnerTotals {
+///         /// Connections opened.
+///         opened,
+///     }
+/// }
 /// shoal_common::counters! {
 ///     /// Counted by each socket worker.
 ///     pub struct Local, Shared, Snapshot {
 ///         /// Packets received.
 ///         packets,
 ///     }
+///     group connections: Inner;
 /// }
 /// let shared = Shared::default();
 /// let mut local = Local::default();
 /// local.packets += 3;
+/// local.connections.opened += 1;
 /// local.flush_into(&shared);
 /// assert_eq!(local.packets, 0);
 /// let mut total = Snapshot::default();
 /// total.add(&shared);
-/// assert_eq!(total.packets, 3);
+/// assert_eq!((total.packets, total.connections.opened), (3, 1));
 /// ```
 #[macro_export]
 macro_rules! counters {
@@ -465,23 +493,27 @@ macro_rules! counters {
         pub struct $local:ident, $shared:ident, $snapshot:ident {
             $( $(#[$field_meta:meta])* $field:ident ),* $(,)?
         }
+        $( $(#[$group_meta:meta])* group $group:ident : $group_ty:ty ; )*
     ) => {
         $(#[$meta])*
         #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
         pub struct $local {
             $( $(#[$field_meta])* pub $field: u64, )*
+            $( $(#[$group_meta])* pub $group: $group_ty, )*
         }
 
         $(#[$meta])*
         #[derive(Debug, Default)]
         pub struct $shared {
             $( $(#[$field_meta])* pub $field: ::std::sync::atomic::AtomicU64, )*
+            $( $(#[$group_meta])* pub $group: <$group_ty as $crate::metrics::CounterGroup>::Shared, )*
         }
 
         $(#[$meta])*
-        #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+        #[derive(Debug, Default, Clone, Copy, PartialEq)]
         pub struct $snapshot {
             $( $(#[$field_meta])* pub $field: u64, )*
+            $( $(#[$group_meta])* pub $group: <$group_ty as $crate::metrics::CounterGroup>::Totals, )*
         }
 
         impl $local {
@@ -493,6 +525,24 @@ macro_rules! counters {
                         self.$field = 0;
                     }
                 )*
+                $( $crate::metrics::CounterGroup::flush_into(&mut self.$group, &shared.$group); )*
+            }
+        }
+
+        impl $crate::metrics::CounterGroup for $local {
+            type Shared = $shared;
+            type Totals = $snapshot;
+
+            fn flush_into(&mut self, shared: &$shared) {
+                $local::flush_into(self, shared);
+            }
+
+            fn add_to(shared: &$shared, totals: &mut $snapshot) {
+                totals.add(shared);
+            }
+
+            fn since(now: &$snapshot, earlier: &$snapshot) -> $snapshot {
+                now.since(earlier)
             }
         }
 
@@ -513,12 +563,16 @@ macro_rules! counters {
             /// Adds the current values of `shared`.
             pub fn add(&mut self, shared: &$shared) {
                 $( self.$field += shared.$field.load(::std::sync::atomic::Ordering::Relaxed); )*
+                $( <$group_ty as $crate::metrics::CounterGroup>::add_to(&shared.$group, &mut self.$group); )*
             }
 
             /// Field-wise `self - earlier` (for rates between two snapshots).
             #[must_use]
             pub fn since(&self, earlier: &Self) -> Self {
-                Self { $( $field: self.$field.saturating_sub(earlier.$field), )* }
+                Self {
+                    $( $field: self.$field.saturating_sub(earlier.$field), )*
+                    $( $group: <$group_ty as $crate::metrics::CounterGroup>::since(&self.$group, &earlier.$group), )*
+                }
             }
         }
     };

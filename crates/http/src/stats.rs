@@ -1,29 +1,14 @@
 //! HTTP tracker statistics.
 
 use shoal_common::metrics::{
-    BANS, BANS_HELP, CONNECTIONS, CONNECTIONS_HELP, ERRORS, ERRORS_HELP, OPEN_CONNECTIONS,
-    OPEN_CONNECTIONS_HELP, REFUSED, REFUSED_HELP, REQUESTS, REQUESTS_HELP, RESPONSES,
-    RESPONSES_HELP,
+    ERRORS, ERRORS_HELP, REFUSED, REFUSED_HELP, REQUESTS, REQUESTS_HELP, RESPONSES, RESPONSES_HELP,
 };
 use shoal_common::observe::{Observation, Observe};
+use shoal_runtime::tcp::{ConnectionCounters, SharedConnectionCounters, WithConnections};
 
 shoal_common::counters! {
     /// Counted by each socket worker.
     pub struct SocketCounters, SharedSocketCounters, SocketTotals {
-        /// Connections accepted.
-        accepted,
-        /// Connections refused at the connection limit.
-        refused,
-        /// Connections refused: their client had per_ip.max_connections open.
-        refused_per_ip,
-        /// Requests refused: their client was over per_ip.requests_per_second.
-        per_ip_limited,
-        /// Connections and requests of banned clients, dropped.
-        banned,
-        /// Bans started.
-        bans,
-        /// Connections currently open (a gauge: set, not added).
-        open_connections,
         /// Announce requests.
         announces,
         /// Scrape requests.
@@ -50,17 +35,20 @@ shoal_common::counters! {
         bad_requests,
         /// Requests refused by the access list.
         access_denied,
-        /// Requests answered "busy" because a swarm worker's queue was full.
-        shed,
         /// Requests not completed within the idle timeout.
         timeouts,
-        /// Connections waiting for a request closed to make room for a newcomer at
-        /// network.max_connections (the one that had waited longest, TLS handshakes
-        /// counted as waiting since accepted), and TLS handshakes closed for a
-        /// newcomer past network.max_tls_handshakes (the one under way longest).
-        idle_evicted,
-        /// Failed TLS handshakes.
-        tls_failures,
+    }
+    /// Connections and clients, as every TCP tracker counts them.
+    group connections: ConnectionCounters;
+}
+
+impl WithConnections for SharedSocketCounters {
+    fn connections(&self) -> &SharedConnectionCounters {
+        &self.connections
+    }
+
+    fn local_connections(local: &mut SocketCounters) -> &mut ConnectionCounters {
+        &mut local.connections
     }
 }
 
@@ -72,25 +60,15 @@ pub fn summary(now: &StatsSnapshot, before: &StatsSnapshot, seconds: f64) -> Str
     let d = now.requests.since(&before.requests);
     let rate = |count: u64| count as f64 / seconds.max(0.001);
     format!(
-        "announces/s {:.0}, scrapes/s {:.0}, new connections/s {:.0}, open connections {}; per interval: \
-         bad requests {}, denied {}, busy {}, timeouts {}, TLS failures {}, idle connections closed \
-         for newcomers {}, refused connections {} (per client {}), rate-limited {}, banned {}, new \
-         bans {}, {}; torrents {}, peers {}",
+        "announces/s {:.0}, scrapes/s {:.0}, new connections/s {:.0}; per interval: bad requests \
+         {}, denied {}, timeouts {}, {}; {}; torrents {}, peers {}",
         rate(d.announces),
         rate(d.scrapes),
-        rate(d.accepted),
-        now.requests.open_connections,
+        rate(d.connections.accepted),
         d.bad_requests,
         d.access_denied,
-        d.shed,
         d.timeouts,
-        d.tls_failures,
-        d.idle_evicted,
-        d.refused,
-        d.refused_per_ip,
-        d.per_ip_limited,
-        d.banned,
-        d.bans,
+        d.connections.line(now.requests.connections.open),
         now.capacity_line(before),
         now.torrents,
         now.peers,
@@ -125,28 +103,10 @@ impl Observe for SocketTotals {
         for (reason, value) in [
             ("bad_request", self.bad_requests),
             ("access_list", self.access_denied),
-            ("rate_limit", self.per_ip_limited),
-            ("banned", self.banned),
-            ("shed", self.shed),
-            ("connection_limit", self.refused),
-            ("connection_limit_per_ip", self.refused_per_ip),
         ] {
             out.counter(REFUSED, REFUSED_HELP, &[("reason", reason)], value);
         }
-        for (kind, value) in [
-            ("timeout", self.timeouts),
-            ("tls_handshake", self.tls_failures),
-            ("idle_evicted", self.idle_evicted),
-        ] {
-            out.counter(ERRORS, ERRORS_HELP, &[("kind", kind)], value);
-        }
-        out.counter(BANS, BANS_HELP, &[], self.bans);
-        out.counter(CONNECTIONS, CONNECTIONS_HELP, &[], self.accepted);
-        out.gauge(
-            OPEN_CONNECTIONS,
-            OPEN_CONNECTIONS_HELP,
-            &[],
-            self.open_connections as f64,
-        );
+        out.counter(ERRORS, ERRORS_HELP, &[("kind", "timeout")], self.timeouts);
+        self.connections.observe(out);
     }
 }

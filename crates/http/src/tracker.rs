@@ -14,7 +14,7 @@ use shoal_common::tls::TlsConfig;
 use shoal_common::tracker_config::{Config, ReverseProxy as _};
 use shoal_runtime::eviction::Place;
 use shoal_runtime::state::{self, Snapshot};
-use shoal_runtime::tcp::{ConnectionCounters as _, RunningTcpTracker, TcpSettings, TcpTracker};
+use shoal_runtime::tcp::{RunningTcpTracker, TcpSettings, TcpTracker};
 use shoal_runtime::{Listening, LocalSwarm, Prepared};
 use shoal_swarm::{Clock, Restored, ServerTime};
 
@@ -28,8 +28,6 @@ use crate::stats::{SharedSocketCounters, SocketTotals, summary};
 
 /// A running HTTP tracker; dropping it shuts it down.
 pub type RunningTracker = RunningTcpTracker<SharedSocketCounters>;
-
-shoal_runtime::connection_counters!(crate::stats::SocketCounters, SharedSocketCounters);
 
 /// The HTTP tracker as the shared TCP start-up sees it.
 #[derive(Debug)]
@@ -132,7 +130,7 @@ impl TcpTracker for HttpTracker {
             .borrow_mut()
             .link
             .tick(&worker.context.access);
-        worker.counters.borrow_mut().shed(shed);
+        worker.count(|counters| counters.shed += shed);
     }
 }
 

@@ -135,7 +135,7 @@ fn one_address_over_its_rate_gets_429_then_a_ban() {
         }
     }
     assert!(statuses.contains(&429), "{statuses:?}");
-    assert!(eventually(|| tracker.stats().requests.bans == 1));
+    assert!(eventually(|| tracker.stats().requests.connections.bans == 1));
     // Banned: a new connection is closed without a word.
     let mut banned = open_from("127.0.0.5", server);
     banned.send(format!("GET {} HTTP/1.1\r\n\r\n", announce(&hash(1), 1, "")).as_bytes());
@@ -166,7 +166,12 @@ fn connections_count_against_the_rate_so_handshakes_are_not_free() {
     // its request and everything after are over the rate (unless a second passed).
     assert!(answered[0], "{answered:?}");
     assert!(!answered[3], "{answered:?}");
-    assert!(eventually(|| tracker.stats().requests.per_ip_limited >= 2));
+    assert!(eventually(|| tracker
+        .stats()
+        .requests
+        .connections
+        .per_ip_limited
+        >= 2));
 }
 
 #[test]
@@ -185,7 +190,12 @@ fn one_address_cannot_take_every_connection() {
     assert_eq!(response.status, 503);
     let mut other = open_from("127.0.0.8", server);
     assert_eq!(other.get(&announce(&hash(1), 2, "")).status, 200);
-    assert!(eventually(|| tracker.stats().requests.refused_per_ip == 1));
+    assert!(eventually(|| tracker
+        .stats()
+        .requests
+        .connections
+        .refused_per_ip
+        == 1));
     // Closing one frees a slot.
     drop(held.pop());
     assert!(eventually(|| {
@@ -222,8 +232,13 @@ fn a_full_worker_closes_the_connection_waiting_longest_instead_of_turning_newcom
         "the oldest waiting connection was closed"
     );
     assert_eq!(younger.get(&announce(&hash(1), 2, "")).status, 200);
-    assert!(eventually(|| tracker.stats().requests.idle_evicted == 1));
-    assert_eq!(tracker.stats().requests.refused, 0);
+    assert!(eventually(|| tracker
+        .stats()
+        .requests
+        .connections
+        .idle_evicted
+        == 1));
+    assert_eq!(tracker.stats().requests.connections.refused, 0);
 }
 
 #[test]
@@ -244,7 +259,7 @@ fn a_client_at_its_own_limit_makes_nobody_give_way() {
     more.send(b"GET /scrape HTTP/1.1\r\n\r\n");
     assert_eq!(more.response().expect("a refusal").status, 503);
     assert_eq!(other.get(&announce(&hash(1), 2, "")).status, 200);
-    assert_eq!(tracker.stats().requests.idle_evicted, 0);
+    assert_eq!(tracker.stats().requests.connections.idle_evicted, 0);
 }
 
 #[test]

@@ -415,8 +415,13 @@ fn connection_limit() {
     }
     // The third got in by an eviction (and a newcomer above may have made another
     // give way before the tracker noticed the dropped ones close).
-    assert!(eventually(|| tracker.stats().requests.idle_evicted >= 1));
-    assert_eq!(tracker.stats().requests.refused, 0);
+    assert!(eventually(|| tracker
+        .stats()
+        .requests
+        .connections
+        .idle_evicted
+        >= 1));
+    assert_eq!(tracker.stats().requests.connections.refused, 0);
 }
 
 #[test]

@@ -109,7 +109,9 @@ fn stalled_handshakes_from_many_addresses_give_way_to_an_honest_client() {
     let mut stalled: Vec<TcpStream> = (0..80)
         .map(|n| stalled_handshake(&format!("127.0.1.{}", n % 40 + 1), addr))
         .collect();
-    assert!(eventually(|| tracker.stats().requests.accepted == 80));
+    assert!(eventually(
+        || tracker.stats().requests.connections.accepted == 80
+    ));
     // Each honest client stays connected, so each needs a place of its own.
     let mut honest = Vec::new();
     for attempt in 0..5u16 {
@@ -121,10 +123,10 @@ fn stalled_handshakes_from_many_addresses_give_way_to_an_honest_client() {
     }
     // The oldest stalled handshakes were closed for them, without a byte.
     assert!(closed_silently(&mut stalled[0]));
-    let evicted = eventually(|| tracker.stats().requests.idle_evicted == 5);
+    let evicted = eventually(|| tracker.stats().requests.connections.idle_evicted == 5);
     let requests = tracker.stats().requests;
     assert!(evicted, "{requests:?}");
-    assert_eq!(requests.refused, 0, "{requests:?}");
+    assert_eq!(requests.connections.refused, 0, "{requests:?}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
@@ -142,7 +144,12 @@ fn handshakes_under_way_are_capped_per_client_and_per_worker() {
     let _second = stalled_handshake("127.0.2.1", addr);
     let mut third = stalled_handshake("127.0.2.1", addr);
     assert!(closed_silently(&mut third));
-    assert!(eventually(|| tracker.stats().requests.refused_per_ip == 1));
+    assert!(eventually(|| tracker
+        .stats()
+        .requests
+        .connections
+        .refused_per_ip
+        == 1));
     // Two more clients fill the worker's four; a fifth handshake closes the oldest.
     let _others: Vec<TcpStream> = ["127.0.2.2", "127.0.2.2"]
         .iter()
@@ -150,7 +157,12 @@ fn handshakes_under_way_are_capped_per_client_and_per_worker() {
         .collect();
     let mut honest = connect(addr, &ca);
     assert_eq!(honest.get(&announce(&[0x42; 20], 7001, "")).status, 200);
-    assert!(eventually(|| tracker.stats().requests.idle_evicted == 1));
+    assert!(eventually(|| tracker
+        .stats()
+        .requests
+        .connections
+        .idle_evicted
+        == 1));
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
@@ -165,10 +177,17 @@ fn a_refusal_on_a_tls_port_is_a_close_not_plaintext() {
     let tracker = shoal_http::start(config).unwrap();
     let addr = tracker.ipv4_addr().unwrap();
     let _held = stalled_handshake("127.0.3.1", addr);
-    assert!(eventually(|| tracker.stats().requests.accepted == 1));
+    assert!(eventually(
+        || tracker.stats().requests.connections.accepted == 1
+    ));
     let mut refused = stalled_handshake("127.0.3.1", addr);
     assert!(closed_silently(&mut refused));
-    assert!(eventually(|| tracker.stats().requests.refused_per_ip == 1));
+    assert!(eventually(|| tracker
+        .stats()
+        .requests
+        .connections
+        .refused_per_ip
+        == 1));
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
@@ -235,7 +254,12 @@ fn https_announce_scrape_keep_alive_and_certificate_reload() {
     assert!(tracker.tls().unwrap().reload().is_err());
     let mut client = connect(addr, &second_ca);
     assert_eq!(client.get(&announce(&torrent, 7004, "")).status, 200);
-    assert!(eventually(|| tracker.stats().requests.tls_failures >= 2));
+    assert!(eventually(|| tracker
+        .stats()
+        .requests
+        .connections
+        .tls_failures
+        >= 2));
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

@@ -75,36 +75,18 @@ pub struct TcpSettings {
     pub connection_buffers: (usize, usize),
 }
 
-/// The counters every TCP tracker keeps about connections and clients, in its own
-/// counter set.
-pub trait ConnectionCounters {
-    /// A connection was accepted.
-    fn accepted(&mut self);
-    /// A connection was refused at the connection limit.
-    fn refused(&mut self);
-    /// A connection was refused: its client had per_ip.max_connections open, its
-    /// network per_ip.max_connections_per_network, or its client the most TLS
-    /// handshakes under way.
-    fn refused_per_ip(&mut self);
-    /// A quiet connection (or the TLS handshake under way longest) was closed to make
-    /// room for a newcomer.
-    fn evicted(&mut self);
-    /// A request was refused: its client was over its rate.
-    fn rate_limited(&mut self);
-    /// A connection or request of a banned client was dropped.
-    fn banned(&mut self);
-    /// A ban started.
-    fn new_ban(&mut self);
-    /// A TLS handshake failed or took too long.
-    fn tls_failed(&mut self);
-    /// `requests` were shed because a swarm worker's queue was full.
-    fn shed(&mut self, requests: u64);
-    /// The number of open connections (a gauge).
-    fn set_open(shared: &Self::Shared, open: usize)
-    where
-        Self: Sized;
-    /// The shared counters these are flushed into.
-    type Shared;
+mod counters;
+
+pub use counters::{ConnectionCounters, ConnectionTotals, SharedConnectionCounters};
+
+/// A TCP tracker's counters, which embed the [`ConnectionCounters`] every TCP tracker
+/// keeps (`group connections: ConnectionCounters;` in its `counters!`): where they
+/// are, for the shared code that counts into them.
+pub trait WithConnections: Counters {
+    /// The connection counters of the shared set.
+    fn connections(&self) -> &SharedConnectionCounters;
+    /// The connection counters of a worker's own set.
+    fn local_connections(local: &mut Self::Local) -> &mut ConnectionCounters;
 }
 
 /// What makes a TCP tracker its own.
@@ -114,7 +96,7 @@ pub trait TcpTracker: Sized + 'static {
     /// Its torrents.
     type Shard: Shard;
     /// Its shared counters.
-    type Counters: Counters<Local: ConnectionCounters<Shared = Self::Counters>> + 'static;
+    type Counters: WithConnections + 'static;
     /// What one socket worker's connection tasks share besides [`Worker`]'s fields:
     /// the router, caches.
     type State: 'static;
@@ -233,18 +215,26 @@ impl<T: TcpTracker> Worker<T> {
     pub fn check_rate(&self, ip: IpAddr) -> Verdict {
         let mut clients = self.clients.borrow_mut();
         let verdict = clients.check(ip, self.context.clock.now());
-        let mut counters = self.counters.borrow_mut();
-        match verdict {
+        self.count(|counters| match verdict {
             Verdict::Allow => {}
-            Verdict::Limited => counters.rate_limited(),
-            Verdict::Banned => counters.banned(),
+            Verdict::Limited => counters.per_ip_limited += 1,
+            Verdict::Banned => counters.banned += 1,
             Verdict::NewBan => {
-                counters.banned();
-                counters.new_ban();
-                clients.log_ban(ip, "too many requests", ip);
+                counters.banned += 1;
+                counters.bans += 1;
             }
+        });
+        if verdict == Verdict::NewBan {
+            clients.log_ban(ip, "too many requests", ip);
         }
         verdict
+    }
+
+    /// Counts into this worker's connection counters.
+    pub fn count(&self, count: impl FnOnce(&mut ConnectionCounters)) {
+        count(T::Counters::local_connections(
+            &mut self.counters.borrow_mut(),
+        ));
     }
 }
 
@@ -491,10 +481,7 @@ impl<T: TcpTracker> SocketWorker<T> {
             T::tick(&worker);
             shared.flush(&mut worker.counters.borrow_mut());
             worker.traffic.borrow_mut().flush_into(traffic);
-            <<T::Counters as Counters>::Local as ConnectionCounters>::set_open(
-                shared,
-                worker.connections.get(),
-            );
+            shared.connections().set_open(worker.connections.get());
         }
         T::finish(&worker);
         Ok(())
@@ -524,7 +511,7 @@ async fn connection<T: TcpTracker>(worker: Rc<Worker<T>>, stream: TcpStream, pee
         match worker.connections_per_ip.open(peer.ip()) {
             Ok(slot) => Some(slot),
             Err(_) => {
-                worker.counters.borrow_mut().refused_per_ip();
+                worker.count(|counters| counters.refused_per_ip += 1);
                 refuse(&worker, &mut stream).await;
                 return;
             }
@@ -533,15 +520,15 @@ async fn connection<T: TcpTracker>(worker: Rc<Worker<T>>, stream: TcpStream, pee
     let open = worker.connections.get();
     if open >= settings.max_connections {
         if worker.quiet.evict_oldest() {
-            worker.counters.borrow_mut().evicted();
+            worker.count(|counters| counters.idle_evicted += 1);
         } else {
-            worker.counters.borrow_mut().refused();
+            worker.count(|counters| counters.refused += 1);
             refuse(&worker, &mut stream).await;
             return;
         }
     }
     worker.connections.set(open + 1);
-    worker.counters.borrow_mut().accepted();
+    worker.count(|counters| counters.accepted += 1);
     let _ = stream.get_mut().set_nodelay(true);
     let deadline = Instant::now() + settings.handshake_timeout;
     let place = worker.quiet.enter();
@@ -555,7 +542,7 @@ async fn connection<T: TcpTracker>(worker: Rc<Worker<T>>, stream: TcpStream, pee
             });
             match handshake.await {
                 Some(stream) => serve_and_close(&worker, stream, peer, deadline, place).await,
-                None => worker.counters.borrow_mut().tls_failed(),
+                None => worker.count(|counters| counters.tls_failures += 1),
             }
         }
     }
@@ -589,13 +576,13 @@ async fn handshake<T: TcpTracker, S>(
     } else {
         let counted = HandshakeCount::open(worker, ip, settings.max_tls_handshakes_per_client);
         if counted.is_none() {
-            worker.counters.borrow_mut().refused_per_ip();
+            worker.count(|counters| counters.refused_per_ip += 1);
             return None;
         }
         counted
     };
     if worker.handshakes.len() >= settings.max_tls_handshakes && worker.handshakes.evict_oldest() {
-        worker.counters.borrow_mut().evicted();
+        worker.count(|counters| counters.idle_evicted += 1);
     }
     let under_way = worker.handshakes.enter();
     let left = deadline.saturating_duration_since(Instant::now());
@@ -654,59 +641,4 @@ async fn serve_and_close<'w, T: TcpTracker, S: AsyncRead + AsyncWrite + Unpin>(
     // End the connection properly: TLS sends close_notify (clients may otherwise take
     // the close for a truncation attack), and TCP gets a FIN.
     let _ = within(Duration::from_secs(1), stream.close()).await;
-}
-
-/// Implements [`ConnectionCounters`] for a tracker's counters made by
-/// `shoal_common::counters!` with the fields `accepted`, `refused`, `refused_per_ip`,
-/// `idle_evicted`, `per_ip_limited`, `banned`, `bans`, `tls_failures`, `shed` and
-/// `open_connections`.
-#[macro_export]
-macro_rules! connection_counters {
-    ($local:ty, $shared:ty) => {
-        impl $crate::tcp::ConnectionCounters for $local {
-            type Shared = $shared;
-
-            fn accepted(&mut self) {
-                self.accepted += 1;
-            }
-
-            fn refused(&mut self) {
-                self.refused += 1;
-            }
-
-            fn refused_per_ip(&mut self) {
-                self.refused_per_ip += 1;
-            }
-
-            fn evicted(&mut self) {
-                self.idle_evicted += 1;
-            }
-
-            fn rate_limited(&mut self) {
-                self.per_ip_limited += 1;
-            }
-
-            fn banned(&mut self) {
-                self.banned += 1;
-            }
-
-            fn new_ban(&mut self) {
-                self.bans += 1;
-            }
-
-            fn tls_failed(&mut self) {
-                self.tls_failures += 1;
-            }
-
-            fn shed(&mut self, requests: u64) {
-                self.shed += requests;
-            }
-
-            fn set_open(shared: &$shared, open: usize) {
-                shared
-                    .open_connections
-                    .store(open as u64, ::std::sync::atomic::Ordering::Relaxed);
-            }
-        }
-    };
 }

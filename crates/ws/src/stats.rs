@@ -1,29 +1,15 @@
 //! WebTorrent tracker statistics.
 
 use shoal_common::metrics::{
-    BANS, BANS_HELP, CONNECTIONS, CONNECTIONS_HELP, ERRORS, ERRORS_HELP, INCOMING_BYTES,
-    INCOMING_BYTES_HELP, OPEN_CONNECTIONS, OPEN_CONNECTIONS_HELP, OUTGOING_BYTES,
-    OUTGOING_BYTES_HELP, REFUSED, REFUSED_HELP, REQUESTS, REQUESTS_HELP, RESPONSES, RESPONSES_HELP,
+    ERRORS, ERRORS_HELP, INCOMING_BYTES, INCOMING_BYTES_HELP, OUTGOING_BYTES, OUTGOING_BYTES_HELP,
+    REFUSED, REFUSED_HELP, REQUESTS, REQUESTS_HELP, RESPONSES, RESPONSES_HELP,
 };
 use shoal_common::observe::{Observation, Observe};
+use shoal_runtime::tcp::{ConnectionCounters, SharedConnectionCounters, WithConnections};
 
 shoal_common::counters! {
     /// Counted by each socket worker.
     pub struct SocketCounters, SharedSocketCounters, SocketTotals {
-        /// Connections accepted.
-        accepted,
-        /// Connections refused at the connection limit.
-        refused,
-        /// Connections refused: their client had per_ip.max_connections open.
-        refused_per_ip,
-        /// Requests refused: their client was over per_ip.requests_per_second.
-        per_ip_limited,
-        /// Connections and requests of banned clients, dropped.
-        banned,
-        /// Bans started.
-        bans,
-        /// Connections currently open (a gauge: set, not added).
-        open_connections,
         /// Bytes waiting to be written to connections, writes under way included
         /// (a gauge: set, not added; see `limits.max_outgoing_bytes_per_worker`).
         outgoing_bytes,
@@ -94,8 +80,6 @@ shoal_common::counters! {
         rate_limited,
         /// Announces refused by limits.max_torrents_per_connection.
         too_many_torrents,
-        /// Requests answered "busy" because a swarm worker's queue was full.
-        shed,
         /// Connections closed because they read too slowly (outgoing queue full).
         slow_readers,
         /// Connections closed because their message under way had been arriving
@@ -103,12 +87,18 @@ shoal_common::counters! {
         slow_senders,
         /// Connections closed by the idle timeout.
         idle_timeouts,
-        /// Connections closed to make room for a newcomer at network.max_connections
-        /// (the one quiet the longest), and TLS handshakes closed for a newcomer past
-        /// network.max_tls_handshakes (the one under way longest).
-        idle_evicted,
-        /// Failed TLS handshakes.
-        tls_failures,
+    }
+    /// Connections and clients, as every TCP tracker counts them.
+    group connections: ConnectionCounters;
+}
+
+impl WithConnections for SharedSocketCounters {
+    fn connections(&self) -> &SharedConnectionCounters {
+        &self.connections
+    }
+
+    fn local_connections(local: &mut SocketCounters) -> &mut ConnectionCounters {
+        &mut local.connections
     }
 }
 
@@ -121,16 +111,15 @@ pub fn summary(now: &StatsSnapshot, before: &StatsSnapshot, seconds: f64) -> Str
     let rate = |count: u64| count as f64 / seconds.max(0.001);
     format!(
         "announces/s {:.0}, offers/s {:.0}, answers/s {:.0}, scrapes/s {:.0}, new connections/s {:.0}, \
-         open connections {}, outgoing bytes {}, incoming bytes {}; per interval: refused answers {}, peer ids taken {}, bad messages {}, oversized {}, \
-         denied {}, rate-limited {}, too many torrents {}, busy {}, offers over budget {}, offers dropped {}, slow readers {}, slow senders {}, idle timeouts {}, \
-         quiet connections closed for newcomers {}, bad handshakes {}, TLS failures {}, refused connections {} (per client {}), client rate-limited {}, \
-         banned {}, new bans {}, {}; torrents {}, peers {}",
+         outgoing bytes {}, incoming bytes {}; per interval: refused answers {}, peer ids taken {}, \
+         bad messages {}, oversized {}, denied {}, connection rate-limited {}, too many torrents {}, \
+         offers over budget {}, offers dropped {}, slow readers {}, slow senders {}, idle timeouts {}, \
+         bad handshakes {}, {}; {}; torrents {}, peers {}",
         rate(d.announces),
         rate(d.offers_forwarded),
         rate(d.answers_relayed),
         rate(d.scrapes),
-        rate(d.accepted),
-        now.requests.open_connections,
+        rate(d.connections.accepted),
         now.requests.outgoing_bytes,
         now.requests.incoming_bytes,
         d.answers_refused,
@@ -140,20 +129,13 @@ pub fn summary(now: &StatsSnapshot, before: &StatsSnapshot, seconds: f64) -> Str
         d.access_denied,
         d.rate_limited,
         d.too_many_torrents,
-        d.shed,
         d.offers_over_budget,
         d.offers_dropped,
         d.slow_readers,
         d.slow_senders,
         d.idle_timeouts,
-        d.idle_evicted,
         d.bad_handshakes,
-        d.tls_failures,
-        d.refused,
-        d.refused_per_ip,
-        d.per_ip_limited,
-        d.banned,
-        d.bans,
+        d.connections.line(now.requests.connections.open),
         now.capacity_line(before),
         now.torrents,
         now.peers,
@@ -205,16 +187,11 @@ impl Observe for SocketTotals {
             ("oversized", self.oversized_messages),
             ("bad_handshake", self.bad_handshakes),
             ("access_list", self.access_denied),
-            ("rate_limit", self.per_ip_limited),
             ("connection_rate_limit", self.rate_limited),
-            ("banned", self.banned),
-            ("shed", self.shed),
             ("too_many_torrents", self.too_many_torrents),
             ("peer_id_taken", self.peer_ids_taken),
             ("answer_refused", self.answers_refused),
             ("offer_budget", self.offers_over_budget),
-            ("connection_limit", self.refused),
-            ("connection_limit_per_ip", self.refused_per_ip),
         ] {
             out.counter(REFUSED, REFUSED_HELP, &[("reason", reason)], value);
         }
@@ -222,20 +199,11 @@ impl Observe for SocketTotals {
             ("slow_reader", self.slow_readers),
             ("slow_sender", self.slow_senders),
             ("idle_timeout", self.idle_timeouts),
-            ("idle_evicted", self.idle_evicted),
             ("offer_dropped", self.offers_dropped),
-            ("tls_handshake", self.tls_failures),
         ] {
             out.counter(ERRORS, ERRORS_HELP, &[("kind", kind)], value);
         }
-        out.counter(BANS, BANS_HELP, &[], self.bans);
-        out.counter(CONNECTIONS, CONNECTIONS_HELP, &[], self.accepted);
-        out.gauge(
-            OPEN_CONNECTIONS,
-            OPEN_CONNECTIONS_HELP,
-            &[],
-            self.open_connections as f64,
-        );
+        self.connections.observe(out);
         out.gauge(
             OUTGOING_BYTES,
             OUTGOING_BYTES_HELP,

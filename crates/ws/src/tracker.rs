@@ -15,7 +15,7 @@ use shoal_common::metrics::SummaryLine;
 use shoal_common::tls::TlsConfig;
 use shoal_common::tracker_config::{Config, ReverseProxy as _};
 use shoal_runtime::eviction::Place;
-use shoal_runtime::tcp::{ConnectionCounters as _, RunningTcpTracker, TcpSettings, TcpTracker};
+use shoal_runtime::tcp::{RunningTcpTracker, TcpSettings, TcpTracker};
 use shoal_runtime::{Listening, LocalSwarm, Prepared, shard_capacity};
 use shoal_swarm::Clock;
 
@@ -29,8 +29,6 @@ use crate::swarm::{SwarmSettings, Swarms};
 
 /// A running WebTorrent tracker; dropping it shuts it down.
 pub type RunningTracker = RunningTcpTracker<SharedSocketCounters>;
-
-shoal_runtime::connection_counters!(crate::stats::SocketCounters, SharedSocketCounters);
 
 /// The WebTorrent tracker as the shared TCP start-up sees it.
 #[derive(Debug)]
@@ -130,7 +128,7 @@ impl TcpTracker for WsTracker {
             router.flush();
         }
         let shed = router.link.tick(&worker.context.access);
-        worker.counters.borrow_mut().shed(shed);
+        worker.count(|counters| counters.shed += shed);
         worker.counters.borrow_mut().offers_dropped += router.take_offers_dropped();
         // A gauge: set, not added like the counters flushed after this tick.
         worker

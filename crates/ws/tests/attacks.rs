@@ -648,7 +648,12 @@ fn one_address_cannot_take_every_connection() {
     let _ = std::io::Read::read_to_string(&mut third, &mut response);
     assert!(response.starts_with("HTTP/1.1 503"), "{response:?}");
     let _other = connect_from("127.0.0.12", server);
-    assert!(eventually(|| tracker.stats().requests.refused_per_ip == 1));
+    assert!(eventually(|| tracker
+        .stats()
+        .requests
+        .connections
+        .refused_per_ip
+        == 1));
 }
 
 /// A ws:// connection from the loopback address `local`, its opening request carrying
@@ -806,7 +811,7 @@ fn quiet_connections_from_many_addresses_give_way_to_newcomers() {
         })
         .collect();
     assert!(eventually(
-        || tracker.stats().requests.open_connections == 60
+        || tracker.stats().requests.connections.open == 60
     ));
     // The talker speaks after them all: it is the newest now.
     talker.announce(id("held"), id("talker"), json!({}));
@@ -833,10 +838,10 @@ fn quiet_connections_from_many_addresses_give_way_to_newcomers() {
     ));
     let requests = tracker.stats().requests;
     assert!(
-        eventually(|| tracker.stats().requests.idle_evicted == 30),
+        eventually(|| tracker.stats().requests.connections.idle_evicted == 30),
         "{requests:?}"
     );
-    assert_eq!(tracker.stats().requests.refused, 0);
+    assert_eq!(tracker.stats().requests.connections.refused, 0);
 }
 
 /// What a refused connection from `local` reads: the tracker's 503, whole.
@@ -876,5 +881,10 @@ fn holding_every_slot_takes_addresses_from_many_networks() {
         other.receive(),
         ServerMessage::AnnounceResponse(_)
     ));
-    assert!(eventually(|| tracker.stats().requests.refused_per_ip == 2));
+    assert!(eventually(|| tracker
+        .stats()
+        .requests
+        .connections
+        .refused_per_ip
+        == 2));
 }

@@ -9,7 +9,6 @@ use shoal_common::executor::{before, write_all_before as write_all};
 use shoal_common::http_head::HeadScan;
 use shoal_common::tracker_config::{HeaderPosition, ReverseProxy as _};
 use shoal_runtime::per_ip::{ConnectionSlot, OverLimit, Verdict};
-use shoal_runtime::tcp::ConnectionCounters as _;
 use shoal_ws_protocol::opening::{OpenedKind, OpeningLimits, ProxyHeader, Refusal, parse_opening};
 
 use super::Worker;
@@ -133,7 +132,7 @@ fn admit_forwarded(
         return Err(None);
     }
     local.connections_per_ip.open(ip).map_err(|over| {
-        local.counters.borrow_mut().refused_per_ip();
+        local.count(|counters| counters.refused_per_ip += 1);
         Some(Refusal::new(
             503,
             match over {
