@@ -27,6 +27,7 @@
 
 pub mod config;
 mod messages;
+mod session;
 mod shard;
 mod socket;
 pub mod stats;

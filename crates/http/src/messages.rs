@@ -44,10 +44,17 @@ pub(crate) struct SwarmRequest {
 pub(crate) enum SwarmRequestKind {
     /// An announce.
     Announce(AnnounceWork),
-    /// Counts for these torrents (this worker's share of a scrape).
-    Scrape(Vec<InfoHash>),
-    /// Counts for every torrent of this worker.
-    FullScrape,
+    /// This worker's share of a scrape.
+    Scrape(ScrapeWork),
+}
+
+/// This worker's share of a scrape.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum ScrapeWork {
+    /// Counts for these torrents.
+    Torrents(Vec<InfoHash>),
+    /// Counts for every torrent of this worker (a full scrape).
+    All,
 }
 
 /// An announce, checked and resolved by the socket worker.
@@ -83,7 +90,16 @@ pub(crate) struct SwarmReply {
 #[derive(Clone, Debug)]
 pub(crate) enum SwarmReplyKind {
     /// For an announce.
-    Announce {
+    Announce(AnnounceAnswer),
+    /// For a scrape or full scrape: counts per torrent.
+    Scrape(Vec<(InfoHash, ScrapeStats)>),
+}
+
+/// A swarm worker's answer to an announce.
+#[derive(Clone, Debug)]
+pub(crate) enum AnnounceAnswer {
+    /// The swarm's counts and the peers chosen.
+    Peers {
         /// Seeders.
         complete: u32,
         /// Leechers.
@@ -91,10 +107,8 @@ pub(crate) enum SwarmReplyKind {
         /// The peers chosen.
         peers: AnnouncedPeers,
     },
-    /// For a scrape or full scrape: counts per torrent.
-    Scrape(Vec<(InfoHash, ScrapeStats)>),
-    /// For an announce that would start a torrent and may not: the tracker is full,
-    /// or the client started as many as it may lately (the reason).
+    /// The announce would start a torrent and may not: the tracker is full, or the
+    /// client started as many as it may lately (the reason).
     Refused(&'static str),
 }
 

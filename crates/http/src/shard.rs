@@ -12,13 +12,14 @@ use shoal_http_protocol::PeerId;
 use shoal_runtime::{ByWorker, Shard, status_of};
 use shoal_swarm::{
     Announce, BitTorrentMap, ChangeLog, CleanReport, DualStack, InfoHash, ListIn, Peer, PeerAddr,
-    PeerAddress, RecordError, Replicated, ServerTime,
+    PeerAddress, RecordError, Replicated, ScrapeStats, ServerTime,
 };
 
 use crate::messages::{
-    AnnounceWork, AnnouncedPeers, SwarmReply, SwarmReplyKind, SwarmRequest, SwarmRequestKind,
+    AnnounceAnswer, AnnounceWork, AnnouncedPeers, ScrapeWork, SwarmReply, SwarmReplyKind,
+    SwarmRequest, SwarmRequestKind,
 };
-use crate::socket::connection::TRACKER_FULL;
+use crate::session::TRACKER_FULL;
 
 /// The torrents of one swarm worker.
 #[derive(Debug)]
@@ -102,17 +103,27 @@ impl HttpShard {
     /// Answers one request at `now`.
     pub(crate) fn serve(&mut self, request: SwarmRequestKind, now: ServerTime) -> SwarmReplyKind {
         match request {
-            SwarmRequestKind::Announce(work) => match work.peer {
-                PeerAddress::V4(addr) => self.announce(&work, addr, now),
-                PeerAddress::V6(addr) => self.announce(&work, addr, now),
-            },
-            SwarmRequestKind::Scrape(info_hashes) => SwarmReplyKind::Scrape(
-                info_hashes
-                    .into_iter()
-                    .map(|hash| (hash, self.torrents.scrape(&hash)))
-                    .collect(),
-            ),
-            SwarmRequestKind::FullScrape => SwarmReplyKind::Scrape(self.torrents.scrape_all()),
+            SwarmRequestKind::Announce(work) => SwarmReplyKind::Announce(self.answer(&work, now)),
+            SwarmRequestKind::Scrape(work) => SwarmReplyKind::Scrape(self.scrape(work)),
+        }
+    }
+
+    /// Answers an announce at `now`.
+    pub(crate) fn answer(&mut self, work: &AnnounceWork, now: ServerTime) -> AnnounceAnswer {
+        match work.peer {
+            PeerAddress::V4(addr) => self.announce(work, addr, now),
+            PeerAddress::V6(addr) => self.announce(work, addr, now),
+        }
+    }
+
+    /// Counts for a share of a scrape.
+    pub(crate) fn scrape(&self, work: ScrapeWork) -> Vec<(InfoHash, ScrapeStats)> {
+        match work {
+            ScrapeWork::Torrents(info_hashes) => info_hashes
+                .into_iter()
+                .map(|hash| (hash, self.torrents.scrape(&hash)))
+                .collect(),
+            ScrapeWork::All => self.torrents.scrape_all(),
         }
     }
 
@@ -121,7 +132,7 @@ impl HttpShard {
         work: &AnnounceWork,
         addr: A,
         now: ServerTime,
-    ) -> SwarmReplyKind {
+    ) -> AnnounceAnswer {
         let announce = Announce {
             key: addr,
             extra: work.peer_id,
@@ -150,7 +161,7 @@ impl HttpShard {
             Ok(announced) => announced,
             Err(refused) => {
                 let reason = refused.new_torrent_reason();
-                return SwarmReplyKind::Refused(reason.unwrap_or(TRACKER_FULL));
+                return AnnounceAnswer::Refused(reason.unwrap_or(TRACKER_FULL));
             }
         };
         if let Some(changes) = &mut self.changes {
@@ -172,7 +183,7 @@ impl HttpShard {
         } else {
             AnnouncedPeers::Compact(compact)
         };
-        SwarmReplyKind::Announce {
+        AnnounceAnswer::Peers {
             complete: counts.seeders,
             incomplete: counts.leechers,
             peers,

@@ -73,7 +73,7 @@ use shoal_swarm::Clock;
 
 pub use link::SwarmLink;
 pub use local::LocalSwarm;
-pub use outbox::{Batch, Outboxes, Sent, SwarmWorkerGone, shard_for};
+pub use outbox::{Batch, Outboxes, ScrapeSplit, Sent, SwarmWorkerGone, shard_for};
 pub use replica::{Replica, ShardDuties, start_replicas};
 pub use reply::{ReplyRoute, Wake, reply_capacity, reply_channel};
 pub use running::{

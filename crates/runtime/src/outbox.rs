@@ -35,6 +35,68 @@ pub fn shard_for(info_hash: &[u8; 20], shards: usize) -> usize {
     ((u128::from(hash) * shards as u128) >> 64) as usize
 }
 
+/// A scrape's info hashes grouped by the shard that keeps each ([`shard_for`]): one
+/// part per shard touched, in the order the shards were first named, each part's
+/// hashes in request order. The same split serves the three trackers; kept between
+/// scrapes, it allocates nothing once its buffers have grown.
+#[derive(Debug, Default)]
+pub struct ScrapeSplit {
+    /// Each hash's shard, by position in the request.
+    shard_of: Vec<usize>,
+    /// Positions in the request, grouped by part.
+    positions: Vec<u16>,
+    /// Each part's shard and where its positions end.
+    parts: Vec<(usize, usize)>,
+}
+
+impl ScrapeSplit {
+    /// Splits `info_hashes` (at most 65,536 of them) among `shards`.
+    pub fn split<'a>(
+        &mut self,
+        info_hashes: impl IntoIterator<Item = &'a [u8; 20]>,
+        shards: usize,
+    ) {
+        self.shard_of.clear();
+        self.positions.clear();
+        self.parts.clear();
+        for info_hash in info_hashes {
+            let shard = shard_for(info_hash, shards);
+            self.shard_of.push(shard);
+            if !self.parts.iter().any(|&(touched, _)| touched == shard) {
+                self.parts.push((shard, 0));
+            }
+        }
+        for part in &mut self.parts {
+            for (position, &shard) in self.shard_of.iter().enumerate() {
+                if shard == part.0 {
+                    self.positions.push(position as u16);
+                }
+            }
+            part.1 = self.positions.len();
+        }
+    }
+
+    /// Shards touched by the last split.
+    pub fn len(&self) -> usize {
+        self.parts.len()
+    }
+
+    /// Whether the last split had no hashes.
+    pub fn is_empty(&self) -> bool {
+        self.parts.is_empty()
+    }
+
+    /// Each part: the shard and the positions (in the request) of its hashes.
+    pub fn parts(&self) -> impl Iterator<Item = (usize, &[u16])> {
+        let mut start = 0;
+        self.parts.iter().map(move |&(shard, end)| {
+            let positions = &self.positions[start..end];
+            start = end;
+            (shard, positions)
+        })
+    }
+}
+
 /// A batch of requests for one swarm worker.
 pub trait Batch: Send + 'static {
     /// Requests in the batch.
@@ -153,6 +215,53 @@ impl<B: Batch> Outboxes<B> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn hash(i: u32) -> [u8; 20] {
+        let mut hash = [0u8; 20];
+        hash[..4].copy_from_slice(&i.wrapping_mul(2_654_435_761).to_le_bytes());
+        hash
+    }
+
+    #[test]
+    fn a_scrape_splits_into_one_part_per_shard_in_request_order() {
+        let hashes: Vec<_> = (0..40).map(hash).collect();
+        let mut split = ScrapeSplit::default();
+        split.split(&hashes, 3);
+        let parts: Vec<_> = split.parts().map(|(s, p)| (s, p.to_vec())).collect();
+        // Each shard once, in the order its first hash came.
+        let mut first_seen = Vec::new();
+        for h in &hashes {
+            let shard = shard_for(h, 3);
+            if !first_seen.contains(&shard) {
+                first_seen.push(shard);
+            }
+        }
+        assert_eq!(
+            parts.iter().map(|(s, _)| *s).collect::<Vec<_>>(),
+            first_seen
+        );
+        assert_eq!(split.len(), 3);
+        // Every position once, in its own shard's part, ascending within a part.
+        let mut all: Vec<u16> = parts.iter().flat_map(|(_, p)| p.clone()).collect();
+        for (shard, positions) in &parts {
+            assert!(positions.windows(2).all(|w| w[0] < w[1]));
+            assert!(
+                positions
+                    .iter()
+                    .all(|&p| shard_for(&hashes[usize::from(p)], 3) == *shard)
+            );
+        }
+        all.sort_unstable();
+        assert_eq!(all, (0..40).collect::<Vec<u16>>());
+        // Reused: the next split starts afresh.
+        split.split(&hashes[..1], 3);
+        assert_eq!(
+            split.parts().map(|(_, p)| p.to_vec()).collect::<Vec<_>>(),
+            [vec![0]]
+        );
+        split.split(&[], 3);
+        assert!(split.is_empty());
+    }
 
     #[test]
     fn info_hashes_spread_over_shards() {

@@ -3,9 +3,9 @@
 //!
 //! The executors, accept loops, connection limit and TLS handshake are the TCP
 //! trackers' shared ones (`shoal_runtime::tcp`); what is HTTP's own is here: each
-//! connection ([`connection`]) reads requests and answers them in order, and requests
-//! for swarm workers go through the worker's [`router`], which batches them and
-//! matches replies to the requests waiting for them.
+//! connection ([`connection`]) drives its [`Session`](crate::session::Session), and
+//! requests for swarm workers go through the worker's [`router`], which batches them
+//! and matches replies to the calls waiting for them.
 
 pub(crate) mod connection;
 pub(crate) mod router;
@@ -13,8 +13,8 @@ pub(crate) mod router;
 use std::cell::RefCell;
 use std::rc::Rc;
 
-use self::connection::FullScrapeCache;
 use self::router::Router;
+use crate::session::FullScrapeCache;
 use crate::tracker::HttpTracker;
 
 /// One socket worker's shared state, as its connection tasks see it.

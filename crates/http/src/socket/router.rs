@@ -1,12 +1,16 @@
 //! Requests on their way to swarm workers and replies on their way back, inside one
 //! socket worker (one glommio executor, one thread: `Rc` and `RefCell` suffice).
 //!
-//! A connection task calls [`call`] with the requests its HTTP request needs
-//! (one for an announce, one per swarm worker for a scrape) and awaits the merged
-//! reply. Requests go into a per-swarm-worker outbox; the first request of a round
+//! A connection task calls [`announce`] or [`scrape`] with what its HTTP request needs
+//! (one part for an announce, one per swarm worker for a scrape) and awaits the
+//! answer. Parts go into a per-swarm-worker outbox; the first part of a round
 //! schedules a flush task, which runs after every task that is ready now has run, so
-//! all requests of one round of the event loop leave in one channel message per swarm
+//! all parts of one round of the event loop leave in one channel message per swarm
 //! worker. Replies come back through [`Router::deliver`], called by the reply pump.
+//!
+//! Announces and scrapes wait in separate tables, each typed by what its calls
+//! resolve to, and a reply finds its table by its own kind: a call gets the answer
+//! to the question it asked or [`CallError::Busy`], never another kind of answer.
 
 use std::cell::RefCell;
 use std::future::Future;
@@ -19,42 +23,185 @@ use shoal_http_protocol::InfoHash;
 use shoal_runtime::{LocalSwarm, SwarmLink};
 use shoal_swarm::ScrapeStats;
 
-use crate::messages::{ReplyTo, Slot, SwarmReply, SwarmReplyKind, SwarmRequest, SwarmRequestKind};
+use crate::messages::{
+    AnnounceAnswer, AnnounceWork, ReplyTo, ScrapeWork, Slot, SwarmReply, SwarmReplyKind,
+    SwarmRequest, SwarmRequestKind,
+};
 use crate::shard::HttpShard;
 
-/// Why a call has no reply.
+/// Why a call has no answer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum CallError {
     /// A swarm worker's queue was full: the request was shed.
     Busy,
 }
 
-/// What a call resolves to.
-#[derive(Debug)]
-pub(crate) enum Merged {
-    /// An announce reply.
-    Announce(SwarmReplyKind),
-    /// Scrape counts from every part, in arrival order.
-    Scrape(Vec<(InfoHash, ScrapeStats)>),
+/// Scrape counts from every part of a call, in arrival order.
+pub(crate) type ScrapeCounts = Vec<(InfoHash, ScrapeStats)>;
+
+/// What the parts of one call add up to.
+trait Gather: Default {
+    /// What one swarm worker answers.
+    type Part;
+    /// Adds one part.
+    fn gather(&mut self, part: Self::Part);
+    /// The table the router keeps calls of this kind in.
+    fn table(router: &mut Router) -> &mut Calls<Self>;
+}
+
+/// An announce has one part: its answer.
+impl Gather for Option<AnnounceAnswer> {
+    type Part = AnnounceAnswer;
+
+    fn gather(&mut self, part: AnnounceAnswer) {
+        *self = Some(part);
+    }
+
+    fn table(router: &mut Router) -> &mut Calls<Self> {
+        &mut router.announces
+    }
+}
+
+/// A scrape has one part per swarm worker it touches.
+impl Gather for ScrapeCounts {
+    type Part = ScrapeCounts;
+
+    fn gather(&mut self, part: ScrapeCounts) {
+        self.extend(part);
+    }
+
+    fn table(router: &mut Router) -> &mut Calls<Self> {
+        &mut router.scrapes
+    }
 }
 
 #[derive(Debug, Default)]
-enum State {
+enum CallState<T> {
     #[default]
     Free,
     Waiting {
         parts_left: u32,
         waker: Option<Waker>,
-        announce: Option<SwarmReplyKind>,
-        scrape: Vec<(InfoHash, ScrapeStats)>,
+        gathered: T,
     },
-    Done(Result<Merged, CallError>),
+    Done(Result<T, CallError>),
 }
 
 #[derive(Debug, Default)]
-struct Entry {
+struct Entry<T> {
     generation: u32,
-    state: State,
+    state: CallState<T>,
+}
+
+/// Calls of one kind waiting for their parts. A slot's generation tells a reply for
+/// an abandoned call (the client went away) from one for the slot's next user.
+#[derive(Debug)]
+struct Calls<T> {
+    slots: Vec<Entry<T>>,
+    free: Vec<u32>,
+}
+
+impl<T> Default for Calls<T> {
+    fn default() -> Self {
+        Self {
+            slots: Vec::new(),
+            free: Vec::new(),
+        }
+    }
+}
+
+impl<T: Gather> Calls<T> {
+    /// A slot for a call of `parts` parts.
+    fn open(&mut self, parts: u32) -> Slot {
+        let index = self.free.pop().unwrap_or_else(|| {
+            self.slots.push(Entry {
+                generation: 0,
+                state: CallState::Free,
+            });
+            (self.slots.len() - 1) as u32
+        });
+        let entry = &mut self.slots[index as usize];
+        entry.generation = entry.generation.wrapping_add(1);
+        entry.state = CallState::Waiting {
+            parts_left: parts,
+            waker: None,
+            gathered: T::default(),
+        };
+        Slot {
+            index,
+            generation: entry.generation,
+        }
+    }
+
+    /// Adds a part to the call in `slot`; the last one completes it.
+    fn part(&mut self, slot: Slot, part: T::Part) {
+        let Some(entry) = self.live(slot) else {
+            return;
+        };
+        let CallState::Waiting {
+            parts_left,
+            gathered,
+            ..
+        } = &mut entry.state
+        else {
+            return;
+        };
+        gathered.gather(part);
+        *parts_left -= 1;
+        if *parts_left == 0 {
+            let gathered = std::mem::take(gathered);
+            self.finish(slot, Ok(gathered));
+        }
+    }
+
+    fn finish(&mut self, slot: Slot, result: Result<T, CallError>) {
+        let Some(entry) = self.live(slot) else { return };
+        if let CallState::Waiting { waker, .. } =
+            std::mem::replace(&mut entry.state, CallState::Done(result))
+            && let Some(waker) = waker
+        {
+            waker.wake();
+        }
+    }
+
+    fn live(&mut self, slot: Slot) -> Option<&mut Entry<T>> {
+        self.slots.get_mut(slot.index as usize).filter(|entry| {
+            entry.generation == slot.generation && !matches!(entry.state, CallState::Free)
+        })
+    }
+
+    fn release(&mut self, slot: Slot) {
+        if let Some(entry) = self.live(slot) {
+            entry.state = CallState::Free;
+            self.free.push(slot.index);
+        }
+    }
+
+    /// The call's result once complete, freeing its slot.
+    fn poll(&mut self, slot: Slot, cx: &Context<'_>) -> Poll<Result<T, CallError>> {
+        let Some(entry) = self.live(slot) else {
+            return Poll::Ready(Err(CallError::Busy));
+        };
+        match std::mem::take(&mut entry.state) {
+            CallState::Waiting {
+                parts_left,
+                gathered,
+                ..
+            } => {
+                entry.state = CallState::Waiting {
+                    parts_left,
+                    waker: Some(cx.waker().clone()),
+                    gathered,
+                };
+                Poll::Pending
+            }
+            CallState::Done(result) => {
+                self.free.push(slot.index);
+                Poll::Ready(result)
+            }
+            CallState::Free => Poll::Ready(Err(CallError::Busy)),
+        }
+    }
 }
 
 /// The router of one socket worker.
@@ -63,8 +210,8 @@ pub(crate) struct Router {
     socket_worker: u16,
     /// Batches for the swarm workers, or the torrents kept here.
     pub(crate) link: SwarmLink<HttpShard>,
-    slots: Vec<Entry>,
-    free: Vec<u32>,
+    announces: Calls<Option<AnnounceAnswer>>,
+    scrapes: Calls<ScrapeCounts>,
 }
 
 impl Router {
@@ -78,8 +225,8 @@ impl Router {
         Self {
             socket_worker: socket_worker as u16,
             link: SwarmLink::new(swarms, local),
-            slots: Vec::new(),
-            free: Vec::new(),
+            announces: Calls::default(),
+            scrapes: Calls::default(),
         }
     }
 
@@ -88,31 +235,15 @@ impl Router {
         self.link.shards()
     }
 
-    /// Queues `parts` (swarm worker, request) for one reply and returns the future of
-    /// that reply. The caller must make sure [`Router::flush`] runs (see
-    /// [`call`]).
-    fn enqueue(&mut self, parts: Vec<(usize, SwarmRequestKind)>) -> (Slot, bool) {
-        let index = self.free.pop().unwrap_or_else(|| {
-            self.slots.push(Entry::default());
-            (self.slots.len() - 1) as u32
-        });
-        let entry = &mut self.slots[index as usize];
-        entry.generation = entry.generation.wrapping_add(1);
-        entry.state = State::Waiting {
-            parts_left: parts.len() as u32,
-            waker: None,
-            announce: None,
-            scrape: Vec::new(),
-        };
-        let slot = Slot {
-            index,
-            generation: entry.generation,
+    /// Queues the parts (swarm worker, request) of one call of kind `T`; returns its
+    /// slot and whether a flush must be scheduled (see [`send`]).
+    fn enqueue<T: Gather>(&mut self, parts: Vec<(usize, SwarmRequestKind)>) -> (Slot, bool) {
+        let slot = T::table(self).open(parts.len() as u32);
+        let reply_to = ReplyTo {
+            socket_worker: self.socket_worker,
+            slot,
         };
         for (worker, kind) in parts {
-            let reply_to = ReplyTo {
-                socket_worker: self.socket_worker,
-                slot,
-            };
             self.link
                 .batch(worker)
                 .push(SwarmRequest { reply_to, kind });
@@ -126,7 +257,13 @@ impl Router {
         for (_, batch) in self.link.flush() {
             self.link.count_shed(batch.len());
             for request in batch {
-                self.finish(request.reply_to.slot, Err(CallError::Busy));
+                let slot = request.reply_to.slot;
+                match request.kind {
+                    SwarmRequestKind::Announce(_) => {
+                        self.announces.finish(slot, Err(CallError::Busy))
+                    }
+                    SwarmRequestKind::Scrape(_) => self.scrapes.finish(slot, Err(CallError::Busy)),
+                }
             }
         }
     }
@@ -134,144 +271,102 @@ impl Router {
     /// Takes replies from a swarm worker.
     pub(crate) fn deliver(&mut self, replies: Vec<SwarmReply>) {
         for reply in replies {
-            let Some(entry) = self.live(reply.slot) else {
-                continue;
-            };
-            let State::Waiting {
-                parts_left,
-                announce,
-                scrape,
-                ..
-            } = &mut entry.state
-            else {
-                continue;
-            };
             match reply.kind {
-                SwarmReplyKind::Scrape(counts) => scrape.extend(counts),
-                other => *announce = Some(other),
-            }
-            *parts_left -= 1;
-            if *parts_left == 0 {
-                let merged = match announce.take() {
-                    Some(announce) => Merged::Announce(announce),
-                    None => Merged::Scrape(std::mem::take(scrape)),
-                };
-                self.finish(reply.slot, Ok(merged));
+                SwarmReplyKind::Announce(answer) => self.announces.part(reply.slot, answer),
+                SwarmReplyKind::Scrape(counts) => self.scrapes.part(reply.slot, counts),
             }
         }
-    }
-
-    fn finish(&mut self, slot: Slot, result: Result<Merged, CallError>) {
-        let Some(entry) = self.live(slot) else { return };
-        if let State::Waiting { waker, .. } =
-            std::mem::replace(&mut entry.state, State::Done(result))
-            && let Some(waker) = waker
-        {
-            waker.wake();
-        }
-    }
-
-    fn live(&mut self, slot: Slot) -> Option<&mut Entry> {
-        self.slots.get_mut(slot.index as usize).filter(|entry| {
-            entry.generation == slot.generation && !matches!(entry.state, State::Free)
-        })
-    }
-
-    fn release(&mut self, slot: Slot) {
-        if let Some(entry) = self.live(slot) {
-            entry.state = State::Free;
-            self.free.push(slot.index);
-        }
-    }
-
-    /// Answers `parts` from the local torrents, if this worker keeps them; otherwise
-    /// gives the parts back.
-    fn answer_locally(
-        &mut self,
-        parts: Vec<(usize, SwarmRequestKind)>,
-    ) -> Result<Merged, Vec<(usize, SwarmRequestKind)>> {
-        let Some(local) = self.link.local() else {
-            return Err(parts);
-        };
-        Ok(local.serve(|shard, now| {
-            let mut announce = None;
-            let mut scrape = Vec::new();
-            for (_, kind) in parts {
-                match shard.serve(kind, now) {
-                    SwarmReplyKind::Scrape(counts) => scrape.extend(counts),
-                    other => announce = Some(other),
-                }
-            }
-            announce.map_or(Merged::Scrape(scrape), Merged::Announce)
-        }))
     }
 }
 
-/// Sends `parts` and waits for the merged reply.
-pub(crate) async fn call(
+/// Asks swarm worker `worker` for the answer to an announce (or answers it from the
+/// local torrents).
+pub(crate) async fn announce(
+    router: &Rc<RefCell<Router>>,
+    worker: usize,
+    work: AnnounceWork,
+) -> Result<AnnounceAnswer, CallError> {
+    if let Some(local) = router.borrow_mut().link.local() {
+        return Ok(local.serve(|shard, now| shard.answer(&work, now)));
+    }
+    let parts = vec![(worker, SwarmRequestKind::Announce(work))];
+    send::<Option<AnnounceAnswer>>(router, parts)
+        .await?
+        .ok_or(CallError::Busy)
+}
+
+/// Asks each swarm worker named in `parts` for its share of a scrape (or answers it
+/// from the local torrents).
+pub(crate) async fn scrape(
+    router: &Rc<RefCell<Router>>,
+    parts: Vec<(usize, ScrapeWork)>,
+) -> Result<ScrapeCounts, CallError> {
+    if let Some(local) = router.borrow_mut().link.local() {
+        return Ok(local.serve(|shard, _| {
+            let mut counts = ScrapeCounts::new();
+            for (_, work) in parts {
+                counts.extend(shard.scrape(work));
+            }
+            counts
+        }));
+    }
+    let parts = parts
+        .into_iter()
+        .map(|(worker, work)| (worker, SwarmRequestKind::Scrape(work)))
+        .collect();
+    send::<ScrapeCounts>(router, parts).await
+}
+
+/// Sends `parts` and waits for their gathered answer.
+async fn send<T: Gather>(
     router: &Rc<RefCell<Router>>,
     parts: Vec<(usize, SwarmRequestKind)>,
-) -> Result<Merged, CallError> {
-    let parts = match router.borrow_mut().answer_locally(parts) {
-        Ok(merged) => return Ok(merged),
-        Err(parts) => parts,
-    };
-    let (slot, schedule_flush) = router.borrow_mut().enqueue(parts);
+) -> Result<T, CallError> {
+    let (slot, schedule_flush) = router.borrow_mut().enqueue::<T>(parts);
     if schedule_flush {
         let router = router.clone();
         // Runs after the tasks already queued, so their requests share the batch.
         glommio::spawn_local(async move { router.borrow_mut().flush() }).detach();
     }
-    ReplyFuture {
+    ReplyFuture::<T> {
         router: router.clone(),
         slot,
         done: false,
+        kind: std::marker::PhantomData,
     }
     .await
 }
 
-/// Resolves when the slot's reply is complete. Dropping it early (the connection went
-/// away) frees the slot; late replies then find a newer generation and are ignored.
-struct ReplyFuture {
+/// Resolves when the slot's answer is complete. Dropping it early (the connection
+/// went away) frees the slot; late replies then find a newer generation and are
+/// ignored.
+struct ReplyFuture<T: Gather> {
     router: Rc<RefCell<Router>>,
     slot: Slot,
     done: bool,
+    /// `fn() -> T`: the future holds no `T`, so it is `Unpin` whatever `T` is.
+    kind: std::marker::PhantomData<fn() -> T>,
 }
 
-impl Future for ReplyFuture {
-    type Output = Result<Merged, CallError>;
+impl<T: Gather> Future for ReplyFuture<T> {
+    type Output = Result<T, CallError>;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let mut router = self.router.borrow_mut();
         let slot = self.slot;
-        let Some(entry) = router.live(slot) else {
-            return Poll::Ready(Err(CallError::Busy));
-        };
-        match &mut entry.state {
-            State::Waiting { waker, .. } => {
-                *waker = Some(cx.waker().clone());
-                Poll::Pending
-            }
-            State::Done(_) => {
-                let State::Done(result) = std::mem::take(&mut entry.state) else {
-                    unreachable!()
-                };
-                router.free.push(slot.index);
-                drop(router);
-                self.done = true;
-                Poll::Ready(result)
-            }
-            State::Free => Poll::Ready(Err(CallError::Busy)),
+        let poll = T::table(&mut self.router.borrow_mut()).poll(slot, cx);
+        if poll.is_ready() {
+            self.done = true;
         }
+        poll
     }
 }
 
-impl Drop for ReplyFuture {
+impl<T: Gather> Drop for ReplyFuture<T> {
     fn drop(&mut self) {
         if !self.done
             && let Ok(mut router) = self.router.try_borrow_mut()
         {
-            router.release(self.slot);
+            T::table(&mut router).release(self.slot);
         }
     }
 }
