@@ -3,8 +3,8 @@
 //! # Layout
 //!
 //! ```text
-//!   TCP ─► socket::connection (glommio task per connection: read, parse, answer, write)
-//!               │  socket::router: batch per swarm worker, slot per pending request
+//!   TCP ─► socket::connection (glommio task per connection: drives a session::Session)
+//!               │  socket::router: batch per swarm worker, typed table per pending call
 //!               ▼
 //!          crossbeam channel ─► shard (HttpShard on a swarm worker thread) ─┐
 //!               ▲                                                             │
@@ -16,8 +16,11 @@
 //! the HTTP protocol and its shard.
 //!
 //! * [`config`]: the HTTP sections of the config, documented once (printed by `-p`).
-//! * `socket`: a connection's requests and responses, and the router that batches
-//!   requests to swarm workers and matches their replies.
+//! * `session`: a connection's rules without I/O (sans-IO): fed bytes, swarm workers'
+//!   answers and the time, it says read, ask, write or close; unit-tested and fuzzed
+//!   (`http_session`) without sockets.
+//! * `socket`: the glommio driver of each session, and the router that batches
+//!   requests to swarm workers and matches their replies to typed calls.
 //! * `shard`: the torrents of one swarm worker (`shoal_swarm`) and how a request is
 //!   answered on them; with `swarm_workers = 0` the only socket worker keeps it.
 //! * `messages`: what socket and swarm workers send each other; both depend on it.
@@ -40,6 +43,17 @@ use shoal_swarm::Clock;
 
 pub use config::{Config, File};
 pub use tracker::{RunningTracker, prepare, start, start_with_clock};
+
+/// Entry points for the fuzz targets (built only by cargo-fuzz, which sets
+/// `--cfg fuzzing`).
+#[cfg(fuzzing)]
+#[doc(hidden)]
+pub mod fuzzing {
+    /// `fuzz/fuzz_targets/http_session.rs`.
+    pub fn http_session(data: &[u8]) {
+        crate::session::rig::fuzz(data);
+    }
+}
 
 /// How `shoal_http` introduces itself.
 pub const APP: AppInfo = AppInfo {

@@ -106,7 +106,7 @@ pub(crate) enum Next {
 
 /// An announce for a swarm worker. It carries what shapes the response, so the
 /// answer can only go back to the question it belongs to.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub(crate) struct AnnounceCall {
     /// The swarm worker that keeps the torrent.
     pub(crate) worker: usize,
@@ -681,3 +681,8 @@ fn wire_stats(stats: shoal_swarm::ScrapeStats) -> ScrapeStats {
         incomplete: stats.leechers,
     }
 }
+
+#[cfg(any(test, fuzzing))]
+pub(crate) mod rig;
+#[cfg(test)]
+mod tests;
