@@ -470,13 +470,9 @@ impl Session {
                 }
                 let mut split = ScrapeSplit::default();
                 split.split(&request.info_hashes, host.swarm_workers());
-                let hashes = &request.info_hashes;
                 let parts = split
-                    .parts()
-                    .map(|(worker, positions)| {
-                        let share = positions.iter().map(|&p| hashes[usize::from(p)]);
-                        (worker, ScrapeWork::Torrents(share.collect()))
-                    })
+                    .shares(&request.info_hashes)
+                    .map(|(worker, hashes)| (worker, ScrapeWork::Torrents(hashes)))
                     .collect();
                 self.phase = Phase::Asking(served);
                 Some(Next::Scrape(ScrapeCall {

@@ -6,13 +6,11 @@
 //! worker when that keeps the torrents itself.
 
 use rand::rngs::SmallRng;
-use shoal_common::access_list::AccessSnapshot;
-use shoal_common::metrics::ShardStatus;
 use shoal_http_protocol::PeerId;
-use shoal_runtime::{ByWorker, Shard, status_of};
+use shoal_runtime::{BitTorrentShard, ByWorker};
 use shoal_swarm::{
-    Announce, BitTorrentMap, ChangeLog, CleanReport, DualStack, InfoHash, ListIn, Peer, PeerAddr,
-    PeerAddress, RecordError, Replicated, ScrapeStats, ServerTime,
+    Announce, BitTorrentMap, ChangeLog, DualStack, InfoHash, ListIn, Peer, PeerAddr, PeerAddress,
+    ScrapeStats, ServerTime,
 };
 
 use crate::messages::{
@@ -32,9 +30,10 @@ pub(crate) struct HttpShard {
     changes: Option<ChangeLog>,
 }
 
-impl Shard for HttpShard {
+impl BitTorrentShard for HttpShard {
     type Batch = Vec<SwarmRequest>;
     type Reply = Vec<SwarmReply>;
+    type Extra = PeerId;
 
     fn handle(
         &mut self,
@@ -56,35 +55,16 @@ impl Shard for HttpShard {
         self.replies.send_all(reply);
     }
 
-    fn clean(&mut self, now: ServerTime, access: &AccessSnapshot) -> CleanReport {
-        self.torrents
-            .clean_step(now, |info_hash| access.allows(info_hash))
+    fn torrents(&self) -> &BitTorrentMap<PeerId> {
+        &self.torrents
     }
 
-    fn status(&self) -> ShardStatus {
-        status_of(&self.torrents)
+    fn torrents_mut(&mut self) -> &mut BitTorrentMap<PeerId> {
+        &mut self.torrents
     }
 
-    fn census(&self) -> &shoal_swarm::Census {
-        self.torrents.census()
-    }
-
-    fn snapshot_partition(&self, part: usize, now: ServerTime, out: &mut Vec<u8>) {
-        self.torrents.write_partition(part, now, out);
-    }
-
-    fn change_log(&mut self) -> Option<&mut ChangeLog> {
+    fn changes(&mut self) -> Option<&mut ChangeLog> {
         self.changes.as_mut()
-    }
-
-    fn apply_changes(
-        &mut self,
-        records: &[u8],
-        elapsed: u32,
-        now: ServerTime,
-        mine: &mut dyn FnMut(&InfoHash) -> bool,
-    ) -> Result<Replicated, RecordError> {
-        self.torrents.apply_changes(records, elapsed, now, mine)
     }
 }
 

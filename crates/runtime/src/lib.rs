@@ -80,7 +80,7 @@ pub use running::{
     Listening, Monitored, Prepared, Reload, RunningTracker, Servable, Served, access_list_reload,
     run_trackers, run_until_stopped,
 };
-pub use shard::{ByWorker, CleaningSchedule, Shard, status_of};
+pub use shard::{BitTorrentShard, ByWorker, CleaningSchedule, Shard, status_of};
 pub use swarm_worker::{spawn_swarm_workers, swarm_channels};
 
 /// What every worker of one running tracker shares.

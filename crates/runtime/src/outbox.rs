@@ -86,6 +86,18 @@ impl ScrapeSplit {
         self.parts.is_empty()
     }
 
+    /// Each part with its own copy of its items: `items` are what was split (the
+    /// hashes, or anything in the same order).
+    pub fn shares<'s, T: Clone>(
+        &'s self,
+        items: &'s [T],
+    ) -> impl Iterator<Item = (usize, Vec<T>)> + 's {
+        self.parts().map(move |(shard, positions)| {
+            let share = positions.iter().filter_map(|&p| items.get(usize::from(p)));
+            (shard, share.cloned().collect())
+        })
+    }
+
     /// Each part: the shard and the positions (in the request) of its hashes.
     pub fn parts(&self) -> impl Iterator<Item = (usize, &[u16])> {
         let mut start = 0;

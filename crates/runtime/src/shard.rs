@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 use shoal_common::access_list::AccessSnapshot;
 use shoal_common::metrics::{GaugeSlot, LargeSwarm, ShardStatus};
 use shoal_swarm::{
-    Census, ChangeLog, CleanReport, InfoHash, PeerSet, RecordError, Replicated, ServerTime,
-    TorrentMap,
+    BitTorrentMap, Census, ChangeLog, CleanReport, InfoHash, PeerSet, RecordError, Replicated,
+    ServerTime, SnapshotData, TorrentMap,
 };
 
 /// The torrents of one swarm worker and how to serve requests on them.
@@ -66,6 +66,81 @@ pub trait Shard: Send + 'static {
     ) -> Result<Replicated, RecordError> {
         let _ = (records, elapsed, now, mine);
         Ok(Replicated::default())
+    }
+}
+
+/// A shard whose torrents are a [`BitTorrentMap`] (UDP's and HTTP's): it says how to
+/// serve a batch and where its map and change log are, and [`Shard`] comes from that
+/// once, for both trackers.
+pub trait BitTorrentShard: Send + 'static {
+    /// What a socket worker sends in one channel message.
+    type Batch: Send + 'static;
+    /// What goes back to one socket worker in one channel message.
+    type Reply: Send + 'static;
+    /// What each peer keeps besides its address.
+    type Extra: SnapshotData;
+
+    /// Serves `batch` at `now` ([`Shard::handle`]).
+    fn handle(
+        &mut self,
+        batch: Self::Batch,
+        now: ServerTime,
+        reply: &mut impl FnMut(usize, Self::Reply),
+    );
+
+    /// The torrents.
+    fn torrents(&self) -> &BitTorrentMap<Self::Extra>;
+
+    /// The torrents, to change.
+    fn torrents_mut(&mut self) -> &mut BitTorrentMap<Self::Extra>;
+
+    /// The changes recorded for other nodes, when the swarms are shared.
+    fn changes(&mut self) -> Option<&mut ChangeLog>;
+}
+
+impl<T: BitTorrentShard> Shard for T {
+    type Batch = T::Batch;
+    type Reply = T::Reply;
+
+    fn handle(
+        &mut self,
+        batch: T::Batch,
+        now: ServerTime,
+        reply: &mut impl FnMut(usize, T::Reply),
+    ) {
+        BitTorrentShard::handle(self, batch, now, reply);
+    }
+
+    fn clean(&mut self, now: ServerTime, access: &AccessSnapshot) -> CleanReport {
+        self.torrents_mut()
+            .clean_step(now, |info_hash| access.allows(info_hash))
+    }
+
+    fn status(&self) -> ShardStatus {
+        status_of(self.torrents())
+    }
+
+    fn census(&self) -> &Census {
+        self.torrents().census()
+    }
+
+    fn snapshot_partition(&self, part: usize, now: ServerTime, out: &mut Vec<u8>) {
+        self.torrents().write_partition(part, now, out);
+    }
+
+    fn change_log(&mut self) -> Option<&mut ChangeLog> {
+        self.changes()
+    }
+
+    fn apply_changes(
+        &mut self,
+        records: &[u8],
+        elapsed: u32,
+        now: ServerTime,
+        mine: &mut dyn FnMut(&InfoHash) -> bool,
+    ) -> Result<Replicated, RecordError> {
+        self.torrents_mut()
+            .apply_changes(records, elapsed, now, mine)
     }
 }
 

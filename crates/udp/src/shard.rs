@@ -6,12 +6,10 @@
 //! thread, or inside the socket worker when that keeps the torrents itself.
 
 use rand::rngs::SmallRng;
-use shoal_common::access_list::AccessSnapshot;
-use shoal_common::metrics::ShardStatus;
-use shoal_runtime::{Shard, status_of};
+use shoal_runtime::BitTorrentShard;
 use shoal_swarm::{
-    Announce, BitTorrentMap, ChangeLog, CleanReport, DualStack, InfoHash, ListIn, Located,
-    PREFETCH_STEPS, PeerAddr, PeerAddress, RecordError, Replicated, ServerTime,
+    Announce, BitTorrentMap, ChangeLog, DualStack, ListIn, Located, PREFETCH_STEPS, PeerAddr,
+    PeerAddress, ServerTime,
 };
 use shoal_udp_protocol::TransactionId;
 use shoal_udp_protocol::response::{
@@ -39,44 +37,26 @@ pub(crate) struct UdpShard {
     located: Vec<Located>,
 }
 
-impl Shard for UdpShard {
+impl BitTorrentShard for UdpShard {
     type Batch = Job;
     type Reply = Job;
+    type Extra = ();
 
     fn handle(&mut self, mut job: Job, now: ServerTime, reply: &mut impl FnMut(usize, Job)) {
         self.serve(&mut job, now);
         reply(job.socket_worker, job);
     }
 
-    fn clean(&mut self, now: ServerTime, access: &AccessSnapshot) -> CleanReport {
-        self.torrents
-            .clean_step(now, |info_hash| access.allows(info_hash))
+    fn torrents(&self) -> &BitTorrentMap<()> {
+        &self.torrents
     }
 
-    fn status(&self) -> ShardStatus {
-        status_of(&self.torrents)
+    fn torrents_mut(&mut self) -> &mut BitTorrentMap<()> {
+        &mut self.torrents
     }
 
-    fn census(&self) -> &shoal_swarm::Census {
-        self.torrents.census()
-    }
-
-    fn snapshot_partition(&self, part: usize, now: ServerTime, out: &mut Vec<u8>) {
-        self.torrents.write_partition(part, now, out);
-    }
-
-    fn change_log(&mut self) -> Option<&mut ChangeLog> {
+    fn changes(&mut self) -> Option<&mut ChangeLog> {
         self.changes.as_mut()
-    }
-
-    fn apply_changes(
-        &mut self,
-        records: &[u8],
-        elapsed: u32,
-        now: ServerTime,
-        mine: &mut dyn FnMut(&InfoHash) -> bool,
-    ) -> Result<Replicated, RecordError> {
-        self.torrents.apply_changes(records, elapsed, now, mine)
     }
 }
 

@@ -93,6 +93,12 @@ impl<'a> InfoHashes<'a> {
         self.0.is_empty()
     }
 
+    /// The info hash at `index`, if there is one.
+    pub fn get(&self, index: usize) -> Option<&'a [u8; 20]> {
+        let bytes = self.0.get(index * 20..index * 20 + 20)?;
+        bytes.try_into().ok()
+    }
+
     /// The hashes in request order.
     pub fn iter(&self) -> impl ExactSizeIterator<Item = &'a [u8; 20]> + 'a {
         self.0

@@ -17,7 +17,7 @@ use crossbeam_channel::Sender;
 use shoal_common::AccessControl;
 use shoal_common::metrics::Traffic;
 use shoal_runtime::per_ip::{RateTable, Verdict};
-use shoal_runtime::{Outboxes, Sent, SwarmWorkerGone, shard_for};
+use shoal_runtime::{Outboxes, ScrapeSplit, Sent, SwarmWorkerGone, shard_for};
 use shoal_swarm::{AnnounceEvent, PeerAddress, PeerLimits, ServerTime};
 use shoal_udp_protocol::response::{write_connect, write_error};
 use shoal_udp_protocol::{AnnounceRequest, Request, ScrapeRequest, TransactionId};
@@ -56,8 +56,8 @@ pub(crate) struct Dispatcher {
     /// When the batch of datagrams being handled was read; a job takes the time of
     /// its first request, for the latency histogram.
     pub(crate) batch_read_at: Instant,
-    /// Scratch: swarm workers touched by the scrape being split, with job offsets.
-    touched: Vec<(usize, u32)>,
+    /// Scratch: the scrape being split by swarm worker.
+    split: ScrapeSplit,
 }
 
 impl Dispatcher {
@@ -84,7 +84,7 @@ impl Dispatcher {
             counters: SocketCounters::default(),
             traffic: Traffic::default(),
             batch_read_at: Instant::now(),
-            touched: Vec::new(),
+            split: ScrapeSplit::default(),
         }
     }
 
@@ -233,18 +233,11 @@ impl Dispatcher {
             }
         }
 
-        let workers = self.outboxes.shards();
-        self.touched.clear();
-        for hash in hashes.iter() {
-            let worker = shard_for(hash, workers);
-            if !self.touched.iter().any(|&(w, _)| w == worker) {
-                self.touched.push((worker, 0));
-            }
-        }
+        self.split.split(hashes.iter(), self.outboxes.shards());
 
         // One swarm worker (always, when there is only one) writes the whole reply;
         // otherwise each writes counts for its share and the parts are merged here.
-        let slot = match self.touched.len() {
+        let slot = match self.split.len() {
             1 => None,
             parts => {
                 let started = self.scrapes.start(
@@ -261,24 +254,21 @@ impl Dispatcher {
                 Some(slot)
             }
         };
-        // Hashes go into each touched worker's open job contiguously, so each share is
-        // one range of that job's hash list.
-        for i in 0..self.touched.len() {
-            let worker = self.touched[i].0;
-            self.touched[i].1 = self.open_job(worker).scrape_hashes.len() as u32;
-        }
-        for (position, hash) in hashes.iter().enumerate() {
-            let worker = shard_for(hash, workers);
+        // Each share goes into its worker's open job contiguously, so it is one range
+        // of that job's hash list.
+        let split = std::mem::take(&mut self.split);
+        for (worker, positions) in split.parts() {
             let job = self.open_job(worker);
-            job.scrape_hashes.push(ScrapeHash {
-                position: position as u8,
-                info_hash: *hash,
-            });
-        }
-        for i in 0..self.touched.len() {
-            let (worker, start) = self.touched[i];
-            let end = self.open_job(worker).scrape_hashes.len() as u32;
-            let hashes = start..end;
+            let start = job.scrape_hashes.len() as u32;
+            for &position in positions {
+                if let Some(info_hash) = hashes.get(usize::from(position)) {
+                    job.scrape_hashes.push(ScrapeHash {
+                        position: position as u8,
+                        info_hash: *info_hash,
+                    });
+                }
+            }
+            let hashes = start..job.scrape_hashes.len() as u32;
             let kind = match slot {
                 None => RequestKind::Scrape { hashes },
                 Some(slot) => RequestKind::ScrapePart { slot, hashes },
@@ -292,6 +282,7 @@ impl Dispatcher {
                 },
             );
         }
+        self.split = split;
     }
 
     fn open_job(&mut self, worker: usize) -> &mut Job {

@@ -24,7 +24,7 @@ use shoal_common::executor::{within, write_all_before as write_all};
 use shoal_common::log_budget::left_out;
 use shoal_runtime::eviction::Place;
 use shoal_runtime::per_ip::Verdict;
-use shoal_runtime::shard_for;
+use shoal_runtime::{ScrapeSplit, shard_for};
 use shoal_ws_protocol::frames::FrameScanner;
 use shoal_ws_protocol::{
     Action, AnnounceEvent, AnnounceRequest, ClientMessage, ErrorResponse, Id20, RawJson,
@@ -742,14 +742,9 @@ impl<'a> Session<'a> {
             return self.refuse(Action::Scrape, None, NOT_ALLOWED);
         }
         let workers = self.local.state.router.borrow().swarm_workers();
-        let mut parts: Vec<(usize, Vec<Id20>)> = Vec::new();
-        for hash in hashes {
-            let worker = shard_for(&hash.0, workers);
-            match parts.iter_mut().find(|(w, _)| *w == worker) {
-                Some((_, hashes)) => hashes.push(hash),
-                None => parts.push((worker, vec![hash])),
-            }
-        }
+        let mut split = ScrapeSplit::default();
+        split.split(hashes.iter().map(|hash| &hash.0), workers);
+        let parts: Vec<(usize, Vec<Id20>)> = split.shares(&hashes).collect();
         let scrape_id = self.next_scrape;
         self.next_scrape = self.next_scrape.wrapping_add(1);
         self.awaiting_scrapes.push_back(self.read_at);
