@@ -11,7 +11,7 @@
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
-use crate::metrics::CachePadded;
+use crate::padded::CachePadded;
 
 /// How long a worker may go without a round before it counts as stuck. Every bounded
 /// piece of work (a batch, a cleaning or snapshot slice) takes milliseconds at most.

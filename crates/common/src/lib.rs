@@ -31,6 +31,7 @@
 //! * [`logging`]: a small stderr logger: plain, journald priorities or JSON, filtered by
 //!   `SHOAL_LOG`.
 //! * [`metrics`]: per-worker counters flushed into padded atomics.
+//! * `padded`: values on cache lines of their own (counters, heartbeats).
 //! * [`observe`]: counters and gauges as metric families for the monitoring endpoint.
 //! * `testing` (feature `testing`): the integration tests' `eventually`.
 //! * [`udp_batch`]: many datagrams per system call (`recvmmsg`/`sendmmsg`).
@@ -62,6 +63,7 @@ pub mod memlock;
 pub mod metrics;
 pub mod notify;
 pub mod observe;
+mod padded;
 pub mod privileges;
 pub mod process_config;
 pub mod process_metrics;

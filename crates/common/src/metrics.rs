@@ -5,18 +5,7 @@
 //! iteration. Readers (the statistics logger, tests) sum the blocks. No two workers
 //! write the same cache line, and no atomic operation happens per packet.
 
-/// Aligns a value to its own cache lines (128 bytes covers adjacent-line prefetch).
-#[derive(Debug, Default)]
-#[repr(align(128))]
-pub struct CachePadded<T>(pub T);
-
-impl<T> std::ops::Deref for CachePadded<T> {
-    type Target = T;
-
-    fn deref(&self) -> &T {
-        &self.0
-    }
-}
+use crate::padded::CachePadded;
 
 /// Counters shared by one worker, summable into totals (implemented by `counters!`).
 pub trait Counters: Default + Send + Sync {

@@ -19,13 +19,14 @@
 //! * `session`: a connection's rules without I/O (sans-IO): fed bytes, swarm workers'
 //!   answers and the time, it says read, ask, write or close; unit-tested and fuzzed
 //!   (`http_session`) without sockets.
-//! * `socket`: the glommio driver of each session, and the router that batches
-//!   requests to swarm workers and matches their replies to typed calls.
+//! * `socket`: the glommio driver of each session, the router that batches
+//!   requests to swarm workers and matches their replies to typed calls, and
+//!   `HttpTracker`, what makes HTTP a `shoal_runtime` TCP tracker.
 //! * `shard`: the torrents of one swarm worker (`shoal_swarm`) and how a request is
 //!   answered on them; with `swarm_workers = 0` the only socket worker keeps it.
 //! * `messages`: what socket and swarm workers send each other; both depend on it.
 //! * [`stats`]: counters and the statistics line.
-//! * [`tracker`]: the HTTP tracker as a `shoal_runtime` TCP tracker; [`run`] adds
+//! * [`tracker`]: starting the HTTP tracker on the shared TCP start-up; [`run`] adds
 //!   signals and privileges.
 
 pub mod config;

@@ -120,3 +120,16 @@ pub(crate) enum AnnouncedPeers {
     /// With peer ids, for dictionary-model replies.
     WithIds(Vec<(SocketAddr, PeerId)>),
 }
+
+/// Why a call to swarm workers has no answer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum CallError {
+    /// A swarm worker's queue was full: the request was shed.
+    Busy,
+}
+
+/// Scrape counts from every part of a call, in arrival order.
+pub(crate) type ScrapeCounts = Vec<(InfoHash, ScrapeStats)>;
+
+/// Reply to an announce that would start a torrent while the tracker is full.
+pub(crate) const TRACKER_FULL: &str = "tracker full: no new torrents accepted";

@@ -38,14 +38,13 @@ use shoal_runtime::{ScrapeSplit, shard_for};
 use shoal_swarm::{AnnounceEvent, PeerAddress, PeerLimits, ServerTime};
 
 use crate::Config;
-use crate::messages::{AnnounceAnswer, AnnounceWork, AnnouncedPeers, ScrapeWork};
-use crate::socket::router::{CallError, ScrapeCounts};
+use crate::messages::{
+    AnnounceAnswer, AnnounceWork, AnnouncedPeers, CallError, ScrapeCounts, ScrapeWork,
+};
 use crate::stats::SocketCounters;
 
 /// Reply to a refused info hash.
 pub(crate) const NOT_ALLOWED: &str = "info hash not allowed";
-/// Reply to an announce that would start a torrent while the tracker is full.
-pub(crate) const TRACKER_FULL: &str = "tracker full: no new torrents accepted";
 /// Reply to a client over per_ip.requests_per_second.
 pub(crate) const RATE_LIMITED: &str = "too many requests, slow down";
 /// Reply when a swarm worker's queue is full.

@@ -1,7 +1,8 @@
 //! The torrents of one swarm worker, as the HTTP tracker serves them.
 //!
-//! [`HttpShard::serve`] answers one request; as a [`Shard`] it answers a batch and
-//! returns the replies to the socket workers they belong to. The runtime
+//! [`HttpShard::serve`] answers one request; as a [`Shard`](shoal_runtime::Shard)
+//! (through [`BitTorrentShard`]) it answers a batch and returns the replies to the
+//! socket workers they belong to. The runtime
 //! (`shoal_runtime`) runs it on a swarm worker thread, or inside the only socket
 //! worker when that keeps the torrents itself.
 
@@ -15,9 +16,8 @@ use shoal_swarm::{
 
 use crate::messages::{
     AnnounceAnswer, AnnounceWork, AnnouncedPeers, ScrapeWork, SwarmReply, SwarmReplyKind,
-    SwarmRequest, SwarmRequestKind,
+    SwarmRequest, SwarmRequestKind, TRACKER_FULL,
 };
-use crate::session::TRACKER_FULL;
 
 /// The torrents of one swarm worker.
 #[derive(Debug)]

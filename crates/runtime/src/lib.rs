@@ -73,11 +73,12 @@ use shoal_swarm::Clock;
 
 pub use link::SwarmLink;
 pub use local::LocalSwarm;
+pub use monitor::Monitored;
 pub use outbox::{Batch, Outboxes, ScrapeSplit, Sent, SwarmWorkerGone, shard_for};
 pub use replica::{Replica, ShardDuties, start_replicas};
 pub use reply::{ReplyRoute, Wake, reply_capacity, reply_channel};
 pub use running::{
-    Listening, Monitored, Prepared, Reload, RunningTracker, Servable, Served, access_list_reload,
+    Listening, Prepared, Reload, RunningTracker, Servable, Served, access_list_reload,
     run_trackers, run_until_stopped,
 };
 pub use shard::{BitTorrentShard, ByWorker, CleaningSchedule, Shard, status_of};

@@ -17,17 +17,13 @@
 
 use std::fs::File;
 use std::os::unix::fs::FileExt;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use shoal_common::Shutdown;
-use shoal_common::metrics::{OPEN_CONNECTIONS, PEERS};
 use shoal_common::observe::Observation;
 use shoal_common::process_config::MemoryConfig;
-
-use crate::running::Monitored;
 
 /// Returns made so far, and the resident bytes they gave back, for the monitoring
 /// endpoint ([`observe`]). One process, one memory thread: plain statics.
@@ -207,25 +203,17 @@ impl Trimmer {
         })
     }
 
-    /// Starts the thread, watching the trackers' work in hand through `monitors`,
-    /// until `everything` stops.
+    /// Starts the thread, watching the trackers' work in hand (the peers and
+    /// connections `work` counts) until `everything` stops.
     pub fn spawn(
         self,
-        monitors: Vec<Arc<dyn Monitored>>,
+        work: impl Fn() -> u64 + Send + 'static,
         everything: &Shutdown,
     ) -> anyhow::Result<()> {
         let Self {
             resident,
             mut policy,
         } = self;
-        let work = move || {
-            let mut observation = Observation::default();
-            for monitor in &monitors {
-                monitor.observe(&mut observation);
-            }
-            let held = observation.sum(PEERS, &[]) + observation.sum(OPEN_CONNECTIONS, &[]);
-            held as u64
-        };
         let everything = everything.clone();
         std::thread::Builder::new()
             .name("memory".into())

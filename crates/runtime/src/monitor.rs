@@ -37,7 +37,19 @@ use prometheus_client::registry::Registry;
 use shoal_common::Shutdown;
 use shoal_common::observe::{Family, MetricKind, Observation};
 
-use crate::running::Monitored;
+/// A running tracker, as the monitoring endpoint sees it.
+pub trait Monitored: Send + Sync {
+    /// `udp`, `http` or `ws`: the `protocol` label of its metrics.
+    fn protocol(&self) -> &'static str;
+    /// Its counters and gauges, summed over its workers now.
+    fn observe(&self, out: &mut Observation);
+    /// Its `count` largest swarms, largest first.
+    fn largest_swarms(&self, count: usize) -> Vec<shoal_common::metrics::LargeSwarm>;
+    /// Serving, not shutting down.
+    fn healthy(&self) -> bool;
+    /// The URLs clients use.
+    fn urls(&self) -> Vec<String>;
+}
 
 /// Rates on the statistics page are averaged over this long.
 pub const RATE_WINDOW: Duration = Duration::from_secs(10);

@@ -6,6 +6,7 @@ use anyhow::Context as _;
 use std::net::SocketAddr;
 
 use shoal_common::metrics::{Counters, LargeSwarm, StatsSnapshot, WorkerStats};
+use shoal_common::metrics::{OPEN_CONNECTIONS, PEERS};
 use shoal_common::notify;
 use shoal_common::observe::{Observation, Observe};
 use shoal_common::signals::{ReloadHook, SignalThread};
@@ -13,6 +14,7 @@ use shoal_common::{ProcessConfig, Running, Shutdown};
 use shoal_swarm::Clock;
 
 use crate::Context;
+use crate::monitor::Monitored;
 
 /// Something SIGUSR1 reloads (the access list, a TLS certificate), shareable.
 pub type Reload = Arc<dyn Fn() + Send + Sync>;
@@ -201,20 +203,6 @@ pub trait Served: Send {
     fn monitor(&self) -> Arc<dyn Monitored>;
     /// Blocks until it stops; an error if a worker failed.
     fn wait(self: Box<Self>) -> anyhow::Result<()>;
-}
-
-/// A running tracker, as the monitoring endpoint sees it.
-pub trait Monitored: Send + Sync {
-    /// `udp`, `http` or `ws`: the `protocol` label of its metrics.
-    fn protocol(&self) -> &'static str;
-    /// Its counters and gauges, summed over its workers now.
-    fn observe(&self, out: &mut Observation);
-    /// Its `count` largest swarms, largest first.
-    fn largest_swarms(&self, count: usize) -> Vec<LargeSwarm>;
-    /// Serving, not shutting down.
-    fn healthy(&self) -> bool;
-    /// The URLs clients use.
-    fn urls(&self) -> Vec<String>;
 }
 
 /// A [`Prepared`] tracker with its protocol name, ready to run beside others.
@@ -406,7 +394,7 @@ pub fn run_trackers(
     let names: Vec<&str> = served.iter().map(|(name, _)| *name).collect();
     notify::ready(&format!("serving: {}", names.join(", ")));
     if let Some(trimmer) = trimmer
-        && let Err(err) = trimmer.spawn(monitors.clone(), &everything)
+        && let Err(err) = trimmer.spawn(work_in_hand(monitors.clone()), &everything)
     {
         // Serving goes on; only the memory of busy spells stays resident.
         log::warn!("freed memory will not be given back to the system: {err:#}");
@@ -475,6 +463,19 @@ where
 pub fn access_list_reload<C>(context: &Context<C>, name: &'static str) -> Reload {
     let access = context.access.clone();
     Arc::new(move || access.reload_and_log(name))
+}
+
+/// The peers and connections the trackers hold now: the work in hand the memory
+/// policy watches.
+fn work_in_hand(monitors: Vec<Arc<dyn Monitored>>) -> impl Fn() -> u64 + Send + 'static {
+    move || {
+        let mut observation = Observation::default();
+        for monitor in &monitors {
+            monitor.observe(&mut observation);
+        }
+        let held = observation.sum(PEERS, &[]) + observation.sum(OPEN_CONNECTIONS, &[]);
+        held as u64
+    }
 }
 
 #[cfg(test)]

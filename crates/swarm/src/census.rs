@@ -7,7 +7,7 @@
 //! default), which is what a dashboard needs.
 
 use crate::InfoHash;
-use crate::torrents::ScrapeStats;
+use crate::counts::ScrapeStats;
 
 /// How many of the largest swarms a census keeps.
 pub const LARGEST_SWARMS: usize = 10;

@@ -17,6 +17,7 @@
 //!   partition at a time, and the [`Capacity`] limits of a full tracker.
 //! * [`snapshot`]: torrents as records, for the state file of a warm restart.
 //! * [`replication`]: peer changes as the same records, for nodes that share swarms.
+//! * `counts`: [`SwarmCounts`] and [`ScrapeStats`], what announces and scrapes report.
 //! * [`census`]: seeders, leechers and the largest swarms, counted by each cleaning
 //!   pass.
 //! * [`client_table`]: per-client state (request rates, new-torrent budgets) in a
@@ -27,6 +28,7 @@
 
 pub mod census;
 pub mod client_table;
+mod counts;
 mod partitions;
 pub mod peer;
 pub mod peer_list;
@@ -40,6 +42,7 @@ pub mod time;
 pub mod torrents;
 
 pub use census::{Census, LARGEST_SWARMS, SwarmSummary};
+pub use counts::{ScrapeStats, SwarmCounts};
 pub use partitions::{Located, PARTITIONS};
 pub use peer::{Peer, PeerAddr, PeerAddress, PeerData, PeerKey, V4Addr, V6Addr};
 pub use peer_list::PeerList;
@@ -49,7 +52,7 @@ pub use snapshot::{RecordError, Restored, SnapshotData, check_records};
 pub use time::{Clock, ServerTime};
 pub use torrents::{
     Announce, AnnounceEvent, Announced, BitTorrentMap, Capacity, CleanReport, NewTorrentLimit,
-    PREFETCH_STEPS, PeerLimits, Refusals, Refused, ScrapeStats, SwarmCounts, Torrent, TorrentMap,
+    PREFETCH_STEPS, PeerLimits, Refusals, Refused, Torrent, TorrentMap,
 };
 
 /// A 20-byte SHA-1 info hash, the key of a torrent.

@@ -2,10 +2,10 @@
 
 use std::hash::BuildHasher;
 
+use crate::counts::SwarmCounts;
 use crate::peer::{PeerData, PeerKey, V4Addr, V6Addr};
 use crate::peer_list::PeerList;
 use crate::time::ServerTime;
-use crate::torrents::SwarmCounts;
 
 /// How one torrent keeps its peers: one [`PeerList`] (WebTorrent, peers keyed by peer
 /// id), or one per address family ([`DualStack`], BitTorrent).

@@ -6,6 +6,7 @@
 //! few rules that depend on it, come from its [`PeerData`]; expiry, selection (never an
 //! expired peer), downloads (once per peer) and cleaning are the same for all.
 
+use crate::counts::{ScrapeStats, SwarmCounts};
 use std::collections::VecDeque;
 
 use hashbrown::DefaultHashBuilder;
@@ -203,26 +204,6 @@ impl Downloads {
     fn mark_crowded(&mut self) {
         self.0 |= Self::CROWDED;
     }
-}
-
-/// Seeder and leecher counts of a torrent, over both address families.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct SwarmCounts {
-    /// Peers with the whole torrent.
-    pub seeders: u32,
-    /// Peers still downloading.
-    pub leechers: u32,
-}
-
-/// What a scrape reports for one torrent.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct ScrapeStats {
-    /// Peers with the whole torrent ("complete").
-    pub seeders: u32,
-    /// Peers still downloading ("incomplete").
-    pub leechers: u32,
-    /// Announces with event=completed seen for this torrent ("downloaded").
-    pub downloads: u32,
 }
 
 /// The number of peers to return for a client's request, from configuration.

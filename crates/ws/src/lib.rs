@@ -22,12 +22,13 @@
 //!
 //! * [`config`]: the WebTorrent sections of the config, documented once (`-p`).
 //! * `socket`: the opening HTTP request, WebSocket framing (tungstenite),
-//!   per-connection limits and queues, and the router to swarm workers.
+//!   per-connection limits and queues, the router to swarm workers, and `WsTracker`,
+//!   what makes WebTorrent a `shoal_runtime` TCP tracker.
 //! * `swarm`: the shard: peers by peer id (owned by their connection), offer
 //!   forwarding and answer checks; no I/O.
 //! * `messages`: what socket and swarm workers send each other; both depend on it.
 //! * [`stats`]: counters and the statistics line.
-//! * [`tracker`]: the WebTorrent tracker as a `shoal_runtime` TCP tracker; [`run`]
+//! * [`tracker`]: starting the WebTorrent tracker on the shared TCP start-up; [`run`]
 //!   adds signals and privileges.
 
 pub mod config;

@@ -32,9 +32,10 @@ pub use client::{
 };
 pub use id::Id20;
 pub use server::{
-    AnnounceResponse, ErrorResponse, ForwardedAnswer, ForwardedOffer, ScrapeFile, ScrapeResponse,
+    AnnounceResponse, ErrorResponse, ForwardedAnswer, ForwardedOffer, ScrapeResponse,
     ServerMessage, parse_server_message, write_server_message,
 };
+pub use wire::ScrapeFile;
 
 /// Raw JSON (an offer or answer session description), forwarded untouched.
 pub type RawJson = Box<serde_json::value::RawValue>;

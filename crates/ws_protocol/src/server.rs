@@ -3,11 +3,9 @@
 
 use std::borrow::Cow;
 
-use serde::{Deserialize, Serialize};
-
 use crate::client::ParseError;
 use crate::id::Id20;
-use crate::wire::{FilesOut, OneOrMany, OneOrManyOut, WireIn, WireOut};
+use crate::wire::{FilesOut, OneOrMany, OneOrManyOut, ScrapeFile, WireIn, WireOut};
 use crate::{Action, RawJson};
 
 /// What a tracker sends.
@@ -62,17 +60,6 @@ pub struct ForwardedAnswer {
     pub offer_id: Id20,
     /// The session description.
     pub answer: RawJson,
-}
-
-/// Counts of one torrent in a scrape reply.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ScrapeFile {
-    /// Seeders.
-    pub complete: u64,
-    /// Leechers.
-    pub incomplete: u64,
-    /// Completed downloads.
-    pub downloaded: u64,
 }
 
 /// The reply to a scrape.

@@ -10,7 +10,6 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::value::RawValue;
 
 use crate::id::Id20;
-use crate::server::ScrapeFile;
 use crate::{Action, RawJson};
 
 /// `info_hash`: one id (announce, scrape) or a list (scrape).
@@ -45,6 +44,17 @@ impl<'de> Deserialize<'de> for OneOrMany {
         }
         deserializer.deserialize_any(OneOrManyVisitor)
     }
+}
+
+/// Counts of one torrent in a scrape reply.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ScrapeFile {
+    /// Seeders.
+    pub complete: u64,
+    /// Leechers.
+    pub incomplete: u64,
+    /// Completed downloads.
+    pub downloaded: u64,
 }
 
 /// `files` of a scrape reply, in the order sent.

@@ -11,8 +11,7 @@ use shoal_swarm::ServerTime;
 
 use super::{AnnounceCall, FullScrapeCache, Host, Next, Session};
 use crate::Config;
-use crate::messages::{AnnounceAnswer, ScrapeWork};
-use crate::socket::router::{CallError, ScrapeCounts};
+use crate::messages::{AnnounceAnswer, CallError, ScrapeCounts, ScrapeWork};
 use crate::stats::SocketCounters;
 
 /// A socket worker as far as a session can tell.

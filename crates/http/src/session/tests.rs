@@ -9,8 +9,7 @@ use shoal_swarm::{PeerAddress, ServerTime};
 use super::rig::{AtEnd, CLIENT, Swarms, TestHost, Transcript, check_response, drive};
 use super::{AnnounceCall, BUSY, NOT_ALLOWED, RATE_LIMITED, Session};
 use crate::Config;
-use crate::messages::{AnnounceAnswer, AnnouncedPeers, ScrapeWork};
-use crate::socket::router::{CallError, ScrapeCounts};
+use crate::messages::{AnnounceAnswer, AnnouncedPeers, CallError, ScrapeCounts, ScrapeWork};
 
 /// `/announce` for the torrent whose hash is twenty `byte`s, with `extra` query
 /// parameters and headers.

@@ -5,17 +5,34 @@
 //! trackers' shared ones (`shoal_runtime::tcp`); what is HTTP's own is here: each
 //! connection ([`connection`]) drives its [`Session`](crate::session::Session), and
 //! requests for swarm workers go through the worker's [`router`], which batches them
-//! and matches replies to the calls waiting for them.
+//! and matches replies to the calls waiting for them. [`HttpTracker`] is what the
+//! shared start-up needs to know of all this.
 
 pub(crate) mod connection;
 pub(crate) mod router;
 
 use std::cell::RefCell;
+use std::net::SocketAddr;
 use std::rc::Rc;
+use std::time::{Duration, Instant};
 
+use crossbeam_channel::Sender;
+use futures_lite::{AsyncRead, AsyncWrite};
+use shoal_common::metrics::SummaryLine;
+use shoal_common::tracker_config::{Config, ReverseProxy as _};
+use shoal_runtime::eviction::Place;
+use shoal_runtime::state::{self, Snapshot};
+use shoal_runtime::tcp::{TcpSettings, TcpTracker};
+use shoal_runtime::{Listening, LocalSwarm};
+use shoal_swarm::{Restored, ServerTime};
+
+use self::connection::{exchange, refuse};
 use self::router::Router;
+use crate::config::Http;
+use crate::messages::{SwarmReply, SwarmRequest};
 use crate::session::FullScrapeCache;
-use crate::tracker::HttpTracker;
+use crate::shard::HttpShard;
+use crate::stats::{SharedSocketCounters, SocketTotals, summary};
 
 /// One socket worker's shared state, as its connection tasks see it.
 pub(crate) type Worker = shoal_runtime::tcp::Worker<HttpTracker>;
@@ -27,4 +44,109 @@ pub(crate) struct State {
     pub(crate) router: Rc<RefCell<Router>>,
     /// The last full scrape.
     pub(crate) full_scrape: RefCell<FullScrapeCache>,
+}
+
+/// The HTTP tracker as the shared TCP start-up sees it.
+#[derive(Debug)]
+pub(crate) struct HttpTracker;
+
+impl TcpTracker for HttpTracker {
+    type Kind = Http;
+    type Shard = HttpShard;
+    type Counters = SharedSocketCounters;
+    type State = State;
+
+    const NAME: &'static str = "http";
+
+    fn settings(config: &Config<Http>) -> TcpSettings {
+        TcpSettings {
+            io_memory: config.limits.io_memory,
+            swarm_queue_len: config.limits.swarm_queue_len,
+            max_connections: config.network.max_connections,
+            handshake_timeout: Duration::from_secs(config.network.tls_handshake_timeout.into()),
+            max_tls_handshakes: config.network.max_tls_handshakes,
+            max_tls_handshakes_per_client: config.network.max_tls_handshakes_per_client,
+            connection_buffers: (
+                config.network.socket_send_buffer_size,
+                config.network.socket_recv_buffer_size,
+            ),
+        }
+    }
+
+    fn shard(config: &Config<Http>) -> HttpShard {
+        HttpShard::new(shoal_runtime::shard_map(config), config.cluster.enabled())
+    }
+
+    fn restore(
+        shard: &mut HttpShard,
+        snapshot: &Snapshot,
+        now: ServerTime,
+        index: usize,
+        shards: usize,
+    ) -> Restored {
+        state::restore_shard(&mut shard.torrents, snapshot, now, index, shards)
+    }
+
+    fn finish(worker: &Worker) {
+        if let Some(local) = worker.state.router.borrow_mut().link.local() {
+            local.finish();
+        }
+    }
+
+    fn summary() -> SummaryLine<SocketTotals> {
+        summary
+    }
+
+    fn describe(config: &Config<Http>, tls: bool, addr: SocketAddr) -> Listening {
+        let scheme = if tls { "https" } else { "http" };
+        let path = &config.protocol.announce_path;
+        Listening {
+            url: format!("{scheme}://{addr}"),
+            note: format!("announce at {scheme}://{addr}{path}"),
+        }
+    }
+
+    fn state(
+        index: usize,
+        _: &Config<Http>,
+        swarms: Vec<Sender<Vec<SwarmRequest>>>,
+        local: Option<LocalSwarm<HttpShard>>,
+    ) -> State {
+        State {
+            router: Rc::new(RefCell::new(Router::new(index, swarms, local))),
+            full_scrape: RefCell::default(),
+        }
+    }
+
+    async fn refuse<S: AsyncWrite + Unpin>(stream: &mut S) {
+        refuse(stream).await;
+    }
+
+    async fn serve<'w, S: AsyncRead + AsyncWrite + Unpin>(
+        worker: &'w Worker,
+        stream: S,
+        peer: SocketAddr,
+        _: Instant,
+        place: Place<'w>,
+    ) {
+        exchange(stream, peer, worker, place).await;
+    }
+
+    fn exempt(config: &Config<Http>, peer: std::net::IpAddr) -> bool {
+        config.network.proxy_header_from(peer)
+    }
+
+    fn deliver(worker: &Worker, replies: Vec<SwarmReply>) {
+        worker.state.router.borrow_mut().deliver(replies);
+    }
+
+    fn tick(worker: &Worker) {
+        let shed = worker
+            .state
+            .router
+            .borrow_mut()
+            .link
+            .tick(&worker.context.access);
+        worker.count(|counters| counters.shed += shed);
+    }
 }

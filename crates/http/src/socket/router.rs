@@ -19,25 +19,13 @@ use std::rc::Rc;
 use std::task::{Context, Poll, Waker};
 
 use crossbeam_channel::Sender;
-use shoal_http_protocol::InfoHash;
 use shoal_runtime::{LocalSwarm, SwarmLink};
-use shoal_swarm::ScrapeStats;
 
 use crate::messages::{
-    AnnounceAnswer, AnnounceWork, ReplyTo, ScrapeWork, Slot, SwarmReply, SwarmReplyKind,
-    SwarmRequest, SwarmRequestKind,
+    AnnounceAnswer, AnnounceWork, CallError, ReplyTo, ScrapeCounts, ScrapeWork, Slot, SwarmReply,
+    SwarmReplyKind, SwarmRequest, SwarmRequestKind,
 };
 use crate::shard::HttpShard;
-
-/// Why a call has no answer.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum CallError {
-    /// A swarm worker's queue was full: the request was shed.
-    Busy,
-}
-
-/// Scrape counts from every part of a call, in arrival order.
-pub(crate) type ScrapeCounts = Vec<(InfoHash, ScrapeStats)>;
 
 /// What the parts of one call add up to.
 trait Gather: Default {
