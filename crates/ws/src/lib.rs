@@ -33,6 +33,7 @@
 
 pub mod config;
 mod messages;
+mod session;
 mod socket;
 pub mod stats;
 mod swarm;
