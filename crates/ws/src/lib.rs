@@ -21,9 +21,13 @@
 //! upgrade, messages, and offer/answer bookkeeping.
 //!
 //! * [`config`]: the WebTorrent sections of the config, documented once (`-p`).
-//! * `socket`: the opening HTTP request, WebSocket framing (tungstenite),
-//!   per-connection limits and queues, the router to swarm workers, and `WsTracker`,
-//!   what makes WebTorrent a `shoal_runtime` TCP tracker.
+//! * `session`: a connection's rules after its opening request, without I/O
+//!   (sans-IO): fed bytes, queued messages and the time, it says write, wait or
+//!   close; WebSocket framing (tungstenite over in-memory buffers), per-connection
+//!   limits; unit-tested and fuzzed (`ws_session`) without sockets.
+//! * `socket`: the opening HTTP request, the glommio driver of each session, the
+//!   queues and the router to swarm workers, and `WsTracker`, what makes WebTorrent a
+//!   `shoal_runtime` TCP tracker.
 //! * `swarm`: the shard: peers by peer id (owned by their connection), offer
 //!   forwarding and answer checks; no I/O.
 //! * `messages`: what socket and swarm workers send each other; both depend on it.
@@ -46,6 +50,17 @@ use shoal_swarm::Clock;
 
 pub use config::{Config, File};
 pub use tracker::{RunningTracker, prepare, start, start_with_clock};
+
+/// Entry points for the fuzz targets (built only by cargo-fuzz, which sets
+/// `--cfg fuzzing`).
+#[cfg(fuzzing)]
+#[doc(hidden)]
+pub mod fuzzing {
+    /// `fuzz/fuzz_targets/ws_session.rs`.
+    pub fn ws_session(data: &[u8]) {
+        crate::session::rig::fuzz(data);
+    }
+}
 
 /// How `shoal_ws` introduces itself.
 pub const APP: AppInfo = AppInfo {

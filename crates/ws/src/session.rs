@@ -226,6 +226,8 @@ pub(crate) struct Session<'a, H: Host> {
     scrapes: HashMap<u32, PendingScrape>,
     next_scrape: u32,
     closing: bool,
+    /// The socket can no longer be written (a write failed or stalled).
+    broken: bool,
     /// When the message being handled was read.
     read_at: Instant,
     /// `network.idle_timeout`.
@@ -293,6 +295,7 @@ impl<'a, H: Host> Session<'a, H> {
             scrapes: HashMap::new(),
             next_scrape: 0,
             closing: false,
+            broken: false,
             read_at: now,
             idle,
             heard: now,
@@ -321,6 +324,9 @@ impl<'a, H: Host> Session<'a, H> {
     /// and what is to be written, the close, or how long to wait for the client
     /// follows.
     pub(crate) fn next(&mut self, now: Instant) -> Next {
+        if self.broken {
+            return Next::Close;
+        }
         loop {
             while let Some(message) = self.queue.pop() {
                 self.write_delivery(message, now);
@@ -392,7 +398,9 @@ impl<'a, H: Host> Session<'a, H> {
             self.report_stalled(now);
         }
         self.queue.set_writing(0);
+        self.out.clear();
         self.closing = true;
+        self.broken = true;
     }
 
     /// A newcomer took the connection's place (counted then): the worker was full
@@ -517,11 +525,10 @@ impl<'a, H: Host> Session<'a, H> {
         self.host.note_receiving(&self.queue, held);
         let mut heard = false;
         let mut input = bytes;
-        let mut out = std::mem::take(&mut self.out);
         while !self.closing {
             let read = self.websocket.read(&mut Io {
                 input: &mut input,
-                output: &mut out,
+                output: &mut self.out,
             });
             match read {
                 Ok(Message::Text(text)) => {
@@ -530,7 +537,6 @@ impl<'a, H: Host> Session<'a, H> {
                 }
                 Ok(Message::Binary(_)) => {
                     self.host.counters().bad_messages += 1;
-                    self.out = out;
                     self.close(CloseCode::Unsupported, "binary messages are not supported");
                     return heard;
                 }
@@ -541,13 +547,11 @@ impl<'a, H: Host> Session<'a, H> {
                 Err(WsError::Io(err)) if err.kind() == io::ErrorKind::WouldBlock => break,
                 Err(WsError::Capacity(_)) => {
                     self.host.counters().oversized_messages += 1;
-                    self.out = out;
                     self.close(CloseCode::Size, "message too big");
                     return heard;
                 }
                 Err(WsError::Protocol(_) | WsError::Utf8(_)) => {
                     self.host.counters().bad_messages += 1;
-                    self.out = out;
                     self.close(CloseCode::Protocol, "WebSocket protocol error");
                     return heard;
                 }
@@ -557,7 +561,6 @@ impl<'a, H: Host> Session<'a, H> {
                 }
             }
         }
-        self.out = out;
         heard
     }
 
@@ -937,3 +940,8 @@ fn error_message(action: Action, info_hash: Option<Id20>, reason: &'static str) 
         reason: reason.into(),
     })
 }
+
+#[cfg(any(test, fuzzing))]
+pub(crate) mod rig;
+#[cfg(test)]
+mod tests;

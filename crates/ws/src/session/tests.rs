@@ -1,0 +1,391 @@
+//! The WebSocket session's rules, driven without sockets.
+
+use std::time::{Duration, Instant};
+
+use shoal_runtime::per_ip::Verdict;
+use shoal_ws_protocol::{
+    AnnounceEvent, AnnounceRequest, AnnounceResponse, ClientMessage, Id20, ScrapeFile,
+    ScrapeRequest, ServerMessage, WebRtcAnswer, write_client_message,
+};
+
+use super::rig::{TestHost, Transcript, client_frame, server_frames, step};
+use super::{ANSWER_REFUSED, BUSY, NOT_ALLOWED, Next, RATE_LIMITED};
+use crate::Config;
+use crate::messages::{RequestKind, ToConnection};
+
+const TEXT: u8 = 1;
+const BINARY: u8 = 2;
+const PING: u8 = 9;
+
+fn announce_of(hash: u8, peer: u8) -> AnnounceRequest {
+    AnnounceRequest {
+        info_hash: Id20([hash; 20]),
+        peer_id: Id20([peer; 20]),
+        event: AnnounceEvent::Started,
+        left: Some(0),
+        uploaded: None,
+        downloaded: None,
+        numwant: Some(0),
+        offers: Vec::new(),
+        answer: None,
+    }
+}
+
+fn text_frame(message: &ClientMessage) -> Vec<u8> {
+    let mut json = Vec::new();
+    write_client_message(message, &mut json);
+    client_frame(TEXT, &json)
+}
+
+fn announce(hash: u8, peer: u8) -> Vec<u8> {
+    text_frame(&ClientMessage::Announce(announce_of(hash, peer)))
+}
+
+fn scrape(hashes: &[u8]) -> Vec<u8> {
+    text_frame(&ClientMessage::Scrape(ScrapeRequest {
+        info_hashes: hashes.iter().map(|&h| Id20([h; 20])).collect(),
+    }))
+}
+
+fn reply(hash: u8) -> ToConnection {
+    ToConnection::Message(ServerMessage::AnnounceResponse(AnnounceResponse {
+        info_hash: Id20([hash; 20]),
+        complete: 1,
+        incomplete: 0,
+        interval: 120,
+    }))
+}
+
+fn host() -> TestHost {
+    TestHost::new(Config::default(), 1)
+}
+
+#[test]
+fn an_announce_goes_to_its_swarm_worker_and_its_reply_is_written() {
+    let host = TestHost::new(Config::default(), 3);
+    let start = Instant::now();
+    let mut session = host.session(Vec::new(), start);
+    let mut transcript = Transcript::default();
+    session.start(start);
+    assert!(session.received(&announce(7, 1), start));
+    step(&mut session, start, &mut transcript);
+    assert!(
+        transcript.frames.is_empty(),
+        "nothing to write until the reply"
+    );
+    let submitted = host.submitted.borrow_mut().drain(..).collect::<Vec<_>>();
+    assert_eq!(submitted.len(), 1);
+    assert_eq!(submitted[0].0, shoal_runtime::shard_for(&[7; 20], 3));
+    assert!(matches!(submitted[0].1.kind, RequestKind::Announce(_)));
+
+    let later = start + Duration::from_millis(30);
+    session.queue().push(reply(7));
+    step(&mut session, later, &mut transcript);
+    assert_eq!(transcript.frames.len(), 1);
+    assert_eq!(transcript.frames[0].opcode, TEXT);
+    assert!(transcript.frames[0].text().contains("\"interval\":120"));
+    assert_eq!(*host.latencies.borrow(), [Duration::from_millis(30)]);
+    let counters = host.counters.borrow();
+    assert_eq!((counters.announces, counters.announce_responses), (1, 1));
+}
+
+#[test]
+fn frames_that_came_with_the_opening_request_are_served_at_start() {
+    let host = host();
+    let start = Instant::now();
+    let mut session = host.session(announce(1, 1), start);
+    assert!(session.start(start), "a tracker message was among them");
+    assert_eq!(host.submitted.borrow().len(), 1);
+}
+
+#[test]
+fn a_quiet_connection_gets_the_handshake_time_then_the_idle_timeout() {
+    let host = host();
+    let config = &host.config;
+    let (handshake, idle) = (
+        Duration::from_secs(config.network.handshake_timeout.into()),
+        Duration::from_secs(config.network.idle_timeout.into()),
+    );
+    let start = Instant::now();
+    let mut session = host.session(Vec::new(), start);
+    let mut transcript = Transcript::default();
+    session.start(start);
+    step(&mut session, start, &mut transcript);
+    assert_eq!(transcript.waiting_until, Some(start + handshake.min(idle)));
+
+    // A ping is not a tracker message: the deadline stays.
+    let later = start + Duration::from_secs(1);
+    assert!(!session.received(&client_frame(PING, b"hi"), later));
+    step(&mut session, later, &mut transcript);
+    assert_eq!(
+        transcript.frames.last().map(|f| f.opcode),
+        Some(10),
+        "a pong"
+    );
+    assert_eq!(transcript.waiting_until, Some(start + handshake.min(idle)));
+
+    // A tracker message gives it the idle timeout from then.
+    assert!(session.received(&announce(1, 1), later));
+    step(&mut session, later, &mut transcript);
+    assert_eq!(transcript.waiting_until, Some(later + idle));
+
+    // At the deadline it closes, counted.
+    step(&mut session, later + idle, &mut transcript);
+    assert_eq!(
+        transcript.frames.last().and_then(|f| f.close_code()),
+        Some(1001)
+    );
+    assert!(transcript.closed);
+    assert_eq!(host.counters.borrow().idle_timeouts, 1);
+}
+
+#[test]
+fn binary_oversized_and_malformed_frames_close_with_their_codes() {
+    let cases: [(Vec<u8>, u16); 3] = [
+        (client_frame(BINARY, b"\x00\x01"), 1003),
+        (client_frame(TEXT, &vec![b'x'; 70_000]), 1009),
+        // An unmasked client frame breaks the protocol.
+        (vec![0x81, 0x02, b'h', b'i'], 1002),
+    ];
+    for (bytes, code) in cases {
+        let host = host();
+        let start = Instant::now();
+        let mut session = host.session(Vec::new(), start);
+        let mut transcript = Transcript::default();
+        session.received(&bytes, start);
+        step(&mut session, start, &mut transcript);
+        assert_eq!(
+            transcript.frames.last().and_then(|f| f.close_code()),
+            Some(code)
+        );
+        assert!(transcript.closed, "{code}");
+    }
+}
+
+#[test]
+fn bad_json_gets_an_error_and_the_connection_stays() {
+    let host = host();
+    let start = Instant::now();
+    let mut session = host.session(Vec::new(), start);
+    let mut transcript = Transcript::default();
+    session.received(&client_frame(TEXT, b"{\"action\":\"nonsense\"}"), start);
+    step(&mut session, start, &mut transcript);
+    assert!(transcript.frames[0].text().contains("failure reason"));
+    assert!(!transcript.closed);
+    assert_eq!(host.counters.borrow().bad_messages, 1);
+}
+
+#[test]
+fn over_the_connections_rate_its_requests_are_refused() {
+    let mut config = Config::default();
+    config.limits.max_requests_per_second = 1;
+    config.limits.request_burst = 2;
+    let host = TestHost::new(config, 1);
+    let start = Instant::now();
+    let mut session = host.session(Vec::new(), start);
+    let mut transcript = Transcript::default();
+    for hash in 1..=3 {
+        session.received(&announce(hash, 1), start);
+    }
+    step(&mut session, start, &mut transcript);
+    assert_eq!(host.submitted.borrow().len(), 2, "the burst");
+    assert!(transcript.frames[0].text().contains(RATE_LIMITED));
+    assert_eq!(host.counters.borrow().rate_limited, 1);
+    // A second later there is one more.
+    host.time.set(shoal_swarm::ServerTime(101));
+    session.received(&announce(4, 1), start);
+    assert_eq!(host.submitted.borrow().len(), 3);
+}
+
+#[test]
+fn a_banned_client_is_closed_and_a_limited_one_refused() {
+    let host = host();
+    host.verdict.set(Verdict::Limited);
+    let start = Instant::now();
+    let mut session = host.session(Vec::new(), start);
+    let mut transcript = Transcript::default();
+    session.received(&announce(1, 1), start);
+    step(&mut session, start, &mut transcript);
+    assert!(transcript.frames[0].text().contains("from your address"));
+    assert!(!transcript.closed);
+
+    host.verdict.set(Verdict::Banned);
+    session.received(&announce(1, 1), start);
+    step(&mut session, start, &mut transcript);
+    assert_eq!(
+        transcript.frames.last().and_then(|f| f.close_code()),
+        Some(1008)
+    );
+    assert!(transcript.closed);
+    assert!(host.submitted.borrow().is_empty());
+}
+
+#[test]
+fn refused_torrents_and_unasked_answers_never_reach_a_swarm_worker() {
+    let host = host();
+    host.denied.borrow_mut().push([9; 20]);
+    let start = Instant::now();
+    let mut session = host.session(Vec::new(), start);
+    let mut transcript = Transcript::default();
+    session.received(&announce(9, 1), start);
+    let mut answer = announce_of(2, 1);
+    answer.answer = Some(WebRtcAnswer {
+        to_peer_id: Id20([3; 20]),
+        offer_id: Id20([4; 20]),
+        answer: serde_json::value::RawValue::from_string("{}".into()).unwrap(),
+    });
+    session.received(&text_frame(&ClientMessage::Announce(answer)), start);
+    step(&mut session, start, &mut transcript);
+    assert!(host.submitted.borrow().is_empty());
+    assert!(transcript.frames[0].text().contains(NOT_ALLOWED));
+    assert!(transcript.frames[1].text().contains(ANSWER_REFUSED));
+    let counters = host.counters.borrow();
+    assert_eq!((counters.access_denied, counters.answers_refused), (1, 1));
+}
+
+#[test]
+fn a_scrape_over_several_workers_is_answered_once_whole() {
+    let host = TestHost::new(Config::default(), 4);
+    let start = Instant::now();
+    let mut session = host.session(Vec::new(), start);
+    let mut transcript = Transcript::default();
+    let hashes: Vec<u8> = (1..=12).collect();
+    session.received(&scrape(&hashes), start);
+    let parts: Vec<_> = host.submitted.borrow_mut().drain(..).collect();
+    assert!(parts.len() > 1);
+    for (worker, request) in parts {
+        let RequestKind::Scrape {
+            scrape_id,
+            info_hashes,
+        } = request.kind
+        else {
+            panic!("a scrape part");
+        };
+        assert!(
+            info_hashes
+                .iter()
+                .all(|h| shoal_runtime::shard_for(&h.0, 4) == worker)
+        );
+        let files = info_hashes
+            .into_iter()
+            .map(|h| (h, ScrapeFile::default()))
+            .collect();
+        session
+            .queue()
+            .push(ToConnection::ScrapePart { scrape_id, files });
+        step(&mut session, start, &mut transcript);
+    }
+    assert_eq!(transcript.frames.len(), 1, "one reply for all parts");
+    let text = transcript.frames[0].text();
+    assert_eq!(text.matches("\"complete\"").count(), 12, "{text}");
+}
+
+#[test]
+fn one_shed_part_fails_the_scrape_with_one_error() {
+    let host = TestHost::new(Config::default(), 4);
+    let start = Instant::now();
+    let mut session = host.session(Vec::new(), start);
+    let mut transcript = Transcript::default();
+    session.received(&scrape(&(1..=12).collect::<Vec<u8>>()), start);
+    let parts: Vec<_> = host.submitted.borrow_mut().drain(..).collect();
+    for (_, request) in parts {
+        let RequestKind::Scrape { scrape_id, .. } = request.kind else {
+            panic!("a scrape part");
+        };
+        session.queue().push(ToConnection::Shed {
+            info_hash: None,
+            scrape_id: Some(scrape_id),
+        });
+    }
+    step(&mut session, start, &mut transcript);
+    assert_eq!(transcript.frames.len(), 1);
+    assert!(transcript.frames[0].text().contains(BUSY));
+}
+
+#[test]
+fn leaving_takes_every_announced_peer_out_of_its_swarm() {
+    let host = TestHost::new(Config::default(), 2);
+    let start = Instant::now();
+    let mut session = host.session(Vec::new(), start);
+    for hash in 1..=6 {
+        session.received(&announce(hash, 1), start);
+    }
+    host.submitted.borrow_mut().clear();
+    session.leave();
+    let mut left: Vec<(Id20, Id20)> = Vec::new();
+    for (worker, request) in host.submitted.borrow_mut().drain(..) {
+        let RequestKind::Leave(peers) = request.kind else {
+            panic!("leaves only");
+        };
+        assert!(
+            peers
+                .iter()
+                .all(|(h, _)| shoal_runtime::shard_for(&h.0, 2) == worker)
+        );
+        left.extend(peers);
+    }
+    left.sort_unstable_by_key(|(h, _)| h.0);
+    let expected: Vec<_> = (1..=6).map(|h| (Id20([h; 20]), Id20([1; 20]))).collect();
+    assert_eq!(left, expected);
+    assert_eq!(host.unregistered.borrow().len(), 1);
+}
+
+#[test]
+fn an_evicted_connection_closes_with_1013() {
+    let host = host();
+    let start = Instant::now();
+    let mut session = host.session(Vec::new(), start);
+    let mut transcript = Transcript::default();
+    session.evicted();
+    step(&mut session, start, &mut transcript);
+    assert_eq!(
+        transcript.frames.last().and_then(|f| f.close_code()),
+        Some(1013)
+    );
+    assert!(transcript.closed);
+}
+
+#[test]
+fn a_full_queue_closes_the_slow_reader() {
+    let mut config = Config::default();
+    config.limits.max_outgoing_messages = 2;
+    let host = TestHost::new(config, 1);
+    let start = Instant::now();
+    let mut session = host.session(Vec::new(), start);
+    let mut transcript = Transcript::default();
+    for hash in 1..=3 {
+        session.queue().push(reply(hash));
+    }
+    step(&mut session, start, &mut transcript);
+    assert_eq!(
+        transcript.frames.last().and_then(|f| f.close_code()),
+        Some(1008)
+    );
+    assert!(transcript.closed);
+    assert_eq!(host.counters.borrow().slow_readers, 1);
+    assert_eq!(host.logged.get(), 1, "logged, within the budget");
+}
+
+#[test]
+fn a_stalled_write_ends_the_connection_counted() {
+    let host = host();
+    let start = Instant::now();
+    let mut session = host.session(Vec::new(), start);
+    session.queue().push(reply(1));
+    let Next::Write { deadline } = session.next(start) else {
+        panic!("writes the reply");
+    };
+    session.write_failed(true, deadline);
+    assert_eq!(session.next(deadline), Next::Close);
+    assert_eq!(host.counters.borrow().slow_readers, 1);
+}
+
+#[test]
+fn server_frames_round_trip_through_the_rig() {
+    // The rig's framing is what the tests above rely on.
+    let frame = client_frame(TEXT, b"hello");
+    assert_eq!(frame[1] & 0x80, 0x80, "masked");
+    let frames = server_frames(&[0x81, 0x02, b'h', b'i', 0x88, 0x02, 0x03, 0xE8]);
+    assert_eq!(frames[0].text(), "hi");
+    assert_eq!(frames[1].close_code(), Some(1000));
+}
