@@ -13,7 +13,8 @@ shoal_ws's per-connection limits are set far above what the load testers trigger
 `limits.max_requests_per_second = 0` (off), `limits.max_torrents_per_connection`,
 `limits.max_outgoing_messages`, `limits.max_outgoing_bytes_per_worker` and
 `limits.max_offer_bytes_per_second` (off; neither for a --baseline-dir build older
-than those keys) and `protocol.max_pending_offers` raised. Their
+than those keys, unless --baseline-same-config says it knows them) and
+`protocol.max_pending_offers` raised. Their
 defaults suit browsers on a public tracker; a load tester's connection announces in
 thousands of torrents, receives hundreds of offers a second and answers only the
 latest, and the defaults would otherwise be what is measured. aquatic_ws has no such
@@ -85,8 +86,9 @@ class Bench:
         if tracker in ("shoal", "shoal-before"):
             # Keys newer than a --baseline-dir build may be: the outgoing budget, and the
             # offer budget (a load tester's connection sends far more offers than a
-            # browser's).
-            budget = "" if tracker == "shoal-before" else (
+            # browser's); --baseline-same-config says the baseline knows them all.
+            older = tracker == "shoal-before" and not a.baseline_same_config
+            budget = "" if older else (
                 "max_outgoing_bytes_per_worker = 17179869184\nmax_offer_bytes_per_second = 0\n")
             network_extra = "" if tracker == "shoal-before" else "".join(
                 f"{line}\n" for line in a.shoal_network)
@@ -108,7 +110,7 @@ max_outgoing_messages = 8192
 max_pending_offers = 1000
 [statistics]
 interval = 0
-""" + PER_IP + ("" if tracker == "shoal-before" else "max_connections_per_network = 0\n"))
+""" + PER_IP + ("" if older else "max_connections_per_network = 0\n"))
             binary_dir = a.baseline_dir if tracker == "shoal-before" else a.shoal_dir
             return [os.path.join(binary_dir, "shoal_ws"), "-c", config]
         if tracker == "aquatic":
@@ -323,6 +325,8 @@ def main():
     p.add_argument("--no-aquatic", action="store_true",
                    help="shoal against --baseline-dir only (the effect of one change); shoal's load tester")
     p.add_argument("--baseline-dir", help="a directory with an earlier shoal_ws, run as \"shoal-before\"")
+    p.add_argument("--baseline-same-config", action="store_true",
+                   help="give the baseline the current build's config: it knows every key")
     p.add_argument("--tracker-cpus", default="0")
     p.add_argument("--load-cpus", default="1")
     p.add_argument("--workers", type=int, default=0, help="socket workers (default: one per tracker CPU)")
