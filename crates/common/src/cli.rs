@@ -46,50 +46,82 @@ pub enum Command {
     Version,
 }
 
+/// A flag a binary adds to the shared command line (a load tester's `--json`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ExtraFlag {
+    /// Its long name, without the dashes.
+    pub long: &'static str,
+    /// One line for `--help`.
+    pub help: &'static str,
+}
+
 /// Parses the arguments after the program name.
 pub fn parse_args(args: impl IntoIterator<Item = OsString>) -> Result<Command, String> {
+    parse_args_with(args, &[]).map(|(command, _)| command)
+}
+
+/// Parses the arguments after the program name, taking `extras` too; returns the
+/// extra flags given, by long name.
+pub fn parse_args_with(
+    args: impl IntoIterator<Item = OsString>,
+    extras: &[ExtraFlag],
+) -> Result<(Command, Vec<&'static str>), String> {
+    use lexopt::Arg::{Long, Short, Value};
+
     let mut config = None;
     let (mut print_default, mut print_effective) = (false, false);
-    let mut args = args.into_iter();
-    while let Some(arg) = args.next() {
-        let text = arg.to_string_lossy();
-        match text.as_ref() {
-            "-h" | "--help" => return Ok(Command::Help),
-            "-V" | "--version" => return Ok(Command::Version),
-            "-p" | "--print-default-config" => print_default = true,
-            "-P" | "--print-config" => print_effective = true,
-            "-c" | "--config" => {
-                let file = args
-                    .next()
-                    .ok_or_else(|| format!("{text} needs a file name"))?;
+    let mut given = Vec::new();
+    let mut parser = lexopt::Parser::from_args(args);
+    while let Some(arg) = parser.next().map_err(|err| err.to_string())? {
+        match arg {
+            Short('h') | Long("help") => return Ok((Command::Help, given)),
+            Short('V') | Long("version") => return Ok((Command::Version, given)),
+            Short('p') | Long("print-default-config") => print_default = true,
+            Short('P') | Long("print-config") => print_effective = true,
+            Short('c') | Long("config") => {
+                let file = parser
+                    .value()
+                    .map_err(|_| "-c needs a file name".to_string())?;
                 if config.replace(PathBuf::from(file)).is_some() {
                     return Err("only one config file may be given".into());
                 }
             }
-            other => {
-                if let Some(file) = other.strip_prefix("--config=") {
-                    if config.replace(PathBuf::from(file)).is_some() {
-                        return Err("only one config file may be given".into());
-                    }
-                } else {
-                    return Err(format!("unexpected argument {other:?}"));
-                }
+            Long(name) => match extras.iter().find(|extra| extra.long == name) {
+                Some(extra) if !given.contains(&extra.long) => given.push(extra.long),
+                Some(_) => {}
+                None => return Err(format!("unexpected argument \"--{name}\"")),
+            },
+            Short(other) => return Err(format!("unexpected argument \"-{other}\"")),
+            Value(value) => {
+                return Err(format!("unexpected argument {:?}", value.to_string_lossy()));
             }
         }
     }
-    match (print_default, print_effective) {
-        (true, true) => Err("-p and -P cannot be combined".into()),
+    let command = match (print_default, print_effective) {
+        (true, true) => return Err("-p and -P cannot be combined".into()),
         (true, false) if config.is_some() => {
-            Err("-p prints the built-in defaults; use -P to print the config loaded with -c".into())
+            return Err(
+                "-p prints the built-in defaults; use -P to print the config loaded with -c".into(),
+            );
         }
-        (true, false) => Ok(Command::PrintDefault),
-        (false, true) => Ok(Command::PrintEffective { config }),
-        (false, false) => Ok(Command::Run { config }),
-    }
+        (true, false) => Command::PrintDefault,
+        (false, true) => Command::PrintEffective { config },
+        (false, false) => Command::Run { config },
+    };
+    Ok((command, given))
 }
 
 /// The usage text.
 pub fn usage(app: &AppInfo) -> String {
+    usage_with(app, &[])
+}
+
+/// The usage text of a binary that adds `extras`.
+pub fn usage_with(app: &AppInfo, extras: &[ExtraFlag]) -> String {
+    let extra_lines: String = extras
+        .iter()
+        .map(|extra| format!("      --{:<23}{}\n", extra.long, extra.help))
+        .collect();
     format!(
         "{name} {version}: {about}
 
@@ -103,7 +135,7 @@ Options:
                                `{name} -p > {name}.toml`.
   -P, --print-config           Print the configuration that would be used (the
                                defaults plus FILE), then exit.
-  -V, --version                Print the version and exit.
+{extra_lines}  -V, --version                Print the version and exit.
   -h, --help                   Print this help and exit.
 
 With no options, {name} runs with the built-in defaults.
@@ -127,14 +159,25 @@ pub fn run_cli<C: TrackerConfig>(
 }
 
 /// [`run_cli`] with explicit arguments (those after the program or subcommand name).
-#[allow(clippy::print_stdout)] // printing configs and help is the point
 pub fn run_cli_with_args<C: TrackerConfig>(
     app: &AppInfo,
     args: impl IntoIterator<Item = OsString>,
     run: impl FnOnce(C) -> anyhow::Result<()>,
 ) -> ExitCode {
-    let command = match parse_args(args) {
-        Ok(command) => command,
+    run_cli_with_flags(app, &[], args, |config, _| run(config))
+}
+
+/// [`run_cli_with_args`] for a binary that adds `extras` to the command line; `run`
+/// gets the extra flags given, by long name.
+#[allow(clippy::print_stdout)] // printing configs and help is the point
+pub fn run_cli_with_flags<C: TrackerConfig>(
+    app: &AppInfo,
+    extras: &[ExtraFlag],
+    args: impl IntoIterator<Item = OsString>,
+    run: impl FnOnce(C, &[&'static str]) -> anyhow::Result<()>,
+) -> ExitCode {
+    let (command, flags) = match parse_args_with(args, extras) {
+        Ok(parsed) => parsed,
         Err(problem) => {
             logging::print_error(&format!(
                 "{}: {problem}\nRun `{} --help` for usage.",
@@ -145,7 +188,7 @@ pub fn run_cli_with_args<C: TrackerConfig>(
     };
     let config_file = match &command {
         Command::Help => {
-            print!("{}", usage(app));
+            print!("{}", usage_with(app, extras));
             return ExitCode::SUCCESS;
         }
         Command::Version => {
@@ -179,7 +222,7 @@ pub fn run_cli_with_args<C: TrackerConfig>(
     for notice in config.notices() {
         log::warn!("config: {notice}");
     }
-    match run(config) {
+    match run(config, &flags) {
         Ok(()) => {
             log::info!("{} stopped", app.name);
             ExitCode::SUCCESS
@@ -242,5 +285,57 @@ mod tests {
                 .unwrap_err()
                 .contains("only one")
         );
+        assert_eq!(
+            parse(&["a.toml"]),
+            Err("unexpected argument \"a.toml\"".into())
+        );
+        assert_eq!(
+            parse(&["--json"]),
+            Err("unexpected argument \"--json\"".into())
+        );
+    }
+
+    const JSON: ExtraFlag = ExtraFlag {
+        long: "json",
+        help: "Print JSON.",
+    };
+
+    #[test]
+    fn a_value_is_a_value_even_when_it_looks_like_a_flag() {
+        let args = ["-c", "--json"].map(OsString::from);
+        let (command, flags) = parse_args_with(args, &[JSON]).unwrap();
+        assert_eq!(
+            command,
+            Command::Run {
+                config: Some("--json".into())
+            }
+        );
+        assert!(flags.is_empty());
+        let args = ["--config=x.toml", "--json", "--json"].map(OsString::from);
+        let (command, flags) = parse_args_with(args, &[JSON]).unwrap();
+        assert_eq!(
+            command,
+            Command::Run {
+                config: Some("x.toml".into())
+            }
+        );
+        assert_eq!(flags, ["json"]);
+        assert_eq!(
+            parse(&["-cx.toml"]),
+            Ok(Command::Run {
+                config: Some("x.toml".into())
+            })
+        );
+    }
+
+    #[test]
+    fn extra_flags_are_in_the_usage() {
+        let app = AppInfo {
+            name: "t",
+            version: "0",
+            about: "a test",
+        };
+        assert!(usage_with(&app, &[JSON]).contains("      --json                   Print JSON.\n"));
+        assert!(!usage(&app).contains("--json"));
     }
 }

@@ -100,3 +100,17 @@ pub fn run_until(config: Config, shutdown: Shutdown) -> anyhow::Result<Summary> 
     summary.latency = latencies.summary();
     Ok(summary)
 }
+
+impl shoal_load_test_common::cli::LoadTester for Config {
+    fn summary_format(&mut self) -> &mut shoal_load_test_common::cli::SummaryFormat {
+        &mut self.summary_format
+    }
+
+    fn write_info_hashes(&self, mut out: &mut dyn std::io::Write) -> std::io::Result<()> {
+        crate::requests::population(self).write_info_hashes(&mut out)
+    }
+
+    fn run(self) -> anyhow::Result<()> {
+        run(self)
+    }
+}

@@ -1,9 +1,12 @@
-//! What both load testers add to the shared command line and config.
+//! What the three load testers add to the shared command line and config, and the
+//! `main` they share.
 
-use std::ffi::OsString;
+use std::io::Write;
+use std::process::ExitCode;
 
 use serde::{Deserialize, Serialize};
-use shoal_common::config::Problems;
+use shoal_common::cli::{AppInfo, ExtraFlag, run_cli_with_flags};
+use shoal_common::config::{Problems, TrackerConfig};
 use shoal_toml_config::TomlConfig;
 
 /// Format of the final summary.
@@ -34,29 +37,48 @@ pub fn print_summary(format: SummaryFormat, summary: &impl Summary) {
     }
 }
 
-/// The load testers' own flags, taken out of the arguments before the shared CLI sees
-/// them.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct ExtraFlags {
-    /// `--json`: print the summary as JSON.
-    pub json: bool,
-    /// `--print-info-hashes`: print the run's info hashes (one hex line each, the
-    /// access-list format) instead of running.
-    pub print_info_hashes: bool,
+/// `--json`: print the summary as JSON.
+const JSON: ExtraFlag = ExtraFlag {
+    long: "json",
+    help: "Print the final summary as one JSON object.",
+};
+
+/// `--print-info-hashes`: print the run's info hashes instead of running.
+const PRINT_INFO_HASHES: ExtraFlag = ExtraFlag {
+    long: "print-info-hashes",
+    help: "Print the run's info hashes, one hex line each, then exit.",
+};
+
+/// What each load tester's config root says about its tester, so one `main` serves
+/// the three of them.
+pub trait LoadTester: TrackerConfig {
+    /// Where the format of the final summary is kept (`--json` sets it).
+    fn summary_format(&mut self) -> &mut SummaryFormat;
+    /// Writes the info hashes a run with this config would announce, one hex line
+    /// each: the access-list format of shoal and opentracker, so a tracker with an
+    /// allow list can be loaded.
+    fn write_info_hashes(&self, out: &mut dyn Write) -> std::io::Result<()>;
+    /// Runs the load test.
+    fn run(self) -> anyhow::Result<()>;
 }
 
-/// Splits the process arguments into the shared CLI's and the load tester's flags.
-pub fn take_flags(args: impl IntoIterator<Item = OsString>) -> (Vec<OsString>, ExtraFlags) {
-    let mut flags = ExtraFlags::default();
-    let rest = args
-        .into_iter()
-        .filter(|arg| {
-            flags.json |= arg == "--json";
-            flags.print_info_hashes |= arg == "--print-info-hashes";
-            arg != "--json" && arg != "--print-info-hashes"
-        })
-        .collect();
-    (rest, flags)
+/// The whole `main` of a load tester: the shared command line plus `--json` and
+/// `--print-info-hashes`.
+pub fn main<C: LoadTester>(app: &AppInfo) -> ExitCode {
+    let extras = [JSON, PRINT_INFO_HASHES];
+    let args = std::env::args_os().skip(1);
+    run_cli_with_flags(app, &extras, args, |mut config: C, flags| {
+        if flags.contains(&PRINT_INFO_HASHES.long) {
+            let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+            config.write_info_hashes(&mut out)?;
+            out.flush()?;
+            return Ok(());
+        }
+        if flags.contains(&JSON.long) {
+            *config.summary_format() = SummaryFormat::Json;
+        }
+        config.run()
+    })
 }
 
 /// Checks the run-length settings every load tester has.
@@ -76,23 +98,4 @@ pub fn validate_schedule(
         "report_interval",
         "must be at least 1 second",
     );
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn flags_are_taken_out() {
-        let args = ["-c", "x.toml", "--json", "--print-info-hashes"].map(OsString::from);
-        let (rest, flags) = take_flags(args);
-        assert_eq!(rest, vec![OsString::from("-c"), OsString::from("x.toml")]);
-        assert_eq!(
-            flags,
-            ExtraFlags {
-                json: true,
-                print_info_hashes: true
-            }
-        );
-    }
 }
