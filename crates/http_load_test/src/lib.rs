@@ -16,15 +16,12 @@ pub mod worker;
 
 use std::sync::Arc;
 
-use shoal_common::cpu::maybe_pin_current_thread;
-use shoal_common::signals::spawn_signal_thread;
-use shoal_common::{AppInfo, Shutdown, Supervisor};
-use shoal_load_test_common::latency::Latencies;
-use shoal_load_test_common::report::{ReportSchedule, run_reported};
+use shoal_common::{AppInfo, Shutdown};
+use shoal_load_test_common::report::ReportSchedule;
 
 pub use config::Config;
-use shoal_load_test_common::cli::print_summary;
-use stats::{SharedCounters, Summary, Totals};
+use shoal_load_test_common::run::{RunShape, run_with_signals, run_workers};
+use stats::Summary;
 use worker::Worker;
 
 /// How `shoal_http_load_test` introduces itself.
@@ -37,12 +34,22 @@ pub const APP: AppInfo = AppInfo {
 /// Runs a load test; Ctrl-C ends it early. Progress goes to the log, the summary to
 /// stdout.
 pub fn run(config: Config) -> anyhow::Result<()> {
-    let shutdown = Shutdown::new();
-    spawn_signal_thread(shutdown.clone(), Vec::new())?;
-    let format = config.summary_format;
-    let summary = run_until(config, shutdown)?;
-    print_summary(format, &summary);
-    Ok(())
+    run_with_signals(config.summary_format, |shutdown| {
+        run_until(config, shutdown)
+    })
+}
+
+/// The shape of the run `config` asks for.
+fn shape(config: &Config) -> RunShape<'_> {
+    RunShape {
+        workers: config.workers,
+        schedule: ReportSchedule {
+            duration: config.duration,
+            summarize_last: config.summarize_last,
+            report_interval: config.report_interval,
+        },
+        cpu_pinning: &config.cpu_pinning,
+    }
 }
 
 /// Runs a load test until its duration ends or `shutdown` is requested; returns the
@@ -60,45 +67,25 @@ pub fn run_until(config: Config, shutdown: Shutdown) -> anyhow::Result<Summary> 
             "off"
         }
     );
-    let mut supervisor = Supervisor::new(shutdown.clone());
-    let schedule = ReportSchedule {
-        duration: config.duration,
-        summarize_last: config.summarize_last,
-        report_interval: config.report_interval,
-    };
-    let latencies = Latencies::new(&schedule);
-    let counters: Vec<Arc<SharedCounters>> = (0..config.workers)
-        .map(|_| Arc::new(SharedCounters::default()))
-        .collect();
-    for (index, shared) in counters.iter().enumerate() {
-        // Spread connections evenly; the first workers take the remainder.
-        let connections = config.connections / config.workers
-            + usize::from(index < config.connections % config.workers);
-        let worker = Worker::new(
-            index,
-            connections,
-            &config,
-            population.clone(),
-            shared.clone(),
-            latencies.recorder(),
-            shutdown.clone(),
-        )?;
-        let core = config.cpu_pinning.core_for(index);
-        supervisor.spawn(format!("load-{index}"), move || {
-            maybe_pin_current_thread(core);
-            worker.run()
-        })?;
-    }
-    let total = move || {
-        let mut totals = Totals::default();
-        for shared in &counters {
-            totals.add(shared);
-        }
-        totals
-    };
-    let mut summary = run_reported(supervisor, schedule, total, Summary::between, Summary::line)?;
-    summary.latency = latencies.summary();
-    Ok(summary)
+    run_workers(
+        shape(&config),
+        shutdown.clone(),
+        |index, counters, latency| {
+            // Spread connections evenly; the first workers take the remainder.
+            let connections = config.connections / config.workers
+                + usize::from(index < config.connections % config.workers);
+            let worker = Worker::new(
+                index,
+                connections,
+                &config,
+                population.clone(),
+                counters,
+                latency,
+                shutdown.clone(),
+            )?;
+            Ok(move || worker.run())
+        },
+    )
 }
 
 impl shoal_load_test_common::cli::LoadTester for Config {

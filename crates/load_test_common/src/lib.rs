@@ -1,11 +1,13 @@
 //! What shoal's load testers share.
 //!
-//! * [`cli`]: the flags, summary format and checks both load testers add.
+//! * [`cli`]: the flags, summary format and checks the load testers add, and their
+//!   shared `main`.
 //! * [`latency`]: per-request latency in a histogram, summarized as percentiles.
 //! * [`popularity`]: drawing torrents by a power-law popularity in O(1).
 //! * [`population`]: the simulated torrents and peers of a run, the same every run.
 //! * [`report`]: sampling counters every second, progress lines, and the summary of
 //!   the last seconds of a run.
+//! * [`run`]: workers on pinned threads, progress and the summary: the run loop.
 //! * [`schedule`]: fixed-rate sending, with a bound on catching up.
 //! * [`tls`]: a TLS client config that accepts self-signed certificates.
 
@@ -14,5 +16,6 @@ pub mod latency;
 pub mod popularity;
 pub mod population;
 pub mod report;
+pub mod run;
 pub mod schedule;
 pub mod tls;

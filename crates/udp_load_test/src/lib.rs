@@ -20,16 +20,13 @@ pub mod worker;
 use std::sync::Arc;
 use std::time::Instant;
 
-use shoal_common::cpu::maybe_pin_current_thread;
-use shoal_common::signals::spawn_signal_thread;
-use shoal_common::{AppInfo, Shutdown, Supervisor};
+use shoal_common::{AppInfo, Shutdown};
 
 pub use config::Config;
-use shoal_load_test_common::cli::print_summary;
-use shoal_load_test_common::latency::Latencies;
 use shoal_load_test_common::population::Population;
-use shoal_load_test_common::report::{ReportSchedule, run_reported};
-use stats::{SharedCounters, Summary, Totals};
+use shoal_load_test_common::report::ReportSchedule;
+use shoal_load_test_common::run::{RunShape, run_with_signals, run_workers};
+use stats::Summary;
 use worker::Worker;
 
 /// How `shoal_udp_load_test` introduces itself.
@@ -39,15 +36,25 @@ pub const APP: AppInfo = AppInfo {
     about: "load tester for BEP 15 UDP BitTorrent trackers",
 };
 
-/// Runs a load test as configured: Ctrl-C ends it early; progress goes to the log,
-/// the summary to stdout.
+/// Runs a load test; Ctrl-C ends it early. Progress goes to the log, the summary to
+/// stdout.
 pub fn run(config: Config) -> anyhow::Result<()> {
-    let shutdown = Shutdown::new();
-    spawn_signal_thread(shutdown.clone(), Vec::new())?;
-    let format = config.summary_format;
-    let summary = run_until(config, shutdown)?;
-    print_summary(format, &summary);
-    Ok(())
+    run_with_signals(config.summary_format, |shutdown| {
+        run_until(config, shutdown)
+    })
+}
+
+/// The shape of the run `config` asks for.
+fn shape(config: &Config) -> RunShape<'_> {
+    RunShape {
+        workers: config.workers,
+        schedule: ReportSchedule {
+            duration: config.duration,
+            summarize_last: config.summarize_last,
+            report_interval: config.report_interval,
+        },
+        cpu_pinning: &config.cpu_pinning,
+    }
 }
 
 /// Runs a load test until its duration ends or `shutdown` is requested, and returns
@@ -64,45 +71,21 @@ pub fn run_until(config: Config, shutdown: Shutdown) -> anyhow::Result<Summary> 
         config.workers,
         config.network.sockets_per_worker
     );
-
-    let mut supervisor = Supervisor::new(shutdown.clone());
-    let schedule = ReportSchedule {
-        duration: config.duration,
-        summarize_last: config.summarize_last,
-        report_interval: config.report_interval,
-    };
-    let latencies = Latencies::new(&schedule);
-    // One allocation per worker keeps workers' counters on separate cache lines.
-    let counters: Arc<Vec<Arc<SharedCounters>>> = Arc::new(
-        (0..config.workers)
-            .map(|_| Arc::new(SharedCounters::default()))
-            .collect(),
-    );
-    for index in 0..config.workers {
-        let worker = Worker::new(
-            index,
-            &config,
-            population.clone(),
-            counters[index].clone(),
-            latencies.recorder(),
-            shutdown.clone(),
-        )?;
-        let core = config.cpu_pinning.core_for(index);
-        supervisor.spawn(format!("load-{index}"), move || {
-            maybe_pin_current_thread(core);
-            worker.run()
-        })?;
-    }
-    let total = move || {
-        let mut totals = Totals::default();
-        for shared in counters.iter() {
-            totals.add(shared);
-        }
-        totals
-    };
-    let mut summary = run_reported(supervisor, schedule, total, Summary::between, Summary::line)?;
-    summary.latency = latencies.summary();
-    Ok(summary)
+    run_workers(
+        shape(&config),
+        shutdown.clone(),
+        |index, counters, latency| {
+            let worker = Worker::new(
+                index,
+                &config,
+                population.clone(),
+                counters,
+                latency,
+                shutdown.clone(),
+            )?;
+            Ok(move || worker.run())
+        },
+    )
 }
 
 impl shoal_load_test_common::cli::LoadTester for Config {

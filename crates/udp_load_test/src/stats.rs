@@ -199,6 +199,22 @@ impl shoal_load_test_common::cli::Summary for Summary {
     }
 }
 
+impl shoal_load_test_common::run::RunSummary for Summary {
+    type Totals = Totals;
+
+    fn between(earlier: &Totals, later: &Totals, seconds: f64) -> Self {
+        Summary::between(earlier, later, seconds)
+    }
+
+    fn line(&self) -> String {
+        Summary::line(self)
+    }
+
+    fn set_latency(&mut self, latency: shoal_load_test_common::latency::LatencySummary) {
+        self.latency = latency;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use shoal_load_test_common::cli::Summary as _;
