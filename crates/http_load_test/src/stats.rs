@@ -1,5 +1,6 @@
 //! What the HTTP load tester counts and the summary it prints.
 
+use shoal_load_test_common::run::RunSummary;
 use std::fmt::Write as _;
 
 use shoal_load_test_common::latency::LatencySummary;
@@ -57,9 +58,11 @@ pub struct Summary {
     pub latency: LatencySummary,
 }
 
-impl Summary {
+impl RunSummary for Summary {
+    type Totals = Totals;
+
     /// Rates from two totals `seconds` apart.
-    pub fn between(earlier: &Totals, later: &Totals, seconds: f64) -> Self {
+    fn between(earlier: &Totals, later: &Totals, seconds: f64) -> Self {
         let d = later.since(earlier);
         let per_second = |count: u64| count as f64 / seconds.max(1e-9);
         Self {
@@ -84,7 +87,7 @@ impl Summary {
     }
 
     /// One progress line.
-    pub fn line(&self) -> String {
+    fn line(&self) -> String {
         format!(
             "responses {:.0}/s (announce {:.0}, scrape {:.0}, failure {:.0}, HTTP error {:.0}), errors {:.0}/s, \
              new connections {:.0}/s, {:.1} peers/announce",
@@ -97,6 +100,10 @@ impl Summary {
             self.connections_per_second,
             self.peers_per_announce
         )
+    }
+
+    fn set_latency(&mut self, latency: LatencySummary) {
+        self.latency = latency;
     }
 }
 
@@ -173,21 +180,5 @@ impl shoal_load_test_common::cli::Summary for Summary {
             self.peers_per_announce,
             self.latency.json()
         )
-    }
-}
-
-impl shoal_load_test_common::run::RunSummary for Summary {
-    type Totals = Totals;
-
-    fn between(earlier: &Totals, later: &Totals, seconds: f64) -> Self {
-        Summary::between(earlier, later, seconds)
-    }
-
-    fn line(&self) -> String {
-        Summary::line(self)
-    }
-
-    fn set_latency(&mut self, latency: shoal_load_test_common::latency::LatencySummary) {
-        self.latency = latency;
     }
 }

@@ -1,6 +1,7 @@
 //! What the load tester counts, and the summary it prints.
 
 use shoal_load_test_common::latency::LatencySummary;
+use shoal_load_test_common::run::RunSummary;
 use std::fmt::Write as _;
 
 shoal_common::counters! {
@@ -72,9 +73,11 @@ pub struct Summary {
     pub latency: LatencySummary,
 }
 
-impl Summary {
+impl RunSummary for Summary {
+    type Totals = Totals;
+
     /// Rates from the difference of two totals `seconds` apart.
-    pub fn between(earlier: &Totals, later: &Totals, seconds: f64) -> Self {
+    fn between(earlier: &Totals, later: &Totals, seconds: f64) -> Self {
         let d = later.since(earlier);
         let per_second = |count: u64| count as f64 / seconds.max(1e-9);
         let requests = d.requests();
@@ -102,7 +105,7 @@ impl Summary {
     }
 
     /// One progress line.
-    pub fn line(&self) -> String {
+    fn line(&self) -> String {
         let skipped = if self.skipped_per_second > 0.0 {
             format!(", {:.0}/s skipped", self.skipped_per_second)
         } else {
@@ -120,6 +123,10 @@ impl Summary {
             self.peers_per_announce,
             self.unanswered * 100.0
         )
+    }
+
+    fn set_latency(&mut self, latency: LatencySummary) {
+        self.latency = latency;
     }
 }
 
@@ -196,22 +203,6 @@ impl shoal_load_test_common::cli::Summary for Summary {
             self.skipped_per_second,
             self.latency.json()
         )
-    }
-}
-
-impl shoal_load_test_common::run::RunSummary for Summary {
-    type Totals = Totals;
-
-    fn between(earlier: &Totals, later: &Totals, seconds: f64) -> Self {
-        Summary::between(earlier, later, seconds)
-    }
-
-    fn line(&self) -> String {
-        Summary::line(self)
-    }
-
-    fn set_latency(&mut self, latency: shoal_load_test_common::latency::LatencySummary) {
-        self.latency = latency;
     }
 }
 

@@ -4,6 +4,7 @@
 //! relayed answers and scrape replies (as aquatic_ws_load_test counts them), so the
 //! figure compares across tools. Error replies ("failure reason") are counted apart.
 
+use shoal_load_test_common::run::RunSummary;
 use std::fmt::Write as _;
 
 use shoal_load_test_common::latency::LatencySummary;
@@ -94,8 +95,22 @@ pub struct Summary {
 }
 
 impl Summary {
+    /// Whether anything went wrong in the stretch (for tests and scripts).
+    pub fn has_errors(&self) -> bool {
+        self.errors_per_second
+            + self.unreadable_per_second
+            + self.connect_failures_per_second
+            + self.closed_by_server_per_second
+            + self.connection_errors_per_second
+            > 0.0
+    }
+}
+
+impl RunSummary for Summary {
+    type Totals = Totals;
+
     /// Rates from two totals `seconds` apart.
-    pub fn between(earlier: &Totals, later: &Totals, seconds: f64) -> Self {
+    fn between(earlier: &Totals, later: &Totals, seconds: f64) -> Self {
         let d = later.since(earlier);
         let per_second = |count: u64| count as f64 / seconds.max(1e-9);
         Self {
@@ -126,7 +141,7 @@ impl Summary {
     }
 
     /// One progress line.
-    pub fn line(&self) -> String {
+    fn line(&self) -> String {
         format!(
             "responses {:.0}/s (announce {:.0}, offer {:.0}, answer {:.0}, scrape {:.0}), \
              errors {:.0}/s, sent {:.0}/s + {:.0} answers/s, connections {} open \
@@ -147,14 +162,8 @@ impl Summary {
         )
     }
 
-    /// Whether anything went wrong in the stretch (for tests and scripts).
-    pub fn has_errors(&self) -> bool {
-        self.errors_per_second
-            + self.unreadable_per_second
-            + self.connect_failures_per_second
-            + self.closed_by_server_per_second
-            + self.connection_errors_per_second
-            > 0.0
+    fn set_latency(&mut self, latency: LatencySummary) {
+        self.latency = latency;
     }
 }
 
@@ -230,22 +239,6 @@ impl shoal_load_test_common::cli::Summary for Summary {
             self.megabits_received_per_second,
             self.latency.json(),
         )
-    }
-}
-
-impl shoal_load_test_common::run::RunSummary for Summary {
-    type Totals = Totals;
-
-    fn between(earlier: &Totals, later: &Totals, seconds: f64) -> Self {
-        Summary::between(earlier, later, seconds)
-    }
-
-    fn line(&self) -> String {
-        Summary::line(self)
-    }
-
-    fn set_latency(&mut self, latency: shoal_load_test_common::latency::LatencySummary) {
-        self.latency = latency;
     }
 }
 
