@@ -1,60 +1,25 @@
 //! `shoal_http_load_test` configuration (`shoal_http_load_test -p` prints it commented).
 
-use std::net::SocketAddr;
-
 use serde::{Deserialize, Serialize};
 use shoal_common::config::Problems;
-use shoal_common::{CpuPinningConfig, LogLevel, LoggingConfig, TrackerConfig};
-use shoal_load_test_common::cli::{SummaryFormat, validate_schedule};
+use shoal_common::{LoggingConfig, TrackerConfig};
 use shoal_toml_config::TomlConfig;
 
-/// shoal_http_load_test: keeps connections busy with announces and scrapes against an
-/// HTTP or HTTPS tracker and reports what came back.
-///
-/// Each connection sends a request, waits for the response and sends the next (or, with
-/// keep-alive off, reconnects), so the load follows what the tracker can serve.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, TomlConfig)]
-#[serde(default, deny_unknown_fields)]
-pub struct Config {
-    /// How much to log to stderr.
-    pub log_level: LogLevel,
-    /// The tracker to load.
-    pub server_address: SocketAddr,
-    /// Worker threads.
-    pub workers: usize,
-    /// Connections, spread over the workers.
-    pub connections: usize,
-    /// Seconds to run; 0 runs until Ctrl-C.
-    pub duration: u32,
-    /// Seconds at the end of the run the summary covers; 0 covers the whole run.
-    pub summarize_last: u32,
-    /// Seconds between progress lines.
-    pub report_interval: u32,
-    /// Format of the final summary (`--json` on the command line picks "json").
-    pub summary_format: SummaryFormat,
-    /// Connections and TLS.
-    pub network: NetworkConfig,
-    /// What to send.
-    pub requests: RequestConfig,
-    /// Pinning workers to CPU cores.
-    pub cpu_pinning: CpuPinningConfig,
-}
-
-impl Default for Config {
-    fn default() -> Self {
-        Self {
-            log_level: LogLevel::Info,
-            server_address: "127.0.0.1:6969".parse().expect("valid address"),
-            workers: 1,
-            connections: 64,
-            duration: 30,
-            summarize_last: 20,
-            report_interval: 5,
-            summary_format: SummaryFormat::Text,
-            network: NetworkConfig::default(),
-            requests: RequestConfig::default(),
-            cpu_pinning: CpuPinningConfig::default(),
-        }
+shoal_load_test_common::load_test_config! {
+    /// shoal_http_load_test: keeps connections busy with announces and scrapes against an
+    /// HTTP or HTTPS tracker and reports what came back.
+    ///
+    /// Each connection sends a request, waits for the response and sends the next (or, with
+    /// keep-alive off, reconnects), so the load follows what the tracker can serve.
+    pub struct Config (server_address = "127.0.0.1:6969") {
+        /// Connections, spread over the workers.
+        pub connections: usize = 64,
+    }
+    sections {
+        /// Connections and TLS.
+        pub network: NetworkConfig,
+        /// What to send.
+        pub requests: RequestConfig,
     }
 }
 
@@ -137,21 +102,11 @@ impl Default for RequestConfig {
 
 impl TrackerConfig for Config {
     fn validate(&self, problems: &mut Problems) {
-        problems.check(
-            (1..=256).contains(&self.workers),
-            "workers",
-            "must be between 1 and 256",
-        );
+        self.validate_shared(problems);
         problems.check(
             self.connections >= self.workers && self.connections <= 1_000_000,
             "connections",
             "must be at least workers and at most 1000000",
-        );
-        validate_schedule(
-            problems,
-            self.duration,
-            self.summarize_last,
-            self.report_interval,
         );
         let network = &self.network;
         problems.section("network", |p| {

@@ -1,60 +1,27 @@
 //! `shoal_udp_load_test` configuration (`shoal_udp_load_test -p` prints it commented).
 
-use std::net::{IpAddr, SocketAddr};
+use std::net::IpAddr;
 
 use serde::{Deserialize, Serialize};
 use shoal_common::config::Problems;
-use shoal_common::{CpuPinningConfig, LogLevel, LoggingConfig, TrackerConfig};
-use shoal_load_test_common::cli::{SummaryFormat, validate_schedule};
+use shoal_common::{LoggingConfig, TrackerConfig};
 use shoal_toml_config::TomlConfig;
 
-/// shoal_udp_load_test: sends BEP 15 requests to a UDP tracker, as fast as it answers
-/// or at a fixed rate, and reports what came back.
-///
-/// By default each socket keeps `network.requests_in_flight` requests outstanding and
-/// sends a new one for every reply, so the load follows what the tracker can serve.
-/// With `network.requests_per_second` the requests go out on schedule instead,
-/// whatever comes back.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, TomlConfig)]
-#[serde(default, deny_unknown_fields)]
-pub struct Config {
-    /// How much to log to stderr.
-    pub log_level: LogLevel,
-    /// The tracker to load.
-    pub server_address: SocketAddr,
-    /// Worker threads sending requests.
-    pub workers: usize,
-    /// Seconds to run; 0 runs until Ctrl-C.
-    pub duration: u32,
-    /// Seconds at the end of the run the summary covers (the start is warm-up);
-    /// 0 covers the whole run.
-    pub summarize_last: u32,
-    /// Seconds between progress lines.
-    pub report_interval: u32,
-    /// Format of the final summary (`--json` on the command line picks "json").
-    pub summary_format: SummaryFormat,
-    /// Sockets and addresses.
-    pub network: NetworkConfig,
-    /// What to send.
-    pub requests: RequestConfig,
-    /// Pinning workers to CPU cores.
-    pub cpu_pinning: CpuPinningConfig,
-}
-
-impl Default for Config {
-    fn default() -> Self {
-        Self {
-            log_level: LogLevel::Info,
-            server_address: "127.0.0.1:6969".parse().expect("valid address"),
-            workers: 1,
-            duration: 30,
-            summarize_last: 20,
-            report_interval: 5,
-            summary_format: SummaryFormat::Text,
-            network: NetworkConfig::default(),
-            requests: RequestConfig::default(),
-            cpu_pinning: CpuPinningConfig::default(),
-        }
+shoal_load_test_common::load_test_config! {
+    /// shoal_udp_load_test: sends BEP 15 requests to a UDP tracker, as fast as it answers
+    /// or at a fixed rate, and reports what came back.
+    ///
+    /// By default each socket keeps `network.requests_in_flight` requests outstanding and
+    /// sends a new one for every reply, so the load follows what the tracker can serve.
+    /// With `network.requests_per_second` the requests go out on schedule instead,
+    /// whatever comes back.
+    pub struct Config (server_address = "127.0.0.1:6969") {
+    }
+    sections {
+        /// Sockets and addresses.
+        pub network: NetworkConfig,
+        /// What to send.
+        pub requests: RequestConfig,
     }
 }
 
@@ -160,17 +127,7 @@ pub const MAX_REQUESTS_PER_SECOND: u64 = 100_000_000;
 
 impl TrackerConfig for Config {
     fn validate(&self, problems: &mut Problems) {
-        problems.check(
-            (1..=256).contains(&self.workers),
-            "workers",
-            "must be between 1 and 256",
-        );
-        validate_schedule(
-            problems,
-            self.duration,
-            self.summarize_last,
-            self.report_interval,
-        );
+        self.validate_shared(problems);
         let network = &self.network;
         let server_v6 = self.server_address.is_ipv6();
         problems.section("network", |p| {

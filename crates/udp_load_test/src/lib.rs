@@ -24,8 +24,7 @@ use shoal_common::{AppInfo, Shutdown};
 
 pub use config::Config;
 use shoal_load_test_common::population::Population;
-use shoal_load_test_common::report::ReportSchedule;
-use shoal_load_test_common::run::{RunShape, run_with_signals, run_workers};
+use shoal_load_test_common::run::{run_with_signals, run_workers};
 use stats::Summary;
 use worker::Worker;
 
@@ -44,19 +43,6 @@ pub fn run(config: Config) -> anyhow::Result<()> {
     })
 }
 
-/// The shape of the run `config` asks for.
-fn shape(config: &Config) -> RunShape<'_> {
-    RunShape {
-        workers: config.workers,
-        schedule: ReportSchedule {
-            duration: config.duration,
-            summarize_last: config.summarize_last,
-            report_interval: config.report_interval,
-        },
-        cpu_pinning: &config.cpu_pinning,
-    }
-}
-
 /// Runs a load test until its duration ends or `shutdown` is requested, and returns
 /// the summary of its last `summarize_last` seconds.
 pub fn run_until(config: Config, shutdown: Shutdown) -> anyhow::Result<Summary> {
@@ -72,7 +58,7 @@ pub fn run_until(config: Config, shutdown: Shutdown) -> anyhow::Result<Summary> 
         config.network.sockets_per_worker
     );
     run_workers(
-        shape(&config),
+        config.shape(),
         shutdown.clone(),
         |index, counters, latency| {
             let worker = Worker::new(

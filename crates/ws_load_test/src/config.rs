@@ -1,66 +1,32 @@
 //! `shoal_ws_load_test` configuration (`shoal_ws_load_test -p` prints it commented).
 
-use std::net::SocketAddr;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use shoal_common::config::Problems;
-use shoal_common::{CpuPinningConfig, LogLevel, LoggingConfig, TrackerConfig};
-use shoal_load_test_common::cli::{SummaryFormat, validate_schedule};
+use shoal_common::{LoggingConfig, TrackerConfig};
 use shoal_load_test_common::tls::is_valid_server_name;
 use shoal_toml_config::TomlConfig;
 
-/// shoal_ws_load_test: keeps WebSocket connections busy with announces (carrying
-/// WebRTC offers), answers and scrapes against a WebTorrent (ws or wss) tracker, and
-/// reports what came back.
-///
-/// Each connection is one simulated browser with its own peer id and a few torrents.
-/// By default it keeps `requests.in_flight` announces or scrapes waiting and sends the
-/// next as soon as a reply arrives, so the load follows what the tracker can serve;
-/// `requests.rate` sends at a fixed rate instead. Offers the tracker forwards are
-/// answered, as a browser would.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, TomlConfig)]
-#[serde(default, deny_unknown_fields)]
-pub struct Config {
-    /// How much to log to stderr.
-    pub log_level: LogLevel,
-    /// The tracker to load (IP address and port).
-    pub server_address: SocketAddr,
-    /// Worker threads; each runs its own connections.
-    pub workers: usize,
-    /// WebSocket connections per worker thread.
-    pub connections_per_worker: usize,
-    /// Seconds to run; 0 runs until Ctrl-C.
-    pub duration: u32,
-    /// Seconds at the end of the run the summary covers; 0 covers the whole run.
-    pub summarize_last: u32,
-    /// Seconds between progress lines in the log.
-    pub report_interval: u32,
-    /// Format of the final summary (`--json` on the command line picks "json").
-    pub summary_format: SummaryFormat,
-    /// Connections, TLS and the WebSocket upgrade.
-    pub network: NetworkConfig,
-    /// What to send, and how fast.
-    pub requests: RequestConfig,
-    /// Pinning worker threads to CPU cores.
-    pub cpu_pinning: CpuPinningConfig,
-}
-
-impl Default for Config {
-    fn default() -> Self {
-        Self {
-            log_level: LogLevel::Info,
-            server_address: "127.0.0.1:8000".parse().expect("valid address"),
-            workers: 1,
-            connections_per_worker: 32,
-            duration: 30,
-            summarize_last: 20,
-            report_interval: 5,
-            summary_format: SummaryFormat::Text,
-            network: NetworkConfig::default(),
-            requests: RequestConfig::default(),
-            cpu_pinning: CpuPinningConfig::default(),
-        }
+shoal_load_test_common::load_test_config! {
+    /// shoal_ws_load_test: keeps WebSocket connections busy with announces (carrying
+    /// WebRTC offers), answers and scrapes against a WebTorrent (ws or wss) tracker, and
+    /// reports what came back.
+    ///
+    /// Each connection is one simulated browser with its own peer id and a few torrents.
+    /// By default it keeps `requests.in_flight` announces or scrapes waiting and sends the
+    /// next as soon as a reply arrives, so the load follows what the tracker can serve;
+    /// `requests.rate` sends at a fixed rate instead. Offers the tracker forwards are
+    /// answered, as a browser would.
+    pub struct Config (server_address = "127.0.0.1:8000") {
+        /// WebSocket connections per worker thread.
+        pub connections_per_worker: usize = 32,
+    }
+    sections {
+        /// Connections, TLS and the WebSocket upgrade.
+        pub network: NetworkConfig,
+        /// What to send, and how fast.
+        pub requests: RequestConfig,
     }
 }
 
@@ -202,11 +168,7 @@ impl Config {
 
 impl TrackerConfig for Config {
     fn validate(&self, problems: &mut Problems) {
-        problems.check(
-            (1..=256).contains(&self.workers),
-            "workers",
-            "must be between 1 and 256",
-        );
+        self.validate_shared(problems);
         problems.check(
             (1..=100_000).contains(&self.connections_per_worker),
             "connections_per_worker",
@@ -216,12 +178,6 @@ impl TrackerConfig for Config {
             self.total_connections() <= 1_000_000,
             "connections_per_worker",
             "times workers must be at most 1000000",
-        );
-        validate_schedule(
-            problems,
-            self.duration,
-            self.summarize_last,
-            self.report_interval,
         );
         let network = &self.network;
         problems.section("network", |p| {

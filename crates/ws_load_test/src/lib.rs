@@ -31,10 +31,9 @@ pub mod worker;
 use std::sync::Arc;
 
 use shoal_common::{AppInfo, Shutdown};
-use shoal_load_test_common::report::ReportSchedule;
 
 pub use config::Config;
-use shoal_load_test_common::run::{RunShape, run_with_signals, run_workers};
+use shoal_load_test_common::run::{run_with_signals, run_workers};
 use stats::Summary;
 use worker::Worker;
 
@@ -51,19 +50,6 @@ pub fn run(config: Config) -> anyhow::Result<()> {
     run_with_signals(config.summary_format, |shutdown| {
         run_until(config, shutdown)
     })
-}
-
-/// The shape of the run `config` asks for.
-fn shape(config: &Config) -> RunShape<'_> {
-    RunShape {
-        workers: config.workers,
-        schedule: ReportSchedule {
-            duration: config.duration,
-            summarize_last: config.summarize_last,
-            report_interval: config.report_interval,
-        },
-        cpu_pinning: &config.cpu_pinning,
-    }
 }
 
 /// Runs a load test until its duration ends or `shutdown` is requested; returns the
@@ -87,7 +73,7 @@ pub fn run_until(config: Config, shutdown: Shutdown) -> anyhow::Result<Summary> 
         }
     );
     run_workers(
-        shape(&config),
+        config.shape(),
         shutdown.clone(),
         |index, counters, latency| {
             let worker = Worker::new(
