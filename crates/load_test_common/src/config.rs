@@ -1,4 +1,4 @@
-//! The root of every load tester's config, written once: [`load_test_config!`] declares
+//! The root of every load tester's config, written once: [`load_test_config!`](crate::load_test_config) declares
 //! a load tester's `Config` with the keys all three share (log level, server, workers,
 //! schedule, summary format, pinning) around the ones it adds, in the same order and
 //! with the same documentation in each, and the checks and run shape that go with them.

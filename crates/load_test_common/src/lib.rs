@@ -2,7 +2,7 @@
 //!
 //! * [`cli`]: the flags, summary format and checks the load testers add, and their
 //!   shared `main`.
-//! * [`config`]: the config root every load tester declares ([`load_test_config!`]).
+//! * [`config`]: the config root every load tester declares ([`load_test_config!`](crate::load_test_config)).
 //! * [`latency`]: per-request latency in a histogram, summarized as percentiles.
 //! * [`popularity`]: drawing torrents by a power-law popularity in O(1).
 //! * [`population`]: the simulated torrents and peers of a run, the same every run.

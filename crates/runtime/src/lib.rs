@@ -59,6 +59,7 @@ pub mod reply;
 pub mod running;
 pub mod shard;
 pub mod snapshots;
+pub mod startup;
 pub mod state;
 pub mod swarm_worker;
 #[cfg(feature = "glommio")]

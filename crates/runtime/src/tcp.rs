@@ -32,18 +32,17 @@ use shoal_common::executor::{accept_connections, run_executor, within};
 use shoal_common::metrics::{Counters, SummaryLine, Traffic};
 use shoal_common::tls::TlsConfig;
 use shoal_common::tracker_config::{Config, Listen as _, TlsFiles, TrackerKind};
-use shoal_common::{Running, Shutdown, Supervisor, TrackerConfig as _, memlock};
+use shoal_common::{Running, Shutdown, TrackerConfig as _, memlock};
 use shoal_swarm::{Clock, Restored, ServerTime};
 
 use crate::counted::Counted;
 use crate::eviction::{EvictionOrder, Place};
 use crate::inbox::{ReplyInbox, glommio_reply_channel};
 use crate::per_ip::{ClientKey, ConnectionsPerIp, RateTable, Verdict};
-use crate::replica::{ShardDuties, start_replicas};
 use crate::running::{Listening, Prepared, Reload, RunningTracker, access_list_reload};
-use crate::snapshots::start_snapshots;
-use crate::state::{self, Snapshot};
-use crate::{Context, LocalSwarm, Shard, reply_capacity, spawn_swarm_workers, swarm_channels};
+use crate::startup::{self, Startup, Threads, load_snapshot, start_threads};
+use crate::state::Snapshot;
+use crate::{Context, LocalSwarm, Shard, reply_capacity};
 
 /// A TCP tracker's running handle: [`RunningTracker`] with its TLS config.
 pub type RunningTcpTracker<C> = RunningTracker<C, Option<Arc<TlsConfig>>>;
@@ -314,91 +313,26 @@ fn serve<T: TcpTracker>(
     listening: Vec<Listening>,
 ) -> anyhow::Result<RunningTcpTracker<T::Counters>> {
     let settings = T::settings(&config);
-    let (socket_workers, swarm_workers) = (listeners.len(), config.swarm_worker_count());
-    let mut supervisor = Supervisor::new(context.shutdown.clone());
-    let shards = swarm_workers.max(1);
-    let snapshot =
-        <T::Kind as TrackerKind>::STATE.and_then(|kind| state::load_at_start(&config.state, kind));
-    let snapshots = match <T::Kind as TrackerKind>::STATE {
-        Some(kind) => start_snapshots(
-            &mut supervisor,
-            &config.state,
-            kind,
-            shards,
-            context.clock.now(),
-            Box::new(Vec::new),
-        )?,
-        None => Vec::new(),
+    let snapshot = load_snapshot(&config);
+    let threads = Threads {
+        name: T::NAME,
+        config: &config,
+        context: &context,
+        socket_workers: listeners.len(),
+        swarm_queue_len: settings.swarm_queue_len,
+        snapshot: snapshot.as_ref(),
+        snapshot_extras: Box::new(Vec::new),
+        summary: T::summary(),
     };
-    let replicas = start_replicas(
-        &mut supervisor,
-        &config,
-        T::NAME,
-        shards,
-        snapshot.as_ref().map(Snapshot::taken),
-        context.stats.cluster(),
-    )?;
-    let mut duties = ShardDuties::for_shards(shards, snapshots, replicas);
-    let mut restored = Restored::default();
-    let mut shard = |index: usize| {
-        let mut shard = T::shard(&config);
-        if let Some(snapshot) = &snapshot {
-            let now = context.clock.now();
-            restored.add(T::restore(&mut shard, snapshot, now, index, shards));
-        }
-        shard
+    let mut startup = TcpStartup::<T> {
+        config: config.clone(),
+        context: context.clone(),
+        tls: tls.clone(),
+        listeners: listeners.into_iter(),
+        connections_per_ip: ConnectionsPerIp::new(&config.per_ip),
+        reply_capacity: reply_capacity(config.swarm_worker_count(), settings.swarm_queue_len),
     };
-    let connections_per_ip = ConnectionsPerIp::new(&config.per_ip);
-    let (senders, receivers) = swarm_channels(swarm_workers, settings.swarm_queue_len);
-    let mut routes = Vec::with_capacity(socket_workers);
-    let mut workers = Vec::with_capacity(socket_workers);
-    for (index, listeners) in listeners.into_iter().enumerate() {
-        let (route, inbox) =
-            glommio_reply_channel(reply_capacity(swarm_workers, settings.swarm_queue_len))?;
-        let local = (swarm_workers == 0).then(|| {
-            LocalSwarm::new(
-                shard(0),
-                context.clock.clone(),
-                config.cleaning.interval,
-                context.stats.gauge_slot(0),
-            )
-            .with_duties(duties.pop().unwrap_or_default())
-        });
-        routes.push(route);
-        workers.push(SocketWorker::<T> {
-            index,
-            config: config.clone(),
-            listeners,
-            swarms: senders.clone(),
-            inbox,
-            local,
-            context: context.clone(),
-            tls: tls.clone(),
-            connections_per_ip: connections_per_ip.clone(),
-        });
-    }
-    drop(senders);
-
-    spawn_swarm_workers(
-        &mut supervisor,
-        &context,
-        &config,
-        receivers,
-        &routes,
-        duties,
-        &mut shard,
-    )?;
-    if let (Some(kind), Some(_)) = (<T::Kind as TrackerKind>::STATE, &snapshot) {
-        state::log_restored(kind, restored);
-    }
-    for worker in workers {
-        // The executor pins itself (glommio placement) when pinning is on.
-        supervisor.spawn(format!("socket-{}", worker.index), move || worker.run())?;
-    }
-    context
-        .stats
-        .log_under(&mut supervisor, &config.statistics, T::summary())?;
-
+    let supervisor = start_threads(threads, &mut startup)?;
     let mut reloads = vec![access_list_reload(&context, T::NAME)];
     if let Some(tls) = &tls {
         let tls = tls.clone();
@@ -408,6 +342,62 @@ fn serve<T: TcpTracker>(
     Ok(RunningTracker::new(
         running, &context, listening, reloads, tls,
     ))
+}
+
+/// What the TCP trackers add to the shared start-up: their shards, and socket workers
+/// that each run a glommio executor on their own listeners.
+struct TcpStartup<T: TcpTracker> {
+    config: Arc<Config<T::Kind>>,
+    context: Context<T::Counters>,
+    tls: Option<Arc<TlsConfig>>,
+    /// Each socket worker's listeners, in turn.
+    listeners: std::vec::IntoIter<Vec<std::net::TcpListener>>,
+    connections_per_ip: Arc<ConnectionsPerIp>,
+    reply_capacity: usize,
+}
+
+impl<T: TcpTracker> Startup for TcpStartup<T> {
+    type Shard = T::Shard;
+
+    fn shard(&self) -> T::Shard {
+        T::shard(&self.config)
+    }
+
+    fn restore(
+        &self,
+        shard: &mut T::Shard,
+        snapshot: &Snapshot,
+        now: ServerTime,
+        index: usize,
+        shards: usize,
+    ) -> Restored {
+        T::restore(shard, snapshot, now, index, shards)
+    }
+
+    fn socket_worker(
+        &mut self,
+        index: usize,
+        swarms: Vec<Sender<<T::Shard as Shard>::Batch>>,
+        local: Option<LocalSwarm<T::Shard>>,
+    ) -> anyhow::Result<startup::SocketWorker<<T::Shard as Shard>::Reply>> {
+        let (route, inbox) = glommio_reply_channel(self.reply_capacity)?;
+        let worker = SocketWorker::<T> {
+            index,
+            config: self.config.clone(),
+            listeners: self.listeners.next().unwrap_or_default(),
+            swarms,
+            inbox,
+            local,
+            context: self.context.clone(),
+            tls: self.tls.clone(),
+            connections_per_ip: self.connections_per_ip.clone(),
+        };
+        Ok(startup::SocketWorker {
+            // The executor pins itself (glommio placement) when pinning is on.
+            run: Box::new(move || worker.run()),
+            replies: route,
+        })
+    }
 }
 
 /// A socket worker, ready to run on its own thread.

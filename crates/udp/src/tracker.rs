@@ -4,19 +4,19 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use anyhow::Context as _;
+use crossbeam_channel::Sender;
 use shoal_common::cpu::maybe_pin_current_thread;
-use shoal_common::{Running, Supervisor, TrackerConfig};
+use shoal_common::{Running, TrackerConfig};
 use shoal_swarm::Clock;
 
 use shoal_common::sockets::bind_per_worker;
 use shoal_common::tracker_config::Listen as _;
-use shoal_runtime::snapshots::start_snapshots;
-use shoal_runtime::state::{self, StateKind};
+use shoal_runtime::startup::{self, Startup, Threads, load_snapshot, start_threads};
+use shoal_runtime::state::{self, Snapshot};
 use shoal_runtime::{
-    Context, Listening, LocalSwarm, Prepared, ShardDuties, access_list_reload, reply_capacity,
-    spawn_swarm_workers, start_replicas, swarm_channels,
+    Context, Listening, LocalSwarm, Prepared, access_list_reload, reply_capacity, swarm_channels,
 };
-use shoal_swarm::{BitTorrentMap, ChangeLog, Restored};
+use shoal_swarm::{ChangeLog, Restored, ServerTime};
 
 use crate::config::Config;
 use crate::connection_id::ConnectionIds;
@@ -28,13 +28,6 @@ use crate::socket::{
     recv_slot_len,
 };
 use crate::stats::{SharedSocketCounters, summary};
-
-/// The snapshot the UDP tracker keeps, as its config kind declares it.
-const STATE: StateKind =
-    match <crate::config::Udp as shoal_common::tracker_config::TrackerKind>::STATE {
-        Some(kind) => kind,
-        None => panic!("the UDP tracker keeps its swarms"),
-    };
 
 /// A tracker whose sockets are bound and whose workers are running.
 ///
@@ -93,19 +86,11 @@ fn serve(
     addrs: Vec<SocketAddr>,
     listening: Vec<Listening>,
 ) -> anyhow::Result<RunningTracker> {
-    let socket_workers = sockets.len();
-    let swarm_workers = config.swarm_worker_count();
-    let Context {
-        clock,
-        access,
-        stats,
-        shutdown,
-    } = context.clone();
-    let mut supervisor = Supervisor::new(shutdown.clone());
+    let clock = &context.clock;
     let lifetime = config.protocol.connection_id_lifetime;
     // A snapshot brings back the swarms and the connection-id key, so that clients
     // keep both their peers and their connection ids across a restart.
-    let snapshot = state::load_at_start(&config.state, STATE);
+    let snapshot = load_snapshot(&config);
     let ids = snapshot
         .as_ref()
         .and_then(|snapshot| {
@@ -113,110 +98,27 @@ fn serve(
             ConnectionIds::restore(&snapshot.extras, age, clock.now(), lifetime)
         })
         .unwrap_or_else(|| ConnectionIds::new(lifetime));
-    let shards = swarm_workers.max(1);
     let (saved_ids, saved_clock) = (ids.clone(), clock.clone());
-    let snapshots = start_snapshots(
-        &mut supervisor,
-        &config.state,
-        STATE,
-        shards,
-        clock.now(),
-        Box::new(move || saved_ids.to_bytes(saved_clock.now()).to_vec()),
-    )?;
-    let replicas = start_replicas(
-        &mut supervisor,
-        &config,
-        "udp",
-        shards,
-        snapshot.as_ref().map(state::Snapshot::taken),
-        stats.cluster(),
-    )?;
-    let mut duties = ShardDuties::for_shards(shards, snapshots, replicas);
-    let queue_len = config.limits.swarm_queue_len;
-    let mut restored = Restored::default();
-    let mut shard = |index: usize| {
-        let mut torrents: BitTorrentMap<()> = shoal_runtime::shard_map(&config);
-        if let Some(snapshot) = &snapshot {
-            restored.add(state::restore_shard(
-                &mut torrents,
-                snapshot,
-                clock.now(),
-                index,
-                shards,
-            ));
-        }
-        UdpShard::new(
-            torrents,
-            rand::make_rng(),
-            config.protocol.announce_interval,
-            config.cluster.enabled().then(ChangeLog::default),
-        )
+    let threads = Threads {
+        name: "udp",
+        config: &config,
+        context: &context,
+        socket_workers: sockets.len(),
+        swarm_queue_len: config.limits.swarm_queue_len,
+        snapshot: snapshot.as_ref(),
+        snapshot_extras: Box::new(move || saved_ids.to_bytes(saved_clock.now()).to_vec()),
+        summary,
     };
-
-    let (job_senders, job_receivers) = swarm_channels::<Job>(swarm_workers, queue_len);
-    let mut routes = Vec::with_capacity(socket_workers);
-    let mut socket_threads = Vec::with_capacity(socket_workers);
-    for (index, sockets) in sockets.into_iter().enumerate() {
-        // A socket worker that keeps the torrents sends its jobs to itself.
-        let (senders, local) = if swarm_workers == 0 {
-            let (senders, mut receivers) = swarm_channels::<Job>(1, queue_len);
-            let local = LocalTorrents {
-                requests: receivers.remove(0),
-                swarm: LocalSwarm::new(
-                    shard(0),
-                    clock.clone(),
-                    config.cleaning.interval,
-                    stats.gauge_slot(0),
-                )
-                .with_duties(duties.pop().unwrap_or_default()),
-                access: access.clone(),
-            };
-            (senders, Some(local))
-        } else {
-            (job_senders.clone(), None)
-        };
-        let dispatcher = Dispatcher::new(index, &config, ids.clone(), access.clone(), senders);
-        let (worker, route) = SocketWorker::new(SocketWorkerParts {
-            index,
-            sockets,
-            reply_capacity: reply_capacity(swarm_workers, queue_len),
-            local,
-            dispatcher,
-            clock: clock.clone(),
-            shutdown: shutdown.clone(),
-            stats: stats.clone(),
-            send_queue_len: config.limits.send_queue_len,
-            recv_slot_len: recv_slot_len(config.protocol.max_scrape_torrents),
-            queue_sizes,
-        })?;
-        routes.push(route);
-        socket_threads.push(worker);
-    }
-    drop(job_senders);
-
-    spawn_swarm_workers(
-        &mut supervisor,
-        &context,
-        &config,
-        job_receivers,
-        &routes,
-        duties,
-        &mut shard,
-    )?;
-    if snapshot.is_some() {
-        state::log_restored(STATE, restored);
-    }
-    for (index, worker) in socket_threads.into_iter().enumerate() {
-        let core = config.cpu_pinning.core_for(index);
-        supervisor.spawn(format!("socket-{index}"), move || {
-            maybe_pin_current_thread(core);
-            worker.run()
-        })?;
-    }
-    stats.log_under(&mut supervisor, &config.statistics, summary)?;
-
+    let mut startup = UdpStartup {
+        config: config.clone(),
+        context: context.clone(),
+        ids,
+        sockets: sockets.into_iter(),
+        queue_sizes,
+    };
+    let supervisor = start_threads(threads, &mut startup)?;
     let reloads = vec![access_list_reload(&context, "udp")];
-    let running = Running::new(addrs, supervisor, access);
+    let running = Running::new(addrs, supervisor, context.access.clone());
     Ok(RunningTracker::new(
         running,
         &context,
@@ -224,6 +126,88 @@ fn serve(
         reloads,
         (),
     ))
+}
+
+/// What the UDP tracker adds to the shared start-up: its shards, and socket workers
+/// that each run a mio loop on their own sockets.
+struct UdpStartup {
+    config: Arc<Config>,
+    context: Context<SharedSocketCounters>,
+    ids: ConnectionIds,
+    /// Each socket worker's sockets, in turn.
+    sockets: std::vec::IntoIter<WorkerSockets>,
+    queue_sizes: QueueSizes,
+}
+
+impl Startup for UdpStartup {
+    type Shard = UdpShard;
+
+    fn shard(&self) -> UdpShard {
+        UdpShard::new(
+            shoal_runtime::shard_map(&self.config),
+            rand::make_rng(),
+            self.config.protocol.announce_interval,
+            self.config.cluster.enabled().then(ChangeLog::default),
+        )
+    }
+
+    fn restore(
+        &self,
+        shard: &mut UdpShard,
+        snapshot: &Snapshot,
+        now: ServerTime,
+        index: usize,
+        shards: usize,
+    ) -> Restored {
+        state::restore_shard(&mut shard.torrents, snapshot, now, index, shards)
+    }
+
+    fn socket_worker(
+        &mut self,
+        index: usize,
+        swarms: Vec<Sender<Job>>,
+        local: Option<LocalSwarm<UdpShard>>,
+    ) -> anyhow::Result<startup::SocketWorker<Job>> {
+        let config = &self.config;
+        let queue_len = config.limits.swarm_queue_len;
+        let access = &self.context.access;
+        // A socket worker that keeps the torrents sends its jobs to itself.
+        let (senders, local) = match local {
+            Some(swarm) => {
+                let (senders, mut receivers) = swarm_channels::<Job>(1, queue_len);
+                let local = LocalTorrents {
+                    requests: receivers.remove(0),
+                    swarm,
+                    access: access.clone(),
+                };
+                (senders, Some(local))
+            }
+            None => (swarms, None),
+        };
+        let dispatcher = Dispatcher::new(index, config, self.ids.clone(), access.clone(), senders);
+        let (worker, route) = SocketWorker::new(SocketWorkerParts {
+            index,
+            sockets: self.sockets.next().unwrap_or_default(),
+            reply_capacity: reply_capacity(config.swarm_worker_count(), queue_len),
+            local,
+            dispatcher,
+            clock: self.context.clock.clone(),
+            shutdown: self.context.shutdown.clone(),
+            stats: self.context.stats.clone(),
+            send_queue_len: config.limits.send_queue_len,
+            recv_slot_len: recv_slot_len(config.protocol.max_scrape_torrents),
+            queue_sizes: self.queue_sizes,
+        })?;
+        let core = config.cpu_pinning.core_for(index);
+        let run = move || {
+            maybe_pin_current_thread(core);
+            worker.run()
+        };
+        Ok(startup::SocketWorker {
+            run: Box::new(run),
+            replies: route,
+        })
+    }
 }
 
 /// Binds every socket worker's sockets; returns them and the bound addresses.
