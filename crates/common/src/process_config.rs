@@ -100,14 +100,31 @@ impl Default for MetricsConfig {
 /// A tracker's file: the process's sections and the tracker's own keys, side by side.
 pub type ProcessAnd<C> = Both<ProcessConfig, C>;
 
+impl<C> ProcessAnd<C> {
+    /// The process's sections.
+    pub fn process(&self) -> &ProcessConfig {
+        &self.first
+    }
+
+    /// The tracker's own keys.
+    pub fn tracker(&self) -> &C {
+        &self.second
+    }
+
+    /// The two apart.
+    pub fn into_parts(self) -> (ProcessConfig, C) {
+        (self.first, self.second)
+    }
+}
+
 impl<C: TrackerConfig + Clone + std::fmt::Debug + PartialEq> TrackerConfig for ProcessAnd<C> {
     fn validate(&self, problems: &mut Problems) {
-        self.first.validate(problems);
-        self.second.validate(problems);
+        self.process().validate(problems);
+        self.tracker().validate(problems);
         // Snapshots are read at start, before the chroot, and written after it, into
         // the same path inside it: a restart would bring back old ones, or none.
-        if self.first.privileges.chroot {
-            for (key, directory) in self.second.snapshot_directories() {
+        if self.process().privileges.chroot {
+            for (key, directory) in self.tracker().snapshot_directories() {
                 problems.add(
                     &key,
                     format!(
@@ -122,11 +139,11 @@ impl<C: TrackerConfig + Clone + std::fmt::Debug + PartialEq> TrackerConfig for P
     }
 
     fn snapshot_directories(&self) -> Vec<(String, std::path::PathBuf)> {
-        self.second.snapshot_directories()
+        self.tracker().snapshot_directories()
     }
 
     fn logging(&self) -> LoggingConfig {
-        self.first.logging.clone()
+        self.process().logging.clone()
     }
 }
 

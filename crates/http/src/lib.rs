@@ -66,8 +66,8 @@ pub const APP: AppInfo = AppInfo {
 /// Runs the tracker until SIGTERM/SIGINT or a worker failure. SIGUSR1 reloads the
 /// access list and the TLS certificate.
 pub fn run(file: File) -> anyhow::Result<()> {
-    let config = file.second;
-    shoal_runtime::run_until_stopped(&file.first, "HTTP tracker", "http", || {
+    let (process, config) = file.into_parts();
+    shoal_runtime::run_until_stopped(&process, "HTTP tracker", "http", || {
         prepare(config, Arc::new(Clock::new()))
     })
 }

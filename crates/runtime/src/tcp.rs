@@ -3,7 +3,7 @@
 //! SO_REUSEPORT listeners and run one task per connection.
 //!
 //! A tracker says what is its own through [`TcpTracker`]: its config, its shard, what
-//! its connection tasks share ([`TcpTracker::State`], the router), how it serves a
+//! its connection tasks share ([`TcpTracker::Shared`], the router), how it serves a
 //! connection and takes replies from swarm workers. Everything else is here once:
 //! checking locked memory, loading the access list and TLS, binding, wiring the swarm
 //! workers or the local shard, the connection limit, the TLS handshake under its
@@ -98,7 +98,7 @@ pub trait TcpTracker: Sized + 'static {
     type Counters: WithConnections + 'static;
     /// What one socket worker's connection tasks share besides [`Worker`]'s fields:
     /// the router, caches.
-    type State: 'static;
+    type Shared: 'static;
 
     /// Its name in logs ("http", "ws").
     const NAME: &'static str;
@@ -133,14 +133,14 @@ pub trait TcpTracker: Sized + 'static {
     /// How clients and the log name a listening address (`http://…`, `wss://…`).
     fn describe(config: &Config<Self::Kind>, tls: bool, addr: SocketAddr) -> Listening;
 
-    /// The state of socket worker `index`, which sends to `swarms` or, with `local`,
-    /// keeps the torrents itself. Made on the worker's own thread.
-    fn state(
+    /// What the connection tasks of socket worker `index` share; it sends to `swarms`
+    /// or, with `local`, keeps the torrents itself. Made on the worker's own thread.
+    fn shared(
         index: usize,
         config: &Config<Self::Kind>,
         swarms: Vec<Sender<<Self::Shard as Shard>::Batch>>,
         local: Option<LocalSwarm<Self::Shard>>,
-    ) -> Self::State;
+    ) -> Self::Shared;
 
     /// Answers a connection over the connection limit, then it is closed.
     fn refuse<S: AsyncWrite + Unpin>(stream: &mut S) -> impl Future<Output = ()>;
@@ -175,7 +175,7 @@ pub trait TcpTracker: Sized + 'static {
     fn tick(worker: &Worker<Self>);
 }
 
-/// One socket worker's shared state, on its own executor: what every connection task
+/// One socket worker, on its own executor: what every connection task
 /// of the worker sees.
 pub struct Worker<T: TcpTracker> {
     /// The worker's index.
@@ -205,7 +205,7 @@ pub struct Worker<T: TcpTracker> {
     /// TLS handshakes under way per client (no entry: none).
     pub handshakes_per_client: RefCell<hashbrown::HashMap<ClientKey, u32>>,
     /// What the tracker adds.
-    pub state: T::State,
+    pub shared: T::Shared,
 }
 
 impl<T: TcpTracker> Worker<T> {
@@ -424,7 +424,7 @@ impl<T: TcpTracker> SocketWorker<T> {
 
     async fn serve(self) -> anyhow::Result<()> {
         let local_kept = self.local.is_some();
-        let state = T::state(self.index, &self.config, self.swarms, self.local);
+        let shared = T::shared(self.index, &self.config, self.swarms, self.local);
         let state_config = self.config.clone();
         let worker = Rc::new(Worker::<T> {
             index: self.index,
@@ -439,7 +439,7 @@ impl<T: TcpTracker> SocketWorker<T> {
             quiet: EvictionOrder::default(),
             handshakes: EvictionOrder::default(),
             handshakes_per_client: RefCell::default(),
-            state,
+            shared,
         });
         for listener in self.listeners {
             let worker = worker.clone();

@@ -24,6 +24,30 @@ impl Default for Switch {
 /// One tracker's section: `enabled` and the tracker's keys.
 pub(crate) type Section<C> = Both<Switch, C>;
 
+/// A section's two sides by what they are.
+pub(crate) trait SectionParts<C> {
+    /// Whether the tracker runs.
+    fn enabled(&self) -> bool;
+    /// The tracker's keys.
+    fn tracker(&self) -> &C;
+    /// The tracker's keys, taken out.
+    fn into_tracker(self) -> C;
+}
+
+impl<C> SectionParts<C> for Section<C> {
+    fn enabled(&self) -> bool {
+        self.first.enabled
+    }
+
+    fn tracker(&self) -> &C {
+        &self.second
+    }
+
+    fn into_tracker(self) -> C {
+        self.second
+    }
+}
+
 /// shoal: the UDP, HTTP(S) and WebTorrent trackers in one process.
 ///
 /// Every key is optional; a key left out keeps the default shown here. Durations are
@@ -47,18 +71,18 @@ pub(crate) struct Trackers {
 impl TrackerConfig for Trackers {
     fn validate(&self, problems: &mut Problems) {
         problems.check(
-            self.udp.first.enabled || self.http.first.enabled || self.ws.first.enabled,
+            self.udp.enabled() || self.http.enabled() || self.ws.enabled(),
             "enabled",
             "every tracker is disabled: enable at least one of udp, http and ws",
         );
-        if self.udp.first.enabled {
-            problems.section("udp", |p| self.udp.second.validate(p));
+        if self.udp.enabled() {
+            problems.section("udp", |p| self.udp.tracker().validate(p));
         }
-        if self.http.first.enabled {
-            problems.section("http", |p| self.http.second.validate(p));
+        if self.http.enabled() {
+            problems.section("http", |p| self.http.tracker().validate(p));
         }
-        if self.ws.first.enabled {
-            problems.section("ws", |p| self.ws.second.validate(p));
+        if self.ws.enabled() {
+            problems.section("ws", |p| self.ws.tracker().validate(p));
         }
     }
 
@@ -67,18 +91,18 @@ impl TrackerConfig for Trackers {
         for (name, enabled, directories) in [
             (
                 "udp",
-                self.udp.first.enabled,
-                self.udp.second.snapshot_directories(),
+                self.udp.enabled(),
+                self.udp.tracker().snapshot_directories(),
             ),
             (
                 "http",
-                self.http.first.enabled,
-                self.http.second.snapshot_directories(),
+                self.http.enabled(),
+                self.http.tracker().snapshot_directories(),
             ),
             (
                 "ws",
-                self.ws.first.enabled,
-                self.ws.second.snapshot_directories(),
+                self.ws.enabled(),
+                self.ws.tracker().snapshot_directories(),
             ),
         ] {
             if enabled {
@@ -123,7 +147,7 @@ mod tests {
         let config: ShoalConfig =
             shoal_common::config::parse("[udp]\nenabled = false\n[ws]\nenabled = false\n")
                 .expect("valid");
-        assert!(!config.second.udp.first.enabled && config.second.http.first.enabled);
+        assert!(!config.tracker().udp.enabled() && config.tracker().http.enabled());
         let err = shoal_common::config::parse::<ShoalConfig>(
             "[udp]\nenabled = false\n[http]\nenabled = false\n[ws]\nenabled = false\n",
         )
@@ -165,12 +189,15 @@ mod tests {
             ],
         )
         .expect("valid");
-        assert!(!config.second.ws.first.enabled);
+        assert!(!config.tracker().ws.enabled());
         assert_eq!(
-            config.second.udp.second.network.address_ipv4,
+            config.tracker().udp.tracker().network.address_ipv4,
             "127.0.0.1:7000".parse().unwrap()
         );
-        assert_eq!(config.first.logging.level, shoal_common::LogLevel::Debug);
+        assert_eq!(
+            config.process().logging.level,
+            shoal_common::LogLevel::Debug
+        );
     }
 
     #[test]

@@ -19,7 +19,7 @@ use shoal_common::AppInfo;
 use shoal_common::cli::run_cli_with_args;
 use shoal_swarm::Clock;
 
-use crate::config::ShoalConfig;
+use crate::config::{SectionParts as _, ShoalConfig};
 
 const VERSION: &str = env!("CARGO_PKG_VERSION");
 
@@ -101,24 +101,24 @@ certificates.
 /// monitoring endpoint, privileges dropped once every tracker is bound, and if any
 /// tracker fails, all stop and the process fails.
 fn run_all(config: ShoalConfig) -> anyhow::Result<()> {
-    let (process, trackers) = (config.first, config.second);
+    let (process, trackers) = config.into_parts();
     let clock = Arc::new(Clock::new());
     shoal_runtime::run_trackers(&process, || {
         // A tracker's errors name its keys as in its own binary's config
         // (`network.address_ipv4`); the context says which section they are under here.
         let mut all = Vec::new();
-        if trackers.udp.first.enabled {
-            let udp = shoal_udp::prepare(trackers.udp.second, clock.clone())
+        if trackers.udp.enabled() {
+            let udp = shoal_udp::prepare(trackers.udp.into_tracker(), clock.clone())
                 .context("UDP tracker (under [udp] in the config)")?;
             all.push(udp.named("UDP tracker", "udp"));
         }
-        if trackers.http.first.enabled {
-            let http = shoal_http::prepare(trackers.http.second, clock.clone())
+        if trackers.http.enabled() {
+            let http = shoal_http::prepare(trackers.http.into_tracker(), clock.clone())
                 .context("HTTP tracker (under [http] in the config)")?;
             all.push(http.named("HTTP tracker", "http"));
         }
-        if trackers.ws.first.enabled {
-            let ws = shoal_ws::prepare(trackers.ws.second, clock)
+        if trackers.ws.enabled() {
+            let ws = shoal_ws::prepare(trackers.ws.into_tracker(), clock)
                 .context("WebTorrent tracker (under [ws] in the config)")?;
             all.push(ws.named("WebTorrent tracker", "ws"));
         }

@@ -65,8 +65,8 @@ pub const APP: AppInfo = AppInfo {
 /// listens, installs signal handlers (SIGUSR1 reloads the access list), drops
 /// privileges if configured, then waits.
 pub fn run(file: File) -> anyhow::Result<()> {
-    let config = file.second;
-    shoal_runtime::run_until_stopped(&file.first, "UDP tracker", "udp", || {
+    let (process, config) = file.into_parts();
+    shoal_runtime::run_until_stopped(&process, "UDP tracker", "udp", || {
         prepare(config, Arc::new(Clock::new()))
     })
 }

@@ -7,12 +7,12 @@
 //! # Layout
 //!
 //! ```text
-//!   TCP ─► socket::connection (glommio task per connection: upgrade, frames, JSON)
+//!   TCP ─► socket::connection (glommio task per connection: drives a session::Session)
 //!               │  socket::router: batch per swarm worker
 //!               ▼
-//!          crossbeam channel ─► swarm::Swarms (shard, on a swarm worker thread) ─┐
-//!               ▲                                                                  │
-//!   connection queues ◄── reply inbox ◄── channel + socket-pair wake-up ◄─────────┘
+//!          crossbeam channel ─► swarm::WsShard (on a swarm worker thread) ─┐
+//!               ▲                                                           │
+//!   connection queues ◄── reply inbox ◄── channel + socket-pair wake-up ◄──┘
 //! ```
 //!
 //! Executors, accept loops, the connection limit, TLS, swarm worker threads and the
@@ -72,8 +72,8 @@ pub const APP: AppInfo = AppInfo {
 /// Runs the tracker until SIGTERM/SIGINT or a worker failure. SIGUSR1 reloads the
 /// access list and the TLS certificate.
 pub fn run(file: File) -> anyhow::Result<()> {
-    let config = file.second;
-    shoal_runtime::run_until_stopped(&file.first, "WebTorrent tracker", "ws", || {
+    let (process, config) = file.into_parts();
+    shoal_runtime::run_until_stopped(&process, "WebTorrent tracker", "ws", || {
         prepare(config, Arc::new(Clock::new()))
     })
 }

@@ -14,7 +14,7 @@
 //! `max_pending_offers`, the oldest giving way, so memory stays bounded however many
 //! offers clients send and never answer.
 //!
-//! No I/O and no clock reads: [`Swarms::handle`] takes the time and pushes the
+//! No I/O and no clock reads: [`WsShard::handle`] takes the time and pushes the
 //! messages to send into a vector, so the tests below drive it directly.
 
 use std::hash::Hasher as _;
@@ -119,7 +119,7 @@ type Torrents = TorrentMap<PeerList<Id20, WsPeer>>;
 
 /// The torrents of one swarm worker.
 #[derive(Debug)]
-pub(crate) struct Swarms {
+pub(crate) struct WsShard {
     torrents: Torrents,
     settings: SwarmSettings,
     rng: SmallRng,
@@ -131,7 +131,7 @@ pub(crate) struct Swarms {
     deliveries: ByWorker<Delivery>,
 }
 
-impl Shard for Swarms {
+impl Shard for WsShard {
     type Batch = Vec<SwarmRequest>;
     type Reply = Vec<Delivery>;
 
@@ -167,7 +167,7 @@ impl Shard for Swarms {
     }
 }
 
-impl Swarms {
+impl WsShard {
     /// Empty swarms holding at most `capacity`.
     pub(crate) fn new(settings: SwarmSettings, capacity: Capacity, mut rng: SmallRng) -> Self {
         Self {
@@ -421,8 +421,8 @@ mod tests {
     };
     const HASH: Id20 = Id20([7; 20]);
 
-    fn swarms() -> Swarms {
-        Swarms::new(SETTINGS, Capacity::UNLIMITED, SmallRng::seed_from_u64(1))
+    fn swarms() -> WsShard {
+        WsShard::new(SETTINGS, Capacity::UNLIMITED, SmallRng::seed_from_u64(1))
     }
 
     fn conn(id: u64) -> ConnectionRef {
@@ -457,7 +457,7 @@ mod tests {
     }
 
     fn send(
-        swarms: &mut Swarms,
+        swarms: &mut WsShard,
         from: ConnectionRef,
         kind: RequestKind,
         now: u32,
@@ -775,7 +775,7 @@ mod tests {
             shoal_common::access_list::AccessList::default(),
         )
         .snapshot();
-        let sizes = |swarms: &Swarms| {
+        let sizes = |swarms: &WsShard| {
             let status = swarms.status();
             (status.torrents, status.peers)
         };

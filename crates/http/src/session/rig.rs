@@ -94,7 +94,7 @@ pub(crate) struct Transcript {
 }
 
 /// How a driven session's swarm workers answer.
-pub(crate) trait Swarms {
+pub(crate) trait SwarmWorkers {
     fn announce(&mut self, call: &AnnounceCall) -> Result<AnnounceAnswer, CallError>;
     fn scrape(&mut self, parts: &[(usize, ScrapeWork)]) -> Result<ScrapeCounts, CallError>;
 }
@@ -117,7 +117,7 @@ pub(crate) fn drive(
     session: &mut Session,
     host: &TestHost,
     reads: &[&[u8]],
-    swarms: &mut impl Swarms,
+    swarms: &mut impl SwarmWorkers,
     at_end: AtEnd,
     start: Instant,
 ) -> Transcript {
@@ -200,7 +200,7 @@ pub(crate) fn fuzz(data: &[u8]) {
         host.verdict.set(Verdict::Limited);
     }
     struct Fuzzed(u8);
-    impl Swarms for Fuzzed {
+    impl SwarmWorkers for Fuzzed {
         fn announce(&mut self, call: &AnnounceCall) -> Result<AnnounceAnswer, CallError> {
             self.0 = self.0.wrapping_add(1);
             match self.0 % 4 {

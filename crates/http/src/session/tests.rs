@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use shoal_runtime::per_ip::Verdict;
 use shoal_swarm::{PeerAddress, ServerTime};
 
-use super::rig::{AtEnd, CLIENT, Swarms, TestHost, Transcript, check_response, drive};
+use super::rig::{AtEnd, CLIENT, SwarmWorkers, TestHost, Transcript, check_response, drive};
 use super::{AnnounceCall, BUSY, NOT_ALLOWED, RATE_LIMITED, Session};
 use crate::Config;
 use crate::messages::{AnnounceAnswer, AnnouncedPeers, CallError, ScrapeCounts, ScrapeWork};
@@ -54,7 +54,7 @@ impl Answering {
     }
 }
 
-impl Swarms for Answering {
+impl SwarmWorkers for Answering {
     fn announce(&mut self, _: &AnnounceCall) -> Result<AnnounceAnswer, CallError> {
         self.announce.clone()
     }
@@ -84,7 +84,12 @@ fn compact_peer() -> Answering {
     Answering::peers(AnnouncedPeers::Compact(vec![1, 2, 3, 4, 0x1A, 0xE1]))
 }
 
-fn run(host: &TestHost, reads: &[&[u8]], swarms: &mut impl Swarms, at_end: AtEnd) -> Transcript {
+fn run(
+    host: &TestHost,
+    reads: &[&[u8]],
+    swarms: &mut impl SwarmWorkers,
+    at_end: AtEnd,
+) -> Transcript {
     let start = Instant::now();
     let mut session = Session::new(CLIENT, &host.config, start);
     let transcript = drive(&mut session, host, reads, swarms, at_end, start);

@@ -69,12 +69,12 @@ pub(crate) async fn exchange<'w, S: AsyncRead + AsyncWrite + Unpin>(
                 }
             }
             Next::Announce(call) => {
-                let answer = router::announce(&local.state.router, call.worker, call.work).await;
+                let answer = router::announce(&local.shared.router, call.worker, call.work).await;
                 session.announced(call, answer, local, Instant::now());
             }
             Next::Scrape(mut call) => {
                 let parts = std::mem::take(&mut call.parts);
-                let answer = router::scrape(&local.state.router, parts).await;
+                let answer = router::scrape(&local.shared.router, parts).await;
                 session.scraped(call, answer, local, Instant::now());
             }
             Next::Write { deadline } => {
@@ -121,11 +121,11 @@ impl Host for Worker {
     }
 
     fn swarm_workers(&self) -> usize {
-        self.state.router.borrow().swarm_workers()
+        self.shared.router.borrow().swarm_workers()
     }
 
     fn full_scrape(&self) -> &RefCell<FullScrapeCache> {
-        &self.state.full_scrape
+        &self.shared.full_scrape
     }
 
     fn server_time(&self) -> ServerTime {

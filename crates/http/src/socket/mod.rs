@@ -39,7 +39,7 @@ pub(crate) type Worker = shoal_runtime::tcp::Worker<HttpTracker>;
 
 /// What the HTTP tracker keeps per socket worker besides the shared fields.
 #[derive(Debug)]
-pub(crate) struct State {
+pub(crate) struct Shared {
     /// Requests on their way to swarm workers and their replies.
     pub(crate) router: Rc<RefCell<Router>>,
     /// The last full scrape.
@@ -54,7 +54,7 @@ impl TcpTracker for HttpTracker {
     type Kind = Http;
     type Shard = HttpShard;
     type Counters = SharedSocketCounters;
-    type State = State;
+    type Shared = Shared;
 
     const NAME: &'static str = "http";
 
@@ -88,7 +88,7 @@ impl TcpTracker for HttpTracker {
     }
 
     fn finish(worker: &Worker) {
-        if let Some(local) = worker.state.router.borrow_mut().link.local() {
+        if let Some(local) = worker.shared.router.borrow_mut().link.local() {
             local.finish();
         }
     }
@@ -106,13 +106,13 @@ impl TcpTracker for HttpTracker {
         }
     }
 
-    fn state(
+    fn shared(
         index: usize,
         _: &Config<Http>,
         swarms: Vec<Sender<Vec<SwarmRequest>>>,
         local: Option<LocalSwarm<HttpShard>>,
-    ) -> State {
-        State {
+    ) -> Shared {
+        Shared {
             router: Rc::new(RefCell::new(Router::new(index, swarms, local))),
             full_scrape: RefCell::default(),
         }
@@ -137,12 +137,12 @@ impl TcpTracker for HttpTracker {
     }
 
     fn deliver(worker: &Worker, replies: Vec<SwarmReply>) {
-        worker.state.router.borrow_mut().deliver(replies);
+        worker.shared.router.borrow_mut().deliver(replies);
     }
 
     fn tick(worker: &Worker) {
         let shed = worker
-            .state
+            .shared
             .router
             .borrow_mut()
             .link

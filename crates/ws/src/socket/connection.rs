@@ -58,7 +58,7 @@ pub(crate) async fn serve<'w, S: AsyncRead + AsyncWrite + Unpin>(
     } = opening
     {
         local.counters.borrow_mut().upgraded += 1;
-        let (connection, queue) = local.state.router.borrow_mut().register(QueueLimit {
+        let (connection, queue) = local.shared.router.borrow_mut().register(QueueLimit {
             messages: local.config.limits.max_outgoing_messages,
             bytes: local.config.limits.max_outgoing_bytes,
         });
@@ -160,22 +160,22 @@ impl Host for Worker {
     }
 
     fn swarm_workers(&self) -> usize {
-        self.state.router.borrow().swarm_workers()
+        self.shared.router.borrow().swarm_workers()
     }
 
     fn submit(&self, worker: usize, request: SwarmRequest) {
-        submit(&self.state.router, worker, request);
+        submit(&self.shared.router, worker, request);
     }
 
     fn note_receiving(&self, queue: &ConnectionQueue, bytes: usize) {
-        self.state.router.borrow().note_receiving(queue, bytes);
+        self.shared.router.borrow().note_receiving(queue, bytes);
     }
 
     fn unregister(&self, connection: ConnectionRef) {
-        self.state.router.borrow_mut().unregister(connection);
+        self.shared.router.borrow_mut().unregister(connection);
     }
 
     fn may_log_close(&self, now: Instant) -> Option<u32> {
-        self.state.overflow_log.borrow_mut().take(now)
+        self.shared.overflow_log.borrow_mut().take(now)
     }
 }

@@ -32,14 +32,14 @@ use self::router::Router;
 use crate::config::Ws;
 use crate::messages::{Delivery, SwarmRequest};
 use crate::stats::{SharedSocketCounters, SocketTotals, summary};
-use crate::swarm::{SwarmSettings, Swarms};
+use crate::swarm::{SwarmSettings, WsShard};
 
 /// One socket worker's shared state, as its connection tasks see it.
 pub(crate) type Worker = shoal_runtime::tcp::Worker<WsTracker>;
 
 /// What the WebTorrent tracker keeps per socket worker besides the shared fields.
 #[derive(Debug)]
-pub(crate) struct State {
+pub(crate) struct Shared {
     /// Requests on their way to swarm workers, messages on their way to connections.
     pub(crate) router: Rc<RefCell<Router>>,
     /// Connections closed for a limit of their queue or of the worker's budgets: a
@@ -59,9 +59,9 @@ pub(crate) struct WsTracker;
 
 impl TcpTracker for WsTracker {
     type Kind = Ws;
-    type Shard = Swarms;
+    type Shard = WsShard;
     type Counters = SharedSocketCounters;
-    type State = State;
+    type Shared = Shared;
 
     const NAME: &'static str = "ws";
 
@@ -80,14 +80,14 @@ impl TcpTracker for WsTracker {
         }
     }
 
-    fn shard(config: &Config<Ws>) -> Swarms {
+    fn shard(config: &Config<Ws>) -> WsShard {
         let settings = SwarmSettings {
             announce_interval: config.protocol.announce_interval,
             peer_timeout: config.cleaning.peer_timeout,
             offer_lifetime: config.protocol.offer_lifetime,
             max_pending_offers: config.protocol.max_pending_offers,
         };
-        Swarms::new(settings, shard_capacity(config), rand::make_rng())
+        WsShard::new(settings, shard_capacity(config), rand::make_rng())
     }
 
     fn summary() -> SummaryLine<SocketTotals> {
@@ -102,12 +102,12 @@ impl TcpTracker for WsTracker {
         }
     }
 
-    fn state(
+    fn shared(
         index: usize,
         config: &Config<Ws>,
         swarms: Vec<Sender<Vec<SwarmRequest>>>,
-        local: Option<LocalSwarm<Swarms>>,
-    ) -> State {
+        local: Option<LocalSwarm<WsShard>>,
+    ) -> Shared {
         let limits = &config.limits;
         let router = Router::new(
             index,
@@ -116,7 +116,7 @@ impl TcpTracker for WsTracker {
             limits.max_outgoing_bytes_per_worker,
             limits.max_incoming_bytes_per_worker,
         );
-        State {
+        Shared {
             router: Rc::new(RefCell::new(router)),
             overflow_log: RefCell::new(LogBudget::new(OVERFLOW_LOG_BURST, OVERFLOW_LOG_REFILL)),
         }
@@ -141,11 +141,11 @@ impl TcpTracker for WsTracker {
     }
 
     fn deliver(worker: &Worker, deliveries: Vec<Delivery>) {
-        worker.state.router.borrow_mut().deliver(deliveries);
+        worker.shared.router.borrow_mut().deliver(deliveries);
     }
 
     fn tick(worker: &Worker) {
-        let mut router = worker.state.router.borrow_mut();
+        let mut router = worker.shared.router.borrow_mut();
         // Leave notices a full queue turned back go out again.
         if router.link.has_waiting() {
             router.flush();

@@ -36,7 +36,7 @@ use hashbrown::HashMap;
 use shoal_runtime::{LocalSwarm, SwarmLink};
 
 use crate::messages::{ConnectionRef, Delivery, RequestKind, SwarmRequest, ToConnection};
-use crate::swarm::Swarms;
+use crate::swarm::WsShard;
 use shoal_ws_protocol::ServerMessage;
 
 /// Messages waiting to be written to one connection, limited in number and in bytes
@@ -313,7 +313,7 @@ impl Drop for ConnectionQueue {
 pub(crate) struct Router {
     socket_worker: u16,
     /// Batches for the swarm workers, or the torrents kept here.
-    pub(crate) link: SwarmLink<Swarms>,
+    pub(crate) link: SwarmLink<WsShard>,
     connections: HashMap<u64, Rc<ConnectionQueue>>,
     next_connection: u64,
     produced: Vec<(ConnectionRef, ToConnection)>,
@@ -336,7 +336,7 @@ impl Router {
     pub(crate) fn new(
         socket_worker: usize,
         swarms: Vec<Sender<Vec<SwarmRequest>>>,
-        local: Option<LocalSwarm<Swarms>>,
+        local: Option<LocalSwarm<WsShard>>,
         outgoing_budget: usize,
         incoming_budget: usize,
     ) -> Self {
