@@ -183,8 +183,8 @@ impl AccessControl {
     }
 
     /// A consistent view for checking many hashes (one atomic load for all of them).
-    pub fn snapshot(&self) -> AccessSnapshot {
-        AccessSnapshot {
+    pub fn view(&self) -> AccessView {
+        AccessView {
             mode: self.mode,
             list: self.list.load_full(),
         }
@@ -250,12 +250,12 @@ impl AccessControl {
 
 /// One point-in-time view of an [`AccessControl`].
 #[derive(Clone, Debug)]
-pub struct AccessSnapshot {
+pub struct AccessView {
     mode: AccessListMode,
     list: Arc<AccessList>,
 }
 
-impl AccessSnapshot {
+impl AccessView {
     /// Whether `info_hash` may be served.
     pub fn allows(&self, info_hash: &[u8; 20]) -> bool {
         match self.mode {
@@ -312,7 +312,7 @@ mod tests {
         assert!(allow.allows(&hash(A)) && !allow.allows(&hash(B)));
         assert!(!deny.allows(&hash(A)) && deny.allows(&hash(B)));
         assert!(off.allows(&hash(A)) && off.allows(&hash(B)));
-        assert!(allow.snapshot().allows(&hash(A)) && !allow.snapshot().allows(&hash(B)));
+        assert!(allow.view().allows(&hash(A)) && !allow.view().allows(&hash(B)));
     }
 
     #[test]

@@ -156,7 +156,7 @@ const LATENCY_BUCKETS: usize = LATENCY_BUCKETS_MICROS.len() + 1;
 /// long requests took from being read to their response being handed to the kernel.
 ///
 /// A worker counts into its own plain `Traffic` and flushes it into its
-/// [`SharedTraffic`] with its other counters; a snapshot sums them back into a plain
+/// [`SharedTraffic`] with its other counters; a sample sums them back into a plain
 /// `Traffic`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Traffic {
@@ -247,7 +247,7 @@ pub struct WorkerStats<C> {
 
 /// A point-in-time sum over all workers.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct StatsSnapshot<T> {
+pub struct StatsSample<T> {
     /// Socket worker counters, summed.
     pub requests: T,
     /// Bytes and latencies, summed over socket workers.
@@ -346,27 +346,27 @@ impl<C: Counters> WorkerStats<C> {
     }
 
     /// Sums everything.
-    pub fn snapshot(&self) -> StatsSnapshot<C::Totals> {
-        let mut snapshot = StatsSnapshot::default();
+    pub fn sample(&self) -> StatsSample<C::Totals> {
+        let mut sample = StatsSample::default();
         for counters in &self.sockets {
-            counters.add_to(&mut snapshot.requests);
+            counters.add_to(&mut sample.requests);
         }
         for traffic in &self.traffic {
-            snapshot.traffic.add(traffic);
+            sample.traffic.add(traffic);
         }
         for gauges in self.swarms.iter() {
             let status = gauges.load();
-            snapshot.torrents += status.torrents;
-            snapshot.peers += status.peers;
-            snapshot.torrents_refused += status.torrents_refused;
-            snapshot.peers_refused += status.peers_refused;
-            snapshot.new_torrents_refused += status.new_torrents_refused;
-            snapshot.torrents_evicted += status.torrents_evicted;
-            snapshot.seeders += status.seeders;
-            snapshot.leechers += status.leechers;
+            sample.torrents += status.torrents;
+            sample.peers += status.peers;
+            sample.torrents_refused += status.torrents_refused;
+            sample.peers_refused += status.peers_refused;
+            sample.new_torrents_refused += status.new_torrents_refused;
+            sample.torrents_evicted += status.torrents_evicted;
+            sample.seeders += status.seeders;
+            sample.leechers += status.leechers;
         }
-        snapshot.cluster = self.cluster.totals();
-        snapshot
+        sample.cluster = self.cluster.totals();
+        sample
     }
 
     /// The `count` largest swarms over all shards, largest first.
@@ -382,7 +382,7 @@ impl<C: Counters> WorkerStats<C> {
     }
 }
 
-impl<T> StatsSnapshot<T> {
+impl<T> StatsSample<T> {
     /// The part of a statistics line about capacity limits, between `before` and now.
     pub fn capacity_line(&self, before: &Self) -> String {
         format!(
@@ -400,7 +400,7 @@ impl<T> StatsSnapshot<T> {
 }
 
 /// Makes a statistics line from two snapshots and the seconds between them.
-pub type SummaryLine<T> = fn(&StatsSnapshot<T>, &StatsSnapshot<T>, f64) -> String;
+pub type SummaryLine<T> = fn(&StatsSample<T>, &StatsSample<T>, f64) -> String;
 
 impl<C: Counters + Send + Sync + 'static> WorkerStats<C>
 where
@@ -421,7 +421,7 @@ where
         let (stats, shutdown) = (self.clone(), supervisor.shutdown().clone());
         let interval = std::time::Duration::from_secs(config.interval.into());
         supervisor.spawn("statistics", move || {
-            log_periodically(&shutdown, interval, || stats.snapshot(), summary);
+            log_periodically(&shutdown, interval, || stats.sample(), summary);
             Ok(())
         })
     }
@@ -588,7 +588,7 @@ pub fn log_periodically<S>(
     }
 }
 
-impl<T: crate::observe::Observe> crate::observe::Observe for StatsSnapshot<T> {
+impl<T: crate::observe::Observe> crate::observe::Observe for StatsSample<T> {
     /// The tracker's own counters, then what every tracker has: its torrents and peers,
     /// and what the capacity limits refused.
     fn observe(&self, out: &mut crate::observe::Observation) {
@@ -746,9 +746,9 @@ mod tests {
 
     #[test]
     fn peers_are_published_under_the_name_the_memory_thread_reads() {
-        let snapshot = StatsSnapshot::<Traffic> {
+        let snapshot = StatsSample::<Traffic> {
             peers: 5,
-            ..StatsSnapshot::default()
+            ..StatsSample::default()
         };
         let mut observation = crate::observe::Observation::default();
         crate::observe::Observe::observe(&snapshot, &mut observation);

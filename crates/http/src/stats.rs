@@ -53,10 +53,10 @@ impl WithConnections for SharedSocketCounters {
 }
 
 /// A sum over all workers.
-pub type StatsSnapshot = shoal_common::metrics::StatsSnapshot<SocketTotals>;
+pub type StatsSample = shoal_common::metrics::StatsSample<SocketTotals>;
 
 /// One log line of rates between two snapshots `seconds` apart.
-pub fn summary(now: &StatsSnapshot, before: &StatsSnapshot, seconds: f64) -> String {
+pub fn summary(now: &StatsSample, before: &StatsSample, seconds: f64) -> String {
     let d = now.requests.since(&before.requests);
     let rate = |count: u64| count as f64 / seconds.max(0.001);
     format!(

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use anyhow::Context as _;
 use std::net::SocketAddr;
 
-use shoal_common::metrics::{Counters, LargeSwarm, StatsSnapshot, WorkerStats};
+use shoal_common::metrics::{Counters, LargeSwarm, StatsSample, WorkerStats};
 use shoal_common::metrics::{OPEN_CONNECTIONS, PEERS};
 use shoal_common::notify;
 use shoal_common::observe::{Observation, Observe};
@@ -74,8 +74,8 @@ impl<C: Counters, E> RunningTracker<C, E> {
     }
 
     /// Current statistics, summed over the workers.
-    pub fn stats(&self) -> StatsSnapshot<C::Totals> {
-        self.stats.snapshot()
+    pub fn stats(&self) -> StatsSample<C::Totals> {
+        self.stats.sample()
     }
 
     /// The URLs clients use, one per listening address.
@@ -283,7 +283,7 @@ where
     }
 
     fn observe(&self, out: &mut Observation) {
-        self.stats.snapshot().observe(out);
+        self.stats.sample().observe(out);
         out.gauge(
             "shoal_workers_stalled",
             "Socket and swarm workers that have not gone round their loop for 10 s (stuck).",

@@ -7,7 +7,7 @@
 
 use std::time::{Duration, Instant};
 
-use shoal_common::access_list::AccessSnapshot;
+use shoal_common::access_list::AccessView;
 use shoal_common::metrics::{GaugeSlot, LargeSwarm, ShardStatus};
 use shoal_swarm::{
     BitTorrentMap, Census, ChangeLog, CleanReport, InfoHash, PeerSet, RecordError, Replicated,
@@ -34,7 +34,7 @@ pub trait Shard: Send + 'static {
     /// One cleaning step ([`TorrentMap::clean_step`](shoal_swarm::TorrentMap::clean_step)):
     /// drops what expired by `now` and the torrents `access` no longer allows in the
     /// next part of the map; the report says when a pass is done.
-    fn clean(&mut self, now: ServerTime, access: &AccessSnapshot) -> CleanReport;
+    fn clean(&mut self, now: ServerTime, access: &AccessView) -> CleanReport;
 
     /// Size and refusals, for the statistics ([`status_of`] makes it from a map).
     fn status(&self) -> ShardStatus;
@@ -111,7 +111,7 @@ impl<T: BitTorrentShard> Shard for T {
         BitTorrentShard::handle(self, batch, now, reply);
     }
 
-    fn clean(&mut self, now: ServerTime, access: &AccessSnapshot) -> CleanReport {
+    fn clean(&mut self, now: ServerTime, access: &AccessView) -> CleanReport {
         self.torrents_mut()
             .clean_step(now, |info_hash| access.allows(info_hash))
     }
@@ -263,7 +263,7 @@ pub(crate) fn clean_some<S: Shard>(
     if !schedule.due(now) {
         return false;
     }
-    let access = access.snapshot();
+    let access = access.view();
     let started = Instant::now();
     loop {
         let step = shard.clean(now, &access);

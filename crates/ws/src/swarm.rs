@@ -21,7 +21,7 @@ use std::hash::Hasher as _;
 
 use rand::RngExt as _;
 use rand::rngs::SmallRng;
-use shoal_common::access_list::AccessSnapshot;
+use shoal_common::access_list::AccessView;
 use shoal_common::metrics::ShardStatus;
 use shoal_runtime::{ByWorker, Shard, status_of};
 use shoal_swarm::{
@@ -153,7 +153,7 @@ impl Shard for WsShard {
         self.deliveries.send_all(reply);
     }
 
-    fn clean(&mut self, now: ServerTime, access: &AccessSnapshot) -> CleanReport {
+    fn clean(&mut self, now: ServerTime, access: &AccessView) -> CleanReport {
         self.torrents
             .clean_step(now, |info_hash| access.allows(info_hash))
     }
@@ -774,7 +774,7 @@ mod tests {
             shoal_common::AccessListMode::Off,
             shoal_common::access_list::AccessList::default(),
         )
-        .snapshot();
+        .view();
         let sizes = |swarms: &WsShard| {
             let status = swarms.status();
             (status.torrents, status.peers)

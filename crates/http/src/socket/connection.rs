@@ -112,7 +112,7 @@ impl Host for Worker {
         if self.context.access.mode() == shoal_common::AccessListMode::Off {
             return true;
         }
-        let access = self.context.access.snapshot();
+        let access = self.context.access.view();
         info_hashes.iter().all(|hash| access.allows(hash))
     }
 

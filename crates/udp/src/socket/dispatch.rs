@@ -225,7 +225,7 @@ impl Dispatcher {
             return;
         }
         if self.access.mode() != shoal_common::AccessListMode::Off {
-            let access = self.access.snapshot();
+            let access = self.access.view();
             if !hashes.iter().all(|hash| access.allows(hash)) {
                 self.counters.access_denied += 1;
                 error_reply(out, client, request.transaction_id, NOT_ALLOWED);
