@@ -34,7 +34,7 @@ use crate::session::FullScrapeCache;
 use crate::shard::HttpShard;
 use crate::stats::{SharedSocketCounters, SocketTotals, summary};
 
-/// One socket worker's shared state, as its connection tasks see it.
+/// One socket worker, as its connection tasks see it.
 pub(crate) type Worker = shoal_runtime::tcp::Worker<HttpTracker>;
 
 /// What the HTTP tracker keeps per socket worker besides the shared fields.

@@ -34,7 +34,7 @@ use crate::messages::{Delivery, SwarmRequest};
 use crate::stats::{SharedSocketCounters, SocketTotals, summary};
 use crate::swarm::{SwarmSettings, WsShard};
 
-/// One socket worker's shared state, as its connection tasks see it.
+/// One socket worker, as its connection tasks see it.
 pub(crate) type Worker = shoal_runtime::tcp::Worker<WsTracker>;
 
 /// What the WebTorrent tracker keeps per socket worker besides the shared fields.
