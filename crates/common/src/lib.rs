@@ -30,7 +30,8 @@
 //! * [`log_budget`]: at most a few messages of a kind in a row, then one a period.
 //! * [`logging`]: a small stderr logger: plain, journald priorities or JSON, filtered by
 //!   `SHOAL_LOG`.
-//! * [`metrics`]: per-worker counters flushed into padded atomics.
+//! * [`metrics`]: per-worker counters flushed into padded atomics;
+//!   [`cluster_stats`]: what the cluster threads count (`[cluster]`).
 //! * `padded`: values on cache lines of their own (counters, heartbeats).
 //! * [`observe`]: counters and gauges as metric families for the monitoring endpoint.
 //! * `testing` (feature `testing`): the integration tests' `eventually`.

@@ -399,7 +399,7 @@ impl<T> StatsSample<T> {
     }
 }
 
-/// Makes a statistics line from two snapshots and the seconds between them.
+/// Makes a statistics line from two samples and the seconds between them.
 pub type SummaryLine<T> = fn(&StatsSample<T>, &StatsSample<T>, f64) -> String;
 
 impl<C: Counters + Send + Sync + 'static> WorkerStats<C>
@@ -555,7 +555,7 @@ macro_rules! counters {
                 $( <$group_ty as $crate::metrics::CounterGroup>::add_to(&shared.$group, &mut self.$group); )*
             }
 
-            /// Field-wise `self - earlier` (for rates between two snapshots).
+            /// Field-wise `self - earlier` (for rates between two samples).
             #[must_use]
             pub fn since(&self, earlier: &Self) -> Self {
                 Self {

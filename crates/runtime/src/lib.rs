@@ -16,20 +16,26 @@
 //!
 //! # Layout
 //!
-//! * [`shard`]: the [`Shard`] trait, [`ByWorker`] grouping of replies and the cleaning
-//!   schedule.
+//! * [`startup`]: starting a tracker's threads, once for every transport (the
+//!   [`Startup`](startup::Startup) trait is what a tracker adds).
+//! * [`shard`]: the [`Shard`] trait (and [`BitTorrentShard`], which gives it to the
+//!   shards that keep a `BitTorrentMap`), [`ByWorker`] grouping of replies and the
+//!   cleaning schedule.
 //! * [`swarm_worker`]: swarm worker threads, their channels and how they are started.
 //! * [`local`]: the shard inside a socket worker.
 //! * [`link`]: a socket worker's way to the torrents (batches or the local shard), as
 //!   the TCP trackers' routers use it.
 //! * [`outbox`]: routing by info hash and batching towards swarm workers, with load
-//!   shedding when a queue is full.
+//!   shedding when a queue is full; [`ScrapeSplit`], a scrape split by shard.
 //! * [`replica`]: a shard owner's part in shared swarms (`[cluster]`): its changes
 //!   out, other nodes' changes in, between batches; and [`ShardDuties`], everything a
 //!   shard owner does besides serving and cleaning.
 //! * [`reply`]: reply channels back to socket workers that wake them only when they
 //!   sleep.
 //! * [`per_ip`]: request rates, bans and the bounded table that tracks clients.
+//! * [`state`]: the restart file (a snapshot of every shard), read at start;
+//!   [`snapshots`]: the thread that writes it, a slice of a shard at a time.
+//! * [`counted`] (feature `glommio`): a TCP stream that counts the bytes it carries.
 //! * [`running`]: a started tracker's handle, and what a tracker process does with one
 //!   or several (signals, privileges, systemd notifications, monitoring, waiting).
 //! * [`monitor`]: the monitoring endpoint: Prometheus metrics, statistics page and

@@ -22,6 +22,10 @@
 //!   pass.
 //! * [`client_table`]: per-client state (request rates, new-torrent budgets) in a
 //!   fixed amount of memory.
+//! * `partitions`: torrents in partitions, so cleaning goes one partition at a time;
+//!   `position_index`: the flat hash index partitions and large peer lists use.
+//! * `selection`: which peers go into a reply; `prefetch`: cache hints for serving a
+//!   batch of announces without waiting on memory once per request.
 //!
 //! A tracker runs one [`TorrentMap`] per swarm worker; which info hashes a worker owns
 //! is the daemon's business, not this crate's.

@@ -105,7 +105,7 @@ impl WithConnections for SharedSocketCounters {
 /// A sum over all workers.
 pub type StatsSample = shoal_common::metrics::StatsSample<SocketTotals>;
 
-/// One log line of rates between two snapshots `seconds` apart.
+/// One log line of rates between two samples `seconds` apart.
 pub fn summary(now: &StatsSample, before: &StatsSample, seconds: f64) -> String {
     let d = now.requests.since(&before.requests);
     let rate = |count: u64| count as f64 / seconds.max(0.001);
