@@ -86,6 +86,30 @@ impl Tracker {
         panic!("no log line containing {needle:?}");
     }
 
+    /// Sends SIGUSR1 until the tracker answers with a line containing `needle`: one
+    /// sent while it is still starting finds nothing to reload yet.
+    fn reload(&self, needle: &str) -> String {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            self.signal(libc::SIGUSR1);
+            while let Some(line) =
+                self.next_line(deadline.saturating_duration_since(Instant::now()))
+            {
+                if line.contains(needle) {
+                    return line;
+                }
+                if line.contains("nothing to reload (yet)") {
+                    break;
+                }
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no log line containing {needle:?}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     fn signal(&self, signal: libc::c_int) {
         // SAFETY: kill takes plain integers; the pid is our own child's.
         let result = unsafe { libc::kill(self.child.id() as libc::pid_t, signal) };
@@ -215,8 +239,7 @@ fn serves_reloads_on_sigusr1_and_stops_on_sigterm() {
     assert!(matches!(client.recv(), Response::Error(e) if e.message == "info hash not allowed"));
 
     std::fs::write(&list, format!("{}\n{}\n", hex(&first), hex(&second))).unwrap();
-    tracker.signal(libc::SIGUSR1);
-    tracker.wait_for_log("access list reloaded");
+    tracker.reload("access list reloaded");
     assert_eq!(
         client
             .announce(id, Announce::new(second, 1).event(AnnounceEvent::None))

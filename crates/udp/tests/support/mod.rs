@@ -2,7 +2,7 @@
 #![allow(dead_code, unreachable_pub)] // each test binary uses a different subset
 
 use std::net::{SocketAddr, UdpSocket};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use shoal_udp::Config;
 use shoal_udp_protocol::*;
@@ -79,13 +79,23 @@ impl Client {
 
     /// The next reply, or `None` after `timeout`.
     pub fn recv_within(&self, timeout: Duration) -> Option<Response> {
-        self.socket.set_read_timeout(Some(timeout)).unwrap();
+        let deadline = Instant::now() + timeout;
         let mut buffer = [0u8; 4096];
-        let result = match self.socket.recv_from(&mut buffer) {
-            Ok((len, _)) => {
-                Some(Response::parse(&buffer[..len], self.family).expect("valid response"))
+        let result = loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break None;
             }
-            Err(_) => None,
+            self.socket.set_read_timeout(Some(left)).unwrap();
+            match self.socket.recv_from(&mut buffer) {
+                Ok((len, _)) => {
+                    let response = Response::parse(&buffer[..len], self.family);
+                    break Some(response.expect("valid response"));
+                }
+                // A signal meant for another test's child can land on this thread.
+                Err(err) if err.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(_) => break None,
+            }
         };
         self.socket.set_read_timeout(Some(REPLY_TIMEOUT)).unwrap();
         result
