@@ -58,8 +58,18 @@ pub trait LoadTester: TrackerConfig {
     /// each: the access-list format of shoal and opentracker, so a tracker with an
     /// allow list can be loaded.
     fn write_info_hashes(&self, out: &mut dyn Write) -> std::io::Result<()>;
-    /// Runs the load test.
-    fn run(self) -> anyhow::Result<()>;
+    /// What a run ends with.
+    type Summary: Summary;
+    /// Runs the load test until its duration ends or `shutdown` is requested.
+    fn run_until(self, shutdown: shoal_common::Shutdown) -> anyhow::Result<Self::Summary>;
+    /// Runs the load test, Ctrl-C ending it early; the summary goes to stdout.
+    fn run(mut self) -> anyhow::Result<()>
+    where
+        Self: Sized,
+    {
+        let format = *self.summary_format();
+        crate::run::run_with_signals(format, |shutdown| self.run_until(shutdown))
+    }
 }
 
 /// The whole `main` of a load tester: the shared command line plus `--json` and

@@ -24,7 +24,7 @@ use shoal_common::{AppInfo, Shutdown};
 
 pub use config::Config;
 use shoal_load_test_common::population::Population;
-use shoal_load_test_common::run::{run_with_signals, run_workers};
+use shoal_load_test_common::run::run_workers;
 use stats::Summary;
 use worker::Worker;
 
@@ -34,14 +34,6 @@ pub const APP: AppInfo = AppInfo {
     version: env!("CARGO_PKG_VERSION"),
     about: "load tester for BEP 15 UDP BitTorrent trackers",
 };
-
-/// Runs a load test; Ctrl-C ends it early. Progress goes to the log, the summary to
-/// stdout.
-pub fn run(config: Config) -> anyhow::Result<()> {
-    run_with_signals(config.summary_format, |shutdown| {
-        run_until(config, shutdown)
-    })
-}
 
 /// Runs a load test until its duration ends or `shutdown` is requested, and returns
 /// the summary of its last `summarize_last` seconds.
@@ -83,7 +75,9 @@ impl shoal_load_test_common::cli::LoadTester for Config {
         crate::requests::population(&self.requests).write_info_hashes(&mut out)
     }
 
-    fn run(self) -> anyhow::Result<()> {
-        run(self)
+    type Summary = Summary;
+
+    fn run_until(self, shutdown: Shutdown) -> anyhow::Result<Summary> {
+        run_until(self, shutdown)
     }
 }
