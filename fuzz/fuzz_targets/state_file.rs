@@ -5,7 +5,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use shoal_runtime::state::{Snapshot, StateKind, write_snapshot};
+use shoal_common::StateKind;
+use shoal_worker::{Snapshot, write_snapshot};
 use shoal_swarm::{BitTorrentMap, Capacity, ServerTime, SnapshotData};
 
 const TIMEOUT: u32 = 3600;

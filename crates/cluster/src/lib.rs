@@ -37,7 +37,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crossbeam_channel::{Receiver, Sender};
-use shoal_common::cluster_stats::ClusterStats;
+use shoal_common::ClusterStats;
 use shoal_common::{ClusterConfig, Shutdown, Supervisor};
 
 pub use store::{Connection, StoreAddress};

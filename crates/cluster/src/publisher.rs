@@ -12,9 +12,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError};
+use shoal_common::ClusterStats;
 use shoal_common::Shutdown;
-use shoal_common::cluster_stats::ClusterStats;
-use shoal_common::log_budget::{LogBudget, left_out};
+use shoal_common::{LogBudget, left_out};
 
 use crate::resp::{self, Reply};
 use crate::store::{Connection, StoreAddress};

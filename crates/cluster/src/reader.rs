@@ -10,8 +10,8 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crossbeam_channel::{SendTimeoutError, Sender};
+use shoal_common::ClusterStats;
 use shoal_common::Shutdown;
-use shoal_common::cluster_stats::ClusterStats;
 
 use crate::resp::Reply;
 use crate::store::{Connection, StoreAddress};

@@ -27,7 +27,7 @@ pub struct AppInfo {
 
 /// What the command line asks for.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Command {
+pub(crate) enum Command {
     /// Run with the defaults, or with the given file on top of them.
     Run {
         /// `-c FILE`.
@@ -55,14 +55,9 @@ pub struct ExtraFlag {
     pub help: &'static str,
 }
 
-/// Parses the arguments after the program name.
-pub fn parse_args(args: impl IntoIterator<Item = OsString>) -> Result<Command, String> {
-    parse_args_with(args, &[]).map(|(command, _)| command)
-}
-
 /// Parses the arguments after the program name, taking `extras` too; returns the
 /// extra flags given, by long name.
-pub fn parse_args_with(
+pub(crate) fn parse_args_with(
     args: impl IntoIterator<Item = OsString>,
     extras: &[ExtraFlag],
 ) -> Result<(Command, Vec<&'static str>), String> {
@@ -111,13 +106,8 @@ pub fn parse_args_with(
     Ok((command, given))
 }
 
-/// The usage text.
-pub fn usage(app: &AppInfo) -> String {
-    usage_with(app, &[])
-}
-
 /// The usage text of a binary that adds `extras`.
-pub fn usage_with(app: &AppInfo, extras: &[ExtraFlag]) -> String {
+pub(crate) fn usage_with(app: &AppInfo, extras: &[ExtraFlag]) -> String {
     let extra_lines: String = extras
         .iter()
         .map(|extra| format!("      --{:<23}{}\n", extra.long, extra.help))
@@ -240,7 +230,7 @@ mod tests {
     use super::*;
 
     fn parse(args: &[&str]) -> Result<Command, String> {
-        parse_args(args.iter().map(OsString::from))
+        parse_args_with(args.iter().map(OsString::from), &[]).map(|(command, _)| command)
     }
 
     #[test]
@@ -336,6 +326,6 @@ mod tests {
             about: "a test",
         };
         assert!(usage_with(&app, &[JSON]).contains("      --json                   Print JSON.\n"));
-        assert!(!usage(&app).contains("--json"));
+        assert!(!usage_with(&app, &[]).contains("--json"));
     }
 }

@@ -130,13 +130,6 @@ impl fmt::Display for Problems {
     }
 }
 
-/// Reads, parses and validates a config file.
-pub fn load<C: TrackerConfig>(path: &Path) -> anyhow::Result<C> {
-    let text = crate::files::read_to_string_bounded(path, crate::files::MAX_CONFIG_FILE)
-        .with_context(|| format!("cannot read config file {}", path.display()))?;
-    parse(&text).with_context(|| format!("in config file {}", path.display()))
-}
-
 /// Parses and validates config text.
 pub fn parse<C: TrackerConfig>(text: &str) -> anyhow::Result<C> {
     let config = parse_unchecked::<C>(text)?;
@@ -149,7 +142,7 @@ fn parse_unchecked<C: TrackerConfig>(text: &str) -> anyhow::Result<C> {
 }
 
 /// The config a binary runs with: the file (or the defaults), then the `SHOAL__…`
-/// variables of `vars` on top (see [`env_overrides`](crate::env_overrides)), validated
+/// variables of `vars` on top (see `env_overrides`), validated
 /// once everything is in.
 pub fn load_effective<C: TrackerConfig>(
     path: Option<&Path>,
@@ -187,7 +180,7 @@ pub fn to_toml<C: TrackerConfig>(config: &C) -> String {
 }
 
 /// Number of CPUs this process may run on (at least 1).
-pub fn available_cpus() -> usize {
+pub(crate) fn available_cpus() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 

@@ -41,7 +41,7 @@ impl CpuPinningConfig {
 }
 
 /// Pins the calling thread to `core`.
-pub fn pin_current_thread(core: usize) -> std::io::Result<()> {
+pub(crate) fn pin_current_thread(core: usize) -> std::io::Result<()> {
     // SAFETY: cpu_set_t is a plain bit array for which all-zero is the empty set;
     // CPU_SET writes within it for core < CPU_SETSIZE, which we check first; and
     // sched_setaffinity only reads `set` for the size we pass.

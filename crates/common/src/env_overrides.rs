@@ -15,11 +15,11 @@ use anyhow::{Context as _, anyhow, bail};
 use shoal_toml_config::Docs;
 
 /// What every override variable starts with.
-pub const PREFIX: &str = "SHOAL__";
+pub(crate) const PREFIX: &str = "SHOAL__";
 
 /// Sets every `SHOAL__…` variable of `vars` in `table` (a config as TOML, described by
 /// `docs`), in name order; returns the names applied.
-pub fn apply(
+pub(crate) fn apply(
     table: &mut toml::Table,
     docs: &Docs,
     vars: impl IntoIterator<Item = (String, String)>,
@@ -44,7 +44,7 @@ pub fn apply(
 
 /// The process's environment, as [`apply`] takes it (variables that are not UTF-8
 /// cannot be config overrides and are left out).
-pub fn process_vars() -> impl Iterator<Item = (String, String)> {
+pub(crate) fn process_vars() -> impl Iterator<Item = (String, String)> {
     std::env::vars_os()
         .filter_map(|(name, value)| Some((name.into_string().ok()?, value.into_string().ok()?)))
 }

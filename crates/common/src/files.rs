@@ -12,10 +12,10 @@ use std::path::Path;
 
 /// Most bytes of a config file: the generated file with every key and its comment is
 /// about 30 KB.
-pub const MAX_CONFIG_FILE: u64 = 1 << 20;
+pub(crate) const MAX_CONFIG_FILE: u64 = 1 << 20;
 
 /// Most bytes of an access list: 41 bytes a line, so about 26 million info hashes.
-pub const MAX_ACCESS_LIST_FILE: u64 = 1 << 30;
+pub(crate) const MAX_ACCESS_LIST_FILE: u64 = 1 << 30;
 
 /// The bytes of the regular file at `path`, refused if it is anything else or holds
 /// more than `limit` bytes.
@@ -47,7 +47,7 @@ pub fn read_bounded(path: &Path, limit: u64) -> io::Result<Vec<u8>> {
 }
 
 /// [`read_bounded`] as UTF-8 text.
-pub fn read_to_string_bounded(path: &Path, limit: u64) -> io::Result<String> {
+pub(crate) fn read_to_string_bounded(path: &Path, limit: u64) -> io::Result<String> {
     String::from_utf8(read_bounded(path, limit)?)
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "not UTF-8 text"))
 }

@@ -15,7 +15,7 @@ use crate::padded::CachePadded;
 
 /// How long a worker may go without a round before it counts as stuck. Every bounded
 /// piece of work (a batch, a cleaning or snapshot slice) takes milliseconds at most.
-pub const STALLED_AFTER: Duration = Duration::from_secs(10);
+pub(crate) const STALLED_AFTER: Duration = Duration::from_secs(10);
 
 /// A slot no worker has stamped yet: not watched (a worker that hangs before its
 /// first round is caught by the start-up timeout instead).
@@ -23,7 +23,7 @@ const NOT_STARTED: u64 = u64::MAX;
 
 /// One stamp per worker, in milliseconds since the set was made.
 #[derive(Debug)]
-pub struct Heartbeats {
+pub(crate) struct Heartbeats {
     epoch: Instant,
     slots: Box<[CachePadded<AtomicU64>]>,
     names: Box<[String]>,
@@ -31,7 +31,7 @@ pub struct Heartbeats {
 
 impl Heartbeats {
     /// Slots for workers called `names` (`socket-0`, `swarm-1`…), in that order.
-    pub fn new(names: Vec<String>) -> Self {
+    pub(crate) fn new(names: Vec<String>) -> Self {
         Self {
             epoch: Instant::now(),
             slots: names
@@ -43,14 +43,14 @@ impl Heartbeats {
     }
 
     /// Worker `index` went round its loop at `now`.
-    pub fn beat(&self, index: usize, now: Instant) {
+    pub(crate) fn beat(&self, index: usize, now: Instant) {
         let millis = now.saturating_duration_since(self.epoch).as_millis();
         self.slots[index].store(u64::try_from(millis).unwrap_or(NOT_STARTED - 1), Relaxed);
     }
 
     /// The workers that have not gone round their loop for `limit` at `now`, with how
     /// long it has been.
-    pub fn stalled(&self, now: Instant, limit: Duration) -> Vec<(&str, Duration)> {
+    pub(crate) fn stalled(&self, now: Instant, limit: Duration) -> Vec<(&str, Duration)> {
         let now = now.saturating_duration_since(self.epoch);
         self.slots
             .iter()

@@ -1,93 +1,100 @@
-//! What every shoal tracker binary shares.
+//! What every shoal binary shares, the trackers and the load testers alike: config
+//! files and the command line, access lists, logging, signals and shutdown, and the
+//! counters workers keep.
+//!
+//! What changes here is how shoal is configured and observed. How requests are carried
+//! (`shoal_sockets`, `shoal_tcp`), how shards are kept (`shoal_worker`) and how a tracker
+//! process runs (`shoal_process`) live in crates above this one.
 //!
 //! # Layout
 //!
-//! * [`cli`]: the command line (`-c`, `-p`, `-P`, `--version`, `--help`) and the
+//! * `cli`: the command line (`-c`, `-p`, `-P`, `--version`, `--help`) and the
 //!   start-up sequence every binary runs: parse, load and validate the config, set up
 //!   logging, run, report errors with their whole cause chain, exit non-zero on failure.
-//! * [`config`]: the [`config::TrackerConfig`] trait, loading TOML with
+//! * `config`: the [`config::TrackerConfig`] trait, loading TOML with
 //!   errors that name the file and key, and validation that reports every bad value.
-//! * [`tracker_config`]: the file every tracker shares in shape
-//!   ([`Config`](tracker_config::Config) over a [`TrackerKind`](tracker_config::TrackerKind)),
+//! * `tracker_config`: the file every tracker shares in shape
+//!   ([`Config`] over a [`TrackerKind`]),
 //!   and the listening addresses every `[network]` section starts with.
-//! * [`process_config`]: what belongs to the process, not to one tracker (logging, the
-//!   monitoring endpoint, privileges), and [`sections`]: two config types in one table.
-//! * [`process_metrics`]: the process's memory, CPU and file descriptors under the
-//!   standard `process_*` metric names, read from `/proc` when scraped.
-//! * [`env_overrides`]: `SHOAL__SECTION__KEY` variables over the file.
-//! * [`files`]: reading the files an operator names, regular files only, bounded.
-//! * [`access_list`]: allow/deny lists of info hashes, swapped atomically on reload so
+//! * `process_config`: what belongs to the process, not to one tracker (logging, the
+//!   monitoring endpoint, privileges), and `sections`: two config types in one table.
+//! * `env_overrides`: `SHOAL__SECTION__KEY` variables over the file.
+//! * `files`: reading the files an operator names, regular files only, bounded.
+//! * `access_list`: allow/deny lists of info hashes, swapped atomically on reload so
 //!   workers never wait for it.
-//! * [`supervisor`]: named worker threads; if one panics or returns, the process exits.
-//! * [`signals`]: SIGTERM/SIGINT request shutdown, SIGUSR1 reloads.
-//! * [`notify`]: systemd's `READY=1`, `RELOADING=1`, `STOPPING=1` and watchdog.
-//! * [`privileges`]: chroot and setgid/setuid once sockets are bound.
-//! * [`running`]: the handle of a started tracker: addresses, stop, wait.
-//! * [`cpu`]: pinning worker threads to cores.
-//! * [`ip_net`]: IP networks (CIDR) as config values.
-//! * [`heartbeat`]: each worker's last round, to tell a stuck worker from an idle one.
-//! * [`http_head`]: when a request head read in pieces is worth parsing.
-//! * [`log_budget`]: at most a few messages of a kind in a row, then one a period.
-//! * [`logging`]: a small stderr logger: plain, journald priorities or JSON, filtered by
+//! * `supervisor`: named worker threads; if one panics or returns, the process exits.
+//! * `signals`: SIGTERM/SIGINT request shutdown, SIGUSR1 reloads.
+//! * `notify`: systemd's `READY=1`, `RELOADING=1`, `STOPPING=1` and watchdog.
+//! * `privileges`: chroot and setgid/setuid once sockets are bound.
+//! * `cpu`: pinning worker threads to cores.
+//! * `ip_net`: IP networks (CIDR) as config values.
+//! * `heartbeat`: each worker's last round, to tell a stuck worker from an idle one.
+//! * `log_budget`: at most a few messages of a kind in a row, then one a period.
+//! * `logging`: a small stderr logger: plain, journald priorities or JSON, filtered by
 //!   `SHOAL_LOG`.
-//! * [`metrics`]: per-worker counters flushed into padded atomics;
-//!   [`cluster_stats`]: what the cluster threads count (`[cluster]`).
+//! * `metrics`: per-worker counters flushed into padded atomics;
+//!   `cluster_stats`: what the cluster threads count (`[cluster]`).
 //! * `padded`: values on cache lines of their own (counters, heartbeats).
-//! * [`observe`]: counters and gauges as metric families for the monitoring endpoint.
+//! * `observe`: counters and gauges as metric families for the monitoring endpoint.
 //! * `testing` (feature `testing`): the integration tests' `eventually`.
-//! * [`udp_batch`]: many datagrams per system call (`recvmmsg`/`sendmmsg`).
-//! * [`sockets`]: binding each socket worker's own sockets to the same addresses
-//!   (SO_REUSEPORT), TCP listeners.
-//! * [`io_uring`]: whether the kernel lets this process use io_uring, and why not.
-//! * [`memlock`]: the locked-memory check io_uring (glommio) needs before any
-//!   executor starts.
-//! * [`executor`] (feature `glommio`): socket workers' glommio executors and accept
-//!   loops.
-//! * [`tls`] (feature `glommio`): certificates from PEM files, reloaded on SIGUSR1.
 
-pub mod access_list;
-pub mod cli;
-pub mod cluster_stats;
-pub mod config;
-pub mod cpu;
-pub mod env_overrides;
-#[cfg(feature = "glommio")]
-pub mod executor;
-pub mod files;
-pub mod heartbeat;
-pub mod http_head;
-pub mod io_uring;
-pub mod ip_net;
-pub mod log_budget;
-pub mod logging;
-pub mod memlock;
-pub mod metrics;
-pub mod notify;
-pub mod observe;
+mod access_list;
+mod cli;
+mod cluster_stats;
+mod config;
+mod cpu;
+mod env_overrides;
+mod files;
+mod heartbeat;
+mod ip_net;
+mod log_budget;
+mod logging;
+pub mod metric_names;
+mod metrics;
+mod notify;
+mod observe;
 mod padded;
-pub mod privileges;
-pub mod process_config;
-pub mod process_metrics;
-pub mod running;
-pub mod sections;
-pub mod signals;
-pub mod sockets;
-pub mod supervisor;
+mod privileges;
+mod process_config;
+mod sections;
+mod signals;
+mod supervisor;
 #[cfg(feature = "testing")]
 pub mod testing;
-#[cfg(feature = "glommio")]
-pub mod tls;
-pub mod tracker_config;
-pub mod udp_batch;
+mod tracker_config;
 
-pub use access_list::{AccessControl, AccessListConfig, AccessListMode};
-pub use cli::{AppInfo, run_cli};
+pub use access_list::{AccessControl, AccessList, AccessListConfig, AccessListMode, AccessView};
+pub use cli::{AppInfo, ExtraFlag, run_cli, run_cli_with_args, run_cli_with_flags};
+pub use cluster_stats::ClusterStats;
 pub use config::{
-    CleaningConfig, ClusterConfig, Problems, StateConfig, StatisticsConfig, TrackerConfig,
+    CleaningConfig, ClusterConfig, Problems, StateConfig, StateKind, StatisticsConfig,
+    TrackerConfig, load_effective as load_config_effective, parse as parse_config,
+    to_toml as config_to_toml,
 };
-pub use cpu::CpuPinningConfig;
+pub use cpu::{CpuPinningConfig, maybe_pin_current_thread};
+pub use files::read_bounded;
+pub use ip_net::IpNet;
+pub use log_budget::{LogBudget, left_out};
 pub use logging::{LogLevel, LoggingConfig};
-pub use privileges::PrivilegeConfig;
-pub use process_config::{MetricsConfig, ProcessConfig};
-pub use running::Running;
+#[doc(hidden)]
+pub use metrics::CounterGroup;
+pub use metrics::{
+    Counters, GaugeSlot, LargeSwarm, ShardStatus, StatsSample, SummaryLine, Traffic, WorkerStats,
+};
+pub use notify::{notify_ready, notify_stopping, notify_systemd, watchdog_interval};
+pub use observe::{Family, Histogram, MetricKind, Observation, Observe};
+pub use privileges::{PrivilegeConfig, drop_privileges};
+pub use process_config::{MemoryConfig, MetricsConfig, ProcessAnd, ProcessConfig};
+pub use sections::Both;
+pub use signals::{ReloadHook, SignalThread, spawn_signal_thread};
 pub use supervisor::{Shutdown, Supervisor};
+#[doc(hidden)]
+pub use tracker_config::enabled_addresses;
+#[doc(hidden)]
+pub use tracker_config::loopback_networks;
+#[doc(hidden)]
+pub use tracker_config::validate_addresses;
+pub use tracker_config::{
+    Config, HeaderPosition, Listen, PerIpConfig, QueueLimits, ReverseProxy, TlsFiles, TrackerFile,
+    TrackerKind,
+};

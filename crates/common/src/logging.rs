@@ -86,7 +86,7 @@ impl LoggingConfig {
 }
 
 /// The environment variable that overrides the level, with filters per module.
-pub const FILTER_VARIABLE: &str = "SHOAL_LOG";
+pub(crate) const FILTER_VARIABLE: &str = "SHOAL_LOG";
 
 /// The format `Auto` stands for here: journald if stderr is the journal's stream.
 fn resolve(format: LogFormat) -> LogFormat {
@@ -102,7 +102,7 @@ fn resolve(format: LogFormat) -> LogFormat {
 /// on every line, so that `journalctl -p err` (or `-p warning`) shows the reason a
 /// start failed.
 #[allow(clippy::print_stderr)] // this is the printing
-pub fn print_error(text: &str) {
+pub(crate) fn print_error(text: &str) {
     let prefix = if stderr_is_journal() { "<3>" } else { "" };
     for line in text.lines() {
         eprintln!("{prefix}{line}");
@@ -238,7 +238,7 @@ fn build_filter(level: LogLevel, spec: Option<&str>) -> env_filter::Filter {
 
 /// Installs the logger for the process (the first call wins; logging is set up once,
 /// before any thread starts). `SHOAL_LOG`, when set, replaces `config.level`.
-pub fn init(config: &LoggingConfig) {
+pub(crate) fn init(config: &LoggingConfig) {
     let spec = std::env::var(FILTER_VARIABLE).ok();
     let filter = build_filter(config.level, spec.as_deref());
     log::set_max_level(filter.filter());
@@ -250,7 +250,7 @@ pub fn init(config: &LoggingConfig) {
 }
 
 /// `YYYY-MM-DDTHH:MM:SS.mmmZ` for a system time.
-pub fn utc_timestamp(time: SystemTime) -> String {
+pub(crate) fn utc_timestamp(time: SystemTime) -> String {
     let since_epoch = time.duration_since(UNIX_EPOCH).unwrap_or_default();
     let seconds = since_epoch.as_secs();
     let (year, month, day) = civil_from_days((seconds / 86_400) as i64);

@@ -5,6 +5,7 @@
 //! iteration. Readers (the statistics logger, tests) sum the blocks. No two workers
 //! write the same cache line, and no atomic operation happens per packet.
 
+use crate::metric_names::{LATENCY, LATENCY_HELP, PEERS, REFUSED, REFUSED_HELP};
 use crate::padded::CachePadded;
 
 /// Counters shared by one worker, summable into totals (implemented by `counters!`).
@@ -145,7 +146,7 @@ impl GaugeSlot {
 /// Upper bounds of the request-latency histogram's buckets, in microseconds (a last,
 /// unbounded bucket follows). From well under a loopback round trip to a second, so
 /// both a healthy tracker and a stalled one land in a bucket that tells them apart.
-pub const LATENCY_BUCKETS_MICROS: [u64; 13] = [
+pub(crate) const LATENCY_BUCKETS_MICROS: [u64; 13] = [
     10, 25, 50, 100, 250, 500, 1_000, 2_500, 5_000, 10_000, 25_000, 100_000, 1_000_000,
 ];
 
@@ -156,7 +157,7 @@ const LATENCY_BUCKETS: usize = LATENCY_BUCKETS_MICROS.len() + 1;
 /// long requests took from being read to their response being handed to the kernel.
 ///
 /// A worker counts into its own plain `Traffic` and flushes it into its
-/// [`SharedTraffic`] with its other counters; a sample sums them back into a plain
+/// `SharedTraffic` with its other counters; a sample sums them back into a plain
 /// `Traffic`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Traffic {
@@ -273,7 +274,7 @@ pub struct StatsSample<T> {
 }
 
 impl<C> WorkerStats<C> {
-    /// Socket worker `index` went round its loop at `now` ([`crate::heartbeat`]).
+    /// Socket worker `index` went round its loop at `now` (`crate::heartbeat`).
     pub fn socket_beat(&self, index: usize, now: std::time::Instant) {
         self.beats.beat(index, now);
     }
@@ -284,7 +285,7 @@ impl<C> WorkerStats<C> {
     }
 
     /// The workers that have not gone round their loop for
-    /// [`STALLED_AFTER`](crate::heartbeat::STALLED_AFTER), with how long it has been.
+    /// `heartbeat::STALLED_AFTER`, with how long it has been.
     pub fn stalled(&self) -> Vec<(&str, std::time::Duration)> {
         self.stalled_at(std::time::Instant::now())
     }
@@ -407,7 +408,7 @@ where
     C::Totals: 'static,
 {
     /// Starts the tracker's "statistics" thread under `supervisor`: a
-    /// [`log_periodically`] line made by `summary` every `config.interval` seconds, or
+    /// `log_periodically` line made by `summary` every `config.interval` seconds, or
     /// no thread when that is 0.
     pub fn log_under(
         self: &std::sync::Arc<Self>,
@@ -495,14 +496,14 @@ macro_rules! counters {
         #[derive(Debug, Default)]
         pub struct $shared {
             $( $(#[$field_meta])* pub $field: ::std::sync::atomic::AtomicU64, )*
-            $( $(#[$group_meta])* pub $group: <$group_ty as $crate::metrics::CounterGroup>::Shared, )*
+            $( $(#[$group_meta])* pub $group: <$group_ty as $crate::CounterGroup>::Shared, )*
         }
 
         $(#[$meta])*
         #[derive(Debug, Default, Clone, Copy, PartialEq)]
         pub struct $snapshot {
             $( $(#[$field_meta])* pub $field: u64, )*
-            $( $(#[$group_meta])* pub $group: <$group_ty as $crate::metrics::CounterGroup>::Totals, )*
+            $( $(#[$group_meta])* pub $group: <$group_ty as $crate::CounterGroup>::Totals, )*
         }
 
         impl $local {
@@ -514,11 +515,11 @@ macro_rules! counters {
                         self.$field = 0;
                     }
                 )*
-                $( $crate::metrics::CounterGroup::flush_into(&mut self.$group, &shared.$group); )*
+                $( $crate::CounterGroup::flush_into(&mut self.$group, &shared.$group); )*
             }
         }
 
-        impl $crate::metrics::CounterGroup for $local {
+        impl $crate::CounterGroup for $local {
             type Shared = $shared;
             type Totals = $snapshot;
 
@@ -535,7 +536,7 @@ macro_rules! counters {
             }
         }
 
-        impl $crate::metrics::Counters for $shared {
+        impl $crate::Counters for $shared {
             type Totals = $snapshot;
             type Local = $local;
 
@@ -552,7 +553,7 @@ macro_rules! counters {
             /// Adds the current values of `shared`.
             pub fn add(&mut self, shared: &$shared) {
                 $( self.$field += shared.$field.load(::std::sync::atomic::Ordering::Relaxed); )*
-                $( <$group_ty as $crate::metrics::CounterGroup>::add_to(&shared.$group, &mut self.$group); )*
+                $( <$group_ty as $crate::CounterGroup>::add_to(&shared.$group, &mut self.$group); )*
             }
 
             /// Field-wise `self - earlier` (for rates between two samples).
@@ -560,7 +561,7 @@ macro_rules! counters {
             pub fn since(&self, earlier: &Self) -> Self {
                 Self {
                     $( $field: self.$field.saturating_sub(earlier.$field), )*
-                    $( $group: <$group_ty as $crate::metrics::CounterGroup>::since(&self.$group, &earlier.$group), )*
+                    $( $group: <$group_ty as $crate::CounterGroup>::since(&self.$group, &earlier.$group), )*
                 }
             }
         }
@@ -569,7 +570,7 @@ macro_rules! counters {
 
 /// Logs `line(now, before, seconds)` every `interval` until shutdown, with `snapshot`
 /// taken at each end; the body of a tracker's "statistics" thread.
-pub fn log_periodically<S>(
+pub(crate) fn log_periodically<S>(
     shutdown: &crate::Shutdown,
     interval: std::time::Duration,
     mut snapshot: impl FnMut() -> S,
@@ -666,52 +667,6 @@ impl crate::observe::Observe for Traffic {
         );
     }
 }
-
-/// The request-latency histogram.
-pub const LATENCY: &str = "shoal_request_duration_seconds";
-/// Its help line.
-pub const LATENCY_HELP: &str = "Time from reading a request to handing its response to the kernel (UDP: per batch, from the read of the batch).";
-
-/// The family of every refusal, by reason.
-pub const REFUSED: &str = "shoal_refused";
-/// Its help line.
-pub const REFUSED_HELP: &str = "Requests or connections refused or dropped on purpose, by reason (limits, access list, bad input).";
-/// The family of requests by action.
-pub const REQUESTS: &str = "shoal_requests";
-/// Its help line.
-pub const REQUESTS_HELP: &str = "Requests received, by action.";
-/// The family of responses by action.
-pub const RESPONSES: &str = "shoal_responses";
-/// Its help line.
-pub const RESPONSES_HELP: &str = "Responses sent, by action (error: an error reply).";
-/// The family of failures that are not refusals.
-pub const ERRORS: &str = "shoal_errors";
-/// Its help line.
-pub const ERRORS_HELP: &str = "Failures that are not refusals, by kind (send failures, timeouts, TLS handshakes, slow readers).";
-/// Bans started.
-pub const BANS: &str = "shoal_bans";
-/// Its help line.
-pub const BANS_HELP: &str = "Temporary bans started (sustained abuse from a proven address).";
-/// Connections accepted.
-pub const CONNECTIONS: &str = "shoal_connections_accepted";
-/// Its help line.
-pub const CONNECTIONS_HELP: &str = "TCP connections accepted.";
-/// Peers held over all torrents (the memory thread watches it too).
-pub const PEERS: &str = "shoal_peers";
-/// Connections open now.
-pub const OPEN_CONNECTIONS: &str = "shoal_connections_open";
-/// Its help line.
-pub const OPEN_CONNECTIONS_HELP: &str = "TCP connections open now.";
-/// Bytes waiting to be written to WebTorrent connections.
-pub const OUTGOING_BYTES: &str = "shoal_outgoing_bytes";
-/// Its help line.
-pub const OUTGOING_BYTES_HELP: &str =
-    "Bytes waiting to be written to connections now, writes under way included (ws).";
-/// Bytes of WebTorrent messages still arriving.
-pub const INCOMING_BYTES: &str = "shoal_incoming_bytes";
-/// Its help line.
-pub const INCOMING_BYTES_HELP: &str =
-    "Bytes of messages still arriving from connections now, not yet whole (ws).";
 
 #[cfg(test)]
 mod tests {

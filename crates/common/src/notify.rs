@@ -14,7 +14,7 @@ use std::time::Duration;
 
 /// Sends `state` (newline-separated `KEY=value` lines) to the service manager, if
 /// there is one. Failures are logged, never fatal: a tracker serves without systemd.
-pub fn notify(state: &str) {
+pub fn notify_systemd(state: &str) {
     let Some(path) = std::env::var_os("NOTIFY_SOCKET") else {
         return;
     };
@@ -35,30 +35,30 @@ fn send(path: &std::ffi::OsStr, state: &str) -> std::io::Result<()> {
     Ok(())
 }
 
-/// The status line of the last [`ready`], sent again after a reload.
+/// The status line of the last [`notify_ready`], sent again after a reload.
 static STATUS: std::sync::Mutex<String> = std::sync::Mutex::new(String::new());
 
 /// `READY=1` with a status line `systemctl status` shows.
-pub fn ready(status: &str) {
+pub fn notify_ready(status: &str) {
     status.clone_into(&mut STATUS.lock().unwrap_or_else(|e| e.into_inner()));
-    notify(&format!("READY=1\nSTATUS={status}"));
+    notify_systemd(&format!("READY=1\nSTATUS={status}"));
 }
 
 /// `READY=1` after a reload, with the status line the process had before it (what
 /// it serves), so that `systemctl status` goes on saying so.
-pub fn ready_again() {
+pub(crate) fn notify_ready_again() {
     let status = STATUS.lock().unwrap_or_else(|e| e.into_inner()).clone();
-    notify(&format!("READY=1\nSTATUS={status}"));
+    notify_systemd(&format!("READY=1\nSTATUS={status}"));
 }
 
 /// `RELOADING=1` with the current `CLOCK_MONOTONIC` time, as systemd 253+ expects.
-pub fn reloading() {
-    notify(&format!("RELOADING=1\nMONOTONIC_USEC={}", monotonic_usec()));
+pub(crate) fn notify_reloading() {
+    notify_systemd(&format!("RELOADING=1\nMONOTONIC_USEC={}", monotonic_usec()));
 }
 
 /// `STOPPING=1`.
-pub fn stopping() {
-    notify("STOPPING=1");
+pub fn notify_stopping() {
+    notify_systemd("STOPPING=1");
 }
 
 /// The watchdog interval systemd asks for (`WATCHDOG_USEC`, for this process).

@@ -53,7 +53,7 @@ impl Histogram {
 }
 
 /// Label names and values of one sample.
-pub type Labels = Vec<(&'static str, String)>;
+pub(crate) type Labels = Vec<(&'static str, String)>;
 
 /// One metric family: every sample of one name.
 #[derive(Clone, Debug, PartialEq)]

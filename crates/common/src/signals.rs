@@ -85,11 +85,11 @@ fn spawn(shutdown: Shutdown, reloads: Arc<Mutex<Vec<ReloadHook>>>) -> anyhow::Re
                             continue;
                         }
                         log::info!("{name}: reloading");
-                        crate::notify::reloading();
+                        crate::notify::notify_reloading();
                         for hook in reloads.iter() {
                             hook();
                         }
-                        crate::notify::ready_again();
+                        crate::notify::notify_ready_again();
                     }
                     _ if shutdown.is_requested() => {
                         log::warn!("second termination signal: exiting now");

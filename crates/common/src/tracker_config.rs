@@ -37,12 +37,12 @@ const FILE_NOTE: &str = "Every key is optional; a key left out keeps the default
                          Durations are in seconds, sizes in bytes.";
 
 /// The most socket or swarm workers a config may ask for.
-pub const MAX_WORKERS: usize = 1024;
+pub(crate) const MAX_WORKERS: usize = 1024;
 
 /// The longest queue of batches a swarm worker may have (`limits.swarm_queue_len`):
 /// each slot is allocated up front, and a swarm worker that many batches behind is
 /// seconds behind already.
-pub const MAX_SWARM_QUEUE_LEN: usize = 1 << 16;
+pub(crate) const MAX_SWARM_QUEUE_LEN: usize = 1 << 16;
 
 /// One config section: what serde, `-p` and equality need.
 pub trait Section:
@@ -510,7 +510,7 @@ impl PerIpConfig {
 ///         pub socket_recv_buffer_size: usize = 1 << 20,
 ///     }
 /// }
-/// use shoal_common::tracker_config::Listen as _;
+/// use shoal_common::Listen as _;
 /// let network = NetworkConfig::default();
 /// assert_eq!(network.addresses().len(), 2);
 /// assert_eq!(network.socket_recv_buffer_size, 1 << 20);
@@ -545,27 +545,27 @@ macro_rules! network_config {
                 /// The addresses or networks (CIDR) of your reverse proxies: the only
                 /// connections whose proxy header is believed, and which skip the per-client
                 /// limits themselves (their clients are limited by the forwarded address).
-                pub reverse_proxy_trusted: ::std::vec::Vec<$crate::ip_net::IpNet> =
-                    $crate::tracker_config::loopback_networks(),
+                pub reverse_proxy_trusted: ::std::vec::Vec<$crate::IpNet> =
+                    $crate::loopback_networks(),
                 /// Which address of a multi-address proxy header to use: "last" (the address
                 /// your own proxy appended) or "first" (the client as the first proxy saw it:
                 /// only behind a proxy that replaces the header, for any client can put
                 /// an address there).
-                pub reverse_proxy_ip_header_position: $crate::tracker_config::HeaderPosition =
-                    $crate::tracker_config::HeaderPosition::Last,
+                pub reverse_proxy_ip_header_position: $crate::HeaderPosition =
+                    $crate::HeaderPosition::Last,
             }
         }
 
-        impl $crate::tracker_config::ReverseProxy for $name {
+        impl $crate::ReverseProxy for $name {
             fn proxy_header(&self) -> &str {
                 &self.reverse_proxy_ip_header
             }
 
-            fn trusted_proxies(&self) -> &[$crate::ip_net::IpNet] {
+            fn trusted_proxies(&self) -> &[$crate::IpNet] {
                 &self.reverse_proxy_trusted
             }
 
-            fn header_position(&self) -> $crate::tracker_config::HeaderPosition {
+            fn header_position(&self) -> $crate::HeaderPosition {
                 self.reverse_proxy_ip_header_position
             }
         }
@@ -602,7 +602,7 @@ macro_rules! network_config {
             }
         }
 
-        impl $crate::tracker_config::TlsFiles for $name {
+        impl $crate::TlsFiles for $name {
             fn tls_files(&self) -> ::std::option::Option<(&::std::path::Path, &::std::path::Path)> {
                 self.enable_tls
                     .then(|| (self.tls_certificate_path.as_path(), self.tls_private_key_path.as_path()))
@@ -650,9 +650,9 @@ macro_rules! network_config {
             }
         }
 
-        impl $crate::tracker_config::Listen for $name {
+        impl $crate::Listen for $name {
             fn addresses(&self) -> ::std::vec::Vec<::std::net::SocketAddr> {
-                $crate::tracker_config::enabled_addresses(
+                $crate::enabled_addresses(
                     self.use_ipv4,
                     self.address_ipv4,
                     self.use_ipv6,
@@ -660,8 +660,8 @@ macro_rules! network_config {
                 )
             }
 
-            fn validate_addresses(&self, problems: &mut $crate::config::Problems) {
-                $crate::tracker_config::validate_addresses(
+            fn validate_addresses(&self, problems: &mut $crate::Problems) {
+                $crate::validate_addresses(
                     problems,
                     (self.use_ipv4, self.address_ipv4),
                     (self.use_ipv6, self.address_ipv6),

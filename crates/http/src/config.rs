@@ -1,21 +1,21 @@
 //! `shoal_http` configuration: every key documented once here (`shoal_http -p`).
 
 use serde::{Deserialize, Serialize};
-use shoal_common::config::Problems;
-use shoal_common::tracker_config::{QueueLimits, ReverseProxy as _, TlsFiles as _, TrackerKind};
+use shoal_common::Problems;
+use shoal_common::{QueueLimits, ReverseProxy as _, TlsFiles as _, TrackerKind};
 use shoal_http_protocol::request::MAX_HEADERS_LIMIT;
 use shoal_toml_config::TomlConfig;
 
-/// The HTTP tracker's sections of the shared [config shape](shoal_common::tracker_config).
+/// The HTTP tracker's sections of the shared [config shape](shoal_common::Config).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Http;
 
 /// `shoal_http`'s configuration file.
-pub type Config = shoal_common::tracker_config::Config<Http>;
+pub type Config = shoal_common::Config<Http>;
 
 /// The `shoal_http` file: the process's sections (logging, metrics, privileges) and
 /// the tracker's keys.
-pub type File = shoal_common::tracker_config::TrackerFile<Http>;
+pub type File = shoal_common::TrackerFile<Http>;
 
 shoal_common::network_config! {
     /// Addresses, TLS and connections.
@@ -126,8 +126,7 @@ impl QueueLimits for LimitsConfig {
 impl TrackerKind for Http {
     const ABOUT: &'static str =
         "shoal_http: a BitTorrent tracker over HTTP and HTTPS (BEP 3, 7, 23 and 48).";
-    const STATE: Option<shoal_common::config::StateKind> =
-        Some(shoal_common::config::StateKind::Http);
+    const STATE: Option<shoal_common::StateKind> = Some(shoal_common::StateKind::Http);
     const SHARES_SWARMS: bool = true;
     type Network = NetworkConfig;
     type Protocol = ProtocolConfig;
@@ -217,14 +216,14 @@ impl TrackerKind for Http {
                 "max_headers",
                 format!("must be between 1 and {MAX_HEADERS_LIMIT}"),
             );
-            shoal_common::memlock::validate_io_memory(p, limits.io_memory);
+            shoal_tcp::validate_io_memory(p, limits.io_memory);
         });
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use shoal_common::config::{parse, to_toml};
+    use shoal_common::{config_to_toml as to_toml, parse_config as parse};
 
     use super::*;
 

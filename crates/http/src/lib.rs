@@ -67,7 +67,7 @@ pub const APP: AppInfo = AppInfo {
 /// access list and the TLS certificate.
 pub fn run(file: File) -> anyhow::Result<()> {
     let (process, config) = file.into_parts();
-    shoal_runtime::run_until_stopped(&process, "HTTP tracker", "http", || {
+    shoal_process::run_until_stopped(&process, "HTTP tracker", "http", || {
         prepare(config, Arc::new(Clock::new()))
     })
 }

@@ -24,8 +24,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
-use shoal_common::http_head::HeadScan;
-use shoal_common::tracker_config::{HeaderPosition, ReverseProxy as _};
+use shoal_common::{HeaderPosition, ReverseProxy as _};
 use shoal_http_protocol::request::ProxyHeader;
 use shoal_http_protocol::response::{write_head, write_scrape_body};
 use shoal_http_protocol::{
@@ -33,9 +32,10 @@ use shoal_http_protocol::{
     ParsedRequest, PeerList, Request, ScrapeStats, parse_request, write_announce, write_failure,
     write_scrape,
 };
-use shoal_runtime::per_ip::Verdict;
-use shoal_runtime::{ScrapeSplit, shard_for};
 use shoal_swarm::{AnnounceEvent, PeerAddress, PeerLimits, ServerTime};
+use shoal_tcp::HeadScan;
+use shoal_worker::Verdict;
+use shoal_worker::{ScrapeSplit, shard_for};
 
 use crate::Config;
 use crate::messages::{

@@ -1,6 +1,6 @@
 //! The torrents of one swarm worker, as the HTTP tracker serves them.
 //!
-//! [`HttpShard::serve`] answers one request; as a [`Shard`](shoal_runtime::Shard)
+//! [`HttpShard::serve`] answers one request; as a [`Shard`](shoal_worker::Shard)
 //! (through [`BitTorrentShard`]) it answers a batch and returns the replies to the
 //! socket workers they belong to. The runtime
 //! (`shoal_runtime`) runs it on a swarm worker thread, or inside the only socket
@@ -8,11 +8,11 @@
 
 use rand::rngs::SmallRng;
 use shoal_http_protocol::PeerId;
-use shoal_runtime::{BitTorrentShard, ByWorker};
 use shoal_swarm::{
     Announce, BitTorrentMap, ChangeLog, DualStack, InfoHash, ListIn, Peer, PeerAddr, PeerAddress,
     ScrapeStats, ServerTime,
 };
+use shoal_worker::{BitTorrentShard, ByWorker};
 
 use crate::messages::{
     AnnounceAnswer, AnnounceWork, AnnouncedPeers, ScrapeWork, SwarmReply, SwarmReplyKind,

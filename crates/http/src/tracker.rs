@@ -1,12 +1,12 @@
 //! Starting the HTTP tracker: the start-up is the TCP trackers' shared one
-//! (`shoal_runtime::tcp`), given what makes HTTP a TCP tracker (`socket::HttpTracker`).
+//! (`shoal_tcp::tracker`), given what makes HTTP a TCP tracker (`socket::HttpTracker`).
 
 use std::sync::Arc;
 
-use shoal_common::tls::TlsConfig;
-use shoal_runtime::Prepared;
-use shoal_runtime::tcp::RunningTcpTracker;
+use shoal_process::Prepared;
 use shoal_swarm::Clock;
+use shoal_tcp::RunningTcpTracker;
+use shoal_tcp::TlsConfig;
 
 use crate::socket::HttpTracker;
 use crate::stats::SharedSocketCounters;
@@ -20,7 +20,7 @@ pub fn prepare(
     config: crate::Config,
     clock: Arc<Clock>,
 ) -> anyhow::Result<Prepared<SharedSocketCounters, Option<Arc<TlsConfig>>>> {
-    shoal_runtime::tcp::prepare::<HttpTracker>(config, clock)
+    shoal_tcp::prepare::<HttpTracker>(config, clock)
 }
 
 /// Starts a tracker with its own clock.
@@ -33,5 +33,5 @@ pub fn start_with_clock(
     config: crate::Config,
     clock: Arc<Clock>,
 ) -> anyhow::Result<RunningTracker> {
-    shoal_runtime::tcp::start::<HttpTracker>(config, clock)
+    shoal_tcp::start::<HttpTracker>(config, clock)
 }

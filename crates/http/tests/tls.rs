@@ -241,7 +241,12 @@ fn https_announce_scrape_keep_alive_and_certificate_reload() {
     // New certificate from another CA: after a reload, new connections get it; a
     // broken file keeps the current one.
     let second_ca = make_certificate(&dir, "second CA");
-    tracker.tls().unwrap().reload().unwrap();
+    tracker
+        .extra()
+        .as_ref()
+        .expect("serving TLS")
+        .reload()
+        .unwrap();
     let mut client = connect(addr, &second_ca);
     assert_eq!(client.get(&announce(&torrent, 7003, "")).status, 200);
     let mut stale = connect(addr, &first_ca);
@@ -251,7 +256,14 @@ fn https_announce_scrape_keep_alive_and_certificate_reload() {
     assert!(err.to_string().contains("UnknownIssuer"), "{err}");
 
     std::fs::write(dir.join("key.pem"), "not a key").unwrap();
-    assert!(tracker.tls().unwrap().reload().is_err());
+    assert!(
+        tracker
+            .extra()
+            .as_ref()
+            .expect("serving TLS")
+            .reload()
+            .is_err()
+    );
     let mut client = connect(addr, &second_ca);
     assert_eq!(client.get(&announce(&torrent, 7004, "")).status, 200);
     assert!(eventually(|| tracker

@@ -1,7 +1,7 @@
 //! `shoal_http_load_test` configuration (`shoal_http_load_test -p` prints it commented).
 
 use serde::{Deserialize, Serialize};
-use shoal_common::config::Problems;
+use shoal_common::Problems;
 use shoal_common::{LoggingConfig, TrackerConfig};
 use shoal_toml_config::TomlConfig;
 
@@ -166,7 +166,7 @@ impl TrackerConfig for Config {
 
 #[cfg(test)]
 mod tests {
-    use shoal_common::config::{parse, to_toml};
+    use shoal_common::{config_to_toml as to_toml, parse_config as parse};
 
     use super::*;
 

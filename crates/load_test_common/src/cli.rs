@@ -5,8 +5,8 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use serde::{Deserialize, Serialize};
-use shoal_common::cli::{AppInfo, ExtraFlag, run_cli_with_flags};
-use shoal_common::config::{Problems, TrackerConfig};
+use shoal_common::{AppInfo, ExtraFlag, run_cli_with_flags};
+use shoal_common::{Problems, TrackerConfig};
 use shoal_toml_config::TomlConfig;
 
 /// Format of the final summary.

@@ -75,7 +75,7 @@ macro_rules! load_test_config {
             }
 
             /// Checks the shared keys.
-            fn validate_shared(&self, problems: &mut ::shoal_common::config::Problems) {
+            fn validate_shared(&self, problems: &mut ::shoal_common::Problems) {
                 problems.check(
                     (1..=256).contains(&self.workers),
                     "workers",

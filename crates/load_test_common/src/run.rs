@@ -5,9 +5,9 @@
 
 use std::sync::Arc;
 
-use shoal_common::cpu::maybe_pin_current_thread;
-use shoal_common::metrics::Counters;
-use shoal_common::signals::spawn_signal_thread;
+use shoal_common::Counters;
+use shoal_common::maybe_pin_current_thread;
+use shoal_common::spawn_signal_thread;
 use shoal_common::{CpuPinningConfig, Shutdown, Supervisor};
 
 use crate::cli::{Summary as PrintedSummary, SummaryFormat, print_summary};

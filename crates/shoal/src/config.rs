@@ -2,9 +2,9 @@
 //! with every key the tracker's own binary takes, plus `enabled`.
 
 use serde::{Deserialize, Serialize};
-use shoal_common::config::{Problems, TrackerConfig};
-use shoal_common::process_config::ProcessAnd;
-use shoal_common::sections::Both;
+use shoal_common::Both;
+use shoal_common::ProcessAnd;
+use shoal_common::{Problems, TrackerConfig};
 use shoal_toml_config::TomlConfig;
 
 /// Whether a tracker runs.
@@ -126,7 +126,7 @@ mod tests {
 
     #[test]
     fn the_printed_file_parses_back_and_names_every_section() {
-        let printed = shoal_common::config::to_toml(&ShoalConfig::default());
+        let printed = shoal_common::config_to_toml(&ShoalConfig::default());
         for header in [
             "[logging]",
             "[metrics]",
@@ -138,17 +138,17 @@ mod tests {
         ] {
             assert!(printed.contains(header), "{header} missing:\n{printed}");
         }
-        let parsed: ShoalConfig = shoal_common::config::parse(&printed).expect("valid");
+        let parsed: ShoalConfig = shoal_common::parse_config(&printed).expect("valid");
         assert_eq!(parsed, ShoalConfig::default());
     }
 
     #[test]
     fn trackers_can_be_disabled_but_not_all() {
         let config: ShoalConfig =
-            shoal_common::config::parse("[udp]\nenabled = false\n[ws]\nenabled = false\n")
+            shoal_common::parse_config("[udp]\nenabled = false\n[ws]\nenabled = false\n")
                 .expect("valid");
         assert!(!config.tracker().udp.enabled() && config.tracker().http.enabled());
-        let err = shoal_common::config::parse::<ShoalConfig>(
+        let err = shoal_common::parse_config::<ShoalConfig>(
             "[udp]\nenabled = false\n[http]\nenabled = false\n[ws]\nenabled = false\n",
         )
         .unwrap_err();
@@ -161,23 +161,23 @@ mod tests {
     #[test]
     fn a_disabled_tracker_is_not_checked_and_mistakes_name_their_section() {
         let config = "[udp]\nenabled = false\n[udp.protocol]\nannounce_interval = 0\n";
-        shoal_common::config::parse::<ShoalConfig>(config)
+        shoal_common::parse_config::<ShoalConfig>(config)
             .expect("a disabled tracker is not checked");
         let err =
-            shoal_common::config::parse::<ShoalConfig>("[udp.protocol]\nannounce_interval = 0\n")
+            shoal_common::parse_config::<ShoalConfig>("[udp.protocol]\nannounce_interval = 0\n")
                 .unwrap_err();
         assert!(
             format!("{err:#}").contains("udp.protocol.announce_interval"),
             "{err:#}"
         );
         let err =
-            shoal_common::config::parse::<ShoalConfig>("[http]\nsocket_wrokers = 2\n").unwrap_err();
+            shoal_common::parse_config::<ShoalConfig>("[http]\nsocket_wrokers = 2\n").unwrap_err();
         assert!(format!("{err:#}").contains("socket_wrokers"), "{err:#}");
     }
 
     #[test]
     fn the_environment_reaches_tracker_sections() {
-        let config: ShoalConfig = shoal_common::config::load_effective(
+        let config: ShoalConfig = shoal_common::load_config_effective(
             None,
             [
                 ("SHOAL__WS__ENABLED".to_string(), "false".to_string()),
@@ -208,7 +208,7 @@ mod tests {
              user = \"nobody\"\n[udp.state]\ndirectory = \"{}\"\n",
             directory.display()
         );
-        let message = shoal_common::config::parse::<ShoalConfig>(&text)
+        let message = shoal_common::parse_config::<ShoalConfig>(&text)
             .unwrap_err()
             .to_string();
         assert!(
@@ -217,6 +217,6 @@ mod tests {
         );
         // Either alone is fine.
         let text = text.replace("chroot = true", "chroot = false");
-        shoal_common::config::parse::<ShoalConfig>(&text).expect("valid");
+        shoal_common::parse_config::<ShoalConfig>(&text).expect("valid");
     }
 }

@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 use anyhow::Context as _;
 use shoal_common::AppInfo;
-use shoal_common::cli::run_cli_with_args;
+use shoal_common::run_cli_with_args;
 use shoal_swarm::Clock;
 
 use crate::config::{SectionParts as _, ShoalConfig};
@@ -103,7 +103,7 @@ certificates.
 fn run_all(config: ShoalConfig) -> anyhow::Result<()> {
     let (process, trackers) = config.into_parts();
     let clock = Arc::new(Clock::new());
-    shoal_runtime::run_trackers(&process, || {
+    shoal_process::run_trackers(&process, || {
         // A tracker's errors name its keys as in its own binary's config
         // (`network.address_ipv4`); the context says which section they are under here.
         let mut all = Vec::new();

@@ -411,7 +411,7 @@ fn the_environment_overrides_the_file_and_mistakes_are_named() {
         &[
             ("SHOAL__HTTP__ENABLED", "false"),
             ("SHOAL__WS__ENABLED", "false"),
-            ("SHOAL_LOG", "info,shoal_runtime::monitor=warn"),
+            ("SHOAL_LOG", "info,shoal_process::monitor=warn"),
         ],
     );
     shoal.address_after("listening on udp://");

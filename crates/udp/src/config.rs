@@ -2,8 +2,8 @@
 //! `shoal_udp -p` prints these doc comments as the comments of a TOML file.
 
 use serde::{Deserialize, Serialize};
-use shoal_common::config::Problems;
-use shoal_common::tracker_config::{QueueLimits, TrackerKind};
+use shoal_common::Problems;
+use shoal_common::{QueueLimits, TrackerKind};
 use shoal_toml_config::TomlConfig;
 use shoal_udp_protocol::response::{ANNOUNCE_RESPONSE_HEADER_LEN, V6_PEER_LEN};
 
@@ -13,16 +13,16 @@ const MAX_UDP_PAYLOAD: usize = 65_507;
 /// The largest scrape accepted, in info hashes; bounded by the receive buffer.
 pub const MAX_SCRAPE_TORRENTS_LIMIT: usize = 255;
 
-/// The UDP tracker's sections of the shared [config shape](shoal_common::tracker_config).
+/// The UDP tracker's sections of the shared [config shape](shoal_common::Config).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Udp;
 
 /// `shoal_udp`'s configuration file.
-pub type Config = shoal_common::tracker_config::Config<Udp>;
+pub type Config = shoal_common::Config<Udp>;
 
 /// The `shoal_udp` file: the process's sections (logging, metrics, privileges) and
 /// the tracker's keys.
-pub type File = shoal_common::tracker_config::TrackerFile<Udp>;
+pub type File = shoal_common::TrackerFile<Udp>;
 
 shoal_common::network_config! {
     /// Addresses and sockets.
@@ -116,8 +116,7 @@ impl QueueLimits for LimitsConfig {
 
 impl TrackerKind for Udp {
     const ABOUT: &'static str = "shoal_udp: a BEP 15 UDP BitTorrent tracker.";
-    const STATE: Option<shoal_common::config::StateKind> =
-        Some(shoal_common::config::StateKind::Udp);
+    const STATE: Option<shoal_common::StateKind> = Some(shoal_common::StateKind::Udp);
     const SHARES_SWARMS: bool = true;
     type Network = NetworkConfig;
     type Protocol = ProtocolConfig;
@@ -191,7 +190,7 @@ impl TrackerKind for Udp {
 
 #[cfg(test)]
 mod tests {
-    use shoal_common::config::{parse, to_toml};
+    use shoal_common::{config_to_toml as to_toml, parse_config as parse};
 
     use shoal_common::CleaningConfig;
 

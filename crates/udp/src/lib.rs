@@ -66,7 +66,7 @@ pub const APP: AppInfo = AppInfo {
 /// privileges if configured, then waits.
 pub fn run(file: File) -> anyhow::Result<()> {
     let (process, config) = file.into_parts();
-    shoal_runtime::run_until_stopped(&process, "UDP tracker", "udp", || {
+    shoal_process::run_until_stopped(&process, "UDP tracker", "udp", || {
         prepare(config, Arc::new(Clock::new()))
     })
 }

@@ -50,7 +50,7 @@ impl Job {
     }
 }
 
-impl shoal_runtime::Batch for Job {
+impl shoal_worker::Batch for Job {
     fn len(&self) -> usize {
         self.requests.len()
     }

@@ -6,7 +6,6 @@
 //! thread, or inside the socket worker when that keeps the torrents itself.
 
 use rand::rngs::SmallRng;
-use shoal_runtime::BitTorrentShard;
 use shoal_swarm::{
     Announce, BitTorrentMap, ChangeLog, DualStack, ListIn, Located, PREFETCH_STEPS, PeerAddr,
     PeerAddress, ServerTime,
@@ -15,6 +14,7 @@ use shoal_udp_protocol::TransactionId;
 use shoal_udp_protocol::response::{
     write_announce_header, write_error, write_scrape_entry, write_scrape_header,
 };
+use shoal_worker::BitTorrentShard;
 
 /// Error reply to an announce that would start a torrent when the tracker is full.
 pub(crate) const TRACKER_FULL: &str = "tracker full: no new torrents accepted";

@@ -1,10 +1,12 @@
 //! Tracker statistics: what each worker counted, summed on demand.
 
-use shoal_common::metrics::{
-    BANS, BANS_HELP, ERRORS, ERRORS_HELP, REFUSED, REFUSED_HELP, REQUESTS, REQUESTS_HELP,
-    RESPONSES, RESPONSES_HELP, WorkerStats,
+use shoal_common::{Observation, Observe};
+use shoal_common::{
+    WorkerStats, metric_names::BANS, metric_names::BANS_HELP, metric_names::ERRORS,
+    metric_names::ERRORS_HELP, metric_names::REFUSED, metric_names::REFUSED_HELP,
+    metric_names::REQUESTS, metric_names::REQUESTS_HELP, metric_names::RESPONSES,
+    metric_names::RESPONSES_HELP,
 };
-use shoal_common::observe::{Observation, Observe};
 
 shoal_common::counters! {
     /// Counted by each socket worker.
@@ -71,7 +73,7 @@ shoal_common::counters! {
 pub type Stats = WorkerStats<SharedSocketCounters>;
 
 /// A point-in-time sum over all workers.
-pub type StatsSample = shoal_common::metrics::StatsSample<SocketTotals>;
+pub type StatsSample = shoal_common::StatsSample<SocketTotals>;
 
 /// One log line of rates between two samples `seconds` apart.
 pub fn summary(now: &StatsSample, before: &StatsSample, seconds: f64) -> String {

@@ -5,18 +5,19 @@ use std::sync::Arc;
 
 use anyhow::Context as _;
 use crossbeam_channel::Sender;
-use shoal_common::cpu::maybe_pin_current_thread;
-use shoal_common::{Running, TrackerConfig};
+use shoal_common::TrackerConfig;
+use shoal_common::maybe_pin_current_thread;
+use shoal_process::Running;
 use shoal_swarm::Clock;
 
-use shoal_common::sockets::bind_per_worker;
-use shoal_common::tracker_config::Listen as _;
-use shoal_runtime::startup::{self, Startup, Threads, load_snapshot, start_threads};
-use shoal_runtime::state::{self, Snapshot};
-use shoal_runtime::{
-    Context, Listening, LocalSwarm, Prepared, access_list_reload, reply_capacity, swarm_channels,
-};
+use shoal_common::Listen as _;
+use shoal_process::{Listening, Prepared, access_list_reload};
+use shoal_sockets::bind_per_worker;
 use shoal_swarm::{ChangeLog, Restored, ServerTime};
+use shoal_worker::{
+    Context, LocalSwarm, ReadySocketWorker, Snapshot, Startup, Threads, load_snapshot,
+    reply_capacity, restore_shard, start_threads, swarm_channels,
+};
 
 use crate::config::Config;
 use crate::connection_id::ConnectionIds;
@@ -32,7 +33,7 @@ use crate::stats::{SharedSocketCounters, summary};
 /// A tracker whose sockets are bound and whose workers are running.
 ///
 /// Dropping it shuts the tracker down and waits (briefly) for its threads.
-pub type RunningTracker = shoal_runtime::RunningTracker<SharedSocketCounters>;
+pub type RunningTracker = shoal_process::RunningTracker<SharedSocketCounters>;
 
 /// Starts a tracker with its own clock.
 pub fn start(config: Config) -> anyhow::Result<RunningTracker> {
@@ -64,7 +65,7 @@ pub fn prepare(
     // Read now: the tracker may run in a chroot without /proc once it has started.
     let queue_sizes = QueueSizes {
         overload: config.network.overload_recv_buffer_size,
-        rmem_max: shoal_common::sockets::rmem_max(),
+        rmem_max: shoal_sockets::rmem_max(),
     };
     let listening = addrs
         .iter()
@@ -144,7 +145,7 @@ impl Startup for UdpStartup {
 
     fn shard(&self) -> UdpShard {
         UdpShard::new(
-            shoal_runtime::shard_map(&self.config),
+            shoal_worker::shard_map(&self.config),
             rand::make_rng(),
             self.config.protocol.announce_interval,
             self.config.cluster.enabled().then(ChangeLog::default),
@@ -159,7 +160,7 @@ impl Startup for UdpStartup {
         index: usize,
         shards: usize,
     ) -> Restored {
-        state::restore_shard(&mut shard.torrents, snapshot, now, index, shards)
+        restore_shard(&mut shard.torrents, snapshot, now, index, shards)
     }
 
     fn socket_worker(
@@ -167,7 +168,7 @@ impl Startup for UdpStartup {
         index: usize,
         swarms: Vec<Sender<Job>>,
         local: Option<LocalSwarm<UdpShard>>,
-    ) -> anyhow::Result<startup::SocketWorker<Job>> {
+    ) -> anyhow::Result<ReadySocketWorker<Job>> {
         let config = &self.config;
         let queue_len = config.limits.swarm_queue_len;
         let access = &self.context.access;
@@ -203,7 +204,7 @@ impl Startup for UdpStartup {
             maybe_pin_current_thread(core);
             worker.run()
         };
-        Ok(startup::SocketWorker {
+        Ok(ReadySocketWorker {
             run: Box::new(run),
             replies: route,
         })

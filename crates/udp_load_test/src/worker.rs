@@ -27,7 +27,7 @@ use anyhow::Context as _;
 use mio::net::UdpSocket;
 use mio::{Events, Interest, Poll, Token};
 use shoal_common::Shutdown;
-use shoal_common::udp_batch::{RecvBatch, SendBatch};
+use shoal_sockets::{RecvBatch, SendBatch};
 use shoal_udp_protocol::{ConnectionId, TransactionId, action};
 use socket2::{Domain, Protocol, Socket, Type};
 

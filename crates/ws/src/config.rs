@@ -2,20 +2,20 @@
 
 use serde::{Deserialize, Serialize};
 use shoal_common::CleaningConfig;
-use shoal_common::config::Problems;
-use shoal_common::tracker_config::{QueueLimits, ReverseProxy as _, TlsFiles as _, TrackerKind};
+use shoal_common::Problems;
+use shoal_common::{QueueLimits, ReverseProxy as _, TlsFiles as _, TrackerKind};
 use shoal_toml_config::TomlConfig;
 
-/// The WebTorrent tracker's sections of the shared [config shape](shoal_common::tracker_config).
+/// The WebTorrent tracker's sections of the shared [config shape](shoal_common::Config).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Ws;
 
 /// `shoal_ws`'s configuration file.
-pub type Config = shoal_common::tracker_config::Config<Ws>;
+pub type Config = shoal_common::Config<Ws>;
 
 /// The `shoal_ws` file: the process's sections (logging, metrics, privileges) and
 /// the tracker's keys.
-pub type File = shoal_common::tracker_config::TrackerFile<Ws>;
+pub type File = shoal_common::TrackerFile<Ws>;
 
 shoal_common::network_config! {
     /// Addresses, TLS and connections.
@@ -195,8 +195,8 @@ impl TrackerKind for Ws {
     /// while holding a socket worker's 50,000 takes more than 1,500 addresses from more
     /// than 24 networks (1,024 connections each; a /24 or an IPv6 /48), not the 196
     /// addresses or one IPv6 /56 that 256 per address allowed.
-    fn default_per_ip() -> shoal_common::tracker_config::PerIpConfig {
-        shoal_common::tracker_config::PerIpConfig {
+    fn default_per_ip() -> shoal_common::PerIpConfig {
+        shoal_common::PerIpConfig {
             max_connections: 32,
             max_connections_per_network: 1024,
             ..Default::default()
@@ -338,14 +338,14 @@ impl TrackerKind for Ws {
                 "must be at least max_message_size + max_frame_size (one message under way \
                  can hold its fragments and the frame being read)",
             );
-            shoal_common::memlock::validate_io_memory(p, limits.io_memory);
+            shoal_tcp::validate_io_memory(p, limits.io_memory);
         });
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use shoal_common::config::{parse, to_toml};
+    use shoal_common::{config_to_toml as to_toml, parse_config as parse};
 
     use super::*;
 

@@ -73,7 +73,7 @@ pub const APP: AppInfo = AppInfo {
 /// access list and the TLS certificate.
 pub fn run(file: File) -> anyhow::Result<()> {
     let (process, config) = file.into_parts();
-    shoal_runtime::run_until_stopped(&process, "WebTorrent tracker", "ws", || {
+    shoal_process::run_until_stopped(&process, "WebTorrent tracker", "ws", || {
         prepare(config, Arc::new(Clock::new()))
     })
 }

@@ -21,10 +21,10 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use hashbrown::HashMap;
-use shoal_common::log_budget::left_out;
-use shoal_runtime::per_ip::Verdict;
-use shoal_runtime::{ScrapeSplit, shard_for};
+use shoal_common::left_out;
 use shoal_swarm::ServerTime;
+use shoal_worker::Verdict;
+use shoal_worker::{ScrapeSplit, shard_for};
 use shoal_ws_protocol::frames::FrameScanner;
 use shoal_ws_protocol::{
     Action, AnnounceEvent, AnnounceRequest, ClientMessage, ErrorResponse, Id20, RawJson,

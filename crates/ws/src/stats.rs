@@ -1,11 +1,14 @@
 //! WebTorrent tracker statistics.
 
-use shoal_common::metrics::{
-    ERRORS, ERRORS_HELP, INCOMING_BYTES, INCOMING_BYTES_HELP, OUTGOING_BYTES, OUTGOING_BYTES_HELP,
-    REFUSED, REFUSED_HELP, REQUESTS, REQUESTS_HELP, RESPONSES, RESPONSES_HELP,
+use shoal_common::{Observation, Observe};
+use shoal_common::{
+    metric_names::ERRORS, metric_names::ERRORS_HELP, metric_names::INCOMING_BYTES,
+    metric_names::INCOMING_BYTES_HELP, metric_names::OUTGOING_BYTES,
+    metric_names::OUTGOING_BYTES_HELP, metric_names::REFUSED, metric_names::REFUSED_HELP,
+    metric_names::REQUESTS, metric_names::REQUESTS_HELP, metric_names::RESPONSES,
+    metric_names::RESPONSES_HELP,
 };
-use shoal_common::observe::{Observation, Observe};
-use shoal_runtime::tcp::{ConnectionCounters, SharedConnectionCounters, WithConnections};
+use shoal_tcp::{ConnectionCounters, SharedConnectionCounters, WithConnections};
 
 shoal_common::counters! {
     /// Counted by each socket worker.
@@ -103,7 +106,7 @@ impl WithConnections for SharedSocketCounters {
 }
 
 /// A sum over all workers.
-pub type StatsSample = shoal_common::metrics::StatsSample<SocketTotals>;
+pub type StatsSample = shoal_common::StatsSample<SocketTotals>;
 
 /// One log line of rates between two samples `seconds` apart.
 pub fn summary(now: &StatsSample, before: &StatsSample, seconds: f64) -> String {

@@ -21,13 +21,13 @@ use std::hash::Hasher as _;
 
 use rand::RngExt as _;
 use rand::rngs::SmallRng;
-use shoal_common::access_list::AccessView;
-use shoal_common::metrics::ShardStatus;
-use shoal_runtime::{ByWorker, Shard, status_of};
+use shoal_common::AccessView;
+use shoal_common::ShardStatus;
 use shoal_swarm::{
     Announce, AnnounceEvent as SwarmEvent, Announced, Capacity, CleanReport, PeerData, PeerList,
     Refused, ScrapeStats, ServerTime, TorrentMap,
 };
+use shoal_worker::{ByWorker, Shard, status_of};
 use shoal_ws_protocol::{
     AnnounceEvent, AnnounceRequest, AnnounceResponse, ForwardedAnswer, ForwardedOffer, Id20,
     ScrapeFile, ServerMessage, WebRtcAnswer,
@@ -772,7 +772,7 @@ mod tests {
         // tracker: present at 299, gone at 300.
         let everything = shoal_common::AccessControl::with_list(
             shoal_common::AccessListMode::Off,
-            shoal_common::access_list::AccessList::default(),
+            shoal_common::AccessList::default(),
         )
         .view();
         let sizes = |swarms: &WsShard| {

@@ -1,13 +1,13 @@
 //! Starting the WebTorrent tracker: the start-up is the TCP trackers' shared one
-//! (`shoal_runtime::tcp`), given what makes WebTorrent a TCP tracker
+//! (`shoal_tcp::tracker`), given what makes WebTorrent a TCP tracker
 //! (`socket::WsTracker`).
 
 use std::sync::Arc;
 
-use shoal_common::tls::TlsConfig;
-use shoal_runtime::Prepared;
-use shoal_runtime::tcp::RunningTcpTracker;
+use shoal_process::Prepared;
 use shoal_swarm::Clock;
+use shoal_tcp::RunningTcpTracker;
+use shoal_tcp::TlsConfig;
 
 use crate::socket::WsTracker;
 use crate::stats::SharedSocketCounters;
@@ -21,7 +21,7 @@ pub fn prepare(
     config: crate::Config,
     clock: Arc<Clock>,
 ) -> anyhow::Result<Prepared<SharedSocketCounters, Option<Arc<TlsConfig>>>> {
-    shoal_runtime::tcp::prepare::<WsTracker>(config, clock)
+    shoal_tcp::prepare::<WsTracker>(config, clock)
 }
 
 /// Starts a tracker with its own clock.
@@ -34,5 +34,5 @@ pub fn start_with_clock(
     config: crate::Config,
     clock: Arc<Clock>,
 ) -> anyhow::Result<RunningTracker> {
-    shoal_runtime::tcp::start::<WsTracker>(config, clock)
+    shoal_tcp::start::<WsTracker>(config, clock)
 }

@@ -78,7 +78,12 @@ fn wss_relays_offers_and_reloads_its_certificate() {
 
     // A new certificate: new connections get it, open ones keep working.
     let second = self_signed(&dir);
-    tracker.tls().unwrap().reload().unwrap();
+    tracker
+        .extra()
+        .as_ref()
+        .expect("serving TLS")
+        .reload()
+        .unwrap();
     let mut carol = wss_client(addr, &second);
     carol.announce(torrent, id("carol"), json!({}));
     assert!(matches!(

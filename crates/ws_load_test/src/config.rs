@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
-use shoal_common::config::Problems;
+use shoal_common::Problems;
 use shoal_common::{LoggingConfig, TrackerConfig};
 use shoal_load_test_common::tls::is_valid_server_name;
 use shoal_toml_config::TomlConfig;
@@ -283,7 +283,7 @@ impl TrackerConfig for Config {
 
 #[cfg(test)]
 mod tests {
-    use shoal_common::config::{parse, to_toml};
+    use shoal_common::{config_to_toml as to_toml, parse_config as parse};
 
     use super::*;
 

@@ -6,8 +6,8 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::{Duration, Instant};
 
 use shoal_http_protocol::InfoHash;
-use shoal_runtime::per_ip::Verdict;
 use shoal_swarm::ServerTime;
+use shoal_worker::Verdict;
 
 use super::{AnnounceCall, FullScrapeCache, Host, Next, Session};
 use crate::Config;

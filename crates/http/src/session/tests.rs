@@ -3,8 +3,8 @@
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::time::{Duration, Instant};
 
-use shoal_runtime::per_ip::Verdict;
 use shoal_swarm::{PeerAddress, ServerTime};
+use shoal_worker::Verdict;
 
 use super::rig::{AtEnd, CLIENT, SwarmWorkers, TestHost, Transcript, check_response, drive};
 use super::{AnnounceCall, BUSY, NOT_ALLOWED, RATE_LIMITED, Session};
@@ -370,7 +370,7 @@ fn a_scrape_is_split_among_swarm_workers_and_merged() {
         assert!(
             hashes
                 .iter()
-                .all(|h| shoal_runtime::shard_for(h, 4) == *worker)
+                .all(|h| shoal_worker::shard_for(h, 4) == *worker)
         );
         asked.extend(hashes);
     }

@@ -8,11 +8,11 @@ use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
 
 use futures_lite::{AsyncRead, AsyncReadExt as _, AsyncWrite, AsyncWriteExt as _};
-use shoal_common::executor::{within, write_all_before};
 use shoal_http_protocol::InfoHash;
-use shoal_runtime::eviction::Place;
-use shoal_runtime::per_ip::Verdict;
 use shoal_swarm::ServerTime;
+use shoal_tcp::Place;
+use shoal_tcp::{within, write_all_before};
+use shoal_worker::Verdict;
 
 use super::Worker;
 use super::router;

@@ -2,7 +2,7 @@
 //! connections, parse requests, ask swarm workers, and write responses.
 //!
 //! The executors, accept loops, connection limit and TLS handshake are the TCP
-//! trackers' shared ones (`shoal_runtime::tcp`); what is HTTP's own is here: each
+//! trackers' shared ones (`shoal_tcp::tracker`); what is HTTP's own is here: each
 //! connection ([`connection`]) drives its [`Session`](crate::session::Session), and
 //! requests for swarm workers go through the worker's [`router`], which batches them
 //! and matches replies to the calls waiting for them. [`HttpTracker`] is what the
@@ -18,13 +18,14 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::Sender;
 use futures_lite::{AsyncRead, AsyncWrite};
-use shoal_common::metrics::SummaryLine;
-use shoal_common::tracker_config::{Config, ReverseProxy as _};
-use shoal_runtime::eviction::Place;
-use shoal_runtime::state::{self, Snapshot};
-use shoal_runtime::tcp::{TcpSettings, TcpTracker};
-use shoal_runtime::{Listening, LocalSwarm};
+use shoal_common::SummaryLine;
+use shoal_common::{Config, ReverseProxy as _};
+use shoal_process::Listening;
 use shoal_swarm::{Restored, ServerTime};
+use shoal_tcp::Place;
+use shoal_tcp::{TcpSettings, TcpTracker};
+use shoal_worker::Snapshot;
+use shoal_worker::{LocalSwarm, restore_shard};
 
 use self::connection::{exchange, refuse};
 use self::router::Router;
@@ -35,7 +36,7 @@ use crate::shard::HttpShard;
 use crate::stats::{SharedSocketCounters, SocketTotals, summary};
 
 /// One socket worker, as its connection tasks see it.
-pub(crate) type Worker = shoal_runtime::tcp::Worker<HttpTracker>;
+pub(crate) type Worker = shoal_tcp::Worker<HttpTracker>;
 
 /// What the HTTP tracker keeps per socket worker besides the shared fields.
 #[derive(Debug)]
@@ -74,7 +75,7 @@ impl TcpTracker for HttpTracker {
     }
 
     fn shard(config: &Config<Http>) -> HttpShard {
-        HttpShard::new(shoal_runtime::shard_map(config), config.cluster.enabled())
+        HttpShard::new(shoal_worker::shard_map(config), config.cluster.enabled())
     }
 
     fn restore(
@@ -84,7 +85,7 @@ impl TcpTracker for HttpTracker {
         index: usize,
         shards: usize,
     ) -> Restored {
-        state::restore_shard(&mut shard.torrents, snapshot, now, index, shards)
+        restore_shard(&mut shard.torrents, snapshot, now, index, shards)
     }
 
     fn finish(worker: &Worker) {

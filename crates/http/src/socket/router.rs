@@ -19,7 +19,7 @@ use std::rc::Rc;
 use std::task::{Context, Poll, Waker};
 
 use crossbeam_channel::Sender;
-use shoal_runtime::{LocalSwarm, SwarmLink};
+use shoal_worker::{LocalSwarm, SwarmLink};
 
 use crate::messages::{
     AnnounceAnswer, AnnounceWork, CallError, ReplyTo, ScrapeCounts, ScrapeWork, Slot, SwarmReply,

@@ -8,7 +8,7 @@ use socket2::{Domain, Protocol, Socket, Type};
 /// A non-blocking UDP socket bound to `addr` with SO_REUSEPORT (so every socket worker
 /// can bind the same address) and, for IPv6, IPV6_V6ONLY (IPv4 clients use the IPv4
 /// socket and are never seen as mapped addresses). An IPv4 socket sends unfragmented
-/// ([`set_dont_fragment`](shoal_common::sockets::set_dont_fragment)), which spares
+/// ([`set_dont_fragment`](shoal_sockets::set_dont_fragment)), which spares
 /// the kernel an IP id per reply; the rare reply too big for that is sent fragmented
 /// from the queue ([`Outbound`](super::outbound::Outbound)).
 pub(crate) fn bind_socket(
@@ -19,7 +19,7 @@ pub(crate) fn bind_socket(
         .with_context(|| format!("cannot create a UDP socket for {addr}"))?;
     if addr.is_ipv6() {
         socket.set_only_v6(true).context("cannot set IPV6_V6ONLY")?;
-    } else if let Err(err) = shoal_common::sockets::set_dont_fragment(&socket, true) {
+    } else if let Err(err) = shoal_sockets::set_dont_fragment(&socket, true) {
         // Only speed is lost: the kernel then hashes an IP id for every reply.
         log::warn!("cannot send unfragmented UDP replies on {addr}: {err}");
     }
@@ -30,11 +30,11 @@ pub(crate) fn bind_socket(
         .set_nonblocking(true)
         .context("cannot make the socket non-blocking")?;
     if recv_buffer_size > 0 {
-        shoal_common::sockets::set_recv_buffer(&socket, recv_buffer_size);
+        shoal_sockets::set_recv_buffer(&socket, recv_buffer_size);
     }
     socket
         .bind(&addr.into())
-        .map_err(|err| shoal_common::sockets::bind_failure("UDP", addr, &err))?;
+        .map_err(|err| shoal_sockets::bind_failure("UDP", addr, &err))?;
     Ok(socket.into())
 }
 
@@ -46,6 +46,6 @@ mod tests {
     fn ipv4_replies_go_unfragmented() {
         let socket = bind_socket(SocketAddr::from(([127, 0, 0, 1], 0)), 0).unwrap();
         let socket = socket2::SockRef::from(&socket);
-        assert!(shoal_common::sockets::sends_unfragmented(&socket).unwrap());
+        assert!(shoal_sockets::sends_unfragmented(&socket).unwrap());
     }
 }

@@ -5,7 +5,7 @@
 //! loop:
 //!
 //! 1. wait in `poll` (only a look while there is known work, and not even that while
-//!    every socket is known to have more to read; see [`sleep`] for why not epoll);
+//!    every socket is known to have more to read; see `shoal_sockets::wait_for_sockets` for why not epoll);
 //! 2. read up to [`MAX_READS_PER_ROUND`] datagrams per socket, [`RECV_BATCH`] per
 //!    `recvmmsg`, handing them to the [`Dispatcher`]; after each batch, send the jobs
 //!    built so far and every reply that is ready, so swarm workers start early and
@@ -23,7 +23,6 @@ pub(crate) mod dispatch;
 mod outbound;
 pub(crate) mod overload;
 pub(crate) mod scrapes;
-mod sleep;
 
 use std::io::ErrorKind;
 use std::os::fd::AsRawFd as _;
@@ -32,19 +31,19 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use crossbeam_channel::Receiver;
-use shoal_common::udp_batch::RecvBatch;
 use shoal_common::{AccessControl, Shutdown};
-use shoal_runtime::{LocalSwarm, ReplyRoute, Wake, reply_channel};
+use shoal_sockets::RecvBatch;
 use shoal_swarm::Clock;
+use shoal_worker::{LocalSwarm, ReplyRoute, Wake, reply_channel};
 
 pub(crate) use self::bind::bind_socket;
 use self::dispatch::Dispatcher;
 use self::outbound::{Endpoint, Endpoints, Outbound};
 use self::overload::QueueGuard;
 pub(crate) use self::overload::QueueSizes;
-use self::sleep::{Doorbell, Want};
 use crate::messages::{Job, Replies};
 use crate::shard::UdpShard;
+use shoal_sockets::{Doorbell, Want, wait_for_sockets};
 
 /// Datagrams read from one socket per round before the loop looks at everything else.
 const MAX_READS_PER_ROUND: usize = 1024;
@@ -239,7 +238,7 @@ impl SocketWorker {
                 writable: e.wants_writable(),
             })
         });
-        let ready = sleep::wait(wants, &self.doorbell, timeout).context("poll failed")?;
+        let ready = wait_for_sockets(wants, &self.doorbell, timeout).context("poll failed")?;
         self.wake.awake();
         for (endpoint, ready) in self.endpoints.iter_mut().zip(ready) {
             if let Some(endpoint) = endpoint {

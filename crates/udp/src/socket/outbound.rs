@@ -4,9 +4,9 @@ use std::collections::VecDeque;
 use std::io::ErrorKind;
 use std::net::SocketAddr;
 
-use shoal_common::metrics::Traffic;
-use shoal_common::sockets::{send_fragmenting, too_big_unfragmented};
-use shoal_common::udp_batch::{MAX_BATCH, SendBatch};
+use shoal_common::Traffic;
+use shoal_sockets::{MAX_BATCH, SendBatch};
+use shoal_sockets::{send_fragmenting, too_big_unfragmented};
 use std::net::UdpSocket;
 
 use crate::messages::{Job, Replies, ReplyKind};

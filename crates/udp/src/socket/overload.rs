@@ -29,8 +29,8 @@
 use std::net::{SocketAddr, UdpSocket};
 use std::time::{Duration, Instant};
 
-use shoal_common::log_budget::{LogBudget, left_out};
-use shoal_common::sockets::{self, ReceiveQueue};
+use shoal_common::{LogBudget, left_out};
+use shoal_sockets::ReceiveQueue;
 
 /// How often a socket worker looks at its queues.
 pub(crate) const CHECK_INTERVAL: Duration = Duration::from_millis(100);
@@ -117,7 +117,7 @@ pub(crate) struct QueueGuard {
     /// overflow asked) a way back.
     shrinkable: bool,
     /// Whether the process may force a buffer past net.core.rmem_max
-    /// ([`sockets::may_force_recv_buffer`]; replaceable in tests, which run as root).
+    /// ([`shoal_sockets::may_force_recv_buffer`]; replaceable in tests, which run as root).
     may_force: fn(&UdpSocket, usize) -> bool,
     /// When the queue was shrunk, and the drops counted then.
     shrunk_at: Option<(Instant, u32)>,
@@ -141,7 +141,7 @@ pub(crate) struct Checked {
 impl QueueGuard {
     /// A guard for `socket`, whose buffer is as the tracker set it.
     pub(crate) fn new(socket: &UdpSocket, sizes: QueueSizes) -> Self {
-        let queue = sockets::receive_queue(socket)
+        let queue = shoal_sockets::receive_queue(socket)
             .inspect_err(|err| {
                 log::info!(
                     "the UDP receive queue is not watched (kernel drops are not counted, and an overflowing queue is not shrunk): {err}"
@@ -159,7 +159,7 @@ impl QueueGuard {
             watched: queue.is_some(),
             shrinkable: sizes.overload > 0 && restore_to > sizes.overload,
             may_force: |socket, size| {
-                sockets::may_force_recv_buffer(&socket2::SockRef::from(socket), size)
+                shoal_sockets::may_force_recv_buffer(&socket2::SockRef::from(socket), size)
             },
             shrunk_at: None,
             // The kernel counts from the socket's creation, so drops while the
@@ -176,7 +176,7 @@ impl QueueGuard {
         if !self.watched {
             return checked;
         }
-        let Ok(queue) = sockets::receive_queue(socket) else {
+        let Ok(queue) = shoal_sockets::receive_queue(socket) else {
             return checked;
         };
         if let Some(last) = self.counted_drops {
@@ -189,7 +189,10 @@ impl QueueGuard {
         match self.policy.check(now, queue) {
             Some(Change::Shrink) => {
                 if self.restorable(socket) {
-                    sockets::set_recv_buffer(&socket2::SockRef::from(socket), self.sizes.overload);
+                    shoal_sockets::set_recv_buffer(
+                        &socket2::SockRef::from(socket),
+                        self.sizes.overload,
+                    );
                     self.shrunk_at = Some((now, queue.drops));
                     checked.shrunk = true;
                     if let Some(unlogged) = self.log.take(now) {
@@ -216,8 +219,10 @@ impl QueueGuard {
                 }
             }
             Some(Change::Restore) => {
-                let granted =
-                    sockets::set_recv_buffer(&socket2::SockRef::from(socket), self.restore_to);
+                let granted = shoal_sockets::set_recv_buffer(
+                    &socket2::SockRef::from(socket),
+                    self.restore_to,
+                );
                 checked.restored = true;
                 let (since, drops_then) = self.shrunk_at.take().unwrap_or((now, queue.drops));
                 if let Some(unlogged) = self.log.take(now) {
@@ -428,7 +433,7 @@ mod tests {
             drops > 0,
             "the kernel dropped datagrams, and they were counted"
         );
-        let capacity = sockets::receive_queue(receiver).unwrap().capacity;
+        let capacity = shoal_sockets::receive_queue(receiver).unwrap().capacity;
         assert!(
             capacity as usize <= 2 * sizes.overload + 4096,
             "buffer now {capacity}"
@@ -451,7 +456,7 @@ mod tests {
     fn the_guard_counts_kernel_drops_and_shrinks_a_real_socket() {
         let receiver = UdpSocket::bind("127.0.0.1:0").unwrap();
         let configured = 64 * 1024;
-        sockets::set_recv_buffer(&socket2::SockRef::from(&receiver), configured);
+        shoal_sockets::set_recv_buffer(&socket2::SockRef::from(&receiver), configured);
         let sizes = QueueSizes {
             overload: 8 * 1024,
             // As if rmem_max allowed the configured size: restoring needs no privilege.
@@ -460,7 +465,7 @@ mod tests {
         // Shrunk 300 ms after the first overflow, restored 1 s after the first
         // short check.
         assert_eq!(shrink_and_restore(&receiver, sizes), (4, 17));
-        let capacity = sockets::receive_queue(&receiver).unwrap().capacity;
+        let capacity = shoal_sockets::receive_queue(&receiver).unwrap().capacity;
         assert_eq!(capacity as usize, 2 * configured);
     }
 
@@ -469,19 +474,22 @@ mod tests {
         // socket_recv_buffer_size = 0: the buffer the kernel gave the socket
         // (net.core.rmem_default, accounted as it is, not doubled) is what comes back.
         let receiver = UdpSocket::bind("127.0.0.1:0").unwrap();
-        let default = sockets::receive_queue(&receiver).unwrap().capacity;
+        let default = shoal_sockets::receive_queue(&receiver).unwrap().capacity;
         let sizes = QueueSizes {
             overload: 8 * 1024,
             rmem_max: Some(default as usize),
         };
         assert_eq!(shrink_and_restore(&receiver, sizes), (4, 17));
-        assert_eq!(sockets::receive_queue(&receiver).unwrap().capacity, default);
+        assert_eq!(
+            shoal_sockets::receive_queue(&receiver).unwrap().capacity,
+            default
+        );
     }
 
     #[test]
     fn a_queue_no_larger_than_the_overload_size_is_never_shrunk() {
         let receiver = UdpSocket::bind("127.0.0.1:0").unwrap();
-        sockets::set_recv_buffer(&socket2::SockRef::from(&receiver), 64 * 1024);
+        shoal_sockets::set_recv_buffer(&socket2::SockRef::from(&receiver), 64 * 1024);
         let guard = QueueGuard::new(
             &receiver,
             QueueSizes {
@@ -510,8 +518,8 @@ mod tests {
     fn a_queue_that_could_not_grow_back_is_left_alone_but_still_watched() {
         let receiver = UdpSocket::bind("127.0.0.1:0").unwrap();
         let configured = 64 * 1024;
-        sockets::set_recv_buffer(&socket2::SockRef::from(&receiver), configured);
-        let before = sockets::receive_queue(&receiver).unwrap().capacity;
+        shoal_sockets::set_recv_buffer(&socket2::SockRef::from(&receiver), configured);
+        let before = shoal_sockets::receive_queue(&receiver).unwrap().capacity;
         let sizes = QueueSizes {
             overload: 8 * 1024,
             rmem_max: Some(configured / 2),
@@ -532,6 +540,9 @@ mod tests {
             drops += checked.drops;
         }
         assert!(drops > 0);
-        assert_eq!(sockets::receive_queue(&receiver).unwrap().capacity, before);
+        assert_eq!(
+            shoal_sockets::receive_queue(&receiver).unwrap().capacity,
+            before
+        );
     }
 }

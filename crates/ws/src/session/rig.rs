@@ -6,8 +6,8 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
-use shoal_runtime::per_ip::Verdict;
 use shoal_swarm::ServerTime;
+use shoal_worker::Verdict;
 
 use super::{Host, Next, Session};
 use crate::Config;

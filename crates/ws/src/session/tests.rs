@@ -2,7 +2,7 @@
 
 use std::time::{Duration, Instant};
 
-use shoal_runtime::per_ip::Verdict;
+use shoal_worker::Verdict;
 use shoal_ws_protocol::{
     AnnounceEvent, AnnounceRequest, AnnounceResponse, ClientMessage, Id20, ScrapeFile,
     ScrapeRequest, ServerMessage, WebRtcAnswer, write_client_message,
@@ -75,7 +75,7 @@ fn an_announce_goes_to_its_swarm_worker_and_its_reply_is_written() {
     );
     let submitted = host.submitted.borrow_mut().drain(..).collect::<Vec<_>>();
     assert_eq!(submitted.len(), 1);
-    assert_eq!(submitted[0].0, shoal_runtime::shard_for(&[7; 20], 3));
+    assert_eq!(submitted[0].0, shoal_worker::shard_for(&[7; 20], 3));
     assert!(matches!(submitted[0].1.kind, RequestKind::Announce(_)));
 
     let later = start + Duration::from_millis(30);
@@ -264,7 +264,7 @@ fn a_scrape_over_several_workers_is_answered_once_whole() {
         assert!(
             info_hashes
                 .iter()
-                .all(|h| shoal_runtime::shard_for(&h.0, 4) == worker)
+                .all(|h| shoal_worker::shard_for(&h.0, 4) == worker)
         );
         let files = info_hashes
             .into_iter()
@@ -320,7 +320,7 @@ fn leaving_takes_every_announced_peer_out_of_its_swarm() {
         assert!(
             peers
                 .iter()
-                .all(|(h, _)| shoal_runtime::shard_for(&h.0, 2) == worker)
+                .all(|(h, _)| shoal_worker::shard_for(&h.0, 2) == worker)
         );
         left.extend(peers);
     }

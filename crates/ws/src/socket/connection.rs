@@ -11,10 +11,10 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use futures_lite::{AsyncRead, AsyncReadExt as _, AsyncWrite, AsyncWriteExt as _};
-use shoal_common::executor::{within, write_all_before as write_all};
-use shoal_runtime::eviction::Place;
-use shoal_runtime::per_ip::Verdict;
 use shoal_swarm::ServerTime;
+use shoal_tcp::Place;
+use shoal_tcp::{within, write_all_before as write_all};
+use shoal_worker::Verdict;
 use shoal_ws_protocol::opening::Refusal;
 
 use super::Worker;

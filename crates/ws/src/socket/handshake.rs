@@ -5,10 +5,10 @@ use std::net::SocketAddr;
 use std::time::Instant;
 
 use futures_lite::{AsyncRead, AsyncReadExt as _, AsyncWrite};
-use shoal_common::executor::{before, write_all_before as write_all};
-use shoal_common::http_head::HeadScan;
-use shoal_common::tracker_config::{HeaderPosition, ReverseProxy as _};
-use shoal_runtime::per_ip::{ConnectionSlot, OverLimit, Verdict};
+use shoal_common::{HeaderPosition, ReverseProxy as _};
+use shoal_tcp::HeadScan;
+use shoal_tcp::{before, write_all_before as write_all};
+use shoal_worker::{ConnectionSlot, OverLimit, Verdict};
 use shoal_ws_protocol::opening::{OpenedKind, OpeningLimits, ProxyHeader, Refusal, parse_opening};
 
 use super::Worker;

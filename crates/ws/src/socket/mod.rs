@@ -2,7 +2,7 @@
 //! connections, run the WebSocket protocol and relay messages.
 //!
 //! The executors, accept loops, connection limit and TLS handshake are the TCP
-//! trackers' shared ones (`shoal_runtime::tcp`); what is WebTorrent's own is here:
+//! trackers' shared ones (`shoal_tcp::tracker`); what is WebTorrent's own is here:
 //! every connection ([`connection`]) opens with an HTTP request ([`handshake`]), then
 //! exchanges WebSocket messages; requests reach swarm workers through the worker's
 //! [`router`], and messages from swarm workers come back into each connection's queue.
@@ -20,12 +20,13 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::Sender;
 use futures_lite::{AsyncRead, AsyncWrite};
-use shoal_common::log_budget::LogBudget;
-use shoal_common::metrics::SummaryLine;
-use shoal_common::tracker_config::{Config, ReverseProxy as _};
-use shoal_runtime::eviction::Place;
-use shoal_runtime::tcp::{TcpSettings, TcpTracker};
-use shoal_runtime::{Listening, LocalSwarm, shard_capacity};
+use shoal_common::LogBudget;
+use shoal_common::SummaryLine;
+use shoal_common::{Config, ReverseProxy as _};
+use shoal_process::Listening;
+use shoal_tcp::Place;
+use shoal_tcp::{TcpSettings, TcpTracker};
+use shoal_worker::{LocalSwarm, shard_capacity};
 
 use self::connection::{refuse, serve};
 use self::router::Router;
@@ -35,7 +36,7 @@ use crate::stats::{SharedSocketCounters, SocketTotals, summary};
 use crate::swarm::{SwarmSettings, WsShard};
 
 /// One socket worker, as its connection tasks see it.
-pub(crate) type Worker = shoal_runtime::tcp::Worker<WsTracker>;
+pub(crate) type Worker = shoal_tcp::Worker<WsTracker>;
 
 /// What the WebTorrent tracker keeps per socket worker besides the shared fields.
 #[derive(Debug)]

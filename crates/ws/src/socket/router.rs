@@ -33,7 +33,7 @@ use std::task::{Poll, Waker};
 
 use crossbeam_channel::Sender;
 use hashbrown::HashMap;
-use shoal_runtime::{LocalSwarm, SwarmLink};
+use shoal_worker::{LocalSwarm, SwarmLink};
 
 use crate::messages::{ConnectionRef, Delivery, RequestKind, SwarmRequest, ToConnection};
 use crate::swarm::WsShard;

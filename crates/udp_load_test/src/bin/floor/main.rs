@@ -14,7 +14,7 @@
 //! floor of the benchmark documents before 2026-11-23, which batching trackers beat.
 //!
 //! Replies go out unfragmented from an IPv4 socket, with an IP id of zero, as
-//! shoal_udp's do (`shoal_common::sockets::set_dont_fragment`: the kernel then hashes
+//! shoal_udp's do (`shoal_sockets::set_dont_fragment`: the kernel then hashes
 //! no id per datagram); `--may-fragment` leaves the kernel's default, the floor of the
 //! documents before 2026-11-24.
 //!
@@ -41,7 +41,7 @@ use std::io::ErrorKind;
 use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd as _;
 
-use shoal_common::udp_batch::{MAX_BATCH, RecvBatch, SendBatch};
+use shoal_sockets::{MAX_BATCH, RecvBatch, SendBatch};
 
 mod uring;
 
@@ -138,12 +138,12 @@ fn main() -> std::io::Result<()> {
     };
     let socket = UdpSocket::bind(&options.address)?;
     if let Some(bytes) = options.recv_buffer {
-        shoal_common::sockets::set_recv_buffer(&socket2::SockRef::from(&socket), bytes);
+        shoal_sockets::set_recv_buffer(&socket2::SockRef::from(&socket), bytes);
     }
     if socket.local_addr()?.is_ipv4() && !options.may_fragment {
         // Replies are at most 896 bytes (a scrape of 74 torrents), far below the MTU
         // of the loopback interface benches run on: none is refused unfragmented.
-        shoal_common::sockets::set_dont_fragment(&socket2::SockRef::from(&socket), true)?;
+        shoal_sockets::set_dont_fragment(&socket2::SockRef::from(&socket), true)?;
     }
     // io_uring is set up before "listening" is printed, so that where it is not
     // available the floor says so and stops instead of seeming to serve.

@@ -1,0 +1,80 @@
+//! What every running tracker has: its addresses, its workers and the way to stop it.
+//!
+//! Each daemon's `RunningTracker` wraps a [`Running`] and adds what is its own (clock,
+//! statistics, TLS). Dropping a [`Running`] shuts its workers down and waits for them,
+//! so a test that drops its tracker leaves no thread behind.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use shoal_common::AccessControl;
+use shoal_common::{Shutdown, Supervisor};
+
+/// A tracker whose sockets are bound and whose workers run.
+#[derive(Debug)]
+pub struct Running {
+    addrs: Vec<SocketAddr>,
+    shutdown: Shutdown,
+    supervisor: Option<Supervisor>,
+    access: Arc<AccessControl>,
+}
+
+impl Running {
+    /// Wraps a started tracker.
+    pub fn new(addrs: Vec<SocketAddr>, supervisor: Supervisor, access: Arc<AccessControl>) -> Self {
+        Self {
+            addrs,
+            shutdown: supervisor.shutdown().clone(),
+            supervisor: Some(supervisor),
+            access,
+        }
+    }
+
+    /// The bound addresses (port 0 in the config is resolved here), IPv4 first.
+    pub fn local_addrs(&self) -> &[SocketAddr] {
+        &self.addrs
+    }
+
+    /// The bound IPv4 address, if listening on IPv4.
+    pub fn ipv4_addr(&self) -> Option<SocketAddr> {
+        self.addrs.iter().copied().find(SocketAddr::is_ipv4)
+    }
+
+    /// The bound IPv6 address, if listening on IPv6.
+    pub fn ipv6_addr(&self) -> Option<SocketAddr> {
+        self.addrs.iter().copied().find(SocketAddr::is_ipv6)
+    }
+
+    /// The access list, for reloading.
+    pub fn access_control(&self) -> &Arc<AccessControl> {
+        &self.access
+    }
+
+    /// The shutdown flag.
+    pub fn shutdown_handle(&self) -> &Shutdown {
+        &self.shutdown
+    }
+
+    /// Blocks until shutdown is requested or a worker fails.
+    pub fn wait(mut self) -> anyhow::Result<()> {
+        self.supervisor
+            .take()
+            .expect("supervisor present until waited on")
+            .wait()
+    }
+
+    /// Requests shutdown and waits for the workers.
+    pub fn stop(self) -> anyhow::Result<()> {
+        self.shutdown.request();
+        self.wait()
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.shutdown.request();
+        if let Some(supervisor) = self.supervisor.take() {
+            let _ = supervisor.wait();
+        }
+    }
+}

@@ -1,0 +1,34 @@
+//! The process around shoal's trackers: how a binary runs one tracker or several, and
+//! what it does for them while they serve.
+//!
+//! A started tracker is a [`RunningTracker`], whatever carries its requests. Around it
+//! the process handles signals (stop, reload), drops privileges once the sockets are
+//! bound, tells systemd it is ready and alive, serves the monitoring endpoint and gives
+//! memory back after a busy spell. What changes here is how a tracker is operated; the
+//! workers themselves (`shoal_worker`) and the transports (`shoal_udp`, `shoal_tcp`)
+//! are not touched by it.
+//!
+//! # Layout
+//!
+//! * `running`: a started tracker's handle, and what a tracker process does with one
+//!   or several (signals, privileges, systemd notifications, monitoring, waiting).
+//! * `handle`: what every running tracker has: its addresses, its workers and the
+//!   way to stop them.
+//! * `monitor`: the monitoring endpoint: Prometheus metrics, statistics page and
+//!   JSON, health.
+//! * `process_metrics`: the process's own figures (CPU, memory, open files).
+//! * `memory`: giving memory the tracker freed back to the system after a busy
+//!   spell.
+
+mod handle;
+mod memory;
+mod monitor;
+mod process_metrics;
+mod running;
+
+pub use handle::Running;
+pub use monitor::Monitored;
+pub use running::{
+    Listening, Prepared, Reload, RunningTracker, Servable, Served, access_list_reload,
+    run_trackers, run_until_stopped,
+};

@@ -1,0 +1,527 @@
+//! A started tracker, whatever its protocol, and how a binary runs one.
+
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use std::net::SocketAddr;
+
+use shoal_common::{Counters, LargeSwarm, StatsSample, WorkerStats};
+use shoal_common::{Observation, Observe};
+use shoal_common::{ProcessConfig, Shutdown};
+use shoal_common::{ReloadHook, SignalThread};
+use shoal_common::{metric_names::OPEN_CONNECTIONS, metric_names::PEERS};
+use shoal_common::{notify_ready, notify_stopping, notify_systemd, watchdog_interval};
+use shoal_swarm::Clock;
+
+use shoal_worker::Context;
+
+use crate::Running;
+use crate::monitor::Monitored;
+
+/// Something SIGUSR1 reloads (the access list, a TLS certificate), shareable.
+pub type Reload = Arc<dyn Fn() + Send + Sync>;
+
+/// A running tracker; dropping it shuts it down. `E` is what one kind of tracker adds
+/// (the TLS config of the TCP trackers).
+pub struct RunningTracker<C: Counters, E = ()> {
+    running: Running,
+    clock: Arc<Clock>,
+    stats: Arc<WorkerStats<C>>,
+    listening: Vec<Listening>,
+    reloads: Vec<Reload>,
+    extra: E,
+}
+
+/// One address a tracker listens on, as clients and the log see it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Listening {
+    /// The URL clients use (`udp://…`, `https://…`, `wss://…`).
+    pub url: String,
+    /// What else the log line says (e.g. the announce URL), or nothing.
+    pub note: String,
+}
+
+impl<C: Counters, E: std::fmt::Debug> std::fmt::Debug for RunningTracker<C, E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunningTracker")
+            .field("listening", &self.listening)
+            .field("extra", &self.extra)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<C: Counters, E> RunningTracker<C, E> {
+    /// Wraps a started tracker. `listening` describes each address; `reloads` run on
+    /// SIGUSR1.
+    pub fn new(
+        running: Running,
+        context: &Context<C>,
+        listening: Vec<Listening>,
+        reloads: Vec<Reload>,
+        extra: E,
+    ) -> Self {
+        Self {
+            running,
+            clock: context.clock.clone(),
+            stats: context.stats.clone(),
+            listening,
+            reloads,
+            extra,
+        }
+    }
+
+    /// The clock (tests advance it to expire peers and connection ids).
+    pub fn clock(&self) -> &Arc<Clock> {
+        &self.clock
+    }
+
+    /// Current statistics, summed over the workers.
+    pub fn stats(&self) -> StatsSample<C::Totals> {
+        self.stats.sample()
+    }
+
+    /// The URLs clients use, one per listening address.
+    pub fn urls(&self) -> Vec<&str> {
+        self.listening.iter().map(|l| l.url.as_str()).collect()
+    }
+
+    /// Logs where the tracker listens.
+    pub fn log_addresses(&self) {
+        log_listening(&self.listening);
+    }
+
+    /// What SIGUSR1 should run for this tracker.
+    pub fn reload_hooks(&self) -> Vec<ReloadHook> {
+        self.reloads
+            .iter()
+            .map(|reload| {
+                let reload = reload.clone();
+                Box::new(move || reload()) as ReloadHook
+            })
+            .collect()
+    }
+
+    /// What this kind of tracker adds.
+    pub fn extra(&self) -> &E {
+        &self.extra
+    }
+
+    /// Blocks until shutdown or a worker failure.
+    pub fn wait(self) -> anyhow::Result<()> {
+        self.running.wait()
+    }
+
+    /// Requests shutdown and waits.
+    pub fn stop(self) -> anyhow::Result<()> {
+        self.running.stop()
+    }
+}
+
+impl<C: Counters, E> std::ops::Deref for RunningTracker<C, E> {
+    type Target = Running;
+
+    /// Addresses, access list and shutdown flag.
+    fn deref(&self) -> &Running {
+        &self.running
+    }
+}
+
+/// A tracker whose config is checked, files loaded and sockets bound, not serving yet:
+/// the moment to give up root. [`serve`](Self::serve) starts every thread.
+pub struct Prepared<C: Counters, E = ()> {
+    addrs: Vec<SocketAddr>,
+    listening: Vec<Listening>,
+    serve: ServeFn<C, E>,
+}
+
+type ServeFn<C, E> = Box<dyn FnOnce(Vec<Listening>) -> anyhow::Result<RunningTracker<C, E>> + Send>;
+
+impl<C: Counters, E> std::fmt::Debug for Prepared<C, E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Prepared")
+            .field("listening", &self.listening)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<C: Counters, E> Prepared<C, E> {
+    /// A tracker bound to `addrs`, described by `listening`, which `serve` starts
+    /// (and hands the same description on to its handle).
+    pub fn new(
+        addrs: Vec<SocketAddr>,
+        listening: Vec<Listening>,
+        serve: impl FnOnce(Vec<Listening>) -> anyhow::Result<RunningTracker<C, E>> + Send + 'static,
+    ) -> Self {
+        Self {
+            addrs,
+            listening,
+            serve: Box::new(serve),
+        }
+    }
+
+    /// The bound addresses (port 0 resolved), IPv4 first.
+    pub fn local_addrs(&self) -> &[SocketAddr] {
+        &self.addrs
+    }
+
+    /// Logs where the tracker listens (its sockets are bound and listening: the
+    /// kernel queues what arrives until it serves).
+    pub fn log_addresses(&self) {
+        log_listening(&self.listening);
+    }
+
+    /// Starts serving.
+    pub fn serve(self) -> anyhow::Result<RunningTracker<C, E>> {
+        (self.serve)(self.listening)
+    }
+}
+
+fn log_listening(listening: &[Listening]) {
+    for Listening { url, note } in listening {
+        log::info!("listening on {url}");
+        if !note.is_empty() {
+            log::info!("{url}: {note}");
+        }
+    }
+}
+
+/// A prepared tracker of any protocol, as a process that runs one or several sees it.
+pub trait Servable: Send {
+    /// "UDP tracker", for errors and thread names.
+    fn name(&self) -> &'static str;
+    /// Logs where it listens.
+    fn log_addresses(&self);
+    /// Starts serving.
+    fn serve(self: Box<Self>) -> anyhow::Result<Box<dyn Served>>;
+}
+
+/// A serving tracker of any protocol.
+pub trait Served: Send {
+    /// What SIGUSR1 reloads for it.
+    fn reload_hooks(&self) -> Vec<ReloadHook>;
+    /// Its shutdown flag.
+    fn shutdown_handle(&self) -> Shutdown;
+    /// What the monitoring endpoint asks it.
+    fn monitor(&self) -> Arc<dyn Monitored>;
+    /// Blocks until it stops; an error if a worker failed.
+    fn wait(self: Box<Self>) -> anyhow::Result<()>;
+}
+
+/// A [`Prepared`] tracker with its protocol name, ready to run beside others.
+struct NamedPrepared<C: Counters, E> {
+    name: &'static str,
+    protocol: &'static str,
+    prepared: Prepared<C, E>,
+}
+
+impl<C, E> Servable for NamedPrepared<C, E>
+where
+    C: Counters + 'static,
+    C::Totals: Observe + Send + Sync,
+    E: Send + 'static,
+{
+    fn name(&self) -> &'static str {
+        self.name
+    }
+
+    fn log_addresses(&self) {
+        self.prepared.log_addresses();
+    }
+
+    fn serve(self: Box<Self>) -> anyhow::Result<Box<dyn Served>> {
+        let tracker = self.prepared.serve()?;
+        Ok(Box::new(NamedRunning {
+            monitor: Arc::new(TrackerMonitor {
+                protocol: self.protocol,
+                stats: tracker.stats.clone(),
+                shutdown: tracker.shutdown_handle().clone(),
+                urls: tracker.urls().iter().map(|url| url.to_string()).collect(),
+                stall_reported: std::sync::atomic::AtomicBool::new(false),
+            }),
+            tracker,
+        }))
+    }
+}
+
+struct NamedRunning<C: Counters, E> {
+    tracker: RunningTracker<C, E>,
+    monitor: Arc<dyn Monitored>,
+}
+
+impl<C: Counters + 'static, E: Send + 'static> Served for NamedRunning<C, E> {
+    fn reload_hooks(&self) -> Vec<ReloadHook> {
+        self.tracker.reload_hooks()
+    }
+
+    fn shutdown_handle(&self) -> Shutdown {
+        self.tracker.shutdown_handle().clone()
+    }
+
+    fn monitor(&self) -> Arc<dyn Monitored> {
+        self.monitor.clone()
+    }
+
+    fn wait(self: Box<Self>) -> anyhow::Result<()> {
+        self.tracker.wait()
+    }
+}
+
+struct TrackerMonitor<C> {
+    protocol: &'static str,
+    stats: Arc<WorkerStats<C>>,
+    shutdown: Shutdown,
+    urls: Vec<String>,
+    /// Whether a stalled worker was last reported, so that a stall and its end are
+    /// each logged once.
+    stall_reported: std::sync::atomic::AtomicBool,
+}
+
+impl<C: Counters> Monitored for TrackerMonitor<C>
+where
+    C::Totals: Observe,
+{
+    fn protocol(&self) -> &'static str {
+        self.protocol
+    }
+
+    fn observe(&self, out: &mut Observation) {
+        self.stats.sample().observe(out);
+        out.gauge(
+            "shoal_workers_stalled",
+            "Socket and swarm workers that have not gone round their loop for 10 s (stuck).",
+            &[],
+            self.stats.stalled().len() as f64,
+        );
+    }
+
+    fn largest_swarms(&self, count: usize) -> Vec<LargeSwarm> {
+        self.stats.largest_swarms(count)
+    }
+
+    fn healthy(&self) -> bool {
+        self.healthy_at(std::time::Instant::now())
+    }
+
+    fn urls(&self) -> Vec<String> {
+        self.urls.clone()
+    }
+}
+
+impl<C> TrackerMonitor<C> {
+    /// Whether the tracker is serving and no worker is stuck, as seen at `now`; logs
+    /// a stall when it is first seen and its end.
+    fn healthy_at(&self, now: std::time::Instant) -> bool {
+        use std::sync::atomic::Ordering::Relaxed;
+        if self.shutdown.is_requested() {
+            return false;
+        }
+        let stalled = self.stats.stalled_at(now);
+        let was_reported = self.stall_reported.swap(!stalled.is_empty(), Relaxed);
+        if let Some((name, since)) = stalled.first()
+            && !was_reported
+        {
+            log::error!(
+                "{} tracker: worker {name} has not gone round its loop for {} s (stuck); \
+                 the tracker is unhealthy: /health answers 503 and systemd's watchdog, if \
+                 on, will restart it",
+                self.protocol,
+                since.as_secs()
+            );
+        } else if stalled.is_empty() && was_reported {
+            log::warn!(
+                "{} tracker: every worker is going round again",
+                self.protocol
+            );
+        }
+        stalled.is_empty()
+    }
+}
+
+impl<C, E> Prepared<C, E>
+where
+    C: Counters + 'static,
+    C::Totals: Observe + Send + Sync,
+    E: Send + 'static,
+{
+    /// This tracker as one of the trackers a process runs; `name` names it in errors
+    /// ("UDP tracker"), `protocol` in metrics ("udp").
+    pub fn named(self, name: &'static str, protocol: &'static str) -> Box<dyn Servable> {
+        Box::new(NamedPrepared {
+            name,
+            protocol,
+            prepared: self,
+        })
+    }
+}
+
+/// What a tracker process does, for one tracker or several: handle signals from the
+/// first moment (SIGTERM/SIGINT stop, SIGUSR1 reloads), prepare every tracker (config,
+/// files, sockets), bind the monitoring endpoint, give up root if configured before
+/// anything is served, start serving, tell systemd it is ready, and wait until
+/// shutdown or a failure. Whichever tracker stops first stops the others; the process
+/// fails if any failed.
+pub fn run_trackers(
+    process: &ProcessConfig,
+    prepare: impl FnOnce() -> anyhow::Result<Vec<Box<dyn Servable>>>,
+) -> anyhow::Result<()> {
+    let everything = Shutdown::new();
+    let signals = SignalThread::start(everything.clone())?;
+    let prepared = prepare()?;
+    let monitor_listener = if process.metrics.enabled {
+        Some(crate::monitor::bind(process.metrics.address)?)
+    } else {
+        None
+    };
+    for tracker in &prepared {
+        tracker.log_addresses();
+    }
+    let trimmer = crate::memory::Trimmer::prepare(&process.memory);
+    shoal_common::drop_privileges(&process.privileges).context("cannot drop privileges")?;
+    let mut served = Vec::with_capacity(prepared.len());
+    for tracker in prepared {
+        let name = tracker.name();
+        served.push((name, tracker.serve().context(name)?));
+    }
+    let monitors: Vec<Arc<dyn Monitored>> = served.iter().map(|(_, s)| s.monitor()).collect();
+    if let Some(listener) = monitor_listener {
+        crate::monitor::spawn(listener, monitors.clone(), everything.clone())?;
+    }
+    for (_, tracker) in &served {
+        signals.add_reloads(tracker.reload_hooks());
+        let stop = tracker.shutdown_handle();
+        everything.on_request(move || stop.request());
+    }
+    everything.on_request(notify_stopping);
+    let names: Vec<&str> = served.iter().map(|(name, _)| *name).collect();
+    notify_ready(&format!("serving: {}", names.join(", ")));
+    if let Some(trimmer) = trimmer
+        && let Err(err) = trimmer.spawn(work_in_hand(monitors.clone()), &everything)
+    {
+        // Serving goes on; only the memory of busy spells stays resident.
+        log::warn!("freed memory will not be given back to the system: {err:#}");
+    }
+    spawn_watchdog(&everything, monitors)?;
+
+    let (done, finished) = std::sync::mpsc::channel();
+    let count = served.len();
+    for (name, tracker) in served {
+        let (done, everything) = (done.clone(), everything.clone());
+        std::thread::Builder::new()
+            .name(format!("{}-main", name.split(' ').next().unwrap_or(name)))
+            .spawn(move || {
+                let result = tracker.wait();
+                everything.request();
+                let _ = done.send(result.context(name));
+            })?;
+    }
+    let mut outcome = Ok(());
+    for _ in 0..count {
+        let result = finished.recv().context("a tracker thread vanished")?;
+        outcome = outcome.and(result);
+    }
+    outcome
+}
+
+/// Pings systemd's watchdog at half the interval it asked for, while every tracker is
+/// healthy; no thread without `WatchdogSec=`.
+fn spawn_watchdog(everything: &Shutdown, monitors: Vec<Arc<dyn Monitored>>) -> anyhow::Result<()> {
+    let Some(interval) = watchdog_interval() else {
+        return Ok(());
+    };
+    let everything = everything.clone();
+    std::thread::Builder::new()
+        .name("watchdog".into())
+        .spawn(move || {
+            let mut last = std::time::Instant::now() - interval;
+            while !everything.is_requested() {
+                if last.elapsed() >= interval / 2 && monitors.iter().all(|m| m.healthy()) {
+                    notify_systemd("WATCHDOG=1");
+                    last = std::time::Instant::now();
+                }
+                std::thread::sleep(Shutdown::POLL_INTERVAL.min(interval / 4));
+            }
+        })
+        .context("cannot start the watchdog thread")?;
+    Ok(())
+}
+
+/// [`run_trackers`] for one tracker: what each single binary does.
+pub fn run_until_stopped<C, E>(
+    process: &ProcessConfig,
+    name: &'static str,
+    protocol: &'static str,
+    prepare: impl FnOnce() -> anyhow::Result<Prepared<C, E>>,
+) -> anyhow::Result<()>
+where
+    C: Counters + 'static,
+    C::Totals: Observe + Send + Sync,
+    E: Send + 'static,
+{
+    run_trackers(process, || Ok(vec![prepare()?.named(name, protocol)]))
+}
+
+/// The access list reload every tracker has, logged under `name`.
+pub fn access_list_reload<C>(context: &Context<C>, name: &'static str) -> Reload {
+    let access = context.access.clone();
+    Arc::new(move || access.reload_and_log(name))
+}
+
+/// The peers and connections the trackers hold now: the work in hand the memory
+/// policy watches.
+fn work_in_hand(monitors: Vec<Arc<dyn Monitored>>) -> impl Fn() -> u64 + Send + 'static {
+    move || {
+        let mut observation = Observation::default();
+        for monitor in &monitors {
+            monitor.observe(&mut observation);
+        }
+        let held = observation.sum(PEERS, &[]) + observation.sum(OPEN_CONNECTIONS, &[]);
+        held as u64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::AtomicBool;
+    use std::time::{Duration, Instant};
+
+    use super::*;
+
+    shoal_common::counters! {
+        /// Counters of a tracker that counts nothing here.
+        pub struct Local, Shared, Totals {
+            /// Requests.
+            requests,
+        }
+    }
+
+    #[test]
+    fn a_stuck_worker_makes_the_tracker_unhealthy_until_it_goes_round_again() {
+        let stats = WorkerStats::<Shared>::new(1, 1);
+        let monitor = TrackerMonitor {
+            protocol: "udp",
+            stats: stats.clone(),
+            shutdown: Shutdown::new(),
+            urls: Vec::new(),
+            stall_reported: AtomicBool::new(false),
+        };
+        let start = Instant::now();
+        let at = |secs| start + Duration::from_secs(secs);
+        assert!(monitor.healthy_at(at(60)), "no worker started: none stuck");
+        stats.socket_beat(0, at(0));
+        stats.swarm_beat(0, at(0));
+        assert!(monitor.healthy_at(at(9)));
+        // The swarm worker goes on; the socket worker does not.
+        stats.swarm_beat(0, at(10));
+        assert!(!monitor.healthy_at(at(11)));
+        assert!(
+            monitor
+                .stall_reported
+                .load(std::sync::atomic::Ordering::Relaxed)
+        );
+        stats.socket_beat(0, at(11));
+        stats.swarm_beat(0, at(11));
+        assert!(monitor.healthy_at(at(12)));
+        monitor.shutdown.request();
+        assert!(!monitor.healthy_at(at(12)));
+    }
+}

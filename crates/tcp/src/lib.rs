@@ -1,0 +1,48 @@
+//! The TCP transport of shoal's HTTP and WebTorrent trackers.
+//!
+//! Socket workers are glommio executors (io_uring, a thread each) that accept on their
+//! own `SO_REUSEPORT` listeners and run one task per connection. Everything a TCP
+//! tracker needs besides its protocol is here once: checking that io_uring and enough
+//! locked memory are there, the connection limits (per worker, per client, TLS
+//! handshakes), eviction of the connection quiet the longest, TLS with certificates
+//! reloaded in place, reading HTTP heads, the reply inbox that wakes an executor, and
+//! the connection counters both trackers show. A tracker's connection logic lives in
+//! its own crate as a sans-IO session; what is here is how connections are carried.
+//!
+//! # Layout
+//!
+//! * `tracker`: the [`TcpTracker`] trait a TCP tracker
+//!   implements, its start-up, and the socket workers (accept loop, limits, TLS
+//!   handshake under its deadline, reply pump).
+//! * `counters`: what every TCP tracker counts about its connections.
+//! * `eviction`: which connection gives way when a socket worker is full (the one
+//!   quiet the longest).
+//! * `inbox`: the receiving end of a reply channel inside a glommio executor.
+//! * `counted`: a TCP stream that counts the bytes it carries.
+//! * `executor`: glommio executors that never spin, accept loops, deadlines on reads
+//!   and writes.
+//! * `tls`: certificates from PEM files, swapped atomically on reload.
+//! * `http_head`: reading an HTTP request head that arrives in pieces.
+//! * `io_uring` and `memlock`: whether io_uring can be set up here, and locked
+//!   memory enough for its buffers.
+
+mod counted;
+mod counters;
+mod eviction;
+mod executor;
+mod http_head;
+mod inbox;
+mod io_uring;
+mod memlock;
+mod tls;
+mod tracker;
+
+pub use counters::{ConnectionCounters, SharedConnectionCounters};
+pub use eviction::Place;
+pub use executor::{before, within, write_all_before};
+pub use http_head::HeadScan;
+pub use memlock::validate_io_memory;
+pub use tls::TlsConfig;
+pub use tracker::{
+    RunningTcpTracker, TcpSettings, TcpTracker, WithConnections, Worker, prepare, start,
+};

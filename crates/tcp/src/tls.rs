@@ -1,0 +1,226 @@
+//! TLS: certificates from PEM files, swapped atomically on reload.
+//!
+//! New connections take the current `rustls::ServerConfig` from an [`ArcSwap`];
+//! connections already open keep the one they started with. A reload that fails
+//! (missing file, no certificate, a key that does not match) keeps the old config and
+//! logs why, so a botched certificate renewal never takes the tracker down.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::{Context as _, bail};
+use arc_swap::ArcSwap;
+use rustls::ServerConfig;
+use rustls::pki_types::pem::PemObject as _;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+
+/// Most bytes of a certificate or key file: a chain of a few certificates is a few
+/// kilobytes.
+const MAX_PEM_FILE: u64 = 1 << 20;
+
+/// Reads a certificate chain and a private key (PKCS#8, PKCS#1/RSA or SEC1/EC) and
+/// builds a server config for HTTP/1.1 (which WebSocket upgrades from too).
+pub(crate) fn load_server_config(
+    certificate: &Path,
+    private_key: &Path,
+) -> anyhow::Result<Arc<ServerConfig>> {
+    let pem = shoal_common::read_bounded(certificate, MAX_PEM_FILE)
+        .with_context(|| format!("cannot read certificate file {}", certificate.display()))?;
+    let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(&pem)
+        .collect::<Result<_, _>>()
+        .with_context(|| format!("invalid PEM in certificate file {}", certificate.display()))?;
+    if chain.is_empty() {
+        bail!("no certificate in {}", certificate.display());
+    }
+    let pem = shoal_common::read_bounded(private_key, MAX_PEM_FILE)
+        .with_context(|| format!("cannot read private key file {}", private_key.display()))?;
+    let key = PrivateKeyDer::from_pem_slice(&pem).with_context(|| {
+        format!(
+            "no usable private key (PKCS#8, PKCS#1 or SEC1) in {}",
+            private_key.display()
+        )
+    })?;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .context("cannot set up TLS protocol versions")?
+        .with_no_client_auth()
+        .with_single_cert(chain, key)
+        .with_context(|| {
+            format!(
+                "certificate {} and key {} cannot be used together",
+                certificate.display(),
+                private_key.display()
+            )
+        })?;
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(Arc::new(config))
+}
+
+/// The current TLS config, reloadable.
+#[derive(Debug)]
+pub struct TlsConfig {
+    /// The tracker, for log lines.
+    name: &'static str,
+    current: ArcSwap<ServerConfig>,
+    certificate: PathBuf,
+    private_key: PathBuf,
+}
+
+impl TlsConfig {
+    /// Loads the files for tracker `name`; fails if they are not usable.
+    pub fn load(
+        name: &'static str,
+        certificate: &Path,
+        private_key: &Path,
+    ) -> anyhow::Result<Self> {
+        let config = load_server_config(certificate, private_key)?;
+        Ok(Self {
+            name,
+            current: ArcSwap::new(config),
+            certificate: certificate.to_path_buf(),
+            private_key: private_key.to_path_buf(),
+        })
+    }
+
+    /// The config for a new connection.
+    pub fn current(&self) -> Arc<ServerConfig> {
+        self.current.load_full()
+    }
+
+    /// The TLS config of tracker `name` when `enabled`: the files loaded, with the
+    /// error saying TLS could not be set up.
+    pub fn load_if(
+        name: &'static str,
+        enabled: bool,
+        certificate: &Path,
+        private_key: &Path,
+    ) -> anyhow::Result<Option<Arc<Self>>> {
+        if !enabled {
+            return Ok(None);
+        }
+        let config = Self::load(name, certificate, private_key).context("cannot set up TLS")?;
+        Ok(Some(Arc::new(config)))
+    }
+
+    /// Reads the files again; on failure the old config stays.
+    pub fn reload(&self) -> anyhow::Result<()> {
+        let config = load_server_config(&self.certificate, &self.private_key)?;
+        self.current.store(config);
+        Ok(())
+    }
+
+    /// Reloads and logs the outcome; for signal handlers.
+    pub fn reload_and_log(&self) {
+        match self.reload() {
+            Ok(()) => log::info!(
+                "{}: TLS certificate reloaded from {}",
+                self.name,
+                self.certificate.display()
+            ),
+            Err(err) => {
+                log::error!(
+                    "{}: TLS certificate not reloaded, keeping the old one: {err:#}",
+                    self.name
+                )
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::process::Command;
+
+    use super::*;
+
+    /// Runs `openssl` with `args`, where "OUT" stands for `out`; `None` when openssl is
+    /// not installed.
+    fn openssl(args: &[&str], out: &Path) -> Option<()> {
+        let args = args.iter().map(|arg| {
+            if *arg == "OUT" {
+                out.as_os_str()
+            } else {
+                arg.as_ref()
+            }
+        });
+        let output = Command::new("openssl").args(args).output().ok()?;
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        Some(())
+    }
+
+    #[test]
+    fn pkcs8_pkcs1_and_sec1_keys_load() {
+        let dir = std::env::temp_dir().join(format!("shoal-tls-formats-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let cases: [(&str, &[&str], &str); 3] = [
+            (
+                "pkcs8",
+                &[
+                    "genpkey",
+                    "-algorithm",
+                    "EC",
+                    "-pkeyopt",
+                    "ec_paramgen_curve:P-256",
+                    "-out",
+                    "OUT",
+                ],
+                "BEGIN PRIVATE KEY",
+            ),
+            (
+                "pkcs1",
+                &["genrsa", "-traditional", "-out", "OUT", "2048"],
+                "BEGIN RSA PRIVATE KEY",
+            ),
+            (
+                "sec1",
+                &[
+                    "ecparam",
+                    "-name",
+                    "prime256v1",
+                    "-genkey",
+                    "-noout",
+                    "-out",
+                    "OUT",
+                ],
+                "BEGIN EC PRIVATE KEY",
+            ),
+        ];
+        for (name, key_args, header) in cases {
+            let key = dir.join(format!("{name}.key"));
+            let cert = dir.join(format!("{name}.crt"));
+            if openssl(key_args, &key).is_none() {
+                eprintln!("skipped: openssl is not installed");
+                return;
+            }
+            let key_text = key.to_str().unwrap();
+            openssl(
+                &[
+                    "req",
+                    "-x509",
+                    "-new",
+                    "-days",
+                    "2",
+                    "-subj",
+                    "/CN=localhost",
+                    "-key",
+                    key_text,
+                    "-out",
+                    "OUT",
+                ],
+                &cert,
+            )
+            .unwrap();
+            assert!(
+                std::fs::read_to_string(&key).unwrap().contains(header),
+                "{name} key format"
+            );
+            load_server_config(&cert, &key).unwrap_or_else(|err| panic!("{name}: {err:#}"));
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

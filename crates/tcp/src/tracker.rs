@@ -1,0 +1,628 @@
+//! The TCP trackers' shared start-up and socket workers (HTTP and WebTorrent): glommio
+//! executors (io_uring, a thread each) that accept connections on their own
+//! SO_REUSEPORT listeners and run one task per connection.
+//!
+//! A tracker says what is its own through [`TcpTracker`]: its config, its shard, what
+//! its connection tasks share ([`TcpTracker::Shared`], the router), how it serves a
+//! connection and takes replies from swarm workers. Everything else is here once:
+//! checking locked memory, loading the access list and TLS, binding, wiring the swarm
+//! workers or the local shard, the connection limit, the TLS handshake under its
+//! deadline, the reply pump, flushing counters, and the statistics thread.
+//!
+//! No slot can be held: at `network.max_connections` a newcomer takes the place of
+//! the connection quiet the longest ([`crate::eviction`]; what is quiet is the
+//! tracker's to say through the [`Place`] it is handed). TLS handshakes hold such a
+//! place from the moment they were accepted, are capped per client and per worker
+//! (past the cap the one under way longest gives way), and must finish by a deadline
+//! set at accept, which a drip of bytes cannot extend. A connection refused on a TLS
+//! port is closed, never answered in plaintext.
+
+use std::cell::{Cell, RefCell};
+use std::future::Future;
+use std::net::{IpAddr, SocketAddr};
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use crossbeam_channel::Sender;
+use futures_lite::{AsyncRead, AsyncWrite, AsyncWriteExt as _};
+use glommio::net::TcpStream;
+use shoal_common::{Config, Listen as _, TlsFiles, TrackerKind};
+use shoal_common::{Counters, SummaryLine, Traffic};
+use shoal_common::{Shutdown, TrackerConfig as _};
+use shoal_process::Running;
+use shoal_swarm::{Clock, Restored, ServerTime};
+
+use shoal_process::{Listening, Prepared, Reload, RunningTracker, access_list_reload};
+use shoal_worker::{
+    ClientKey, ConnectionsPerIp, Context, LocalSwarm, RateTable, ReadySocketWorker, Shard,
+    Snapshot, Startup, Threads, Verdict, load_snapshot, reply_capacity, start_threads,
+};
+
+use crate::counted::Counted;
+use crate::eviction::{EvictionOrder, Place};
+use crate::executor::{accept_connections, run_executor, within};
+use crate::inbox::{ReplyInbox, glommio_reply_channel};
+use crate::memlock;
+use crate::tls::TlsConfig;
+
+/// A TCP tracker's running handle: [`RunningTracker`] with its TLS config.
+pub type RunningTcpTracker<C> = RunningTracker<C, Option<Arc<TlsConfig>>>;
+
+/// The sizes and deadlines the shared TCP code needs from a tracker's config.
+#[derive(Clone, Copy, Debug)]
+pub struct TcpSettings {
+    /// io_uring buffer memory per socket worker (locked).
+    pub io_memory: usize,
+    /// Batches waiting for each swarm worker.
+    pub swarm_queue_len: usize,
+    /// Most open connections per socket worker.
+    pub max_connections: usize,
+    /// How long a TLS handshake may take (and, for WebTorrent, the upgrade after it).
+    pub handshake_timeout: Duration,
+    /// TLS handshakes under way per socket worker; past it the oldest gives way.
+    pub max_tls_handshakes: usize,
+    /// TLS handshakes under way per client; past it a newcomer is closed.
+    pub max_tls_handshakes_per_client: usize,
+    /// Kernel send and receive buffer of each connection, in bytes (0: the kernel's
+    /// autotuning).
+    pub connection_buffers: (usize, usize),
+}
+
+use crate::counters::{ConnectionCounters, SharedConnectionCounters};
+
+/// A TCP tracker's counters, which embed the [`ConnectionCounters`] every TCP tracker
+/// keeps (`group connections: ConnectionCounters;` in its `counters!`): where they
+/// are, for the shared code that counts into them.
+pub trait WithConnections: Counters {
+    /// The connection counters of the shared set.
+    fn connections(&self) -> &SharedConnectionCounters;
+    /// The connection counters of a worker's own set.
+    fn local_connections(local: &mut Self::Local) -> &mut ConnectionCounters;
+}
+
+/// What makes a TCP tracker its own.
+pub trait TcpTracker: Sized + 'static {
+    /// Its config sections.
+    type Kind: TrackerKind<Network: TlsFiles>;
+    /// Its torrents.
+    type Shard: Shard;
+    /// Its shared counters.
+    type Counters: WithConnections + 'static;
+    /// What one socket worker's connection tasks share besides [`Worker`]'s fields:
+    /// the router, caches.
+    type Shared: 'static;
+
+    /// Its name in logs ("http", "ws").
+    const NAME: &'static str;
+
+    /// Sizes and deadlines from the config.
+    fn settings(config: &Config<Self::Kind>) -> TcpSettings;
+
+    /// An empty shard.
+    fn shard(config: &Config<Self::Kind>) -> Self::Shard;
+
+    /// Fills `shard`, number `index` of `shards`, from `snapshot` at `now`.
+    fn restore(
+        shard: &mut Self::Shard,
+        snapshot: &Snapshot,
+        now: ServerTime,
+        index: usize,
+        shards: usize,
+    ) -> Restored {
+        let _ = (shard, snapshot, now, index, shards);
+        Restored::default()
+    }
+
+    /// At shutdown, on the socket worker's thread: saves the torrents it keeps itself
+    /// ([`LocalSwarm::finish`]), when it does.
+    fn finish(worker: &Worker<Self>) {
+        let _ = worker;
+    }
+
+    /// The statistics line.
+    fn summary() -> SummaryLine<<Self::Counters as Counters>::Totals>;
+
+    /// How clients and the log name a listening address (`http://…`, `wss://…`).
+    fn describe(config: &Config<Self::Kind>, tls: bool, addr: SocketAddr) -> Listening;
+
+    /// What the connection tasks of socket worker `index` share; it sends to `swarms`
+    /// or, with `local`, keeps the torrents itself. Made on the worker's own thread.
+    fn shared(
+        index: usize,
+        config: &Config<Self::Kind>,
+        swarms: Vec<Sender<<Self::Shard as Shard>::Batch>>,
+        local: Option<LocalSwarm<Self::Shard>>,
+    ) -> Self::Shared;
+
+    /// Answers a connection over the connection limit, then it is closed.
+    fn refuse<S: AsyncWrite + Unpin>(stream: &mut S) -> impl Future<Output = ()>;
+
+    /// Serves a connection (after TLS, when on) until it ends; `deadline` is when the
+    /// handshake time runs out. `place` is the connection's place among those that
+    /// give way to newcomers when the worker is full, held since it was accepted:
+    /// the tracker keeps it while the connection is quiet, moves it on
+    /// ([`Place::touch`]) when it is heard from, drops it while the connection must not
+    /// be cut off, and closes the connection once it is evicted.
+    fn serve<'w, S: AsyncRead + AsyncWrite + Unpin>(
+        worker: &'w Worker<Self>,
+        stream: S,
+        peer: SocketAddr,
+        deadline: Instant,
+        place: Place<'w>,
+    ) -> impl Future<Output = ()>;
+
+    /// Takes a reply from a swarm worker.
+    fn deliver(worker: &Worker<Self>, reply: <Self::Shard as Shard>::Reply);
+
+    /// Whether connections from `peer` skip the per-client limits (a trusted reverse
+    /// proxy speaks for many clients; its requests are limited by the address it
+    /// forwards).
+    fn exempt(config: &Config<Self::Kind>, peer: IpAddr) -> bool {
+        let _ = (config, peer);
+        false
+    }
+
+    /// Runs every [`Shutdown::POLL_INTERVAL`]: retry what waits, clean the local shard,
+    /// move the router's counts into the counters.
+    fn tick(worker: &Worker<Self>);
+}
+
+/// One socket worker, on its own executor: what every connection task
+/// of the worker sees.
+pub struct Worker<T: TcpTracker> {
+    /// The worker's index.
+    pub index: usize,
+    /// The config.
+    pub config: Arc<Config<T::Kind>>,
+    /// Clock, access list, statistics and shutdown flag.
+    pub context: Context<T::Counters>,
+    /// TLS, when on.
+    pub tls: Option<Arc<TlsConfig>>,
+    /// Counters, flushed into the shared statistics every tick.
+    pub counters: RefCell<<T::Counters as Counters>::Local>,
+    /// Bytes (counted by the connection's stream) and request latencies (recorded by
+    /// the tracker), flushed with `counters`.
+    pub traffic: RefCell<Traffic>,
+    /// Open connections.
+    pub connections: Cell<usize>,
+    /// Request rates and bans of this worker's clients.
+    pub clients: RefCell<RateTable>,
+    /// Open connections per client, over every worker.
+    pub connections_per_ip: Arc<ConnectionsPerIp>,
+    /// Connections that may give way to a newcomer when the worker is full, quiet
+    /// the longest first.
+    pub quiet: EvictionOrder,
+    /// TLS handshakes under way, oldest first.
+    pub handshakes: EvictionOrder,
+    /// TLS handshakes under way per client (no entry: none).
+    pub handshakes_per_client: RefCell<hashbrown::HashMap<ClientKey, u32>>,
+    /// What the tracker adds.
+    pub shared: T::Shared,
+}
+
+impl<T: TcpTracker> Worker<T> {
+    /// Counts a request from `ip` against its client's rate; the connection layer
+    /// answers or closes by the verdict. A new ban is counted and logged here.
+    pub fn check_rate(&self, ip: IpAddr) -> Verdict {
+        let mut clients = self.clients.borrow_mut();
+        let verdict = clients.check(ip, self.context.clock.now());
+        self.count(|counters| match verdict {
+            Verdict::Allow => {}
+            Verdict::Limited => counters.per_ip_limited += 1,
+            Verdict::Banned => counters.banned += 1,
+            Verdict::NewBan => {
+                counters.banned += 1;
+                counters.bans += 1;
+            }
+        });
+        if verdict == Verdict::NewBan {
+            clients.log_ban(ip, "too many requests", ip);
+        }
+        verdict
+    }
+
+    /// Counts into this worker's connection counters.
+    pub fn count(&self, count: impl FnOnce(&mut ConnectionCounters)) {
+        count(T::Counters::local_connections(
+            &mut self.counters.borrow_mut(),
+        ));
+    }
+}
+
+impl<T: TcpTracker> std::fmt::Debug for Worker<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Worker")
+            .field("index", &self.index)
+            .field("connections", &self.connections.get())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Starts a TCP tracker on `clock`: checks, binds, wires and starts every worker.
+pub fn start<T: TcpTracker>(
+    config: Config<T::Kind>,
+    clock: Arc<Clock>,
+) -> anyhow::Result<RunningTcpTracker<T::Counters>> {
+    prepare::<T>(config, clock)?.serve()
+}
+
+/// Prepares a TCP tracker on `clock`: checks the config and the locked-memory limit,
+/// loads the access list and TLS files and binds the listeners; serving (every
+/// thread) starts with [`Prepared::serve`].
+pub fn prepare<T: TcpTracker>(
+    config: Config<T::Kind>,
+    clock: Arc<Clock>,
+) -> anyhow::Result<Prepared<T::Counters, Option<Arc<TlsConfig>>>> {
+    config.check().context("invalid configuration")?;
+    let settings = T::settings(&config);
+    let socket_workers = config.socket_worker_count();
+    let swarm_workers = config.swarm_worker_count();
+    crate::io_uring::check_available()?;
+    memlock::ensure_for(socket_workers, settings.io_memory)?;
+    let config = Arc::new(config);
+    // With swarm_workers = 0 the only socket worker keeps the torrents; it reports
+    // their size as swarm worker 0.
+    let context = Context::<T::Counters>::new(
+        &config.access_list,
+        clock,
+        socket_workers,
+        swarm_workers.max(1),
+    )?;
+    let tls = match config.network.tls_files() {
+        Some((certificate, key)) => Some(Arc::new(
+            TlsConfig::load(T::NAME, certificate, key).context(
+                "cannot load TLS (network.tls_certificate_path, network.tls_private_key_path: \
+                 PEM files readable by the tracker's user; or enable_tls = false)",
+            )?,
+        )),
+        None => None,
+    };
+    let (listeners, addrs) =
+        shoal_sockets::bind_listeners(&config.network.addresses(), socket_workers)?;
+    let (send, receive) = settings.connection_buffers;
+    for listener in listeners.iter().flatten() {
+        shoal_sockets::cap_connection_buffers(listener, send, receive).context(
+            "cannot set the connections' buffer sizes (network.socket_send_buffer_size, \
+             network.socket_recv_buffer_size)",
+        )?;
+    }
+    let listening = addrs
+        .iter()
+        .map(|&addr| T::describe(&config, tls.is_some(), addr))
+        .collect();
+    Ok(Prepared::new(addrs.clone(), listening, move |listening| {
+        serve::<T>(config, context, tls, listeners, addrs, listening)
+    }))
+}
+
+/// Starts every worker of a prepared TCP tracker.
+fn serve<T: TcpTracker>(
+    config: Arc<Config<T::Kind>>,
+    context: Context<T::Counters>,
+    tls: Option<Arc<TlsConfig>>,
+    listeners: Vec<Vec<std::net::TcpListener>>,
+    addrs: Vec<SocketAddr>,
+    listening: Vec<Listening>,
+) -> anyhow::Result<RunningTcpTracker<T::Counters>> {
+    let settings = T::settings(&config);
+    let snapshot = load_snapshot(&config);
+    let threads = Threads {
+        name: T::NAME,
+        config: &config,
+        context: &context,
+        socket_workers: listeners.len(),
+        swarm_queue_len: settings.swarm_queue_len,
+        snapshot: snapshot.as_ref(),
+        snapshot_extras: Box::new(Vec::new),
+        summary: T::summary(),
+    };
+    let mut startup = TcpStartup::<T> {
+        config: config.clone(),
+        context: context.clone(),
+        tls: tls.clone(),
+        listeners: listeners.into_iter(),
+        connections_per_ip: ConnectionsPerIp::new(&config.per_ip),
+        reply_capacity: reply_capacity(config.swarm_worker_count(), settings.swarm_queue_len),
+    };
+    let supervisor = start_threads(threads, &mut startup)?;
+    let mut reloads = vec![access_list_reload(&context, T::NAME)];
+    if let Some(tls) = &tls {
+        let tls = tls.clone();
+        reloads.push(Arc::new(move || tls.reload_and_log()) as Reload);
+    }
+    let running = Running::new(addrs, supervisor, context.access.clone());
+    Ok(RunningTracker::new(
+        running, &context, listening, reloads, tls,
+    ))
+}
+
+/// What the TCP trackers add to the shared start-up: their shards, and socket workers
+/// that each run a glommio executor on their own listeners.
+struct TcpStartup<T: TcpTracker> {
+    config: Arc<Config<T::Kind>>,
+    context: Context<T::Counters>,
+    tls: Option<Arc<TlsConfig>>,
+    /// Each socket worker's listeners, in turn.
+    listeners: std::vec::IntoIter<Vec<std::net::TcpListener>>,
+    connections_per_ip: Arc<ConnectionsPerIp>,
+    reply_capacity: usize,
+}
+
+impl<T: TcpTracker> Startup for TcpStartup<T> {
+    type Shard = T::Shard;
+
+    fn shard(&self) -> T::Shard {
+        T::shard(&self.config)
+    }
+
+    fn restore(
+        &self,
+        shard: &mut T::Shard,
+        snapshot: &Snapshot,
+        now: ServerTime,
+        index: usize,
+        shards: usize,
+    ) -> Restored {
+        T::restore(shard, snapshot, now, index, shards)
+    }
+
+    fn socket_worker(
+        &mut self,
+        index: usize,
+        swarms: Vec<Sender<<T::Shard as Shard>::Batch>>,
+        local: Option<LocalSwarm<T::Shard>>,
+    ) -> anyhow::Result<ReadySocketWorker<<T::Shard as Shard>::Reply>> {
+        let (route, inbox) = glommio_reply_channel(self.reply_capacity)?;
+        let worker = SocketWorker::<T> {
+            index,
+            config: self.config.clone(),
+            listeners: self.listeners.next().unwrap_or_default(),
+            swarms,
+            inbox,
+            local,
+            context: self.context.clone(),
+            tls: self.tls.clone(),
+            connections_per_ip: self.connections_per_ip.clone(),
+        };
+        Ok(ReadySocketWorker {
+            // The executor pins itself (glommio placement) when pinning is on.
+            run: Box::new(move || worker.run()),
+            replies: route,
+        })
+    }
+}
+
+/// A socket worker, ready to run on its own thread.
+struct SocketWorker<T: TcpTracker> {
+    index: usize,
+    config: Arc<Config<T::Kind>>,
+    listeners: Vec<std::net::TcpListener>,
+    swarms: Vec<Sender<<T::Shard as Shard>::Batch>>,
+    inbox: ReplyInbox<<T::Shard as Shard>::Reply>,
+    local: Option<LocalSwarm<T::Shard>>,
+    context: Context<T::Counters>,
+    tls: Option<Arc<TlsConfig>>,
+    connections_per_ip: Arc<ConnectionsPerIp>,
+}
+
+impl<T: TcpTracker> SocketWorker<T> {
+    /// Runs the executor on the calling thread until shutdown.
+    fn run(self) -> anyhow::Result<()> {
+        let name = format!("socket-{}", self.index);
+        let core = self.config.cpu_pinning.core_for(self.index);
+        let io_memory = T::settings(&self.config).io_memory;
+        run_executor(&name, core, io_memory, self.serve())
+    }
+
+    async fn serve(self) -> anyhow::Result<()> {
+        let local_kept = self.local.is_some();
+        let shared = T::shared(self.index, &self.config, self.swarms, self.local);
+        let state_config = self.config.clone();
+        let worker = Rc::new(Worker::<T> {
+            index: self.index,
+            config: self.config,
+            context: self.context,
+            tls: self.tls,
+            counters: RefCell::default(),
+            traffic: RefCell::default(),
+            connections: Cell::new(0),
+            clients: RefCell::new(RateTable::new(&state_config.per_ip)),
+            connections_per_ip: self.connections_per_ip,
+            quiet: EvictionOrder::default(),
+            handshakes: EvictionOrder::default(),
+            handshakes_per_client: RefCell::default(),
+            shared,
+        });
+        for listener in self.listeners {
+            let worker = worker.clone();
+            glommio::spawn_local(accept_connections(listener, move |stream, peer| {
+                glommio::spawn_local(connection(worker.clone(), stream, peer)).detach();
+            }))
+            .detach();
+        }
+        let pumped = worker.clone();
+        glommio::spawn_local(self.inbox.pump(move |reply| T::deliver(&pumped, reply))).detach();
+
+        let shared = worker.context.stats.socket(worker.index);
+        let traffic = worker.context.stats.traffic(worker.index);
+        // A socket worker that keeps replicated torrents applies other nodes' changes
+        // on its tick: then it ticks more often.
+        let every = if worker.config.cluster.enabled() && local_kept {
+            shoal_worker::REPLICA_POLL
+        } else {
+            Shutdown::POLL_INTERVAL
+        };
+        while !worker.context.shutdown.is_requested() {
+            glommio::timer::sleep(every).await;
+            // Stamped only when the executor gets round to this task: a connection
+            // task that never yields stalls it (shoal_common::heartbeat).
+            worker
+                .context
+                .stats
+                .socket_beat(worker.index, std::time::Instant::now());
+            T::tick(&worker);
+            shared.flush(&mut worker.counters.borrow_mut());
+            worker.traffic.borrow_mut().flush_into(traffic);
+            shared.connections().set_open(worker.connections.get());
+        }
+        T::finish(&worker);
+        Ok(())
+    }
+}
+
+/// One accepted connection: the connection limit, TLS under the handshake deadline,
+/// then the tracker's own protocol.
+async fn connection<T: TcpTracker>(worker: Rc<Worker<T>>, stream: TcpStream, peer: SocketAddr) {
+    let mut stream = Counted::new(stream, &worker.traffic);
+    let settings = T::settings(&worker.config);
+    let exempt = T::exempt(&worker.config, peer.ip());
+    // A connection counts against its client's rate like a request (UDP's connect
+    // does too): else a client could open and abort TLS handshakes, each a key
+    // exchange and a signature for the tracker, or send malformed requests, without
+    // ever spending a token or earning a ban.
+    if !exempt && worker.check_rate(peer.ip()) != Verdict::Allow {
+        // No reply, not even TLS: a ban or a client over its rate costs the tracker
+        // as little as possible (counted by `check_rate`).
+        return;
+    }
+    // The client's (and its network's) own limit first: a client at it must not make
+    // another connection give way and then be refused anyway.
+    let _slot = if exempt {
+        None
+    } else {
+        match worker.connections_per_ip.open(peer.ip()) {
+            Ok(slot) => Some(slot),
+            Err(_) => {
+                worker.count(|counters| counters.refused_per_ip += 1);
+                refuse(&worker, &mut stream).await;
+                return;
+            }
+        }
+    };
+    let open = worker.connections.get();
+    if open >= settings.max_connections {
+        if worker.quiet.evict_oldest() {
+            worker.count(|counters| counters.idle_evicted += 1);
+        } else {
+            worker.count(|counters| counters.refused += 1);
+            refuse(&worker, &mut stream).await;
+            return;
+        }
+    }
+    worker.connections.set(open + 1);
+    worker.count(|counters| counters.accepted += 1);
+    let _ = stream.get_mut().set_nodelay(true);
+    let deadline = Instant::now() + settings.handshake_timeout;
+    let place = worker.quiet.enter();
+    match &worker.tls {
+        None => serve_and_close(&worker, stream, peer, deadline, place).await,
+        Some(tls) => {
+            let limits = (&settings, deadline, exempt);
+            let handshake = handshake(&worker, limits, peer.ip(), &place, async {
+                let acceptor = futures_rustls::TlsAcceptor::from(tls.current());
+                acceptor.accept(stream).await.ok()
+            });
+            match handshake.await {
+                Some(stream) => serve_and_close(&worker, stream, peer, deadline, place).await,
+                None => worker.count(|counters| counters.tls_failures += 1),
+            }
+        }
+    }
+    worker.connections.set(worker.connections.get() - 1);
+}
+
+/// Answers a refused connection the tracker's way, then it closes; on a TLS port it
+/// is only closed: plaintext there reads as garbage to the client ("wrong version
+/// number"), and answering in TLS would cost a handshake.
+async fn refuse<T: TcpTracker, S: AsyncWrite + Unpin>(worker: &Worker<T>, stream: &mut S) {
+    if worker.tls.is_none() {
+        let _ = within(Duration::from_secs(1), T::refuse(stream)).await;
+    }
+}
+
+/// Runs a TLS handshake (`accept`) from `ip` by `deadline`, as one of the worker's
+/// handshakes under way: `None` when it failed, took too long, or gave way to a
+/// newcomer (the connection's `place` was evicted, or it was the worker's oldest
+/// handshake when a newcomer found `max_tls_handshakes` under way), or when the
+/// client already had `max_tls_handshakes_per_client` under way (`exempt`: a trusted
+/// proxy, never counted).
+async fn handshake<T: TcpTracker, S>(
+    worker: &Worker<T>,
+    (settings, deadline, exempt): (&TcpSettings, Instant, bool),
+    ip: IpAddr,
+    place: &Place<'_>,
+    accept: impl Future<Output = Option<S>>,
+) -> Option<S> {
+    let _counted = if exempt {
+        None
+    } else {
+        let counted = HandshakeCount::open(worker, ip, settings.max_tls_handshakes_per_client);
+        if counted.is_none() {
+            worker.count(|counters| counters.refused_per_ip += 1);
+            return None;
+        }
+        counted
+    };
+    if worker.handshakes.len() >= settings.max_tls_handshakes && worker.handshakes.evict_oldest() {
+        worker.count(|counters| counters.idle_evicted += 1);
+    }
+    let under_way = worker.handshakes.enter();
+    let left = deadline.saturating_duration_since(Instant::now());
+    let evicted = async {
+        futures_lite::future::or(place.evicted(), under_way.evicted()).await;
+        None
+    };
+    within(left, futures_lite::future::or(accept, evicted))
+        .await
+        .flatten()
+}
+
+/// One TLS handshake under way counted against its client; dropping it uncounts it.
+struct HandshakeCount<'a, T: TcpTracker> {
+    worker: &'a Worker<T>,
+    key: ClientKey,
+}
+
+impl<'a, T: TcpTracker> HandshakeCount<'a, T> {
+    /// Counts a handshake from `ip`, or `None` when its client has `limit` under way.
+    fn open(worker: &'a Worker<T>, ip: IpAddr, limit: usize) -> Option<Self> {
+        let key = worker.clients.borrow().key(ip);
+        let mut counts = worker.handshakes_per_client.borrow_mut();
+        let count = counts.entry(key).or_insert(0);
+        if *count as usize >= limit {
+            if *count == 0 {
+                counts.remove(&key);
+            }
+            return None;
+        }
+        *count += 1;
+        Some(Self { worker, key })
+    }
+}
+
+impl<T: TcpTracker> Drop for HandshakeCount<'_, T> {
+    fn drop(&mut self) {
+        let mut counts = self.worker.handshakes_per_client.borrow_mut();
+        if let Some(count) = counts.get_mut(&self.key) {
+            *count -= 1;
+            if *count == 0 {
+                counts.remove(&self.key);
+            }
+        }
+    }
+}
+
+async fn serve_and_close<'w, T: TcpTracker, S: AsyncRead + AsyncWrite + Unpin>(
+    worker: &'w Worker<T>,
+    mut stream: S,
+    peer: SocketAddr,
+    deadline: Instant,
+    place: Place<'w>,
+) {
+    T::serve(worker, &mut stream, peer, deadline, place).await;
+    // End the connection properly: TLS sends close_notify (clients may otherwise take
+    // the close for a truncation attack), and TCP gets a FIN.
+    let _ = within(Duration::from_secs(1), stream.close()).await;
+}

@@ -1,0 +1,164 @@
+//! The worker core every shoal tracker runs on, free of transports, protocols and the
+//! process around it.
+//!
+//! A tracker is protocol code (parsing, answering) plus a [`Shard`]: the torrents one
+//! swarm worker owns and how requests change them. Everything between is here, once:
+//!
+//! ```text
+//!  socket worker                                  swarm worker (thread)
+//!    route by info hash (shard_for)                 SwarmWorker loop: handle a batch
+//!    Outboxes: one open batch per swarm worker ───►  at `now`, publish gauges, clean
+//!    sent without blocking; a full queue sheds       on schedule (CleaningSchedule)
+//!    ◄──────────── ReplyRoute (+ Wake) ─────────────  one reply message per socket worker
+//!
+//!  or, with swarm_workers = 0 and one socket worker: LocalSwarm, the shard inside the
+//!  socket worker, served in place and cleaned on the same schedule.
+//! ```
+//!
+//! What changes here is how shards are owned, fed and kept: a new duty of every shard
+//! owner, a new way to route. What carries requests (UDP sockets in `shoal_udp`, TCP
+//! connections in `shoal_tcp`) and what runs a tracker process (`shoal_process`) sit
+//! above and are not known here.
+//!
+//! # Layout
+//!
+//! * `startup`: starting a tracker's threads, once for every transport (the
+//!   [`Startup`] trait is what a transport adds).
+//! * `shard`: the [`Shard`] trait (and [`BitTorrentShard`], which gives it to the
+//!   shards that keep a `BitTorrentMap`), [`ByWorker`] grouping of replies and the
+//!   cleaning schedule.
+//! * `swarm_worker`: swarm worker threads, their channels and how they are started.
+//! * `local`: the shard inside a socket worker.
+//! * `link`: a socket worker's way to the torrents (batches or the local shard), as
+//!   the TCP trackers' routers use it.
+//! * `outbox`: routing by info hash and batching towards swarm workers, with load
+//!   shedding when a queue is full; [`ScrapeSplit`], a scrape split by shard.
+//! * `replica`: a shard owner's part in shared swarms (`[cluster]`): its changes
+//!   out, other nodes' changes in, between batches; and [`ShardDuties`], everything a
+//!   shard owner does besides serving and cleaning.
+//! * `reply`: reply channels back to socket workers that wake them only when they
+//!   sleep.
+//! * `per_ip`: request rates, bans and the bounded table that tracks clients, for
+//!   every transport's socket workers.
+//! * `state`: the restart file (a snapshot of every shard), read at start;
+//!   `snapshots`: the thread that writes it, a slice of a shard at a time.
+
+mod link;
+mod local;
+mod outbox;
+mod per_ip;
+mod replica;
+mod reply;
+mod shard;
+mod snapshots;
+mod startup;
+mod state;
+mod swarm_worker;
+
+pub use link::SwarmLink;
+pub use local::LocalSwarm;
+pub use outbox::{Batch, Outboxes, ScrapeSplit, Sent, SwarmWorkerGone, shard_for};
+pub use per_ip::{ClientKey, ConnectionSlot, ConnectionsPerIp, OverLimit, RateTable, Verdict};
+pub use replica::{REPLICA_POLL, Replica, ShardDuties, start_replicas};
+pub use reply::{ReplyRoute, Wake, reply_capacity, reply_channel};
+pub use shard::{BitTorrentShard, ByWorker, CleaningSchedule, Shard, status_of};
+pub use snapshots::observe as observe_snapshots;
+pub use startup::{ReadySocketWorker, Startup, Threads, load_snapshot, start_threads};
+pub use state::{Snapshot, restore_shard, write_snapshot};
+pub use swarm_worker::{spawn_swarm_workers, swarm_channels};
+
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use shoal_common::{AccessControl, AccessListConfig, Shutdown};
+use shoal_common::{Counters, WorkerStats};
+use shoal_swarm::Clock;
+
+/// What every worker of one running tracker shares.
+#[derive(Debug)]
+pub struct Context<C> {
+    /// The tracker's clock.
+    pub clock: Arc<Clock>,
+    /// The access list.
+    pub access: Arc<AccessControl>,
+    /// Statistics: counters per socket worker, gauges per swarm worker.
+    pub stats: Arc<WorkerStats<C>>,
+    /// The shutdown flag.
+    pub shutdown: Shutdown,
+}
+
+impl<C> Clone for Context<C> {
+    fn clone(&self) -> Self {
+        Self {
+            clock: self.clock.clone(),
+            access: self.access.clone(),
+            stats: self.stats.clone(),
+            shutdown: self.shutdown.clone(),
+        }
+    }
+}
+
+impl<C: Counters> Context<C> {
+    /// A tracker's shared state: its access list loaded, statistics for its workers, a
+    /// fresh shutdown flag.
+    pub fn new(
+        access_list: &AccessListConfig,
+        clock: Arc<Clock>,
+        socket_workers: usize,
+        swarm_gauges: usize,
+    ) -> anyhow::Result<Self> {
+        let access = AccessControl::from_config(access_list).context(
+            "cannot load the access list (access_list.path: a readable file of hex info \
+                 hashes, one per line; or access_list.mode = \"off\")",
+        )?;
+        Ok(Self {
+            clock,
+            access: Arc::new(access),
+            stats: WorkerStats::new(socket_workers, swarm_gauges),
+            shutdown: Shutdown::new(),
+        })
+    }
+}
+
+/// How many torrents each client may start in one shard once it is half full
+/// (`[capacity] new_torrents_per_second`), with clients as `[per_ip]` counts them;
+/// `None` when off.
+pub fn new_torrent_limit<K: shoal_common::TrackerKind>(
+    config: &shoal_common::Config<K>,
+) -> Option<shoal_swarm::NewTorrentLimit> {
+    let capacity = &config.capacity;
+    (capacity.new_torrents_per_second > 0).then_some(shoal_swarm::NewTorrentLimit {
+        per_second: capacity.new_torrents_per_second,
+        burst: capacity.new_torrents_burst,
+        clients: config.per_ip.table_size,
+        ipv4_prefix_len: config.per_ip.ipv4_prefix_len,
+        ipv6_prefix_len: config.per_ip.ipv6_prefix_len,
+    })
+}
+
+/// A shard's empty torrent map with its share of the capacity limits and, when on,
+/// the limit on new torrents per client.
+pub fn shard_map<K: shoal_common::TrackerKind, X: shoal_swarm::PeerData>(
+    config: &shoal_common::Config<K>,
+) -> shoal_swarm::BitTorrentMap<X> {
+    let map = shoal_swarm::BitTorrentMap::new(config.cleaning.peer_timeout, shard_capacity(config));
+    match new_torrent_limit(config) {
+        Some(limit) => map.with_new_torrent_limit(limit),
+        None => map,
+    }
+}
+
+/// One shard's share of the configured capacity: the limits split evenly over the
+/// swarm workers (rounded up), or all of them for a socket worker that keeps the
+/// torrents itself.
+pub fn shard_capacity<K: shoal_common::TrackerKind>(
+    config: &shoal_common::Config<K>,
+) -> shoal_swarm::Capacity {
+    let shards = config.swarm_worker_count().max(1);
+    let capacity = &config.capacity;
+    shoal_swarm::Capacity {
+        torrents: capacity.max_torrents.div_ceil(shards),
+        peers: capacity.max_peers.div_ceil(shards),
+        peers_per_torrent: capacity.max_peers_per_torrent,
+    }
+}
