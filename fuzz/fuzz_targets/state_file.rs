@@ -6,8 +6,8 @@
 
 use libfuzzer_sys::fuzz_target;
 use shoal_common::StateKind;
-use shoal_worker::{Snapshot, write_snapshot};
 use shoal_swarm::{BitTorrentMap, Capacity, ServerTime, SnapshotData};
+use shoal_worker::{Snapshot, write_snapshot};
 
 const TIMEOUT: u32 = 3600;
 

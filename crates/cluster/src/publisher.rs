@@ -12,9 +12,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError};
-use shoal_common::ClusterStats;
-use shoal_common::Shutdown;
-use shoal_common::{LogBudget, left_out};
+use shoal_common::{ClusterStats, LogBudget, Shutdown, left_out};
 
 use crate::resp::{self, Reply};
 use crate::store::{Connection, StoreAddress};

@@ -10,8 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crossbeam_channel::{SendTimeoutError, Sender};
-use shoal_common::ClusterStats;
-use shoal_common::Shutdown;
+use shoal_common::{ClusterStats, Shutdown};
 
 use crate::resp::Reply;
 use crate::store::{Connection, StoreAddress};

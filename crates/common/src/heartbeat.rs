@@ -8,7 +8,8 @@
 //! is not healthy: `/health` answers 503, and systemd's watchdog is no longer pinged,
 //! so a unit with `WatchdogSec=` restarts it.
 
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::AtomicU64;
+use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
 
 use crate::padded::CachePadded;

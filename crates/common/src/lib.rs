@@ -8,14 +8,17 @@
 //!
 //! # Layout
 //!
+//! Every module is private; what other crates use is re-exported at the root below, so
+//! the crate's public face is that one list.
+//!
 //! * `cli`: the command line (`-c`, `-p`, `-P`, `--version`, `--help`) and the
 //!   start-up sequence every binary runs: parse, load and validate the config, set up
 //!   logging, run, report errors with their whole cause chain, exit non-zero on failure.
-//! * `config`: the [`config::TrackerConfig`] trait, loading TOML with
-//!   errors that name the file and key, and validation that reports every bad value.
-//! * `tracker_config`: the file every tracker shares in shape
-//!   ([`Config`] over a [`TrackerKind`]),
-//!   and the listening addresses every `[network]` section starts with.
+//! * `config`: the [`TrackerConfig`] trait, loading TOML with errors that name the
+//!   file and key, and validation that reports every bad value.
+//! * `tracker_config`: the file every tracker shares in shape ([`Config`] over a
+//!   [`TrackerKind`]), and the listening addresses every `[network]` section starts
+//!   with.
 //! * `process_config`: what belongs to the process, not to one tracker (logging, the
 //!   monitoring endpoint, privileges), and `sections`: two config types in one table.
 //! * `env_overrides`: `SHOAL__SECTION__KEY` variables over the file.
@@ -35,8 +38,10 @@
 //! * `metrics`: per-worker counters flushed into padded atomics;
 //!   `cluster_stats`: what the cluster threads count (`[cluster]`).
 //! * `padded`: values on cache lines of their own (counters, heartbeats).
-//! * `observe`: counters and gauges as metric families for the monitoring endpoint.
-//! * `testing` (feature `testing`): the integration tests' `eventually`.
+//! * `observe`: counters and gauges as metric families for the monitoring endpoint;
+//!   [`metric_names`]: the names of the families more than one tracker writes.
+//! * `testing` (feature `testing`): the integration tests' `eventually` and a real
+//!   `redis-server` to run against.
 
 mod access_list;
 mod cli;
@@ -76,10 +81,9 @@ pub use files::read_bounded;
 pub use ip_net::IpNet;
 pub use log_budget::{LogBudget, left_out};
 pub use logging::{LogLevel, LoggingConfig};
-#[doc(hidden)]
-pub use metrics::CounterGroup;
 pub use metrics::{
-    Counters, GaugeSlot, LargeSwarm, ShardStatus, StatsSample, SummaryLine, Traffic, WorkerStats,
+    CounterGroup, Counters, Embeds, GaugeSlot, LargeSwarm, ShardStatus, StatsSample, SummaryLine,
+    Traffic, WorkerStats,
 };
 pub use notify::{notify_ready, notify_stopping, notify_systemd, watchdog_interval};
 pub use observe::{Family, Histogram, MetricKind, Observation, Observe};

@@ -445,10 +445,20 @@ pub trait CounterGroup: Default + Copy {
     fn since(now: &Self::Totals, earlier: &Self::Totals) -> Self::Totals;
 }
 
+/// A set of counters that embeds the group `G` (`group name: G;` in [`counters!`],
+/// which implements this): code that knows only `G` (the TCP transport's connection
+/// counters) reaches it inside any tracker's counters without naming the field.
+pub trait Embeds<G: CounterGroup>: Counters {
+    /// The group inside the shared set.
+    fn group(&self) -> &G::Shared;
+    /// The group inside a worker's own set.
+    fn local_group(local: &mut Self::Local) -> &mut G;
+}
+
 /// Declares a set of counters: `$local` (plain, owned by a worker), `$shared` (atomics
 /// the worker flushes into) and `$snapshot` (a plain sum for readers). After the
 /// counters, `group name: Type;` lines embed another set (a [`CounterGroup`]) as the
-/// field `name` of all three.
+/// field `name` of all three, reached generically through [`Embeds`].
 ///
 /// ```
 /// shoal_common::counters! {
@@ -548,6 +558,18 @@ macro_rules! counters {
                 local.flush_into(self);
             }
         }
+
+        $(
+            impl $crate::Embeds<$group_ty> for $shared {
+                fn group(&self) -> &<$group_ty as $crate::CounterGroup>::Shared {
+                    &self.$group
+                }
+
+                fn local_group(local: &mut $local) -> &mut $group_ty {
+                    &mut local.$group
+                }
+            }
+        )*
 
         impl $snapshot {
             /// Adds the current values of `shared`.

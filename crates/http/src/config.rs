@@ -1,8 +1,7 @@
 //! `shoal_http` configuration: every key documented once here (`shoal_http -p`).
 
 use serde::{Deserialize, Serialize};
-use shoal_common::Problems;
-use shoal_common::{QueueLimits, ReverseProxy as _, TlsFiles as _, TrackerKind};
+use shoal_common::{Problems, QueueLimits, ReverseProxy as _, TlsFiles as _, TrackerKind};
 use shoal_http_protocol::request::MAX_HEADERS_LIMIT;
 use shoal_toml_config::TomlConfig;
 
@@ -223,20 +222,20 @@ impl TrackerKind for Http {
 
 #[cfg(test)]
 mod tests {
-    use shoal_common::{config_to_toml as to_toml, parse_config as parse};
+    use shoal_common::{config_to_toml, parse_config};
 
     use super::*;
 
     #[test]
     fn default_config_round_trips() {
-        let text = to_toml(&Config::default());
-        assert_eq!(parse::<Config>(&text).unwrap(), Config::default());
+        let text = config_to_toml(&Config::default());
+        assert_eq!(parse_config::<Config>(&text).unwrap(), Config::default());
         assert!(text.contains("reverse_proxy_ip_header_position = \"last\""));
     }
 
     #[test]
     fn tls_needs_its_files_and_paths_must_look_like_paths() {
-        let err = parse::<Config>(
+        let err = parse_config::<Config>(
             "[network]\nenable_tls = true\n[protocol]\nannounce_path = \"announce\"\n",
         )
         .unwrap_err()

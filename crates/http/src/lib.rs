@@ -12,7 +12,7 @@
 //! ```
 //!
 //! Executors, accept loops, the connection limit, TLS, swarm worker threads and the
-//! start-up are `shoal_runtime`'s, shared with the WebTorrent tracker; this crate is
+//! start-up are `shoal_worker`'s and `shoal_tcp`'s, shared with the WebTorrent tracker; this crate is
 //! the HTTP protocol and its shard.
 //!
 //! * [`config`]: the HTTP sections of the config, documented once (printed by `-p`).
@@ -21,7 +21,7 @@
 //!   (`http_session`) without sockets.
 //! * `socket`: the glommio driver of each session, the router that batches
 //!   requests to swarm workers and matches their replies to typed calls, and
-//!   `HttpTracker`, what makes HTTP a `shoal_runtime` TCP tracker.
+//!   `HttpTracker`, what makes HTTP a `shoal_tcp` TCP tracker.
 //! * `shard`: the torrents of one swarm worker (`shoal_swarm`) and how a request is
 //!   answered on them; with `swarm_workers = 0` the only socket worker keeps it.
 //! * `messages`: what socket and swarm workers send each other; both depend on it.

@@ -34,8 +34,7 @@ use shoal_http_protocol::{
 };
 use shoal_swarm::{AnnounceEvent, PeerAddress, PeerLimits, ServerTime};
 use shoal_tcp::HeadScan;
-use shoal_worker::Verdict;
-use shoal_worker::{ScrapeSplit, shard_for};
+use shoal_worker::{ScrapeSplit, Verdict, shard_for};
 
 use crate::Config;
 use crate::messages::{

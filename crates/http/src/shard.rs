@@ -2,8 +2,8 @@
 //!
 //! [`HttpShard::serve`] answers one request; as a [`Shard`](shoal_worker::Shard)
 //! (through [`BitTorrentShard`]) it answers a batch and returns the replies to the
-//! socket workers they belong to. The runtime
-//! (`shoal_runtime`) runs it on a swarm worker thread, or inside the only socket
+//! socket workers they belong to. The worker core
+//! (`shoal_worker`) runs it on a swarm worker thread, or inside the only socket
 //! worker when that keeps the torrents itself.
 
 use rand::rngs::SmallRng;

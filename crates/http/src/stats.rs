@@ -1,12 +1,10 @@
 //! HTTP tracker statistics.
 
-use shoal_common::{Observation, Observe};
-use shoal_common::{
-    metric_names::ERRORS, metric_names::ERRORS_HELP, metric_names::REFUSED,
-    metric_names::REFUSED_HELP, metric_names::REQUESTS, metric_names::REQUESTS_HELP,
-    metric_names::RESPONSES, metric_names::RESPONSES_HELP,
+use shoal_common::metric_names::{
+    ERRORS, ERRORS_HELP, REFUSED, REFUSED_HELP, REQUESTS, REQUESTS_HELP, RESPONSES, RESPONSES_HELP,
 };
-use shoal_tcp::{ConnectionCounters, SharedConnectionCounters, WithConnections};
+use shoal_common::{Observation, Observe};
+use shoal_tcp::ConnectionCounters;
 
 shoal_common::counters! {
     /// Counted by each socket worker.
@@ -42,16 +40,6 @@ shoal_common::counters! {
     }
     /// Connections and clients, as every TCP tracker counts them.
     group connections: ConnectionCounters;
-}
-
-impl WithConnections for SharedSocketCounters {
-    fn connections(&self) -> &SharedConnectionCounters {
-        &self.connections
-    }
-
-    fn local_connections(local: &mut SocketCounters) -> &mut ConnectionCounters {
-        &mut local.connections
-    }
 }
 
 /// A sum over all workers.

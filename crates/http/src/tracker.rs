@@ -5,8 +5,7 @@ use std::sync::Arc;
 
 use shoal_process::Prepared;
 use shoal_swarm::Clock;
-use shoal_tcp::RunningTcpTracker;
-use shoal_tcp::TlsConfig;
+use shoal_tcp::{RunningTcpTracker, TlsConfig};
 
 use crate::socket::HttpTracker;
 use crate::stats::SharedSocketCounters;

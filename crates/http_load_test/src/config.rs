@@ -1,8 +1,7 @@
 //! `shoal_http_load_test` configuration (`shoal_http_load_test -p` prints it commented).
 
 use serde::{Deserialize, Serialize};
-use shoal_common::Problems;
-use shoal_common::{LoggingConfig, TrackerConfig};
+use shoal_common::{LoggingConfig, Problems, TrackerConfig};
 use shoal_toml_config::TomlConfig;
 
 shoal_load_test_common::load_test_config! {
@@ -166,14 +165,14 @@ impl TrackerConfig for Config {
 
 #[cfg(test)]
 mod tests {
-    use shoal_common::{config_to_toml as to_toml, parse_config as parse};
+    use shoal_common::{config_to_toml, parse_config};
 
     use super::*;
 
     #[test]
     fn default_config_round_trips() {
         assert_eq!(
-            parse::<Config>(&to_toml(&Config::default())).unwrap(),
+            parse_config::<Config>(&config_to_toml(&Config::default())).unwrap(),
             Config::default()
         );
     }

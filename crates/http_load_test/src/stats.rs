@@ -1,7 +1,7 @@
 //! What the HTTP load tester counts and the summary it prints.
 
 use shoal_load_test_common::run::RunSummary;
-use std::fmt::Write as _;
+use shoal_load_test_common::summary::{Figure, Unit};
 
 use shoal_load_test_common::latency::LatencySummary;
 
@@ -107,78 +107,71 @@ impl RunSummary for Summary {
     }
 }
 
-impl shoal_load_test_common::cli::Summary for Summary {
-    /// The final report for people.
-    fn text(&self) -> String {
-        let mut out = String::new();
-        let _ = writeln!(out, "summary over the last {:.0} s:", self.seconds);
-        let _ = writeln!(
-            out,
-            "  requests sent:       {:>12.0}/s",
-            self.requests_per_second
-        );
-        let _ = writeln!(
-            out,
-            "  responses:           {:>12.0}/s",
-            self.responses_per_second
-        );
-        let _ = writeln!(
-            out,
-            "    announce:          {:>12.0}/s",
-            self.announce_per_second
-        );
-        let _ = writeln!(
-            out,
-            "    scrape:            {:>12.0}/s",
-            self.scrape_per_second
-        );
-        let _ = writeln!(
-            out,
-            "    failure reason:    {:>12.0}/s",
-            self.failures_per_second
-        );
-        let _ = writeln!(
-            out,
-            "    HTTP error:        {:>12.0}/s",
-            self.http_errors_per_second
-        );
-        let _ = writeln!(
-            out,
-            "  connection errors:   {:>12.0}/s",
-            self.errors_per_second
-        );
-        let _ = writeln!(
-            out,
-            "  new connections:     {:>12.0}/s",
-            self.connections_per_second
-        );
-        let _ = writeln!(
-            out,
-            "  peers per announce:  {:>12.1}",
-            self.peers_per_announce
-        );
-        out.push_str(&self.latency.text());
-        out
+impl shoal_load_test_common::summary::Summary for Summary {
+    fn seconds(&self) -> f64 {
+        self.seconds
     }
 
-    /// The final report as one JSON object.
-    fn json(&self) -> String {
-        format!(
-            "{{\"seconds\":{:.3},\"requests_per_second\":{:.1},\"responses_per_second\":{:.1},\
-             \"announce_per_second\":{:.1},\"scrape_per_second\":{:.1},\"failures_per_second\":{:.1},\
-             \"http_errors_per_second\":{:.1},\"errors_per_second\":{:.1},\"connections_per_second\":{:.1},\
-             \"peers_per_announce\":{:.3},{}}}",
-            self.seconds,
-            self.requests_per_second,
-            self.responses_per_second,
-            self.announce_per_second,
-            self.scrape_per_second,
-            self.failures_per_second,
-            self.http_errors_per_second,
-            self.errors_per_second,
-            self.connections_per_second,
-            self.peers_per_announce,
-            self.latency.json()
-        )
+    fn figures(&self) -> Vec<Figure> {
+        vec![
+            Figure::new(
+                "requests_per_second",
+                "requests sent",
+                self.requests_per_second,
+                Unit::PerSecond,
+            ),
+            Figure::new(
+                "responses_per_second",
+                "responses",
+                self.responses_per_second,
+                Unit::PerSecond,
+            ),
+            Figure::new(
+                "announce_per_second",
+                "  announce",
+                self.announce_per_second,
+                Unit::PerSecond,
+            ),
+            Figure::new(
+                "scrape_per_second",
+                "  scrape",
+                self.scrape_per_second,
+                Unit::PerSecond,
+            ),
+            Figure::new(
+                "failures_per_second",
+                "  failure reason",
+                self.failures_per_second,
+                Unit::PerSecond,
+            ),
+            Figure::new(
+                "http_errors_per_second",
+                "  HTTP error",
+                self.http_errors_per_second,
+                Unit::PerSecond,
+            ),
+            Figure::new(
+                "errors_per_second",
+                "connection errors",
+                self.errors_per_second,
+                Unit::PerSecond,
+            ),
+            Figure::new(
+                "connections_per_second",
+                "new connections",
+                self.connections_per_second,
+                Unit::PerSecond,
+            ),
+            Figure::new(
+                "peers_per_announce",
+                "peers per announce",
+                self.peers_per_announce,
+                Unit::Average,
+            ),
+        ]
+    }
+
+    fn latency(&self) -> &LatencySummary {
+        &self.latency
     }
 }

@@ -5,9 +5,10 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use serde::{Deserialize, Serialize};
-use shoal_common::{AppInfo, ExtraFlag, run_cli_with_flags};
-use shoal_common::{Problems, TrackerConfig};
+use shoal_common::{AppInfo, ExtraFlag, Problems, TrackerConfig, run_cli_with_flags};
 use shoal_toml_config::TomlConfig;
+
+use crate::summary::Summary;
 
 /// Format of the final summary.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, TomlConfig)]
@@ -18,23 +19,6 @@ pub enum SummaryFormat {
     Text,
     /// One JSON object on stdout, for scripts.
     Json,
-}
-
-/// A summary a load tester prints at the end of a run.
-pub trait Summary {
-    /// Lines for people.
-    fn text(&self) -> String;
-    /// One JSON object.
-    fn json(&self) -> String;
-}
-
-/// Prints `summary` to stdout in `format`.
-#[allow(clippy::print_stdout)] // the summary is the output
-pub fn print_summary(format: SummaryFormat, summary: &impl Summary) {
-    match format {
-        SummaryFormat::Text => print!("{}", summary.text()),
-        SummaryFormat::Json => println!("{}", summary.json()),
-    }
 }
 
 /// `--json`: print the summary as JSON.

@@ -10,6 +10,7 @@
 //!   the last seconds of a run.
 //! * [`run`]: workers on pinned threads, progress and the summary: the run loop.
 //! * [`schedule`]: fixed-rate sending, with a bound on catching up.
+//! * [`summary`]: the final summary, as text and JSON from one list of figures.
 //! * [`tls`]: a TLS client config that accepts self-signed certificates.
 
 pub mod cli;
@@ -20,4 +21,5 @@ pub mod population;
 pub mod report;
 pub mod run;
 pub mod schedule;
+pub mod summary;
 pub mod tls;

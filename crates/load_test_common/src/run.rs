@@ -5,14 +5,14 @@
 
 use std::sync::Arc;
 
-use shoal_common::Counters;
-use shoal_common::maybe_pin_current_thread;
-use shoal_common::spawn_signal_thread;
-use shoal_common::{CpuPinningConfig, Shutdown, Supervisor};
+use shoal_common::{
+    Counters, CpuPinningConfig, Shutdown, Supervisor, maybe_pin_current_thread, spawn_signal_thread,
+};
 
-use crate::cli::{Summary as PrintedSummary, SummaryFormat, print_summary};
+use crate::cli::SummaryFormat;
 use crate::latency::{Latencies, LatencyRecorder, LatencySummary};
 use crate::report::{ReportSchedule, run_reported};
+use crate::summary::{Summary as PrintedSummary, print_summary};
 
 /// The shape of a run, from the keys every load tester's config has.
 #[derive(Clone, Copy, Debug)]

@@ -7,8 +7,7 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use shoal_common::AccessControl;
-use shoal_common::{Shutdown, Supervisor};
+use shoal_common::{AccessControl, Shutdown, Supervisor};
 
 /// A tracker whose sockets are bound and whose workers run.
 #[derive(Debug)]

@@ -10,6 +10,8 @@
 //!
 //! # Layout
 //!
+//! Every module is private; what other crates use is re-exported at the root below.
+//!
 //! * `running`: a started tracker's handle, and what a tracker process does with one
 //!   or several (signals, privileges, systemd notifications, monitoring, waiting).
 //! * `handle`: what every running tracker has: its addresses, its workers and the

@@ -21,9 +21,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
-use shoal_common::MemoryConfig;
-use shoal_common::Observation;
-use shoal_common::Shutdown;
+use shoal_common::{MemoryConfig, Observation, Shutdown};
 
 /// Returns made so far, and the resident bytes they gave back, for the monitoring
 /// endpoint ([`observe`]). One process, one memory thread: plain statics.

@@ -34,8 +34,7 @@ use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::registry::Registry;
-use shoal_common::Shutdown;
-use shoal_common::{Family, MetricKind, Observation};
+use shoal_common::{Family, MetricKind, Observation, Shutdown};
 
 /// A running tracker, as the monitoring endpoint sees it.
 pub trait Monitored: Send + Sync {

@@ -5,12 +5,11 @@ use std::sync::Arc;
 use anyhow::Context as _;
 use std::net::SocketAddr;
 
-use shoal_common::{Counters, LargeSwarm, StatsSample, WorkerStats};
-use shoal_common::{Observation, Observe};
-use shoal_common::{ProcessConfig, Shutdown};
-use shoal_common::{ReloadHook, SignalThread};
-use shoal_common::{metric_names::OPEN_CONNECTIONS, metric_names::PEERS};
-use shoal_common::{notify_ready, notify_stopping, notify_systemd, watchdog_interval};
+use shoal_common::metric_names::{OPEN_CONNECTIONS, PEERS};
+use shoal_common::{
+    Counters, LargeSwarm, Observation, Observe, ProcessConfig, ReloadHook, Shutdown, SignalThread,
+    StatsSample, WorkerStats, notify_ready, notify_stopping, notify_systemd, watchdog_interval,
+};
 use shoal_swarm::Clock;
 
 use shoal_worker::Context;

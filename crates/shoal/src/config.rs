@@ -2,9 +2,7 @@
 //! with every key the tracker's own binary takes, plus `enabled`.
 
 use serde::{Deserialize, Serialize};
-use shoal_common::Both;
-use shoal_common::ProcessAnd;
-use shoal_common::{Problems, TrackerConfig};
+use shoal_common::{Both, Problems, ProcessAnd, TrackerConfig};
 use shoal_toml_config::TomlConfig;
 
 /// Whether a tracker runs.

@@ -15,8 +15,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use anyhow::Context as _;
-use shoal_common::AppInfo;
-use shoal_common::run_cli_with_args;
+use shoal_common::{AppInfo, run_cli_with_args};
 use shoal_swarm::Clock;
 
 use crate::config::{SectionParts as _, ShoalConfig};

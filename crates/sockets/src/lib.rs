@@ -9,6 +9,8 @@
 //!
 //! # Layout
 //!
+//! Every module is private; what other crates use is re-exported at the root below.
+//!
 //! * `sockets`: binding per worker, refusing a port another process holds, socket
 //!   buffer sizes, receive queue figures, don't-fragment.
 //! * `udp_batch`: many datagrams per system call (`recvmmsg`, `sendmmsg`).

@@ -2,13 +2,11 @@
 //! counters, embedded in each tracker's own (`group connections: ConnectionCounters;`)
 //! and observed here once, so the HTTP and WebTorrent trackers name them alike.
 
-use shoal_common::{Observation, Observe};
-use shoal_common::{
-    metric_names::BANS, metric_names::BANS_HELP, metric_names::CONNECTIONS,
-    metric_names::CONNECTIONS_HELP, metric_names::ERRORS, metric_names::ERRORS_HELP,
-    metric_names::OPEN_CONNECTIONS, metric_names::OPEN_CONNECTIONS_HELP, metric_names::REFUSED,
-    metric_names::REFUSED_HELP,
+use shoal_common::metric_names::{
+    BANS, BANS_HELP, CONNECTIONS, CONNECTIONS_HELP, ERRORS, ERRORS_HELP, OPEN_CONNECTIONS,
+    OPEN_CONNECTIONS_HELP, REFUSED, REFUSED_HELP,
 };
+use shoal_common::{Observation, Observe};
 
 shoal_common::counters! {
     /// Connections and clients, counted by each socket worker of a TCP tracker.

@@ -11,6 +11,8 @@
 //!
 //! # Layout
 //!
+//! Every module is private; what other crates use is re-exported at the root below.
+//!
 //! * `tracker`: the [`TcpTracker`] trait a TCP tracker
 //!   implements, its start-up, and the socket workers (accept loop, limits, TLS
 //!   handshake under its deadline, reply pump).
@@ -43,6 +45,4 @@ pub use executor::{before, within, write_all_before};
 pub use http_head::HeadScan;
 pub use memlock::validate_io_memory;
 pub use tls::TlsConfig;
-pub use tracker::{
-    RunningTcpTracker, TcpSettings, TcpTracker, WithConnections, Worker, prepare, start,
-};
+pub use tracker::{RunningTcpTracker, TcpSettings, TcpTracker, Worker, prepare, start};

@@ -28,9 +28,10 @@ use anyhow::Context as _;
 use crossbeam_channel::Sender;
 use futures_lite::{AsyncRead, AsyncWrite, AsyncWriteExt as _};
 use glommio::net::TcpStream;
-use shoal_common::{Config, Listen as _, TlsFiles, TrackerKind};
-use shoal_common::{Counters, SummaryLine, Traffic};
-use shoal_common::{Shutdown, TrackerConfig as _};
+use shoal_common::{
+    Config, Counters, Embeds, Listen as _, Shutdown, SummaryLine, TlsFiles, TrackerConfig as _,
+    TrackerKind, Traffic,
+};
 use shoal_process::Running;
 use shoal_swarm::{Clock, Restored, ServerTime};
 
@@ -41,6 +42,7 @@ use shoal_worker::{
 };
 
 use crate::counted::Counted;
+use crate::counters::ConnectionCounters;
 use crate::eviction::{EvictionOrder, Place};
 use crate::executor::{accept_connections, run_executor, within};
 use crate::inbox::{ReplyInbox, glommio_reply_channel};
@@ -70,26 +72,15 @@ pub struct TcpSettings {
     pub connection_buffers: (usize, usize),
 }
 
-use crate::counters::{ConnectionCounters, SharedConnectionCounters};
-
-/// A TCP tracker's counters, which embed the [`ConnectionCounters`] every TCP tracker
-/// keeps (`group connections: ConnectionCounters;` in its `counters!`): where they
-/// are, for the shared code that counts into them.
-pub trait WithConnections: Counters {
-    /// The connection counters of the shared set.
-    fn connections(&self) -> &SharedConnectionCounters;
-    /// The connection counters of a worker's own set.
-    fn local_connections(local: &mut Self::Local) -> &mut ConnectionCounters;
-}
-
 /// What makes a TCP tracker its own.
 pub trait TcpTracker: Sized + 'static {
     /// Its config sections.
     type Kind: TrackerKind<Network: TlsFiles>;
     /// Its torrents.
     type Shard: Shard;
-    /// Its shared counters.
-    type Counters: WithConnections + 'static;
+    /// Its shared counters, which embed the [`ConnectionCounters`] every TCP tracker keeps
+    /// (`group connections: ConnectionCounters;` in its `counters!`).
+    type Counters: Embeds<ConnectionCounters> + 'static;
     /// What one socket worker's connection tasks share besides [`Worker`]'s fields:
     /// the router, caches.
     type Shared: 'static;
@@ -225,7 +216,7 @@ impl<T: TcpTracker> Worker<T> {
 
     /// Counts into this worker's connection counters.
     pub fn count(&self, count: impl FnOnce(&mut ConnectionCounters)) {
-        count(T::Counters::local_connections(
+        count(<T::Counters as Embeds<ConnectionCounters>>::local_group(
             &mut self.counters.borrow_mut(),
         ));
     }
@@ -465,7 +456,7 @@ impl<T: TcpTracker> SocketWorker<T> {
             T::tick(&worker);
             shared.flush(&mut worker.counters.borrow_mut());
             worker.traffic.borrow_mut().flush_into(traffic);
-            shared.connections().set_open(worker.connections.get());
+            shared.group().set_open(worker.connections.get());
         }
         T::finish(&worker);
         Ok(())

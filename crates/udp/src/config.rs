@@ -2,8 +2,7 @@
 //! `shoal_udp -p` prints these doc comments as the comments of a TOML file.
 
 use serde::{Deserialize, Serialize};
-use shoal_common::Problems;
-use shoal_common::{QueueLimits, TrackerKind};
+use shoal_common::{Problems, QueueLimits, TrackerKind};
 use shoal_toml_config::TomlConfig;
 use shoal_udp_protocol::response::{ANNOUNCE_RESPONSE_HEADER_LEN, V6_PEER_LEN};
 
@@ -190,7 +189,7 @@ impl TrackerKind for Udp {
 
 #[cfg(test)]
 mod tests {
-    use shoal_common::{config_to_toml as to_toml, parse_config as parse};
+    use shoal_common::{config_to_toml, parse_config};
 
     use shoal_common::CleaningConfig;
 
@@ -198,8 +197,8 @@ mod tests {
 
     #[test]
     fn default_config_round_trips_through_its_commented_toml() {
-        let text = to_toml(&Config::default());
-        let parsed: Config = parse(&text).unwrap();
+        let text = config_to_toml(&Config::default());
+        let parsed: Config = parse_config(&text).unwrap();
         assert_eq!(parsed, Config::default());
         assert!(text.contains(
             "# Seconds clients are asked to wait between announces.\nannounce_interval = 1800"
@@ -219,14 +218,15 @@ mod tests {
         config.protocol.max_peers = 80;
         config.access_list.mode = shoal_common::AccessListMode::Deny;
         config.access_list.path = "/etc/shoal/deny".into();
-        let parsed: Config = parse(&to_toml(&config)).unwrap();
+        let parsed: Config = parse_config(&config_to_toml(&config)).unwrap();
         assert_eq!(parsed, config);
     }
 
     #[test]
     fn a_file_needs_only_the_keys_it_changes() {
         let config: Config =
-            parse("socket_workers = 2\n[protocol]\nmax_peers = 10\ndefault_peers = 5\n").unwrap();
+            parse_config("socket_workers = 2\n[protocol]\nmax_peers = 10\ndefault_peers = 5\n")
+                .unwrap();
         assert_eq!(config.socket_workers, 2);
         assert_eq!(config.protocol.max_peers, 10);
         assert_eq!(config.cleaning, CleaningConfig::default());
@@ -235,7 +235,8 @@ mod tests {
     #[test]
     fn a_retired_key_still_loads_with_a_notice_and_is_not_printed_by_default() {
         use shoal_common::TrackerConfig as _;
-        let config: Config = parse("[per_ip]\nbad_connection_ids_per_minute = 600\n").unwrap();
+        let config: Config =
+            parse_config("[per_ip]\nbad_connection_ids_per_minute = 600\n").unwrap();
         let notices = config.notices();
         assert_eq!(notices.len(), 1, "{notices:?}");
         assert!(
@@ -243,12 +244,12 @@ mod tests {
             "{notices:?}"
         );
         assert!(Config::default().notices().is_empty());
-        assert!(!to_toml(&Config::default()).contains("bad_connection_ids"));
+        assert!(!config_to_toml(&Config::default()).contains("bad_connection_ids"));
     }
 
     #[test]
     fn misspelt_keys_are_rejected_with_their_name() {
-        let err = parse::<Config>("[protocol]\nannounce_intervall = 10\n").unwrap_err();
+        let err = parse_config::<Config>("[protocol]\nannounce_intervall = 10\n").unwrap_err();
         let text = format!("{err:#}");
         assert!(
             text.contains("unknown field `announce_intervall`"),
@@ -259,7 +260,7 @@ mod tests {
 
     #[test]
     fn bad_values_are_all_reported_with_their_keys() {
-        let err = parse::<Config>(
+        let err = parse_config::<Config>(
             "swarm_workers = 2000\n[protocol]\nmax_peers = 0\nannounce_interval = 5000\n[network]\naddress_ipv4 = \"[::1]:1\"\n",
         )
         .unwrap_err();
@@ -286,10 +287,10 @@ mod tests {
                 true,
             ),
         ] {
-            let parsed = parse::<Config>(&format!("[network]\n{network}\n"));
+            let parsed = parse_config::<Config>(&format!("[network]\n{network}\n"));
             assert_eq!(parsed.is_ok(), ok, "{network}: {parsed:?}");
         }
-        let text = parse::<Config>("[network]\noverload_recv_buffer_size = 8388608\n")
+        let text = parse_config::<Config>("[network]\noverload_recv_buffer_size = 8388608\n")
             .unwrap_err()
             .to_string();
         let expected = "network.overload_recv_buffer_size: must be 0 (never shrink) or from \
@@ -300,7 +301,7 @@ mod tests {
     #[test]
     fn sizes_past_any_machine_are_refused_with_their_key() {
         // Found by an attack: this aborted on a 32 TiB allocation at start.
-        let err = parse::<Config>(
+        let err = parse_config::<Config>(
             "[limits]\nswarm_queue_len = 4294967296\nsend_queue_len = 4294967296\n\
              [capacity]\nmax_torrents = 99999999999999\n\
              [network]\nsocket_recv_buffer_size = 4294967296\n\
@@ -321,7 +322,7 @@ mod tests {
 
     #[test]
     fn bad_cluster_keys_are_all_reported() {
-        let err = parse::<Config>(
+        let err = parse_config::<Config>(
             "[cluster]\nstore = \"redis\"\nname = \"a b\"\npublish_interval_ms = 0\ntimeout_ms = 5\nbacklog = 10\n",
         )
         .unwrap_err()
@@ -336,13 +337,13 @@ mod tests {
             assert!(err.contains(expected), "missing {expected:?} in:\n{err}");
         }
         // Off (the default), nothing is checked.
-        let off: Config = parse("[cluster]\nstore = \"\"\ntimeout_ms = 5\n").unwrap();
+        let off: Config = parse_config("[cluster]\nstore = \"\"\ntimeout_ms = 5\n").unwrap();
         assert!(!off.cluster.enabled());
     }
 
     #[test]
     fn type_errors_name_the_key() {
-        let err = parse::<Config>("[network]\nuse_ipv4 = \"yes\"\n").unwrap_err();
+        let err = parse_config::<Config>("[network]\nuse_ipv4 = \"yes\"\n").unwrap_err();
         let text = format!("{err:#}");
         assert!(
             text.contains("use_ipv4") && text.contains("invalid type"),

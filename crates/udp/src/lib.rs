@@ -3,7 +3,7 @@
 //! # Layout
 //!
 //! ```text
-//!             socket workers                              swarm workers (shoal_runtime)
+//!             socket workers                              swarm workers (shoal_worker)
 //!  datagram ─► socket::SocketWorker ─► socket::dispatch ──Job──► shard::UdpShard
 //!              (recv, send)            parse, check id,          TorrentMap, encodes
 //!                                      access list, route        replies into the job
@@ -11,7 +11,7 @@
 //! ```
 //!
 //! Swarm worker threads, the local shard (`swarm_workers = 0`), outboxes and reply
-//! routes are `shoal_runtime`'s, shared with the other trackers.
+//! routes are `shoal_worker`'s, shared with the other trackers.
 //!
 //! * [`config`]: every setting, documented once (printed by `-p`).
 //! * `connection_id`: stateless, keyed-MAC connection ids.
@@ -20,7 +20,7 @@
 //! * `socket`: socket workers — sockets, the event loop, per-datagram dispatch, and
 //!   scrapes merged from several swarm workers.
 //! * `shard`: the torrents of one swarm worker (`shoal_swarm`'s map) and how a job is
-//!   served on them; `shoal_runtime` runs it on a swarm worker thread, or inside the
+//!   served on them; `shoal_worker` runs it on a swarm worker thread, or inside the
 //!   only socket worker when `swarm_workers = 0`.
 //! * [`stats`]: counters and the periodic statistics line.
 //! * [`tracker`]: binding, wiring and starting everything; [`run`] adds signals and

@@ -2,7 +2,7 @@
 //!
 //! A [`UdpShard`] takes a [`Job`], runs each request against its torrent map, encodes
 //! the replies straight into the job's buffers and hands the same job back to the
-//! socket worker it came from. The runtime (`shoal_runtime`) runs it on a swarm worker
+//! socket worker it came from. The worker core (`shoal_worker`) runs it on a swarm worker
 //! thread, or inside the socket worker when that keeps the torrents itself.
 
 use rand::rngs::SmallRng;

@@ -1,12 +1,10 @@
 //! Tracker statistics: what each worker counted, summed on demand.
 
-use shoal_common::{Observation, Observe};
-use shoal_common::{
-    WorkerStats, metric_names::BANS, metric_names::BANS_HELP, metric_names::ERRORS,
-    metric_names::ERRORS_HELP, metric_names::REFUSED, metric_names::REFUSED_HELP,
-    metric_names::REQUESTS, metric_names::REQUESTS_HELP, metric_names::RESPONSES,
-    metric_names::RESPONSES_HELP,
+use shoal_common::metric_names::{
+    BANS, BANS_HELP, ERRORS, ERRORS_HELP, REFUSED, REFUSED_HELP, REQUESTS, REQUESTS_HELP,
+    RESPONSES, RESPONSES_HELP,
 };
+use shoal_common::{Observation, Observe, WorkerStats};
 
 shoal_common::counters! {
     /// Counted by each socket worker.

@@ -5,8 +5,7 @@ use std::sync::Arc;
 
 use anyhow::Context as _;
 use crossbeam_channel::Sender;
-use shoal_common::TrackerConfig;
-use shoal_common::maybe_pin_current_thread;
+use shoal_common::{TrackerConfig, maybe_pin_current_thread};
 use shoal_process::Running;
 use shoal_swarm::Clock;
 

@@ -3,8 +3,7 @@
 use std::net::IpAddr;
 
 use serde::{Deserialize, Serialize};
-use shoal_common::Problems;
-use shoal_common::{LoggingConfig, TrackerConfig};
+use shoal_common::{LoggingConfig, Problems, TrackerConfig};
 use shoal_toml_config::TomlConfig;
 
 shoal_load_test_common::load_test_config! {
@@ -199,21 +198,21 @@ impl TrackerConfig for Config {
 
 #[cfg(test)]
 mod tests {
-    use shoal_common::{config_to_toml as to_toml, parse_config as parse};
+    use shoal_common::{config_to_toml, parse_config};
 
     use super::*;
 
     #[test]
     fn default_config_round_trips() {
         assert_eq!(
-            parse::<Config>(&to_toml(&Config::default())).unwrap(),
+            parse_config::<Config>(&config_to_toml(&Config::default())).unwrap(),
             Config::default()
         );
     }
 
     #[test]
     fn bad_values_are_reported_with_their_keys() {
-        let err = parse::<Config>(
+        let err = parse_config::<Config>(
             "duration = 10\nsummarize_last = 20\n[requests]\nweight_connect = 0\nweight_announce = 0\nweight_scrape = 0\n\
              [network]\nsource_ips = [\"::1\"]\n",
         )
@@ -228,7 +227,7 @@ mod tests {
             "{err}"
         );
         assert!(err.contains("network.source_ips: must all be"), "{err}");
-        let err = parse::<Config>("[network]\nrequests_per_second = 100000001\n")
+        let err = parse_config::<Config>("[network]\nrequests_per_second = 100000001\n")
             .unwrap_err()
             .to_string();
         assert!(

@@ -2,7 +2,7 @@
 
 use shoal_load_test_common::latency::LatencySummary;
 use shoal_load_test_common::run::RunSummary;
-use std::fmt::Write as _;
+use shoal_load_test_common::summary::{Figure, Unit};
 
 shoal_common::counters! {
     /// Counted by each worker.
@@ -130,85 +130,73 @@ impl RunSummary for Summary {
     }
 }
 
-impl shoal_load_test_common::cli::Summary for Summary {
-    /// The final report for people.
-    fn text(&self) -> String {
-        let mut out = String::new();
-        let _ = writeln!(out, "summary over the last {:.0} s:", self.seconds);
-        let _ = writeln!(
-            out,
-            "  requests sent:      {:>12.0}/s",
-            self.requests_per_second
-        );
-        let _ = writeln!(
-            out,
-            "  replies received:   {:>12.0}/s",
-            self.replies_per_second
-        );
-        let _ = writeln!(
-            out,
-            "    connect:          {:>12.0}/s",
-            self.connect_per_second
-        );
-        let _ = writeln!(
-            out,
-            "    announce:         {:>12.0}/s",
-            self.announce_per_second
-        );
-        let _ = writeln!(
-            out,
-            "    scrape:           {:>12.0}/s",
-            self.scrape_per_second
-        );
-        let _ = writeln!(
-            out,
-            "    error:            {:>12.0}/s",
-            self.errors_per_second
-        );
-        let _ = writeln!(
-            out,
-            "  peers per announce: {:>12.1}",
-            self.peers_per_announce
-        );
-        let _ = writeln!(
-            out,
-            "  unanswered:         {:>11.2} %",
-            self.unanswered * 100.0
-        );
-        let _ = writeln!(
-            out,
-            "  skipped (fixed rate): {:>10.0}/s",
-            self.skipped_per_second
-        );
-        out.push_str(&self.latency.text());
-        out
+impl shoal_load_test_common::summary::Summary for Summary {
+    fn seconds(&self) -> f64 {
+        self.seconds
     }
 
-    /// The final report as one JSON object.
-    fn json(&self) -> String {
-        format!(
-            "{{\"seconds\":{:.3},\"requests_per_second\":{:.1},\"replies_per_second\":{:.1},\
-             \"connect_per_second\":{:.1},\"announce_per_second\":{:.1},\"scrape_per_second\":{:.1},\
-             \"errors_per_second\":{:.1},\"peers_per_announce\":{:.3},\"unanswered\":{:.6},\
-             \"skipped_per_second\":{:.1},{}}}",
-            self.seconds,
-            self.requests_per_second,
-            self.replies_per_second,
-            self.connect_per_second,
-            self.announce_per_second,
-            self.scrape_per_second,
-            self.errors_per_second,
-            self.peers_per_announce,
-            self.unanswered,
-            self.skipped_per_second,
-            self.latency.json()
-        )
+    fn figures(&self) -> Vec<Figure> {
+        vec![
+            Figure::new(
+                "requests_per_second",
+                "requests sent",
+                self.requests_per_second,
+                Unit::PerSecond,
+            ),
+            Figure::new(
+                "replies_per_second",
+                "replies received",
+                self.replies_per_second,
+                Unit::PerSecond,
+            ),
+            Figure::new(
+                "connect_per_second",
+                "  connect",
+                self.connect_per_second,
+                Unit::PerSecond,
+            ),
+            Figure::new(
+                "announce_per_second",
+                "  announce",
+                self.announce_per_second,
+                Unit::PerSecond,
+            ),
+            Figure::new(
+                "scrape_per_second",
+                "  scrape",
+                self.scrape_per_second,
+                Unit::PerSecond,
+            ),
+            Figure::new(
+                "errors_per_second",
+                "  error",
+                self.errors_per_second,
+                Unit::PerSecond,
+            ),
+            Figure::new(
+                "peers_per_announce",
+                "peers per announce",
+                self.peers_per_announce,
+                Unit::Average,
+            ),
+            Figure::new("unanswered", "unanswered", self.unanswered, Unit::Fraction),
+            Figure::new(
+                "skipped_per_second",
+                "skipped (fixed rate)",
+                self.skipped_per_second,
+                Unit::PerSecond,
+            ),
+        ]
+    }
+
+    fn latency(&self) -> &LatencySummary {
+        &self.latency
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use shoal_load_test_common::cli::Summary as _;
+    use shoal_load_test_common::summary::Summary as _;
 
     use super::*;
 

@@ -22,6 +22,8 @@
 //!
 //! # Layout
 //!
+//! Every module is private; what other crates use is re-exported at the root below.
+//!
 //! * `startup`: starting a tracker's threads, once for every transport (the
 //!   [`Startup`] trait is what a transport adds).
 //! * `shard`: the [`Shard`] trait (and [`BitTorrentShard`], which gives it to the

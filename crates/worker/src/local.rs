@@ -7,8 +7,7 @@
 
 use std::sync::Arc;
 
-use shoal_common::AccessControl;
-use shoal_common::GaugeSlot;
+use shoal_common::{AccessControl, GaugeSlot};
 use shoal_swarm::{Clock, ServerTime};
 
 use crate::replica::ShardDuties;

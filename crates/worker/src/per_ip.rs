@@ -21,8 +21,7 @@ use std::hash::BuildHasher;
 use std::net::IpAddr;
 
 use hashbrown::DefaultHashBuilder;
-use shoal_common::PerIpConfig;
-use shoal_common::{LogBudget, left_out};
+use shoal_common::{LogBudget, PerIpConfig, left_out};
 use shoal_swarm::ServerTime;
 use shoal_swarm::client_table::{Bucket, ClientState, ClientTable, client_key};
 

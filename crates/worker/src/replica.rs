@@ -16,10 +16,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use crossbeam_channel::TrySendError;
 use shoal_cluster::{Changes, ClusterStart, ShardPorts};
-use shoal_common::ClusterStats;
-use shoal_common::Supervisor;
-use shoal_common::{Config, TrackerKind};
-use shoal_common::{LogBudget, left_out};
+use shoal_common::{ClusterStats, Config, LogBudget, Supervisor, TrackerKind, left_out};
 use shoal_swarm::ServerTime;
 
 use crate::outbox::shard_for;

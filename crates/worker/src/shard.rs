@@ -1,14 +1,13 @@
-//! What a tracker's torrents look like to the runtime.
+//! What a tracker's torrents look like to the worker core.
 //!
 //! A tracker implements [`Shard`] for the torrents one swarm worker owns: serve a batch
-//! of requests at a given time, clean, and say how big it is. The runtime does the
+//! of requests at a given time, clean, and say how big it is. The worker core does the
 //! rest the same way for every tracker: the thread loop, the cleaning schedule, the
 //! gauges, and sending each reply to the socket worker it belongs to.
 
 use std::time::{Duration, Instant};
 
-use shoal_common::AccessView;
-use shoal_common::{GaugeSlot, LargeSwarm, ShardStatus};
+use shoal_common::{AccessView, GaugeSlot, LargeSwarm, ShardStatus};
 use shoal_swarm::{
     BitTorrentMap, Census, ChangeLog, CleanReport, InfoHash, PeerSet, RecordError, Replicated,
     ServerTime, SnapshotData, TorrentMap,

@@ -12,12 +12,12 @@
 //! has).
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
-use shoal_common::Observation;
-use shoal_common::{StateConfig, Supervisor};
+use shoal_common::{Observation, StateConfig, Supervisor};
 use shoal_swarm::{PARTITIONS, ServerTime};
 
 use crate::shard::Shard;

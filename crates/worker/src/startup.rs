@@ -10,9 +10,7 @@
 //! socket workers is made. A duty added to every shard is added here, once.
 
 use crossbeam_channel::Sender;
-use shoal_common::Supervisor;
-use shoal_common::{Config, TrackerKind};
-use shoal_common::{Counters, SummaryLine};
+use shoal_common::{Config, Counters, SummaryLine, Supervisor, TrackerKind};
 use shoal_swarm::{Restored, ServerTime};
 
 use crate::replica::{ShardDuties, start_replicas};

@@ -10,9 +10,7 @@
 use std::time::Duration;
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
-use shoal_common::{Config, TrackerKind};
-use shoal_common::{Counters, GaugeSlot};
-use shoal_common::{Shutdown, Supervisor};
+use shoal_common::{Config, Counters, GaugeSlot, Shutdown, Supervisor, TrackerKind};
 
 use crate::Context;
 use crate::replica::ShardDuties;

@@ -1,9 +1,9 @@
 //! `shoal_ws` configuration: every key documented once here (`shoal_ws -p`).
 
 use serde::{Deserialize, Serialize};
-use shoal_common::CleaningConfig;
-use shoal_common::Problems;
-use shoal_common::{QueueLimits, ReverseProxy as _, TlsFiles as _, TrackerKind};
+use shoal_common::{
+    CleaningConfig, Problems, QueueLimits, ReverseProxy as _, TlsFiles as _, TrackerKind,
+};
 use shoal_toml_config::TomlConfig;
 
 /// The WebTorrent tracker's sections of the shared [config shape](shoal_common::Config).
@@ -345,20 +345,20 @@ impl TrackerKind for Ws {
 
 #[cfg(test)]
 mod tests {
-    use shoal_common::{config_to_toml as to_toml, parse_config as parse};
+    use shoal_common::{config_to_toml, parse_config};
 
     use super::*;
 
     #[test]
     fn default_config_round_trips() {
-        let text = to_toml(&Config::default());
-        assert_eq!(parse::<Config>(&text).unwrap(), Config::default());
+        let text = config_to_toml(&Config::default());
+        assert_eq!(parse_config::<Config>(&text).unwrap(), Config::default());
         assert!(text.contains("max_outgoing_messages = 256"), "{text}");
     }
 
     #[test]
     fn bad_values_name_their_keys() {
-        let err = parse::<Config>(
+        let err = parse_config::<Config>(
             "[network]\nenable_tls = true\nidle_timeout = 60\nhealth_check_path = \"health\"\n[protocol]\nmax_offers = 0\n",
         )
         .unwrap_err()
@@ -375,7 +375,7 @@ mod tests {
 
     #[test]
     fn a_cluster_store_is_refused_with_the_reason() {
-        let err = parse::<Config>("[cluster]\nstore = \"127.0.0.1:6379\"\n")
+        let err = parse_config::<Config>("[cluster]\nstore = \"127.0.0.1:6379\"\n")
             .unwrap_err()
             .to_string();
         assert!(

@@ -16,7 +16,7 @@
 //! ```
 //!
 //! Executors, accept loops, the connection limit, TLS, swarm worker threads and the
-//! start-up are `shoal_runtime`'s, shared with the HTTP tracker; peers are stored in
+//! start-up are `shoal_worker`'s and `shoal_tcp`'s, shared with the HTTP tracker; peers are stored in
 //! `shoal_swarm` like every tracker's. This crate is the WebTorrent protocol: the
 //! upgrade, messages, and offer/answer bookkeeping.
 //!
@@ -27,7 +27,7 @@
 //!   limits; unit-tested and fuzzed (`ws_session`) without sockets.
 //! * `socket`: the opening HTTP request, the glommio driver of each session, the
 //!   queues and the router to swarm workers, and `WsTracker`, what makes WebTorrent a
-//!   `shoal_runtime` TCP tracker.
+//!   `shoal_tcp` TCP tracker.
 //! * `swarm`: the shard: peers by peer id (owned by their connection), offer
 //!   forwarding and answer checks; no I/O.
 //! * `messages`: what socket and swarm workers send each other; both depend on it.

@@ -23,8 +23,7 @@ use std::time::{Duration, Instant};
 use hashbrown::HashMap;
 use shoal_common::left_out;
 use shoal_swarm::ServerTime;
-use shoal_worker::Verdict;
-use shoal_worker::{ScrapeSplit, shard_for};
+use shoal_worker::{ScrapeSplit, Verdict, shard_for};
 use shoal_ws_protocol::frames::FrameScanner;
 use shoal_ws_protocol::{
     Action, AnnounceEvent, AnnounceRequest, ClientMessage, ErrorResponse, Id20, RawJson,

@@ -21,8 +21,7 @@ use std::hash::Hasher as _;
 
 use rand::RngExt as _;
 use rand::rngs::SmallRng;
-use shoal_common::AccessView;
-use shoal_common::ShardStatus;
+use shoal_common::{AccessView, ShardStatus};
 use shoal_swarm::{
     Announce, AnnounceEvent as SwarmEvent, Announced, Capacity, CleanReport, PeerData, PeerList,
     Refused, ScrapeStats, ServerTime, TorrentMap,

@@ -3,8 +3,7 @@
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
-use shoal_common::Problems;
-use shoal_common::{LoggingConfig, TrackerConfig};
+use shoal_common::{LoggingConfig, Problems, TrackerConfig};
 use shoal_load_test_common::tls::is_valid_server_name;
 use shoal_toml_config::TomlConfig;
 
@@ -283,20 +282,20 @@ impl TrackerConfig for Config {
 
 #[cfg(test)]
 mod tests {
-    use shoal_common::{config_to_toml as to_toml, parse_config as parse};
+    use shoal_common::{config_to_toml, parse_config};
 
     use super::*;
 
     #[test]
     fn default_config_round_trips() {
-        let text = to_toml(&Config::default());
-        assert_eq!(parse::<Config>(&text).unwrap(), Config::default());
+        let text = config_to_toml(&Config::default());
+        assert_eq!(parse_config::<Config>(&text).unwrap(), Config::default());
         assert!(text.contains("offers_per_announce = 5"), "{text}");
     }
 
     #[test]
     fn bad_values_name_their_keys() {
-        let err = parse::<Config>(
+        let err = parse_config::<Config>(
             "connections_per_worker = 0\n[network]\npath = \"announce\"\n[requests]\nrate = -1.0\nin_flight = 0\n",
         )
         .unwrap_err()

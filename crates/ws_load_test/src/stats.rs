@@ -5,7 +5,7 @@
 //! figure compares across tools. Error replies ("failure reason") are counted apart.
 
 use shoal_load_test_common::run::RunSummary;
-use std::fmt::Write as _;
+use shoal_load_test_common::summary::{Figure, Unit};
 
 use shoal_load_test_common::latency::LatencySummary;
 
@@ -167,84 +167,126 @@ impl RunSummary for Summary {
     }
 }
 
-impl shoal_load_test_common::cli::Summary for Summary {
-    /// The final report for people.
-    fn text(&self) -> String {
-        let rows: [(&str, f64, &str); 17] = [
-            ("requests sent", self.requests_per_second, "/s"),
-            ("answers sent", self.answers_sent_per_second, "/s"),
-            ("responses", self.responses_per_second, "/s"),
-            ("  announce replies", self.announce_replies_per_second, "/s"),
-            ("  offers", self.offers_per_second, "/s"),
-            ("  answers", self.answers_per_second, "/s"),
-            ("  scrape replies", self.scrape_replies_per_second, "/s"),
-            ("error replies", self.errors_per_second, "/s"),
-            ("unreadable messages", self.unreadable_per_second, "/s"),
-            (
-                "connections opened",
-                self.connections_opened_per_second,
-                "/s",
-            ),
-            ("connect failures", self.connect_failures_per_second, "/s"),
-            ("closed by server", self.closed_by_server_per_second, "/s"),
-            (
-                "broken or timed out",
-                self.connection_errors_per_second,
-                "/s",
-            ),
-            ("skipped (fixed rate)", self.skipped_per_second, "/s"),
-            ("open at the end", self.open_connections as f64, ""),
-            ("sent", self.megabits_sent_per_second, " Mbit/s"),
-            ("received", self.megabits_received_per_second, " Mbit/s"),
-        ];
-        let mut out = String::new();
-        let _ = writeln!(out, "summary over the last {:.0} s:", self.seconds);
-        for (name, value, unit) in rows {
-            let precision = usize::from(unit.contains("bit"));
-            let _ = writeln!(out, "  {name:<22} {value:>12.precision$}{unit}");
-        }
-        out.push_str(&self.latency.text());
-        out
+impl shoal_load_test_common::summary::Summary for Summary {
+    fn seconds(&self) -> f64 {
+        self.seconds
     }
 
-    /// The final report as one JSON object.
-    fn json(&self) -> String {
-        format!(
-            "{{\"seconds\":{:.3},\"requests_per_second\":{:.1},\"answers_sent_per_second\":{:.1},\
-             \"responses_per_second\":{:.1},\"announce_replies_per_second\":{:.1},\
-             \"offers_per_second\":{:.1},\"answers_per_second\":{:.1},\
-             \"scrape_replies_per_second\":{:.1},\"errors_per_second\":{:.1},\
-             \"unreadable_per_second\":{:.1},\"connections_opened_per_second\":{:.1},\
-             \"connect_failures_per_second\":{:.1},\"closed_by_server_per_second\":{:.1},\
-             \"connection_errors_per_second\":{:.1},\"skipped_per_second\":{:.1},\
-             \"open_connections\":{},\"megabits_sent_per_second\":{:.3},\
-             \"megabits_received_per_second\":{:.3},{}}}",
-            self.seconds,
-            self.requests_per_second,
-            self.answers_sent_per_second,
-            self.responses_per_second,
-            self.announce_replies_per_second,
-            self.offers_per_second,
-            self.answers_per_second,
-            self.scrape_replies_per_second,
-            self.errors_per_second,
-            self.unreadable_per_second,
-            self.connections_opened_per_second,
-            self.connect_failures_per_second,
-            self.closed_by_server_per_second,
-            self.connection_errors_per_second,
-            self.skipped_per_second,
-            self.open_connections,
-            self.megabits_sent_per_second,
-            self.megabits_received_per_second,
-            self.latency.json(),
-        )
+    fn figures(&self) -> Vec<Figure> {
+        vec![
+            Figure::new(
+                "requests_per_second",
+                "requests sent",
+                self.requests_per_second,
+                Unit::PerSecond,
+            ),
+            Figure::new(
+                "answers_sent_per_second",
+                "answers sent",
+                self.answers_sent_per_second,
+                Unit::PerSecond,
+            ),
+            Figure::new(
+                "responses_per_second",
+                "responses",
+                self.responses_per_second,
+                Unit::PerSecond,
+            ),
+            Figure::new(
+                "announce_replies_per_second",
+                "  announce replies",
+                self.announce_replies_per_second,
+                Unit::PerSecond,
+            ),
+            Figure::new(
+                "offers_per_second",
+                "  offers",
+                self.offers_per_second,
+                Unit::PerSecond,
+            ),
+            Figure::new(
+                "answers_per_second",
+                "  answers",
+                self.answers_per_second,
+                Unit::PerSecond,
+            ),
+            Figure::new(
+                "scrape_replies_per_second",
+                "  scrape replies",
+                self.scrape_replies_per_second,
+                Unit::PerSecond,
+            ),
+            Figure::new(
+                "errors_per_second",
+                "error replies",
+                self.errors_per_second,
+                Unit::PerSecond,
+            ),
+            Figure::new(
+                "unreadable_per_second",
+                "unreadable messages",
+                self.unreadable_per_second,
+                Unit::PerSecond,
+            ),
+            Figure::new(
+                "connections_opened_per_second",
+                "connections opened",
+                self.connections_opened_per_second,
+                Unit::PerSecond,
+            ),
+            Figure::new(
+                "connect_failures_per_second",
+                "connect failures",
+                self.connect_failures_per_second,
+                Unit::PerSecond,
+            ),
+            Figure::new(
+                "closed_by_server_per_second",
+                "closed by server",
+                self.closed_by_server_per_second,
+                Unit::PerSecond,
+            ),
+            Figure::new(
+                "connection_errors_per_second",
+                "broken or timed out",
+                self.connection_errors_per_second,
+                Unit::PerSecond,
+            ),
+            Figure::new(
+                "skipped_per_second",
+                "skipped (fixed rate)",
+                self.skipped_per_second,
+                Unit::PerSecond,
+            ),
+            Figure::new(
+                "open_connections",
+                "open at the end",
+                self.open_connections as f64,
+                Unit::Count,
+            ),
+            Figure::new(
+                "megabits_sent_per_second",
+                "sent",
+                self.megabits_sent_per_second,
+                Unit::MegabitsPerSecond,
+            ),
+            Figure::new(
+                "megabits_received_per_second",
+                "received",
+                self.megabits_received_per_second,
+                Unit::MegabitsPerSecond,
+            ),
+        ]
+    }
+
+    fn latency(&self) -> &LatencySummary {
+        &self.latency
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use shoal_load_test_common::cli::Summary as _;
+    use shoal_load_test_common::summary::Summary as _;
 
     use super::*;
 

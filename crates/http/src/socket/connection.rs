@@ -10,12 +10,10 @@ use std::time::{Duration, Instant};
 use futures_lite::{AsyncRead, AsyncReadExt as _, AsyncWrite, AsyncWriteExt as _};
 use shoal_http_protocol::InfoHash;
 use shoal_swarm::ServerTime;
-use shoal_tcp::Place;
-use shoal_tcp::{within, write_all_before};
+use shoal_tcp::{Place, within, write_all_before};
 use shoal_worker::Verdict;
 
-use super::Worker;
-use super::router;
+use super::{Worker, router};
 use crate::Config;
 use crate::session::{FullScrapeCache, Host, Next, Session, refusal};
 use crate::stats::SocketCounters;

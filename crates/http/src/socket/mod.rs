@@ -18,14 +18,11 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::Sender;
 use futures_lite::{AsyncRead, AsyncWrite};
-use shoal_common::SummaryLine;
-use shoal_common::{Config, ReverseProxy as _};
+use shoal_common::{Config, ReverseProxy as _, SummaryLine};
 use shoal_process::Listening;
 use shoal_swarm::{Restored, ServerTime};
-use shoal_tcp::Place;
-use shoal_tcp::{TcpSettings, TcpTracker};
-use shoal_worker::Snapshot;
-use shoal_worker::{LocalSwarm, restore_shard};
+use shoal_tcp::{Place, TcpSettings, TcpTracker};
+use shoal_worker::{LocalSwarm, Snapshot, restore_shard};
 
 use self::connection::{exchange, refuse};
 use self::router::Router;

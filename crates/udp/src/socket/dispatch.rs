@@ -14,13 +14,11 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use crossbeam_channel::Sender;
-use shoal_common::AccessControl;
-use shoal_common::Traffic;
+use shoal_common::{AccessControl, Traffic};
 use shoal_swarm::{AnnounceEvent, PeerAddress, PeerLimits, ServerTime};
 use shoal_udp_protocol::response::{write_connect, write_error};
 use shoal_udp_protocol::{AnnounceRequest, Request, ScrapeRequest, TransactionId};
-use shoal_worker::{Outboxes, ScrapeSplit, Sent, SwarmWorkerGone, shard_for};
-use shoal_worker::{RateTable, Verdict};
+use shoal_worker::{Outboxes, RateTable, ScrapeSplit, Sent, SwarmWorkerGone, Verdict, shard_for};
 
 use crate::config::Config;
 use crate::connection_id::ConnectionIds;

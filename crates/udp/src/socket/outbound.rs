@@ -5,8 +5,7 @@ use std::io::ErrorKind;
 use std::net::SocketAddr;
 
 use shoal_common::Traffic;
-use shoal_sockets::{MAX_BATCH, SendBatch};
-use shoal_sockets::{send_fragmenting, too_big_unfragmented};
+use shoal_sockets::{MAX_BATCH, SendBatch, send_fragmenting, too_big_unfragmented};
 use std::net::UdpSocket;
 
 use crate::messages::{Job, Replies, ReplyKind};

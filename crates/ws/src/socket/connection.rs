@@ -12,8 +12,7 @@ use std::time::{Duration, Instant};
 
 use futures_lite::{AsyncRead, AsyncReadExt as _, AsyncWrite, AsyncWriteExt as _};
 use shoal_swarm::ServerTime;
-use shoal_tcp::Place;
-use shoal_tcp::{within, write_all_before as write_all};
+use shoal_tcp::{Place, within, write_all_before as write_all};
 use shoal_worker::Verdict;
 use shoal_ws_protocol::opening::Refusal;
 

@@ -6,8 +6,7 @@ use std::time::Instant;
 
 use futures_lite::{AsyncRead, AsyncReadExt as _, AsyncWrite};
 use shoal_common::{HeaderPosition, ReverseProxy as _};
-use shoal_tcp::HeadScan;
-use shoal_tcp::{before, write_all_before as write_all};
+use shoal_tcp::{HeadScan, before, write_all_before as write_all};
 use shoal_worker::{ConnectionSlot, OverLimit, Verdict};
 use shoal_ws_protocol::opening::{OpenedKind, OpeningLimits, ProxyHeader, Refusal, parse_opening};
 

@@ -20,12 +20,9 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::Sender;
 use futures_lite::{AsyncRead, AsyncWrite};
-use shoal_common::LogBudget;
-use shoal_common::SummaryLine;
-use shoal_common::{Config, ReverseProxy as _};
+use shoal_common::{Config, LogBudget, ReverseProxy as _, SummaryLine};
 use shoal_process::Listening;
-use shoal_tcp::Place;
-use shoal_tcp::{TcpSettings, TcpTracker};
+use shoal_tcp::{Place, TcpSettings, TcpTracker};
 use shoal_worker::{LocalSwarm, shard_capacity};
 
 use self::connection::{refuse, serve};

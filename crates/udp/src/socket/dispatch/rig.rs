@@ -7,8 +7,7 @@ use std::sync::Arc;
 use crossbeam_channel::Receiver;
 use rand::SeedableRng;
 use rand::rngs::SmallRng;
-use shoal_common::AccessList;
-use shoal_common::{AccessControl, AccessListMode};
+use shoal_common::{AccessControl, AccessList, AccessListMode};
 use shoal_swarm::{BitTorrentMap, ServerTime};
 use shoal_udp_protocol::*;
 

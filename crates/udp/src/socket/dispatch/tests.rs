@@ -1,7 +1,6 @@
 //! The dispatcher with real channels and real shards, no sockets.
 
-use shoal_common::AccessList;
-use shoal_common::AccessListMode;
+use shoal_common::{AccessList, AccessListMode};
 use shoal_udp_protocol::*;
 
 use super::rig::{client, rig, rig_with};
