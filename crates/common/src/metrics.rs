@@ -445,7 +445,7 @@ pub trait CounterGroup: Default + Copy {
     fn since(now: &Self::Totals, earlier: &Self::Totals) -> Self::Totals;
 }
 
-/// A set of counters that embeds the group `G` (`group name: G;` in [`counters!`],
+/// A set of counters that embeds the group `G` (`group name: G;` in [`counters!`](crate::counters),
 /// which implements this): code that knows only `G` (the TCP transport's connection
 /// counters) reaches it inside any tracker's counters without naming the field.
 pub trait Embeds<G: CounterGroup>: Counters {
