@@ -71,6 +71,12 @@ RUSTDOCFLAGS="-D warnings" cargo doc --locked --workspace --no-deps --document-p
 step "unit and integration tests"
 cargo test --locked --workspace
 
+# The HTTP and WebTorrent trackers run on io_uring above (network.io_backend = "auto"
+# picks it where the kernel allows); their tests again on the epoll backend, the one
+# containers that refuse io_uring get.
+step "the HTTP and WebTorrent trackers' tests on the epoll backend"
+SHOAL_TEST_IO_BACKEND=epoll cargo test --locked -p shoal_http -p shoal_ws
+
 if [ -z "${SKIP_FUZZ:-}" ]; then
     step "fuzzing every target for ${FUZZ_SECONDS:-20} s (coverage-guided, stable toolchain)"
     scripts/fuzz.sh
@@ -81,6 +87,11 @@ if [ -z "${SKIP_E2E:-}" ]; then
     for script in scripts/e2e/*.sh; do
         step "end-to-end: $script"
         "$script"
+    done
+    # The real clients through the TCP trackers again, on the epoll backend.
+    for script in scripts/e2e/{http,https,ws,wss}.sh; do
+        step "end-to-end on epoll: $script"
+        SHOAL__NETWORK__IO_BACKEND=epoll "$script"
     done
 fi
 

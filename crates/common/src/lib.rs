@@ -99,6 +99,6 @@ pub use tracker_config::loopback_networks;
 #[doc(hidden)]
 pub use tracker_config::validate_addresses;
 pub use tracker_config::{
-    Config, HeaderPosition, Listen, PerIpConfig, QueueLimits, ReverseProxy, TlsFiles, TrackerFile,
-    TrackerKind,
+    Config, HeaderPosition, IoBackend, Listen, PerIpConfig, QueueLimits, ReverseProxy, TcpNetwork,
+    TrackerFile, TrackerKind,
 };

@@ -100,3 +100,81 @@ impl Drop for RedisServer {
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
+
+/// Makes the calling process refuse `io_uring_setup` with EPERM from now on, as
+/// Docker's and containerd's default seccomp profiles do: for a child process, called
+/// in `CommandExt::pre_exec` (it only makes two `prctl` calls, safe after `fork`).
+/// The filter is inherited by everything the process starts and cannot be lifted.
+///
+/// # Safety
+///
+/// Only for a process about to exec a tracker under test: every later `io_uring_setup`
+/// of the process fails.
+pub unsafe fn refuse_io_uring() -> std::io::Result<()> {
+    /// One classic BPF instruction (`struct sock_filter`).
+    #[repr(C)]
+    struct Instruction {
+        code: u16,
+        jump_if_true: u8,
+        jump_if_false: u8,
+        k: u32,
+    }
+    /// A BPF program (`struct sock_fprog`).
+    #[repr(C)]
+    struct Program {
+        len: u16,
+        filter: *const Instruction,
+    }
+    const LOAD_WORD_AT: u16 = 0x20; // BPF_LD (0) | BPF_W (0) | BPF_ABS
+    const JUMP_IF_EQUAL: u16 = 0x05 | 0x10; // BPF_JMP | BPF_JEQ | BPF_K
+    const RETURN: u16 = 0x06; // BPF_RET | BPF_K
+    const RET_ERRNO: u32 = 0x0005_0000;
+    const RET_ALLOW: u32 = 0x7fff_0000;
+    const SECCOMP_MODE_FILTER: libc::c_ulong = 2;
+    // seccomp_data starts with the system call number.
+    let filter = [
+        Instruction {
+            code: LOAD_WORD_AT,
+            jump_if_true: 0,
+            jump_if_false: 0,
+            k: 0,
+        },
+        Instruction {
+            code: JUMP_IF_EQUAL,
+            jump_if_true: 0,
+            jump_if_false: 1,
+            k: libc::SYS_io_uring_setup as u32,
+        },
+        Instruction {
+            code: RETURN,
+            jump_if_true: 0,
+            jump_if_false: 0,
+            k: RET_ERRNO | libc::EPERM as u32,
+        },
+        Instruction {
+            code: RETURN,
+            jump_if_true: 0,
+            jump_if_false: 0,
+            k: RET_ALLOW,
+        },
+    ];
+    let program = Program {
+        len: filter.len() as u16,
+        filter: filter.as_ptr(),
+    };
+    // SAFETY: plain prctl calls; the program outlives the call that copies it in.
+    unsafe {
+        if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0
+            || libc::prctl(
+                libc::PR_SET_SECCOMP,
+                SECCOMP_MODE_FILTER,
+                &raw const program,
+                0,
+                0,
+            ) != 0
+        {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}

@@ -517,7 +517,7 @@ impl PerIpConfig {
 /// ```
 ///
 /// With `tls,` after the port, the section also gets the TLS keys (`enable_tls` and the
-/// PEM files, reloaded on SIGUSR1) and implements [`TlsFiles`].
+/// PEM files, reloaded on SIGUSR1) and implements [`TcpNetwork`].
 #[macro_export]
 macro_rules! network_config {
     (
@@ -598,11 +598,21 @@ macro_rules! network_config {
                 /// TLS handshakes one client (as the per_ip section counts clients) may have under way
                 /// on a socket worker; one more is closed at once.
                 pub max_tls_handshakes_per_client: usize = 32,
+                /// What the socket workers run on. The default picks io_uring where
+                /// it can be set up (fewer system calls per request) and epoll where it
+                /// cannot: under Docker's or containerd's default seccomp profile, with
+                /// kernel.io_uring_disabled, or with a locked-memory limit too low for
+                /// its buffers (the log says which, and why).
+                pub io_backend: $crate::IoBackend = $crate::IoBackend::Auto,
                 $( $(#[$field_meta])* pub $field: $ty = $default, )*
             }
         }
 
-        impl $crate::TlsFiles for $name {
+        impl $crate::TcpNetwork for $name {
+            fn io_backend(&self) -> $crate::IoBackend {
+                self.io_backend
+            }
+
             fn tls_files(&self) -> ::std::option::Option<(&::std::path::Path, &::std::path::Path)> {
                 self.enable_tls
                     .then(|| (self.tls_certificate_path.as_path(), self.tls_private_key_path.as_path()))
@@ -735,8 +745,25 @@ pub trait ReverseProxy {
     }
 }
 
-/// A `[network]` section with TLS keys (see [`network_config!`](crate::network_config)).
-pub trait TlsFiles {
+/// Which executor a TCP tracker's socket workers run on (`network.io_backend`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, TomlConfig)]
+#[serde(rename_all = "snake_case")]
+pub enum IoBackend {
+    /// io_uring when it can be set up here, else epoll.
+    #[default]
+    Auto,
+    /// io_uring (glommio); starting fails, saying why, where it cannot be set up.
+    IoUring,
+    /// epoll, wherever the tracker runs; no locked memory needed.
+    Epoll,
+}
+
+/// The `[network]` section of a TCP tracker: TLS keys and the I/O backend (see
+/// [`network_config!`](crate::network_config), whose `tls` sections implement it).
+pub trait TcpNetwork {
+    /// Which executor the socket workers run on.
+    fn io_backend(&self) -> IoBackend;
+
     /// The certificate chain and private key files, when TLS is on.
     fn tls_files(&self) -> Option<(&Path, &Path)>;
 

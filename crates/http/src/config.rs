@@ -1,7 +1,7 @@
 //! `shoal_http` configuration: every key documented once here (`shoal_http -p`).
 
 use serde::{Deserialize, Serialize};
-use shoal_common::{Problems, QueueLimits, ReverseProxy as _, TlsFiles as _, TrackerKind};
+use shoal_common::{Problems, QueueLimits, ReverseProxy as _, TcpNetwork as _, TrackerKind};
 use shoal_http_protocol::request::MAX_HEADERS_LIMIT;
 use shoal_toml_config::TomlConfig;
 

@@ -3,9 +3,8 @@
 
 use std::sync::Arc;
 
-use shoal_process::Prepared;
 use shoal_swarm::Clock;
-use shoal_tcp::{RunningTcpTracker, TlsConfig};
+use shoal_tcp::{PreparedTcpTracker, RunningTcpTracker};
 
 use crate::socket::HttpTracker;
 use crate::stats::SharedSocketCounters;
@@ -18,7 +17,7 @@ pub type RunningTracker = RunningTcpTracker<SharedSocketCounters>;
 pub fn prepare(
     config: crate::Config,
     clock: Arc<Clock>,
-) -> anyhow::Result<Prepared<SharedSocketCounters, Option<Arc<TlsConfig>>>> {
+) -> anyhow::Result<PreparedTcpTracker<SharedSocketCounters>> {
     shoal_tcp::prepare::<HttpTracker>(config, clock)
 }
 

@@ -33,12 +33,13 @@ fn printed_default_config_round_trips() {
 }
 
 #[test]
-fn too_little_locked_memory_fails_with_the_fix() {
+fn too_little_locked_memory_for_a_forced_io_uring_fails_with_the_fix() {
     let dir = temp_dir("memlock");
     let path = dir.join("c.toml");
     std::fs::write(
         &path,
-        "socket_workers = 4\n[network]\naddress_ipv4 = \"127.0.0.1:0\"\nuse_ipv6 = false\n[limits]\nio_memory = 4194304\n",
+        "socket_workers = 4\n[network]\naddress_ipv4 = \"127.0.0.1:0\"\nuse_ipv6 = false\n\
+         io_backend = \"io_uring\"\n[limits]\nio_memory = 4194304\n",
     )
     .unwrap();
     // Lower both limits in a child shell, then start the tracker there.

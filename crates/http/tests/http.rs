@@ -496,3 +496,17 @@ fn swarm_workers_zero_means_automatic() {
         1
     );
 }
+
+#[test]
+fn runs_on_the_backend_under_test() {
+    let tracker = shoal_http::start(loopback_config(false)).unwrap();
+    let backend = tracker.extra().backend;
+    match io_backend_under_test() {
+        shoal_common::IoBackend::Epoll => assert_eq!(backend, shoal_tcp::Backend::Epoll),
+        shoal_common::IoBackend::IoUring => assert_eq!(backend, shoal_tcp::Backend::IoUring),
+        shoal_common::IoBackend::Auto => {}
+    }
+    let mut connection = Connection::open(tracker.ipv4_addr().unwrap());
+    let response = connection.get(&announce(&[3; 20], 6881, ""));
+    assert_eq!(response.status, 200);
+}

@@ -243,6 +243,7 @@ fn https_announce_scrape_keep_alive_and_certificate_reload() {
     let second_ca = make_certificate(&dir, "second CA");
     tracker
         .extra()
+        .tls
         .as_ref()
         .expect("serving TLS")
         .reload()
@@ -259,6 +260,7 @@ fn https_announce_scrape_keep_alive_and_certificate_reload() {
     assert!(
         tracker
             .extra()
+            .tls
             .as_ref()
             .expect("serving TLS")
             .reload()

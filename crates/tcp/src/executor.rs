@@ -1,16 +1,13 @@
-//! glommio executors for socket workers, and their accept loops.
+//! glommio executors for socket workers (the io_uring backend), and sockets handed to
+//! them.
 //!
 //! shoal's executors never spin before parking (glommio's default), so a socket
 //! worker and a swarm worker can share a core without burning it.
 
 use std::future::Future;
-use std::net::SocketAddr;
 use std::os::fd::{FromRawFd as _, IntoRawFd as _};
-use std::time::{Duration, Instant};
 
-use futures_lite::{AsyncWrite, AsyncWriteExt as _};
-
-use glommio::net::{TcpListener, TcpStream};
+use glommio::net::{TcpListener, UnixStream};
 use glommio::{LocalExecutorBuilder, Placement};
 
 /// Runs `work` on a new executor named `name` on the calling thread, pinned to `core`
@@ -33,58 +30,14 @@ pub(crate) fn run_executor<T>(
     executor.run(work)
 }
 
-/// Accepts connections on `listener` for ever, handing each to `on_accept`. Must run
-/// inside a glommio executor.
-pub(crate) async fn accept_connections(
-    listener: std::net::TcpListener,
-    mut on_accept: impl FnMut(TcpStream, SocketAddr),
-) {
+/// `listener` as glommio's. Must run inside a glommio executor.
+pub(crate) fn glommio_listener(listener: std::net::TcpListener) -> TcpListener {
     // SAFETY: the descriptor comes from a listening std socket we own and give up.
-    let listener = unsafe { TcpListener::from_raw_fd(listener.into_raw_fd()) };
-    // Out of descriptors, this fails every 50 ms until some close: logged once a
-    // minute, with how many more there were.
-    let mut failures = shoal_common::LogBudget::new(1, Duration::from_secs(60));
-    loop {
-        match listener.accept().await {
-            Ok(stream) => {
-                if let Ok(peer) = stream.peer_addr() {
-                    on_accept(stream, peer);
-                }
-            }
-            Err(err) => {
-                // EMFILE and friends: back off briefly instead of spinning.
-                if let Some(unlogged) = failures.take(Instant::now()) {
-                    log::warn!("accept failed: {err}{}", shoal_common::left_out(unlogged));
-                }
-                glommio::timer::sleep(Duration::from_millis(50)).await;
-            }
-        }
-    }
+    unsafe { TcpListener::from_raw_fd(listener.into_raw_fd()) }
 }
 
-/// Runs `future` for at most `limit`; `None` if the time ran out first.
-pub async fn within<T>(limit: Duration, future: impl Future<Output = T>) -> Option<T> {
-    futures_lite::future::or(async { Some(future.await) }, async {
-        glommio::timer::sleep(limit).await;
-        None
-    })
-    .await
-}
-
-/// Runs `future` until `deadline` at the latest; `None` if it came first.
-pub async fn before<T>(deadline: Instant, future: impl Future<Output = T>) -> Option<T> {
-    within(deadline.saturating_duration_since(Instant::now()), future).await
-}
-
-/// Writes and flushes `bytes` before `deadline`; false if that failed.
-pub async fn write_all_before<S: AsyncWrite + Unpin>(
-    stream: &mut S,
-    bytes: &[u8],
-    deadline: Instant,
-) -> bool {
-    let write = async {
-        stream.write_all(bytes).await?;
-        stream.flush().await
-    };
-    matches!(before(deadline, write).await, Some(Ok(())))
+/// `stream` as glommio's. Must run inside a glommio executor.
+pub(crate) fn glommio_unix_stream(stream: std::os::unix::net::UnixStream) -> UnixStream {
+    // SAFETY: the descriptor comes from a std UnixStream we own and give up.
+    unsafe { UnixStream::from_raw_fd(stream.into_raw_fd()) }
 }

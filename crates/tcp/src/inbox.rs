@@ -1,12 +1,12 @@
-//! The receiving end of a reply channel inside a glommio executor (the HTTP and
-//! WebTorrent socket workers).
+//! The receiving end of a reply channel inside a socket worker's executor (the HTTP
+//! and WebTorrent socket workers, on either backend).
 //!
 //! A pump task drains the channel and, before it waits, says so ([`Wake`]) and checks
 //! the channel once more; a swarm worker that then sends writes one byte to a socket
-//! pair, which io_uring reports to the pump like any other read.
+//! pair, which the executor (io_uring or epoll) reports to the pump like any other
+//! read.
 
 use std::io::Write as _;
-use std::os::fd::{FromRawFd as _, IntoRawFd as _};
 use std::os::unix::net::UnixStream as StdUnixStream;
 use std::sync::Arc;
 
@@ -16,7 +16,7 @@ use futures_lite::AsyncReadExt as _;
 
 use shoal_worker::{ReplyRoute, Wake, reply_channel};
 
-/// A socket worker's reply channel as a glommio task sees it.
+/// A socket worker's reply channel as its pump task sees it.
 #[derive(Debug)]
 pub(crate) struct ReplyInbox<T> {
     receiver: Receiver<T>,
@@ -24,8 +24,9 @@ pub(crate) struct ReplyInbox<T> {
     wake: Arc<Wake>,
 }
 
-/// A reply channel of `capacity` messages whose receiver runs in a glommio executor.
-pub(crate) fn glommio_reply_channel<T>(
+/// A reply channel of `capacity` messages whose receiver runs in a socket worker's
+/// executor.
+pub(crate) fn executor_reply_channel<T>(
     capacity: usize,
 ) -> anyhow::Result<(ReplyRoute<T>, ReplyInbox<T>)> {
     let (wake_reader, writer) =
@@ -48,27 +49,33 @@ pub(crate) fn glommio_reply_channel<T>(
 }
 
 impl<T> ReplyInbox<T> {
-    /// Hands every message to `deliver` as it arrives; returns when every sender is
-    /// gone. Must run inside a glommio executor.
-    pub(crate) async fn pump(self, mut deliver: impl FnMut(T)) {
-        // SAFETY: the descriptor comes from a std UnixStream we own and give up.
-        let mut wake_reader =
-            unsafe { glommio::net::UnixStream::from_raw_fd(self.wake_reader.into_raw_fd()) };
-        let mut scratch = [0u8; 64];
-        loop {
-            while let Ok(message) = self.receiver.try_recv() {
-                deliver(message);
+    /// The task that hands every message to `deliver` as it arrives, until every
+    /// sender is gone. Must be called inside a socket worker's executor, which then
+    /// runs the task.
+    pub(crate) fn pump(
+        self,
+        mut deliver: impl FnMut(T),
+    ) -> std::io::Result<impl std::future::Future<Output = ()>> {
+        let mut wake_reader = crate::backend::readable(self.wake_reader)?;
+        let (receiver, wake) = (self.receiver, self.wake);
+        Ok(async move {
+            let mut scratch = [0u8; 64];
+            loop {
+                while let Ok(message) = receiver.try_recv() {
+                    deliver(message);
+                }
+                wake.going_to_sleep();
+                // A message sent after the loop above finds the flag set and writes a
+                // byte.
+                if !receiver.is_empty() {
+                    wake.awake();
+                    continue;
+                }
+                match wake_reader.read(&mut scratch).await {
+                    Ok(0) | Err(_) => return,
+                    Ok(_) => {}
+                }
             }
-            self.wake.going_to_sleep();
-            // A message sent after the loop above finds the flag set and writes a byte.
-            if !self.receiver.is_empty() {
-                self.wake.awake();
-                continue;
-            }
-            match wake_reader.read(&mut scratch).await {
-                Ok(0) | Err(_) => return,
-                Ok(_) => {}
-            }
-        }
+        })
     }
 }

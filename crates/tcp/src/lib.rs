@@ -1,7 +1,8 @@
 //! The TCP transport of shoal's HTTP and WebTorrent trackers.
 //!
-//! Socket workers are glommio executors (io_uring, a thread each) that accept on their
-//! own `SO_REUSEPORT` listeners and run one task per connection. Everything a TCP
+//! Socket workers are executors (glommio on io_uring, or an epoll executor where
+//! io_uring is refused; a thread each) that accept on their own `SO_REUSEPORT`
+//! listeners and run one task per connection. Everything a TCP
 //! tracker needs besides its protocol is here once: checking that io_uring and enough
 //! locked memory are there, the connection limits (per worker, per client, TLS
 //! handshakes), eviction of the connection quiet the longest, TLS with certificates
@@ -19,15 +20,18 @@
 //! * `counters`: what every TCP tracker counts about its connections.
 //! * `eviction`: which connection gives way when a socket worker is full (the one
 //!   quiet the longest).
-//! * `inbox`: the receiving end of a reply channel inside a glommio executor.
+//! * `inbox`: the receiving end of a reply channel inside a socket worker's executor.
 //! * `counted`: a TCP stream that counts the bytes it carries.
-//! * `executor`: glommio executors that never spin, accept loops, deadlines on reads
-//!   and writes.
+//! * `backend`: which executor runs the socket workers (`network.io_backend`), and
+//!   what their tasks ask of it: spawning, timers and deadlines, accepting, streams.
+//! * `executor`: glommio executors that never spin (the io_uring backend).
+//! * `poll`: the epoll executor, for hosts that refuse io_uring.
 //! * `tls`: certificates from PEM files, swapped atomically on reload.
 //! * `http_head`: reading an HTTP request head that arrives in pieces.
 //! * `io_uring` and `memlock`: whether io_uring can be set up here, and locked
-//!   memory enough for its buffers.
+//!   memory enough for its buffers (what `auto` asks before it picks io_uring).
 
+mod backend;
 mod counted;
 mod counters;
 mod eviction;
@@ -36,13 +40,17 @@ mod http_head;
 mod inbox;
 mod io_uring;
 mod memlock;
+mod poll;
 mod tls;
 mod tracker;
 
+pub use backend::{Backend, before, sleep, spawn_local, within, write_all_before};
 pub use counters::{ConnectionCounters, SharedConnectionCounters};
 pub use eviction::Place;
-pub use executor::{before, within, write_all_before};
 pub use http_head::HeadScan;
 pub use memlock::validate_io_memory;
 pub use tls::TlsConfig;
-pub use tracker::{RunningTcpTracker, TcpSettings, TcpTracker, Worker, prepare, start};
+pub use tracker::{
+    PreparedTcpTracker, RunningTcpTracker, TcpExtra, TcpSettings, TcpTracker, Worker, prepare,
+    start,
+};

@@ -27,9 +27,8 @@ use std::time::{Duration, Instant};
 use anyhow::Context as _;
 use crossbeam_channel::Sender;
 use futures_lite::{AsyncRead, AsyncWrite, AsyncWriteExt as _};
-use glommio::net::TcpStream;
 use shoal_common::{
-    Config, Counters, Embeds, Listen as _, Shutdown, SummaryLine, TlsFiles, TrackerConfig as _,
+    Config, Counters, Embeds, Listen as _, Shutdown, SummaryLine, TcpNetwork, TrackerConfig as _,
     TrackerKind, Traffic,
 };
 use shoal_process::Running;
@@ -41,16 +40,29 @@ use shoal_worker::{
     Snapshot, Startup, Threads, Verdict, load_snapshot, reply_capacity, start_threads,
 };
 
+use crate::backend::{
+    Backend, TcpStream, accept_connections, run_executor, sleep, spawn_local, within,
+};
 use crate::counted::Counted;
 use crate::counters::ConnectionCounters;
 use crate::eviction::{EvictionOrder, Place};
-use crate::executor::{accept_connections, run_executor, within};
-use crate::inbox::{ReplyInbox, glommio_reply_channel};
-use crate::memlock;
+use crate::inbox::{ReplyInbox, executor_reply_channel};
 use crate::tls::TlsConfig;
 
-/// A TCP tracker's running handle: [`RunningTracker`] with its TLS config.
-pub type RunningTcpTracker<C> = RunningTracker<C, Option<Arc<TlsConfig>>>;
+/// What a running TCP tracker adds to [`RunningTracker`].
+#[derive(Debug)]
+pub struct TcpExtra {
+    /// The TLS config, when serving TLS (tests reload it).
+    pub tls: Option<Arc<TlsConfig>>,
+    /// What its socket workers run on.
+    pub backend: Backend,
+}
+
+/// A TCP tracker's running handle.
+pub type RunningTcpTracker<C> = RunningTracker<C, TcpExtra>;
+
+/// A TCP tracker bound and ready to serve.
+pub type PreparedTcpTracker<C> = Prepared<C, TcpExtra>;
 
 /// The sizes and deadlines the shared TCP code needs from a tracker's config.
 #[derive(Clone, Copy, Debug)]
@@ -75,7 +87,7 @@ pub struct TcpSettings {
 /// What makes a TCP tracker its own.
 pub trait TcpTracker: Sized + 'static {
     /// Its config sections.
-    type Kind: TrackerKind<Network: TlsFiles>;
+    type Kind: TrackerKind<Network: TcpNetwork>;
     /// Its torrents.
     type Shard: Shard;
     /// Its shared counters, which embed the [`ConnectionCounters`] every TCP tracker keeps
@@ -245,13 +257,17 @@ pub fn start<T: TcpTracker>(
 pub fn prepare<T: TcpTracker>(
     config: Config<T::Kind>,
     clock: Arc<Clock>,
-) -> anyhow::Result<Prepared<T::Counters, Option<Arc<TlsConfig>>>> {
+) -> anyhow::Result<PreparedTcpTracker<T::Counters>> {
     config.check().context("invalid configuration")?;
     let settings = T::settings(&config);
     let socket_workers = config.socket_worker_count();
     let swarm_workers = config.swarm_worker_count();
-    crate::io_uring::check_available()?;
-    memlock::ensure_for(socket_workers, settings.io_memory)?;
+    let backend = crate::backend::choose(
+        config.network.io_backend(),
+        T::NAME,
+        socket_workers,
+        settings.io_memory,
+    )?;
     let config = Arc::new(config);
     // With swarm_workers = 0 the only socket worker keeps the torrents; it reports
     // their size as swarm worker 0.
@@ -284,7 +300,7 @@ pub fn prepare<T: TcpTracker>(
         .map(|&addr| T::describe(&config, tls.is_some(), addr))
         .collect();
     Ok(Prepared::new(addrs.clone(), listening, move |listening| {
-        serve::<T>(config, context, tls, listeners, addrs, listening)
+        serve::<T>(config, context, (tls, backend), listeners, addrs, listening)
     }))
 }
 
@@ -292,7 +308,7 @@ pub fn prepare<T: TcpTracker>(
 fn serve<T: TcpTracker>(
     config: Arc<Config<T::Kind>>,
     context: Context<T::Counters>,
-    tls: Option<Arc<TlsConfig>>,
+    (tls, backend): (Option<Arc<TlsConfig>>, Backend),
     listeners: Vec<Vec<std::net::TcpListener>>,
     addrs: Vec<SocketAddr>,
     listening: Vec<Listening>,
@@ -313,6 +329,7 @@ fn serve<T: TcpTracker>(
         config: config.clone(),
         context: context.clone(),
         tls: tls.clone(),
+        backend,
         listeners: listeners.into_iter(),
         connections_per_ip: ConnectionsPerIp::new(&config.per_ip),
         reply_capacity: reply_capacity(config.swarm_worker_count(), settings.swarm_queue_len),
@@ -325,16 +342,21 @@ fn serve<T: TcpTracker>(
     }
     let running = Running::new(addrs, supervisor, context.access.clone());
     Ok(RunningTracker::new(
-        running, &context, listening, reloads, tls,
+        running,
+        &context,
+        listening,
+        reloads,
+        TcpExtra { tls, backend },
     ))
 }
 
 /// What the TCP trackers add to the shared start-up: their shards, and socket workers
-/// that each run a glommio executor on their own listeners.
+/// that each run an executor (io_uring or epoll) on their own listeners.
 struct TcpStartup<T: TcpTracker> {
     config: Arc<Config<T::Kind>>,
     context: Context<T::Counters>,
     tls: Option<Arc<TlsConfig>>,
+    backend: Backend,
     /// Each socket worker's listeners, in turn.
     listeners: std::vec::IntoIter<Vec<std::net::TcpListener>>,
     connections_per_ip: Arc<ConnectionsPerIp>,
@@ -365,7 +387,7 @@ impl<T: TcpTracker> Startup for TcpStartup<T> {
         swarms: Vec<Sender<<T::Shard as Shard>::Batch>>,
         local: Option<LocalSwarm<T::Shard>>,
     ) -> anyhow::Result<ReadySocketWorker<<T::Shard as Shard>::Reply>> {
-        let (route, inbox) = glommio_reply_channel(self.reply_capacity)?;
+        let (route, inbox) = executor_reply_channel(self.reply_capacity)?;
         let worker = SocketWorker::<T> {
             index,
             config: self.config.clone(),
@@ -375,10 +397,11 @@ impl<T: TcpTracker> Startup for TcpStartup<T> {
             local,
             context: self.context.clone(),
             tls: self.tls.clone(),
+            backend: self.backend,
             connections_per_ip: self.connections_per_ip.clone(),
         };
         Ok(ReadySocketWorker {
-            // The executor pins itself (glommio placement) when pinning is on.
+            // The executor pins its thread when pinning is on.
             run: Box::new(move || worker.run()),
             replies: route,
         })
@@ -395,6 +418,7 @@ struct SocketWorker<T: TcpTracker> {
     local: Option<LocalSwarm<T::Shard>>,
     context: Context<T::Counters>,
     tls: Option<Arc<TlsConfig>>,
+    backend: Backend,
     connections_per_ip: Arc<ConnectionsPerIp>,
 }
 
@@ -404,7 +428,7 @@ impl<T: TcpTracker> SocketWorker<T> {
         let name = format!("socket-{}", self.index);
         let core = self.config.cpu_pinning.core_for(self.index);
         let io_memory = T::settings(&self.config).io_memory;
-        run_executor(&name, core, io_memory, self.serve())
+        run_executor(self.backend, &name, core, io_memory, self.serve())
     }
 
     async fn serve(self) -> anyhow::Result<()> {
@@ -428,13 +452,20 @@ impl<T: TcpTracker> SocketWorker<T> {
         });
         for listener in self.listeners {
             let worker = worker.clone();
-            glommio::spawn_local(accept_connections(listener, move |stream, peer| {
-                glommio::spawn_local(connection(worker.clone(), stream, peer)).detach();
-            }))
-            .detach();
+            let accepting = accept_connections(listener, move |stream, peer| {
+                spawn_local(connection(worker.clone(), stream, peer));
+            });
+            spawn_local(async move {
+                if let Err(err) = accepting.await {
+                    log::error!("{err:#}");
+                }
+            });
         }
         let pumped = worker.clone();
-        glommio::spawn_local(self.inbox.pump(move |reply| T::deliver(&pumped, reply))).detach();
+        let pump = (self.inbox)
+            .pump(move |reply| T::deliver(&pumped, reply))
+            .context("cannot watch the reply channel's wake-up socket")?;
+        spawn_local(pump);
 
         let shared = worker.context.stats.socket(worker.index);
         let traffic = worker.context.stats.traffic(worker.index);
@@ -446,7 +477,7 @@ impl<T: TcpTracker> SocketWorker<T> {
             Shutdown::POLL_INTERVAL
         };
         while !worker.context.shutdown.is_requested() {
-            glommio::timer::sleep(every).await;
+            sleep(every).await;
             // Stamped only when the executor gets round to this task: a connection
             // task that never yields stalls it (shoal_common::heartbeat).
             worker
@@ -504,7 +535,7 @@ async fn connection<T: TcpTracker>(worker: Rc<Worker<T>>, stream: TcpStream, pee
     }
     worker.connections.set(open + 1);
     worker.count(|counters| counters.accepted += 1);
-    let _ = stream.get_mut().set_nodelay(true);
+    let _ = stream.get_mut().set_nodelay();
     let deadline = Instant::now() + settings.handshake_timeout;
     let place = worker.quiet.enter();
     match &worker.tls {

@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 use shoal_common::{
-    CleaningConfig, Problems, QueueLimits, ReverseProxy as _, TlsFiles as _, TrackerKind,
+    CleaningConfig, Problems, QueueLimits, ReverseProxy as _, TcpNetwork as _, TrackerKind,
 };
 use shoal_toml_config::TomlConfig;
 

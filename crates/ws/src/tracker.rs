@@ -4,9 +4,8 @@
 
 use std::sync::Arc;
 
-use shoal_process::Prepared;
 use shoal_swarm::Clock;
-use shoal_tcp::{RunningTcpTracker, TlsConfig};
+use shoal_tcp::{PreparedTcpTracker, RunningTcpTracker};
 
 use crate::socket::WsTracker;
 use crate::stats::SharedSocketCounters;
@@ -19,7 +18,7 @@ pub type RunningTracker = RunningTcpTracker<SharedSocketCounters>;
 pub fn prepare(
     config: crate::Config,
     clock: Arc<Clock>,
-) -> anyhow::Result<Prepared<SharedSocketCounters, Option<Arc<TlsConfig>>>> {
+) -> anyhow::Result<PreparedTcpTracker<SharedSocketCounters>> {
     shoal_tcp::prepare::<WsTracker>(config, clock)
 }
 

@@ -80,6 +80,7 @@ fn wss_relays_offers_and_reloads_its_certificate() {
     let second = self_signed(&dir);
     tracker
         .extra()
+        .tls
         .as_ref()
         .expect("serving TLS")
         .reload()

@@ -233,6 +233,12 @@ start_tracker() {
         sleep 0.1
     done
     say "shoal_$kind listening: IPv4 port ${TRACKER_PORT4:-none}, IPv6 port ${TRACKER_PORT6:-none}"
+    # A run asked for an I/O backend (SHOAL__NETWORK__IO_BACKEND) must get it.
+    if [ -n "${SHOAL__NETWORK__IO_BACKEND:-}" ] && [ "$kind" != udp ]; then
+        grep -q "socket workers run on $SHOAL__NETWORK__IO_BACKEND" "$log" ||
+            fail "shoal_$kind does not say it runs on $SHOAL__NETWORK__IO_BACKEND"
+        say "shoal_$kind runs on $SHOAL__NETWORK__IO_BACKEND"
+    fi
 }
 
 # A file of N MiB of random bytes.

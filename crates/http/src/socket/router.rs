@@ -314,7 +314,7 @@ async fn send<T: Gather>(
     if schedule_flush {
         let router = router.clone();
         // Runs after the tasks already queued, so their requests share the batch.
-        glommio::spawn_local(async move { router.borrow_mut().flush() }).detach();
+        shoal_tcp::spawn_local(async move { router.borrow_mut().flush() });
     }
     ReplyFuture::<T> {
         router: router.clone(),

@@ -516,7 +516,7 @@ impl Router {
 pub(crate) fn submit(router: &Rc<RefCell<Router>>, worker: usize, request: SwarmRequest) {
     if router.borrow_mut().submit(worker, request) {
         let router = Rc::clone(router);
-        glommio::spawn_local(async move { router.borrow_mut().flush() }).detach();
+        shoal_tcp::spawn_local(async move { router.borrow_mut().flush() });
     }
 }
 

@@ -1,0 +1,642 @@
+//! A socket worker's executor without io_uring: one thread, epoll (through mio) for
+//! readiness, timers in a sorted map, and tasks that never leave the thread.
+//!
+//! It exists for the hosts where io_uring cannot be set up (Docker's and containerd's
+//! default seccomp profiles refuse `io_uring_setup`, `kernel.io_uring_disabled`, a
+//! locked-memory limit too low for glommio's buffers). It runs the very same
+//! connection tasks as the io_uring executor: they are written against
+//! `AsyncRead`/`AsyncWrite`, [`crate::backend`]'s timers and `spawn_local`, so every
+//! rule (limits, deadlines, TLS, eviction, routing) is the same code on both.
+//!
+//! Sockets are registered edge-triggered for reading and writing once, when wrapped
+//! in [`Async`]. A read or write that would block parks the task's waker on the
+//! socket and clears its readiness; the next edge epoll reports wakes it. With one
+//! thread and events handled only between task polls, no edge can come between a
+//! `WouldBlock` and the parking, so none is lost.
+//!
+//! Each round runs the tasks woken so far (a task woken while they run waits for the
+//! next round, after I/O has been polled, so a busy task cannot starve the sockets),
+//! then waits in `epoll_wait` until a socket is ready, the nearest timer is due or
+//! another thread rings the executor's [`mio::Waker`].
+
+use std::cell::{Cell, RefCell};
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::io::{self, Read as _, Write as _};
+use std::pin::Pin;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Wake, Waker};
+use std::time::{Duration, Instant};
+
+use futures_lite::{AsyncRead, AsyncWrite};
+use mio::{Events, Interest, Token};
+
+/// The token of the executor's own waker; sockets get `index + 1`.
+const WAKE_TOKEN: Token = Token(0);
+/// Events taken from epoll per wait.
+const EVENTS_PER_WAIT: usize = 1024;
+
+thread_local! {
+    /// The executor running on this thread, while it runs.
+    static CURRENT: RefCell<Option<Rc<Executor>>> = const { RefCell::new(None) };
+}
+
+/// The executor on this thread; panics outside [`block_on`].
+fn current() -> Rc<Executor> {
+    CURRENT.with(|current| {
+        current
+            .borrow()
+            .clone()
+            .expect("called outside the epoll executor")
+    })
+}
+
+/// Whether the calling thread runs the epoll executor.
+pub(crate) fn is_running() -> bool {
+    CURRENT.with(|current| current.borrow().is_some())
+}
+
+/// Task ids woken and not yet run, shared with every waker (a waker must be `Send`;
+/// ours are only ever woken on their own thread, but the type must allow more).
+#[derive(Debug)]
+struct ReadyQueue {
+    ids: Mutex<Vec<usize>>,
+    /// Set while the executor waits in epoll: only then does a wake-up need a
+    /// system call.
+    sleeping: AtomicBool,
+    waker: mio::Waker,
+}
+
+impl ReadyQueue {
+    fn push(&self, id: usize) {
+        self.ids.lock().unwrap_or_else(|e| e.into_inner()).push(id);
+        if self.sleeping.load(Ordering::Acquire) {
+            let _ = self.waker.wake();
+        }
+    }
+
+    fn take(&self, into: &mut Vec<usize>) {
+        std::mem::swap(
+            &mut *self.ids.lock().unwrap_or_else(|e| e.into_inner()),
+            into,
+        );
+    }
+
+    fn is_empty(&self) -> bool {
+        self.ids
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_empty()
+    }
+}
+
+/// The waker of one task: queues the task once until it has run.
+#[derive(Debug)]
+struct TaskWake {
+    id: usize,
+    queued: AtomicBool,
+    queue: Arc<ReadyQueue>,
+}
+
+impl Wake for TaskWake {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        if !self.queued.swap(true, Ordering::AcqRel) {
+            self.queue.push(self.id);
+        }
+    }
+}
+
+type LocalFuture = Pin<Box<dyn Future<Output = ()>>>;
+
+/// A spawned task: its future (taken out while it runs) and its waker.
+struct Task {
+    future: Option<LocalFuture>,
+    wake: Arc<TaskWake>,
+    waker: Waker,
+}
+
+/// What a registered socket is waiting for.
+#[derive(Default)]
+struct Readiness {
+    readable: bool,
+    writable: bool,
+    reader: Option<Waker>,
+    writer: Option<Waker>,
+}
+
+/// Which way a socket is used.
+#[derive(Clone, Copy, Debug)]
+enum Direction {
+    Read,
+    Write,
+}
+
+/// One thread's executor and reactor.
+struct Executor {
+    poll: RefCell<mio::Poll>,
+    queue: Arc<ReadyQueue>,
+    tasks: RefCell<Vec<Option<Task>>>,
+    free_tasks: RefCell<Vec<usize>>,
+    sources: RefCell<Vec<Option<Readiness>>>,
+    free_sources: RefCell<Vec<usize>>,
+    /// Wakers of pending timers by deadline (and a sequence number, so two timers
+    /// can share a deadline).
+    timers: RefCell<BTreeMap<(Instant, u64), Waker>>,
+    next_timer: Cell<u64>,
+}
+
+impl Executor {
+    fn new() -> io::Result<Self> {
+        let poll = mio::Poll::new()?;
+        let waker = mio::Waker::new(poll.registry(), WAKE_TOKEN)?;
+        Ok(Self {
+            poll: RefCell::new(poll),
+            queue: Arc::new(ReadyQueue {
+                ids: Mutex::new(Vec::new()),
+                sleeping: AtomicBool::new(false),
+                waker,
+            }),
+            tasks: RefCell::default(),
+            free_tasks: RefCell::default(),
+            sources: RefCell::default(),
+            free_sources: RefCell::default(),
+            timers: RefCell::default(),
+            next_timer: Cell::new(0),
+        })
+    }
+
+    fn spawn(&self, future: LocalFuture) {
+        let id = self.free_tasks.borrow_mut().pop().unwrap_or_else(|| {
+            let mut tasks = self.tasks.borrow_mut();
+            tasks.push(None);
+            tasks.len() - 1
+        });
+        let wake = Arc::new(TaskWake {
+            id,
+            queued: AtomicBool::new(false),
+            queue: self.queue.clone(),
+        });
+        let waker = Waker::from(wake.clone());
+        self.tasks.borrow_mut()[id] = Some(Task {
+            future: Some(future),
+            wake: wake.clone(),
+            waker,
+        });
+        wake.wake_by_ref();
+    }
+
+    /// Polls task `id` once, if it still exists and is not running.
+    fn run_task(&self, id: usize) {
+        let (mut future, waker) = {
+            let mut tasks = self.tasks.borrow_mut();
+            let Some(Some(task)) = tasks.get_mut(id) else {
+                return;
+            };
+            task.wake.queued.store(false, Ordering::Release);
+            let Some(future) = task.future.take() else {
+                return;
+            };
+            (future, task.waker.clone())
+        };
+        let done = future
+            .as_mut()
+            .poll(&mut Context::from_waker(&waker))
+            .is_ready();
+        if done {
+            // Dropped outside the borrow: a future's drop may touch the executor.
+            self.tasks.borrow_mut()[id] = None;
+            self.free_tasks.borrow_mut().push(id);
+            drop(future);
+        } else if let Some(Some(task)) = self.tasks.borrow_mut().get_mut(id) {
+            task.future = Some(future);
+        }
+    }
+
+    fn register(&self, source: &mut impl mio::event::Source) -> io::Result<usize> {
+        let index = self.free_sources.borrow_mut().pop().unwrap_or_else(|| {
+            let mut sources = self.sources.borrow_mut();
+            sources.push(None);
+            sources.len() - 1
+        });
+        self.sources.borrow_mut()[index] = Some(Readiness::default());
+        let registered = self.poll.borrow().registry().register(
+            source,
+            Token(index + 1),
+            Interest::READABLE | Interest::WRITABLE,
+        );
+        if let Err(err) = registered {
+            self.release(index);
+            return Err(err);
+        }
+        Ok(index)
+    }
+
+    fn deregister(&self, source: &mut impl mio::event::Source, index: usize) {
+        let _ = self.poll.borrow().registry().deregister(source);
+        self.release(index);
+    }
+
+    fn release(&self, index: usize) {
+        self.sources.borrow_mut()[index] = None;
+        self.free_sources.borrow_mut().push(index);
+    }
+
+    /// Marks the socket not ready for `direction` and parks `waker` on it until epoll
+    /// says it is.
+    fn park(&self, index: usize, direction: Direction, waker: &Waker) {
+        let mut sources = self.sources.borrow_mut();
+        let Some(Some(readiness)) = sources.get_mut(index) else {
+            return;
+        };
+        let (ready, parked) = match direction {
+            Direction::Read => (&mut readiness.readable, &mut readiness.reader),
+            Direction::Write => (&mut readiness.writable, &mut readiness.writer),
+        };
+        *ready = false;
+        match parked {
+            Some(parked) if parked.will_wake(waker) => {}
+            _ => *parked = Some(waker.clone()),
+        }
+    }
+
+    fn add_timer(&self, deadline: Instant, waker: Waker) -> (Instant, u64) {
+        let key = (deadline, self.next_timer.get());
+        self.next_timer.set(key.1.wrapping_add(1));
+        self.timers.borrow_mut().insert(key, waker);
+        key
+    }
+
+    /// Handles the events of one wait: wakes the tasks parked on ready sockets.
+    fn dispatch(&self, events: &Events) {
+        let mut woken = Vec::new();
+        {
+            let mut sources = self.sources.borrow_mut();
+            for event in events {
+                if event.token() == WAKE_TOKEN {
+                    continue;
+                }
+                let Some(Some(readiness)) = sources.get_mut(event.token().0 - 1) else {
+                    continue;
+                };
+                if event.is_readable() || event.is_read_closed() || event.is_error() {
+                    readiness.readable = true;
+                    woken.extend(readiness.reader.take());
+                }
+                if event.is_writable() || event.is_write_closed() || event.is_error() {
+                    readiness.writable = true;
+                    woken.extend(readiness.writer.take());
+                }
+            }
+        }
+        woken.into_iter().for_each(Waker::wake);
+    }
+
+    /// Wakes every timer due at `now`; returns how long until the next one.
+    fn expire_timers(&self, now: Instant) -> Option<Duration> {
+        let mut due = Vec::new();
+        let next = {
+            let mut timers = self.timers.borrow_mut();
+            while let Some(entry) = timers.first_entry() {
+                if entry.key().0 > now {
+                    break;
+                }
+                due.push(entry.remove());
+            }
+            timers.keys().next().map(|&(deadline, _)| deadline - now)
+        };
+        due.into_iter().for_each(Waker::wake);
+        next
+    }
+
+    /// Runs until `done` says the main task finished.
+    fn run(&self, done: impl Fn() -> bool) -> io::Result<()> {
+        let mut events = Events::with_capacity(EVENTS_PER_WAIT);
+        let mut ready = Vec::new();
+        loop {
+            self.queue.take(&mut ready);
+            for id in ready.drain(..) {
+                self.run_task(id);
+            }
+            if done() {
+                return Ok(());
+            }
+            let until_timer = self.expire_timers(Instant::now());
+            self.queue.sleeping.store(true, Ordering::Release);
+            // A task woken by a timer just now, or before the flag was set, must not
+            // wait for epoll.
+            let timeout = if self.queue.is_empty() {
+                until_timer
+            } else {
+                Some(Duration::ZERO)
+            };
+            let polled = self.poll.borrow_mut().poll(&mut events, timeout);
+            self.queue.sleeping.store(false, Ordering::Release);
+            match polled {
+                Ok(()) => self.dispatch(&events),
+                Err(err) if err.kind() == io::ErrorKind::Interrupted => {}
+                Err(err) => return Err(err),
+            }
+            self.expire_timers(Instant::now());
+        }
+    }
+
+    /// Drops every task left (their drops deregister sockets and timers, so the
+    /// executor must still be current).
+    fn drop_tasks(&self) {
+        let tasks = std::mem::take(&mut *self.tasks.borrow_mut());
+        drop(tasks);
+        self.timers.borrow_mut().clear();
+    }
+}
+
+/// Runs `main` to completion on an epoll executor on the calling thread; tasks it
+/// spawned and that are still pending are dropped when it returns.
+pub(crate) fn block_on<T: 'static>(main: impl Future<Output = T> + 'static) -> io::Result<T> {
+    let executor = Rc::new(Executor::new()?);
+    CURRENT.with(|current| *current.borrow_mut() = Some(executor.clone()));
+    let output = Rc::new(RefCell::new(None));
+    let written = output.clone();
+    executor.spawn(Box::pin(async move {
+        *written.borrow_mut() = Some(main.await);
+    }));
+    let ran = executor.run(|| output.borrow().is_some());
+    executor.drop_tasks();
+    CURRENT.with(|current| *current.borrow_mut() = None);
+    ran?;
+    let output = output.borrow_mut().take();
+    Ok(output.expect("the main task finished"))
+}
+
+/// Spawns `future` on this thread's epoll executor; it runs after the tasks ready now.
+pub(crate) fn spawn(future: impl Future<Output = ()> + 'static) {
+    current().spawn(Box::pin(future));
+}
+
+/// Completes at `deadline`.
+#[derive(Debug)]
+pub(crate) struct Sleep {
+    deadline: Instant,
+    timer: Option<(Instant, u64)>,
+}
+
+/// A timer that completes after `duration`.
+pub(crate) fn sleep(duration: Duration) -> Sleep {
+    Sleep {
+        deadline: Instant::now() + duration,
+        timer: None,
+    }
+}
+
+impl Future for Sleep {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if Instant::now() >= self.deadline {
+            self.cancel();
+            return Poll::Ready(());
+        }
+        let executor = current();
+        match self.timer {
+            Some(key) => {
+                let mut timers = executor.timers.borrow_mut();
+                match timers.get_mut(&key) {
+                    Some(waker) if waker.will_wake(cx.waker()) => {}
+                    Some(waker) => *waker = cx.waker().clone(),
+                    // Fired, and polled again before its deadline by another wake-up.
+                    None => {
+                        drop(timers);
+                        self.timer = Some(executor.add_timer(self.deadline, cx.waker().clone()));
+                    }
+                }
+            }
+            None => {
+                self.timer = Some(executor.add_timer(self.deadline, cx.waker().clone()));
+            }
+        }
+        Poll::Pending
+    }
+}
+
+impl Sleep {
+    fn cancel(&mut self) {
+        if let Some(key) = self.timer.take() {
+            CURRENT.with(|current| {
+                if let Some(executor) = current.borrow().as_ref() {
+                    executor.timers.borrow_mut().remove(&key);
+                }
+            });
+        }
+    }
+}
+
+impl Drop for Sleep {
+    fn drop(&mut self) {
+        self.cancel();
+    }
+}
+
+/// A non-blocking socket registered with this thread's epoll executor.
+#[derive(Debug)]
+pub(crate) struct Async<T: mio::event::Source> {
+    io: T,
+    index: usize,
+}
+
+impl<T: mio::event::Source> Async<T> {
+    /// Registers `io` (non-blocking already) with the executor on this thread.
+    pub(crate) fn new(mut io: T) -> io::Result<Self> {
+        let index = current().register(&mut io)?;
+        Ok(Self { io, index })
+    }
+
+    /// The socket.
+    pub(crate) fn get_ref(&self) -> &T {
+        &self.io
+    }
+
+    /// Runs `operation` until it does not block, parking the task on the socket
+    /// while it would.
+    fn poll_io<R>(
+        &self,
+        cx: &mut Context<'_>,
+        direction: Direction,
+        mut operation: impl FnMut(&T) -> io::Result<R>,
+    ) -> Poll<io::Result<R>> {
+        match operation(&self.io) {
+            Err(err) if err.kind() == io::ErrorKind::WouldBlock => {
+                current().park(self.index, direction, cx.waker());
+                Poll::Pending
+            }
+            Err(err) if err.kind() == io::ErrorKind::Interrupted => {
+                cx.waker().wake_by_ref();
+                Poll::Pending
+            }
+            result => Poll::Ready(result),
+        }
+    }
+}
+
+impl<T: mio::event::Source> Drop for Async<T> {
+    fn drop(&mut self) {
+        CURRENT.with(|current| {
+            if let Some(executor) = current.borrow().as_ref() {
+                executor.deregister(&mut self.io, self.index);
+            }
+        });
+    }
+}
+
+impl Async<mio::net::TcpListener> {
+    /// Accepts a connection, registered with this executor.
+    pub(crate) async fn accept(
+        &self,
+    ) -> io::Result<(Async<mio::net::TcpStream>, std::net::SocketAddr)> {
+        let (stream, peer) =
+            std::future::poll_fn(|cx| self.poll_io(cx, Direction::Read, |l| l.accept())).await?;
+        Ok((Async::new(stream)?, peer))
+    }
+}
+
+/// Reading and writing for the sockets whose references read and write (TCP and Unix
+/// streams).
+impl<T> AsyncRead for Async<T>
+where
+    T: mio::event::Source + Unpin,
+    for<'a> &'a T: io::Read,
+{
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut [u8],
+    ) -> Poll<io::Result<usize>> {
+        self.poll_io(cx, Direction::Read, |mut io| io.read(buf))
+    }
+}
+
+impl<T> AsyncWrite for Async<T>
+where
+    T: mio::event::Source + Unpin,
+    for<'a> &'a T: io::Write,
+{
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        self.poll_io(cx, Direction::Write, |mut io| io.write(buf))
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn poll_close(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::{Read as _, Write as _};
+
+    use futures_lite::{AsyncReadExt as _, AsyncWriteExt as _};
+
+    use super::*;
+
+    #[test]
+    fn timers_fire_in_order_and_dropped_ones_never() {
+        let order = block_on(async {
+            let order = Rc::new(RefCell::new(Vec::new()));
+            for (name, millis) in [("late", 30), ("early", 10)] {
+                let order = order.clone();
+                spawn(async move {
+                    sleep(Duration::from_millis(millis)).await;
+                    order.borrow_mut().push(name);
+                });
+            }
+            // Dropped before its deadline: cancelled.
+            drop(sleep(Duration::from_millis(5)));
+            sleep(Duration::from_millis(50)).await;
+            Rc::try_unwrap(order).unwrap().into_inner()
+        })
+        .unwrap();
+        assert_eq!(order, ["early", "late"]);
+    }
+
+    #[test]
+    fn a_connection_echoes_through_the_executor() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        listener.set_nonblocking(true).unwrap();
+        // More than the socket buffers hold, so the server's reads and writes block
+        // and resume; written and read back on two threads.
+        let message: Vec<u8> = (0..8u32 << 20).map(|i| i as u8).collect();
+        let expected = message.clone();
+        let client = std::thread::spawn(move || {
+            let mut stream = std::net::TcpStream::connect(addr).unwrap();
+            let mut reader = stream.try_clone().unwrap();
+            let read = std::thread::spawn(move || {
+                let mut echoed = Vec::new();
+                reader.read_to_end(&mut echoed).unwrap();
+                echoed
+            });
+            stream.write_all(&message).unwrap();
+            stream.shutdown(std::net::Shutdown::Write).unwrap();
+            read.join().unwrap() == expected
+        });
+        let served = block_on(async move {
+            let listener = Async::new(mio::net::TcpListener::from_std(listener)).unwrap();
+            let (mut stream, _) = listener.accept().await.unwrap();
+            let mut buffer = vec![0u8; 64 * 1024];
+            let mut total = 0;
+            loop {
+                let read = stream.read(&mut buffer).await.unwrap();
+                if read == 0 {
+                    break;
+                }
+                stream.write_all(&buffer[..read]).await.unwrap();
+                total += read;
+            }
+            stream.close().await.unwrap();
+            total
+        })
+        .unwrap();
+        assert_eq!(served, 8 << 20);
+        assert!(client.join().unwrap());
+    }
+
+    #[test]
+    fn another_thread_wakes_a_sleeping_executor() {
+        let (sender, receiver) = std::sync::mpsc::channel::<Waker>();
+        let woken = Rc::new(Cell::new(false));
+        let seen = woken.clone();
+        let waker_thread = std::thread::spawn(move || {
+            let waker = receiver.recv().unwrap();
+            std::thread::sleep(Duration::from_millis(20));
+            waker.wake();
+        });
+        let started = Instant::now();
+        block_on(async move {
+            let mut sent = Some(sender);
+            std::future::poll_fn(|cx| {
+                if let Some(sender) = sent.take() {
+                    sender.send(cx.waker().clone()).unwrap();
+                    return Poll::Pending;
+                }
+                seen.set(true);
+                Poll::Ready(())
+            })
+            .await;
+        })
+        .unwrap();
+        waker_thread.join().unwrap();
+        assert!(woken.get());
+        assert!(started.elapsed() < Duration::from_secs(5));
+    }
+}
