@@ -19,7 +19,7 @@ use std::sync::Arc;
 use shoal_common::{AppInfo, Shutdown};
 
 pub use config::Config;
-use shoal_load_test_common::run::run_workers;
+use shoal_load_test_common::run_workers;
 use stats::Summary;
 use worker::Worker;
 
@@ -66,8 +66,8 @@ pub fn run_until(config: Config, shutdown: Shutdown) -> anyhow::Result<Summary> 
     )
 }
 
-impl shoal_load_test_common::cli::LoadTester for Config {
-    fn summary_format(&mut self) -> &mut shoal_load_test_common::cli::SummaryFormat {
+impl shoal_load_test_common::LoadTester for Config {
+    fn summary_format(&mut self) -> &mut shoal_load_test_common::SummaryFormat {
         &mut self.summary_format
     }
 

@@ -3,7 +3,7 @@
 use rand::rngs::SmallRng;
 use rand::{RngExt, SeedableRng};
 use shoal_http_protocol::query::encode;
-use shoal_load_test_common::population::{PeerPicker, Population, PopulationShape};
+use shoal_load_test_common::{PeerPicker, Population, PopulationShape};
 
 use crate::config::Config;
 

@@ -1,9 +1,9 @@
 //! What the HTTP load tester counts and the summary it prints.
 
-use shoal_load_test_common::run::RunSummary;
-use shoal_load_test_common::summary::{Figure, Unit};
+use shoal_load_test_common::RunSummary;
+use shoal_load_test_common::{Figure, Unit};
 
-use shoal_load_test_common::latency::LatencySummary;
+use shoal_load_test_common::LatencySummary;
 
 shoal_common::counters! {
     /// Counted by each worker.
@@ -107,7 +107,7 @@ impl RunSummary for Summary {
     }
 }
 
-impl shoal_load_test_common::summary::Summary for Summary {
+impl shoal_load_test_common::Summary for Summary {
     fn seconds(&self) -> f64 {
         self.seconds
     }

@@ -17,8 +17,8 @@ use mio::{Events, Interest, Poll, Token};
 use rustls::ClientConnection;
 use rustls::pki_types::ServerName;
 use shoal_common::Shutdown;
-use shoal_load_test_common::latency::LatencyRecorder;
-use shoal_load_test_common::population::Population;
+use shoal_load_test_common::LatencyRecorder;
+use shoal_load_test_common::Population;
 
 use crate::config::Config;
 use crate::requests::{Kind, RequestWriter};

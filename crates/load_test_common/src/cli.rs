@@ -4,22 +4,9 @@
 use std::io::Write;
 use std::process::ExitCode;
 
-use serde::{Deserialize, Serialize};
 use shoal_common::{AppInfo, ExtraFlag, Problems, TrackerConfig, run_cli_with_flags};
-use shoal_toml_config::TomlConfig;
 
-use crate::summary::Summary;
-
-/// Format of the final summary.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, TomlConfig)]
-#[serde(rename_all = "lowercase")]
-pub enum SummaryFormat {
-    /// Lines for people.
-    #[default]
-    Text,
-    /// One JSON object on stdout, for scripts.
-    Json,
-}
+use crate::summary::{Summary, SummaryFormat};
 
 /// `--json`: print the summary as JSON.
 const JSON: ExtraFlag = ExtraFlag {

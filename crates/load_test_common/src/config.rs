@@ -37,7 +37,7 @@ macro_rules! load_test_config {
             /// Seconds between progress lines.
             pub report_interval: u32,
             /// Format of the final summary (`--json` on the command line picks "json").
-            pub summary_format: $crate::cli::SummaryFormat,
+            pub summary_format: $crate::SummaryFormat,
             $( $(#[$section_meta])* pub $section: $section_type, )*
             /// Pinning workers to CPU cores.
             pub cpu_pinning: ::shoal_common::CpuPinningConfig,
@@ -53,7 +53,7 @@ macro_rules! load_test_config {
                     duration: 30,
                     summarize_last: 20,
                     report_interval: 5,
-                    summary_format: $crate::cli::SummaryFormat::Text,
+                    summary_format: $crate::SummaryFormat::Text,
                     $( $section: Default::default(), )*
                     cpu_pinning: Default::default(),
                 }
@@ -62,10 +62,10 @@ macro_rules! load_test_config {
 
         impl Config {
             /// The shape of the run this config asks for.
-            pub fn shape(&self) -> $crate::run::RunShape<'_> {
-                $crate::run::RunShape {
+            pub fn shape(&self) -> $crate::RunShape<'_> {
+                $crate::RunShape {
                     workers: self.workers,
-                    schedule: $crate::report::ReportSchedule {
+                    schedule: $crate::ReportSchedule {
                         duration: self.duration,
                         summarize_last: self.summarize_last,
                         report_interval: self.report_interval,
@@ -81,7 +81,7 @@ macro_rules! load_test_config {
                     "workers",
                     "must be between 1 and 256",
                 );
-                $crate::cli::validate_schedule(
+                $crate::validate_schedule(
                     problems,
                     self.duration,
                     self.summarize_last,

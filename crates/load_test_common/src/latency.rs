@@ -21,7 +21,7 @@ fn histogram() -> Histogram<u64> {
 
 /// The latencies of a whole run, from every worker.
 #[derive(Debug)]
-pub struct Latencies {
+pub(crate) struct Latencies {
     histogram: Mutex<Histogram<u64>>,
     /// Replies read from here on count.
     counted_from: Instant,
@@ -29,7 +29,7 @@ pub struct Latencies {
 
 impl Latencies {
     /// Latencies of a run that starts now on `schedule`.
-    pub fn new(schedule: &ReportSchedule) -> Arc<Self> {
+    pub(crate) fn new(schedule: &ReportSchedule) -> Arc<Self> {
         let skipped = match (schedule.duration, schedule.summarize_last) {
             (0, _) | (_, 0) => 0,
             (duration, last) => duration.saturating_sub(last),
@@ -41,7 +41,7 @@ impl Latencies {
     }
 
     /// A recorder for one worker.
-    pub fn recorder(self: &Arc<Self>) -> LatencyRecorder {
+    pub(crate) fn recorder(self: &Arc<Self>) -> LatencyRecorder {
         LatencyRecorder {
             local: histogram(),
             counted_from: self.counted_from,
@@ -50,7 +50,7 @@ impl Latencies {
     }
 
     /// Percentiles over everything recorded so far.
-    pub fn summary(&self) -> LatencySummary {
+    pub(crate) fn summary(&self) -> LatencySummary {
         let histogram = self.histogram.lock().expect("latency lock");
         if histogram.is_empty() {
             return LatencySummary::default();

@@ -8,7 +8,7 @@ use rand::{Rng, RngExt};
 
 /// A discrete distribution over `0..n` given by weights.
 #[derive(Debug, Clone)]
-pub struct Weighted {
+pub(crate) struct Weighted {
     /// Probability of keeping column i rather than taking its alias, scaled to u32.
     keep: Vec<u32>,
     alias: Vec<u32>,
@@ -16,7 +16,7 @@ pub struct Weighted {
 
 impl Weighted {
     /// The distribution with these (non-negative, not all zero) weights.
-    pub fn new(weights: &[f64]) -> Self {
+    pub(crate) fn new(weights: &[f64]) -> Self {
         let n = weights.len();
         assert!(n > 0 && n <= u32::MAX as usize, "1 to 2^32-1 weights");
         let total: f64 = weights.iter().sum();
@@ -45,13 +45,13 @@ impl Weighted {
     }
 
     /// Weights 1/(i+1)^shape for i in 0..n.
-    pub fn power_law(n: usize, shape: f64) -> Self {
+    pub(crate) fn power_law(n: usize, shape: f64) -> Self {
         let weights: Vec<f64> = (0..n).map(|i| ((i + 1) as f64).powf(-shape)).collect();
         Self::new(&weights)
     }
 
     /// One draw.
-    pub fn sample(&self, rng: &mut impl Rng) -> usize {
+    pub(crate) fn sample(&self, rng: &mut impl Rng) -> usize {
         let column = rng.random_range(0..self.keep.len());
         if rng.random::<u32>() < self.keep[column] {
             column

@@ -18,7 +18,7 @@ pub struct ReportSchedule {
 /// Samples `total()` every second, logs `line(rates)` every `report_interval` seconds,
 /// and when the run ends returns `rates` over the last `summarize_last` seconds.
 /// `rates(earlier, later, seconds)` turns two samples into a summary.
-pub fn report<T: Copy, S>(
+pub(crate) fn report<T: Copy, S>(
     schedule: ReportSchedule,
     shutdown: &Shutdown,
     mut total: impl FnMut() -> T,
@@ -62,7 +62,7 @@ pub fn report<T: Copy, S>(
 /// Runs [`report`] on a "report" thread under `supervisor` (whose workers generate the
 /// load), ends the run when the schedule does, waits for every worker and returns the
 /// summary.
-pub fn run_reported<T: Copy + 'static, S: Send + 'static>(
+pub(crate) fn run_reported<T: Copy + 'static, S: Send + 'static>(
     mut supervisor: Supervisor,
     schedule: ReportSchedule,
     total: impl FnMut() -> T + Send + 'static,

@@ -9,9 +9,9 @@ use shoal_common::{
     Counters, CpuPinningConfig, Shutdown, Supervisor, maybe_pin_current_thread, spawn_signal_thread,
 };
 
-use crate::cli::SummaryFormat;
 use crate::latency::{Latencies, LatencyRecorder, LatencySummary};
 use crate::report::{ReportSchedule, run_reported};
+use crate::summary::SummaryFormat;
 use crate::summary::{Summary as PrintedSummary, print_summary};
 
 /// The shape of a run, from the keys every load tester's config has.
@@ -76,7 +76,7 @@ where
 
 /// Runs a load test with Ctrl-C ending it early: `run_until` runs it until a shutdown;
 /// the summary goes to stdout in `format`.
-pub fn run_with_signals<S: PrintedSummary>(
+pub(crate) fn run_with_signals<S: PrintedSummary>(
     format: SummaryFormat,
     run_until: impl FnOnce(Shutdown) -> anyhow::Result<S>,
 ) -> anyhow::Result<()> {

@@ -4,8 +4,21 @@
 
 use std::fmt::Write as _;
 
-use crate::cli::SummaryFormat;
+use serde::{Deserialize, Serialize};
+use shoal_toml_config::TomlConfig;
+
 use crate::latency::LatencySummary;
+
+/// Format of the final summary.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, TomlConfig)]
+#[serde(rename_all = "lowercase")]
+pub enum SummaryFormat {
+    /// Lines for people.
+    #[default]
+    Text,
+    /// One JSON object on stdout, for scripts.
+    Json,
+}
 
 /// How a figure is measured, which decides how it is printed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -101,7 +114,7 @@ pub trait Summary {
 
 /// Prints `summary` to stdout in `format`.
 #[allow(clippy::print_stdout)] // the summary is the output
-pub fn print_summary(format: SummaryFormat, summary: &impl Summary) {
+pub(crate) fn print_summary(format: SummaryFormat, summary: &impl Summary) {
     match format {
         SummaryFormat::Text => print!("{}", summary.text()),
         SummaryFormat::Json => println!("{}", summary.json()),

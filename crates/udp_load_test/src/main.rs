@@ -8,5 +8,5 @@
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
-    shoal_load_test_common::cli::main::<shoal_udp_load_test::Config>(&shoal_udp_load_test::APP)
+    shoal_load_test_common::main::<shoal_udp_load_test::Config>(&shoal_udp_load_test::APP)
 }

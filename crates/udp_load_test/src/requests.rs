@@ -2,7 +2,7 @@
 
 use rand::rngs::SmallRng;
 use rand::{RngExt, SeedableRng};
-use shoal_load_test_common::population::{PeerPicker, Population, PopulationShape};
+use shoal_load_test_common::{PeerPicker, Population, PopulationShape};
 use shoal_udp_protocol::{
     AnnounceEvent, AnnounceOptions, AnnounceRequest, ConnectRequest, ConnectionId, InfoHash,
     PeerId, Request, TransactionId, action,

@@ -1,8 +1,8 @@
 //! What the load tester counts, and the summary it prints.
 
-use shoal_load_test_common::latency::LatencySummary;
-use shoal_load_test_common::run::RunSummary;
-use shoal_load_test_common::summary::{Figure, Unit};
+use shoal_load_test_common::LatencySummary;
+use shoal_load_test_common::RunSummary;
+use shoal_load_test_common::{Figure, Unit};
 
 shoal_common::counters! {
     /// Counted by each worker.
@@ -130,7 +130,7 @@ impl RunSummary for Summary {
     }
 }
 
-impl shoal_load_test_common::summary::Summary for Summary {
+impl shoal_load_test_common::Summary for Summary {
     fn seconds(&self) -> f64 {
         self.seconds
     }
@@ -196,7 +196,7 @@ impl shoal_load_test_common::summary::Summary for Summary {
 
 #[cfg(test)]
 mod tests {
-    use shoal_load_test_common::summary::Summary as _;
+    use shoal_load_test_common::Summary as _;
 
     use super::*;
 

@@ -32,9 +32,9 @@ use shoal_udp_protocol::{ConnectionId, TransactionId, action};
 use socket2::{Domain, Protocol, Socket, Type};
 
 use crate::config::Config;
-use shoal_load_test_common::latency::LatencyRecorder;
-use shoal_load_test_common::population::Population;
-use shoal_load_test_common::schedule::FixedRate;
+use shoal_load_test_common::FixedRate;
+use shoal_load_test_common::LatencyRecorder;
+use shoal_load_test_common::Population;
 
 use crate::requests::{Kind, RequestWriter};
 use crate::stats::{Counters, SharedCounters};

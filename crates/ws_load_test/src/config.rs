@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use shoal_common::{LoggingConfig, Problems, TrackerConfig};
-use shoal_load_test_common::tls::is_valid_server_name;
+use shoal_load_test_common::is_valid_server_name;
 use shoal_toml_config::TomlConfig;
 
 shoal_load_test_common::load_test_config! {

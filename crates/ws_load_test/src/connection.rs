@@ -10,8 +10,8 @@
 use std::io::{self, ErrorKind, Read, Write};
 use std::time::{Duration, Instant};
 
-use shoal_load_test_common::latency::LatencyRecorder;
-use shoal_load_test_common::population::Population;
+use shoal_load_test_common::LatencyRecorder;
+use shoal_load_test_common::Population;
 use tungstenite::error::ProtocolError;
 use tungstenite::protocol::{Role, WebSocketConfig, WebSocketContext};
 use tungstenite::{Error as WsError, Message};

@@ -18,7 +18,7 @@
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
-use shoal_load_test_common::schedule::{Due, FixedRate};
+use shoal_load_test_common::{Due, FixedRate};
 use shoal_ws_protocol::Id20;
 
 /// Most requests one connection sends at once to catch up in fixed-rate mode; those

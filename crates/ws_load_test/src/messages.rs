@@ -9,7 +9,7 @@
 use bytes::BytesMut;
 use rand::rngs::SmallRng;
 use rand::{RngExt, SeedableRng};
-use shoal_load_test_common::population::{Population, PopulationShape};
+use shoal_load_test_common::{Population, PopulationShape};
 use shoal_ws_protocol::{
     AnnounceEvent, AnnounceRequest, ClientMessage, ForwardedOffer, Id20, Offer, RawJson,
     ScrapeRequest, WebRtcAnswer, write_client_message,

@@ -4,10 +4,10 @@
 //! relayed answers and scrape replies (as aquatic_ws_load_test counts them), so the
 //! figure compares across tools. Error replies ("failure reason") are counted apart.
 
-use shoal_load_test_common::run::RunSummary;
-use shoal_load_test_common::summary::{Figure, Unit};
+use shoal_load_test_common::RunSummary;
+use shoal_load_test_common::{Figure, Unit};
 
-use shoal_load_test_common::latency::LatencySummary;
+use shoal_load_test_common::LatencySummary;
 
 shoal_common::counters! {
     /// Counted by each worker.
@@ -167,7 +167,7 @@ impl RunSummary for Summary {
     }
 }
 
-impl shoal_load_test_common::summary::Summary for Summary {
+impl shoal_load_test_common::Summary for Summary {
     fn seconds(&self) -> f64 {
         self.seconds
     }
@@ -286,7 +286,7 @@ impl shoal_load_test_common::summary::Summary for Summary {
 
 #[cfg(test)]
 mod tests {
-    use shoal_load_test_common::summary::Summary as _;
+    use shoal_load_test_common::Summary as _;
 
     use super::*;
 

@@ -18,8 +18,8 @@ use mio::net::TcpStream;
 use mio::{Events, Interest, Poll, Token};
 use rustls::pki_types::ServerName;
 use shoal_common::Shutdown;
-use shoal_load_test_common::latency::LatencyRecorder;
-use shoal_load_test_common::population::Population;
+use shoal_load_test_common::LatencyRecorder;
+use shoal_load_test_common::Population;
 
 use crate::config::Config;
 use crate::connection::{Connection, Ended, Settings, Shared};
@@ -77,7 +77,7 @@ impl Worker {
         let tls = if config.network.tls {
             let name = ServerName::try_from(config.network.tls_server_name.clone())
                 .context("network.tls_server_name is not a valid server name")?;
-            Some((shoal_load_test_common::tls::client_config(), name))
+            Some((shoal_load_test_common::client_config(), name))
         } else {
             None
         };
