@@ -63,7 +63,7 @@ class Bench:
     def tracker_cmd(self, tracker, tls, keep_alive):
         a, port = self.a, self.a.port
         cert, key = self.path("tls/cert.pem"), self.path("tls/key.pem")
-        if tracker in ("shoal", "shoal-before"):
+        if tracker in ("shoal", "shoal-before", "shoal-epoll"):
             # 0: shoal chooses (one socket worker keeps its torrents; more share swarm workers).
             swarm = a.swarm_workers
             config = self.write("shoal.toml", f"""
@@ -77,6 +77,7 @@ tls_certificate_path = "{cert}"
 tls_private_key_path = "{key}"
 keep_alive = {str(keep_alive).lower()}
 max_connections = 100000
+{self.backend_line(tracker)}
 [statistics]
 interval = 0
 """ + ("" if tracker == "shoal-before" else PER_IP))
@@ -226,7 +227,7 @@ seeder_probability = 0.25
         for tls, keep_alive in modes:
             for load in a.load_testers:
                 for round_ in range(a.rounds):
-                    trackers = ["shoal", "aquatic", "nginx"] + (["shoal-before"] if a.baseline_dir else [])
+                    trackers = self.trackers()
                     k = round_ % len(trackers)
                     for tracker in trackers[k:] + trackers[:k]:
                         r = self.run_once(tracker, load, tls, keep_alive)
@@ -259,7 +260,7 @@ seeder_probability = 0.25
                            f"{med('shoal', 'load_cores'):.2f} | {max(r['bad'] for r in get('shoal')):.0f}, "
                            f"{max(r['bad'] for r in get('aquatic')):.0f} |")
         if "shoal" in a.load_testers:
-            servers = ["shoal", "aquatic", "nginx"] + (["shoal-before"] if a.baseline_dir else [])
+            servers = self.trackers()
             out.append("\nResponse latency under shoal_http_load_test, µs, p50 / p99 / p99.9 / max (medians of "
                        "rounds; from queueing a request to reading its whole response):\n")
             out.append("| mode | " + " | ".join(servers) + " |")
@@ -282,7 +283,40 @@ seeder_probability = 0.25
                         if any(q["responses"] > 0 for q in get("aquatic")) else float("nan")
                     mode = f"{'TLS' if tls else 'plain'}, keep-alive {'on' if keep_alive else 'off'}"
                     out.append(f"| {mode} | {load} | **{before:.2f}×** | {before_aq:.2f}× |")
+        if a.epoll:
+            out.append("\nshoal on its epoll backend against io_uring (`--epoll`: the same binary, "
+                       "`network.io_backend` forced either way), same rounds:\n")
+            out.append("| mode | load tester | epoll resp/s | io_uring resp/s | epoll/io_uring resp/s | "
+                       "epoll µs/resp | io_uring µs/resp | epoll/io_uring CPU per response | epoll/aquatic resp/s |")
+            out.append("|---|---|---|---|---|---|---|---|---|")
+            for tls, keep_alive in modes:
+                for load in a.load_testers:
+                    get = lambda t: results[(tls, keep_alive, load, t)]
+                    med = lambda t, k: statistics.median(r[k] for r in get(t))
+                    rate = statistics.median(e["responses"] / s["responses"]
+                                             for e, s in zip(get("shoal-epoll"), get("shoal")) if s["responses"] > 0)
+                    cpu = statistics.median(e["cpu_us"] / s["cpu_us"]
+                                            for e, s in zip(get("shoal-epoll"), get("shoal")) if s["cpu_us"] > 0)
+                    vs_aq = statistics.median(e["responses"] / q["responses"]
+                                              for e, q in zip(get("shoal-epoll"), get("aquatic")) if q["responses"] > 0) \
+                        if any(q["responses"] > 0 for q in get("aquatic")) else float("nan")
+                    mode = f"{'TLS' if tls else 'plain'}, keep-alive {'on' if keep_alive else 'off'}"
+                    out.append(f"| {mode} | {load} | {med('shoal-epoll', 'responses'):.0f} | "
+                               f"{med('shoal', 'responses'):.0f} | **{rate:.3f}×** | {med('shoal-epoll', 'cpu_us'):.1f} | "
+                               f"{med('shoal', 'cpu_us'):.1f} | **{cpu:.3f}×** | {vs_aq:.2f}× |")
         return "\n".join(out)
+
+    def trackers(self):
+        """Every server of a round, in the order of round 1."""
+        a = self.a
+        return (["shoal", "aquatic", "nginx"] + (["shoal-before"] if a.baseline_dir else [])
+                + (["shoal-epoll"] if a.epoll else []))
+
+    def backend_line(self, tracker):
+        """`shoal` on io_uring and `shoal-epoll` on epoll with --epoll; else the default."""
+        if not self.a.epoll or tracker == "shoal-before":
+            return ""
+        return f'io_backend = "{"epoll" if tracker == "shoal-epoll" else "io_uring"}"'
 
 
 def main():
@@ -290,6 +324,8 @@ def main():
     p.add_argument("--shoal-dir", required=True)
     p.add_argument("--aquatic-dir", required=True)
     p.add_argument("--baseline-dir", help="a directory with an earlier shoal_http, run as \"shoal-before\"")
+    p.add_argument("--epoll", action="store_true",
+                   help="also run shoal_http on its epoll backend (\"shoal-epoll\"), shoal forced to io_uring")
     p.add_argument("--tracker-cpus", default="0")
     p.add_argument("--load-cpus", default="1")
     p.add_argument("--workers", type=int, default=0, help="socket workers (default: one per tracker CPU)")
