@@ -36,6 +36,16 @@ struct Shoal {
 
 impl Shoal {
     fn start(name: &str, config: &str, env: &[(&str, &str)]) -> Self {
+        Self::start_with(name, config, env, |_| {})
+    }
+
+    /// [`start`](Self::start), with `prepare` setting up the command first.
+    fn start_with(
+        name: &str,
+        config: &str,
+        env: &[(&str, &str)],
+        prepare: impl FnOnce(&mut Command),
+    ) -> Self {
         let dir =
             std::env::temp_dir().join(format!("shoal-operator-{name}-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
@@ -51,6 +61,7 @@ impl Shoal {
         for (key, value) in env {
             command.env(key, value);
         }
+        prepare(&mut command);
         let mut child = command.spawn().unwrap();
         let stderr = BufReader::new(child.stderr.take().unwrap());
         let (send, lines) = mpsc::channel();
@@ -676,4 +687,67 @@ fn a_restarted_process_keeps_its_http_swarms() {
     );
     shoal.stop();
     std::fs::remove_dir_all(&state).unwrap();
+}
+
+/// The HTTP and WebTorrent trackers of one process share its locked-memory limit: with
+/// room for one tracker's io_uring buffers and not for two, the first takes io_uring
+/// and the second, under `auto`, serves with epoll and says which tracker and why
+/// (each checking only its own need, both took io_uring and the second then ran out of
+/// locked memory inside glommio).
+#[test]
+fn trackers_share_the_locked_memory_limit_and_the_one_left_out_serves_with_epoll() {
+    use std::os::unix::process::CommandExt as _;
+    // Each tracker: 2 socket workers × 1 MiB; with glommio's 512 KiB, one needs
+    // 2.5 MiB and both 4.5 MiB. The limit: 3 MiB, soft and hard.
+    let config = r#"
+[udp]
+enabled = false
+[http]
+socket_workers = 2
+[http.limits]
+io_memory = 1048576
+[http.network]
+address_ipv4 = "127.0.0.1:0"
+use_ipv6 = false
+[ws]
+socket_workers = 2
+[ws.limits]
+io_memory = 1048576
+[ws.network]
+address_ipv4 = "127.0.0.1:0"
+use_ipv6 = false
+"#;
+    let limit = libc::rlimit {
+        rlim_cur: 3 << 20,
+        rlim_max: 3 << 20,
+    };
+    let shoal = Shoal::start_with("memlock-shared", config, &[], move |command| {
+        // SAFETY: one setrlimit between fork and exec.
+        unsafe {
+            command.pre_exec(move || {
+                if libc::setrlimit(libc::RLIMIT_MEMLOCK, &limit) == 0 {
+                    Ok(())
+                } else {
+                    Err(std::io::Error::last_os_error())
+                }
+            });
+        }
+    });
+    let http_line = shoal.line_with("http: socket workers run on");
+    let ws_warning = shoal.line_with("ws: serving with epoll");
+    assert!(http_line.contains("io_uring"), "{http_line}");
+    assert!(
+        ws_warning.contains("plus 2048 KiB the process's other io_uring trackers hold"),
+        "{ws_warning}"
+    );
+    let http = shoal.address_after("listening on http://");
+    let ws = shoal.address_after("listening on ws://");
+    for addr in [http, ws] {
+        TcpStream::connect(addr).unwrap();
+    }
+    let rest = shoal.stop();
+    assert!(
+        !rest.iter().any(|line| line.contains("OutOfMemory")),
+        "{rest:#?}"
+    );
 }

@@ -22,8 +22,9 @@ use anyhow::Context as _;
 use futures_lite::{AsyncRead, AsyncWrite, AsyncWriteExt as _};
 use shoal_common::{IoBackend, LogBudget, left_out};
 
+use crate::memlock::{self, MemlockClaim};
 use crate::poll::{self, Async};
-use crate::{executor, io_uring, memlock};
+use crate::{executor, io_uring};
 
 /// The executor a tracker's socket workers run on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -44,39 +45,37 @@ impl Backend {
     }
 }
 
-/// The backend `wanted` comes to on this host for `socket_workers` workers of
-/// `io_memory` locked bytes each: `auto` takes io_uring when it can be set up and
-/// enough memory can be locked for its buffers, else epoll, and logs why; a forced
-/// `io_uring` fails with the reason instead. `name` is the tracker's, for the log.
+/// The backend `wanted` comes to on this host for tracker `name`'s `socket_workers`
+/// workers of `io_memory` locked bytes each, with its share of the locked-memory limit
+/// when that is io_uring: `auto` takes io_uring when it can be set up and enough
+/// memory can be locked for its buffers beside what the process's other trackers
+/// hold, else epoll, and logs why; a forced `io_uring` fails with the reason instead.
 pub(crate) fn choose(
     wanted: IoBackend,
     name: &str,
     socket_workers: usize,
     io_memory: usize,
-) -> anyhow::Result<Backend> {
-    let io_uring_ready = || -> anyhow::Result<()> {
+) -> anyhow::Result<(Backend, Option<MemlockClaim>)> {
+    let io_uring_ready = || -> anyhow::Result<MemlockClaim> {
         io_uring::check_available()?;
-        memlock::ensure_for(socket_workers, io_memory)
+        memlock::claim(name, socket_workers, io_memory)
     };
-    let backend = match wanted {
-        IoBackend::IoUring => {
-            io_uring_ready()?;
-            Backend::IoUring
-        }
-        IoBackend::Epoll => Backend::Epoll,
+    let chosen = match wanted {
+        IoBackend::IoUring => (Backend::IoUring, Some(io_uring_ready()?)),
+        IoBackend::Epoll => (Backend::Epoll, None),
         IoBackend::Auto => match io_uring_ready() {
-            Ok(()) => Backend::IoUring,
+            Ok(claim) => (Backend::IoUring, Some(claim)),
             Err(err) => {
                 log::warn!(
                     "{name}: serving with epoll, since io_uring cannot be used here: {err:#} \
                      (set network.io_backend = \"epoll\" to choose it without this warning)"
                 );
-                return Ok(Backend::Epoll);
+                return Ok((Backend::Epoll, None));
             }
         },
     };
-    log::info!("{name}: socket workers run on {}", backend.name());
-    Ok(backend)
+    log::info!("{name}: socket workers run on {}", chosen.0.name());
+    Ok(chosen)
 }
 
 /// Runs `work` on a new executor of `backend`, named `name`, on the calling thread,

@@ -7,6 +7,8 @@
 //! before any executor starts: if the soft limit is too low but the hard limit allows,
 //! the soft limit is raised; otherwise start-up fails with the numbers and the fixes.
 
+use std::sync::Mutex;
+
 use anyhow::bail;
 
 /// glommio's own minimum for the whole process.
@@ -22,33 +24,84 @@ pub fn validate_io_memory(problems: &mut shoal_common::Problems, io_memory: usiz
     problems.within("io_memory", io_memory, MIN_IO_MEMORY..=1 << 30);
 }
 
-/// Locked memory needed for `executors` executors with `io_memory` bytes each.
-pub(crate) fn needed(executors: usize, io_memory: usize) -> u64 {
-    executors as u64 * io_memory as u64 + GLOMMIO_MINIMUM
+/// Locked memory `executors` executors with `io_memory` bytes each lock.
+pub(crate) fn own_share(executors: usize, io_memory: usize) -> u64 {
+    executors as u64 * io_memory as u64
 }
 
-/// Makes sure the locked-memory limit covers `executors` executors with `io_memory`
-/// bytes of io_uring buffers each (see [`ensure`]).
-pub(crate) fn ensure_for(executors: usize, io_memory: usize) -> anyhow::Result<()> {
-    ensure(needed(executors, io_memory), executors, io_memory)
+/// Locked memory the io_uring trackers of this process hold between them: in the
+/// combined `shoal` process the HTTP and WebTorrent trackers share one limit, so each
+/// is checked against what the others already hold.
+static CLAIMED: Mutex<u64> = Mutex::new(0);
+
+/// A tracker's share of the locked-memory limit, given back when it is dropped (when
+/// the tracker stops, or never serves).
+#[derive(Debug)]
+pub(crate) struct MemlockClaim {
+    bytes: u64,
 }
 
-/// Makes sure the soft limit covers `needed` bytes, raising it if the hard limit allows.
-pub(crate) fn ensure(needed: u64, executors: usize, io_memory: usize) -> anyhow::Result<()> {
+impl Drop for MemlockClaim {
+    fn drop(&mut self) {
+        let mut claimed = CLAIMED.lock().unwrap_or_else(|e| e.into_inner());
+        *claimed = claimed.saturating_sub(self.bytes);
+    }
+}
+
+/// Claims the locked memory of `executors` executors with `io_memory` bytes of io_uring
+/// buffers each for tracker `name`, on top of what other trackers of this process
+/// hold, raising the soft limit when the hard limit allows; an error with the numbers
+/// and the fixes when it cannot.
+pub(crate) fn claim(
+    name: &str,
+    executors: usize,
+    io_memory: usize,
+) -> anyhow::Result<MemlockClaim> {
+    let mut claimed = CLAIMED.lock().unwrap_or_else(|e| e.into_inner());
+    let own = own_share(executors, io_memory);
+    let need = Need {
+        name,
+        others: *claimed,
+        executors,
+        io_memory,
+    };
+    ensure(&need)?;
+    *claimed += own;
+    Ok(MemlockClaim { bytes: own })
+}
+
+/// What one tracker needs locked, beside what others hold.
+struct Need<'a> {
+    name: &'a str,
+    /// Bytes other trackers of this process hold.
+    others: u64,
+    executors: usize,
+    io_memory: usize,
+}
+
+impl Need<'_> {
+    /// The limit that covers everyone: every share and glommio's own minimum.
+    fn total(&self) -> u64 {
+        self.others + own_share(self.executors, self.io_memory) + GLOMMIO_MINIMUM
+    }
+}
+
+/// Makes sure the soft limit covers `need`, raising it if the hard limit allows.
+fn ensure(need: &Need<'_>) -> anyhow::Result<()> {
     let (soft, hard) = current_limits()?;
-    match decide(needed, soft, hard) {
+    let total = need.total();
+    match decide(total, soft, hard) {
         Decision::Enough => Ok(()),
-        Decision::Raise if set_soft_limit(needed, hard).is_ok() => {
+        Decision::Raise if set_soft_limit(total, hard).is_ok() => {
             log::info!(
-                "raised the locked-memory limit from {} KiB to {} KiB for io_uring",
+                "{}: raised the locked-memory limit from {} KiB to {} KiB for io_uring",
+                need.name,
                 soft / 1024,
-                needed / 1024
+                total / 1024
             );
             Ok(())
         }
-        Decision::Raise | Decision::Refuse => {
-            bail!("{}", explain(needed, soft, hard, executors, io_memory))
-        }
+        Decision::Raise | Decision::Refuse => bail!("{}", explain(need, soft, hard)),
     }
 }
 
@@ -74,18 +127,30 @@ fn decide(needed: u64, soft: u64, hard: u64) -> Decision {
 }
 
 /// The error for a limit that is too low: the numbers, and every way to fix it.
-fn explain(needed: u64, soft: u64, hard: u64, executors: usize, io_memory: usize) -> String {
+fn explain(need: &Need<'_>, soft: u64, hard: u64) -> String {
+    let total = need.total();
+    let others = if need.others > 0 {
+        format!(
+            ", plus {} KiB the process's other io_uring trackers hold",
+            need.others / 1024
+        )
+    } else {
+        String::new()
+    };
     format!(
-        "the locked-memory limit (RLIMIT_MEMLOCK) is {} KiB (hard limit {} KiB), but io_uring needs {} KiB \
-         here: {executors} socket worker(s) × limits.io_memory = {} KiB, plus 512 KiB. Raise the limit \
-         (`ulimit -l {}` in the starting shell, `LimitMEMLOCK={}` in a systemd unit, or a memlock line in \
-         /etc/security/limits.conf), or lower limits.io_memory or socket_workers",
+        "{}: the locked-memory limit (RLIMIT_MEMLOCK) is {} KiB (hard limit {} KiB), but io_uring \
+         needs {} KiB here: {} socket worker(s) × limits.io_memory = {} KiB, plus 512 KiB{others}. \
+         Raise the limit (`ulimit -l {}` in the starting shell, `LimitMEMLOCK={}` in a systemd \
+         unit, or a memlock line in /etc/security/limits.conf), or lower limits.io_memory or \
+         socket_workers",
+        need.name,
         soft / 1024,
         hard / 1024,
-        needed.div_ceil(1024),
-        io_memory / 1024,
-        needed.div_ceil(1024),
-        needed,
+        total.div_ceil(1024),
+        need.executors,
+        need.io_memory / 1024,
+        total.div_ceil(1024),
+        total,
     )
 }
 
@@ -124,7 +189,7 @@ mod tests {
 
     #[test]
     fn the_soft_limit_is_raised_only_when_the_hard_limit_allows() {
-        let needed = needed(4, 1 << 20);
+        let needed = own_share(4, 1 << 20) + GLOMMIO_MINIMUM;
         assert_eq!(decide(needed, needed, needed), Decision::Enough);
         assert_eq!(decide(needed, 64 * KIB, u64::MAX), Decision::Raise);
         assert_eq!(decide(needed, 64 * KIB, needed), Decision::Raise);
@@ -133,11 +198,17 @@ mod tests {
 
     #[test]
     fn a_refusal_gives_the_numbers_and_the_fixes() {
-        let needed = needed(4, 1 << 20);
-        let text = explain(needed, 64 * KIB, 64 * KIB, 4, 1 << 20);
+        let need = Need {
+            name: "http",
+            others: 0,
+            executors: 4,
+            io_memory: 1 << 20,
+        };
+        let text = explain(&need, 64 * KIB, 64 * KIB);
+        assert!(text.starts_with("http: "), "{text}");
         assert!(text.contains("is 64 KiB (hard limit 64 KiB)"), "{text}");
         assert!(
-            text.contains("4 socket worker(s) × limits.io_memory = 1024 KiB"),
+            text.contains("4 socket worker(s) × limits.io_memory = 1024 KiB, plus 512 KiB."),
             "{text}"
         );
         assert!(text.contains("`ulimit -l 4608`"), "{text}");
@@ -145,7 +216,33 @@ mod tests {
     }
 
     #[test]
-    fn a_small_need_is_met() {
-        ensure(needed(1, 64 * 1024), 1, 64 * 1024).unwrap();
+    fn what_other_trackers_hold_counts_and_is_named() {
+        let need = Need {
+            name: "ws",
+            others: 2048 * KIB,
+            executors: 2,
+            io_memory: 1 << 20,
+        };
+        assert_eq!(need.total(), (2048 + 2048 + 512) * KIB);
+        let text = explain(&need, 64 * KIB, 64 * KIB);
+        assert!(text.starts_with("ws: "), "{text}");
+        assert!(
+            text.contains("plus 2048 KiB the process's other io_uring trackers hold"),
+            "{text}"
+        );
+        assert!(text.contains("`ulimit -l 4608`"), "{text}");
+    }
+
+    #[test]
+    fn claims_add_up_and_are_given_back() {
+        // The only test of this crate that claims.
+        let before = *CLAIMED.lock().unwrap();
+        let first = claim("test", 1, 64 * 1024).unwrap();
+        let second = claim("test", 2, 64 * 1024).unwrap();
+        assert_eq!(*CLAIMED.lock().unwrap(), before + 3 * 64 * 1024);
+        drop(first);
+        assert_eq!(*CLAIMED.lock().unwrap(), before + 2 * 64 * 1024);
+        drop(second);
+        assert_eq!(*CLAIMED.lock().unwrap(), before);
     }
 }

@@ -47,6 +47,7 @@ use crate::counted::Counted;
 use crate::counters::ConnectionCounters;
 use crate::eviction::{EvictionOrder, Place};
 use crate::inbox::{ReplyInbox, executor_reply_channel};
+use crate::memlock::MemlockClaim;
 use crate::tls::TlsConfig;
 
 /// What a running TCP tracker adds to [`RunningTracker`].
@@ -56,6 +57,8 @@ pub struct TcpExtra {
     pub tls: Option<Arc<TlsConfig>>,
     /// What its socket workers run on.
     pub backend: Backend,
+    /// Its share of the locked-memory limit, on io_uring; given back when it stops.
+    _memlock: Option<MemlockClaim>,
 }
 
 /// A TCP tracker's running handle.
@@ -262,7 +265,7 @@ pub fn prepare<T: TcpTracker>(
     let settings = T::settings(&config);
     let socket_workers = config.socket_worker_count();
     let swarm_workers = config.swarm_worker_count();
-    let backend = crate::backend::choose(
+    let (backend, memlock) = crate::backend::choose(
         config.network.io_backend(),
         T::NAME,
         socket_workers,
@@ -300,7 +303,14 @@ pub fn prepare<T: TcpTracker>(
         .map(|&addr| T::describe(&config, tls.is_some(), addr))
         .collect();
     Ok(Prepared::new(addrs.clone(), listening, move |listening| {
-        serve::<T>(config, context, (tls, backend), listeners, addrs, listening)
+        serve::<T>(
+            config,
+            context,
+            (tls, backend, memlock),
+            listeners,
+            addrs,
+            listening,
+        )
     }))
 }
 
@@ -308,7 +318,7 @@ pub fn prepare<T: TcpTracker>(
 fn serve<T: TcpTracker>(
     config: Arc<Config<T::Kind>>,
     context: Context<T::Counters>,
-    (tls, backend): (Option<Arc<TlsConfig>>, Backend),
+    (tls, backend, memlock): (Option<Arc<TlsConfig>>, Backend, Option<MemlockClaim>),
     listeners: Vec<Vec<std::net::TcpListener>>,
     addrs: Vec<SocketAddr>,
     listening: Vec<Listening>,
@@ -346,7 +356,11 @@ fn serve<T: TcpTracker>(
         &context,
         listening,
         reloads,
-        TcpExtra { tls, backend },
+        TcpExtra {
+            tls,
+            backend,
+            _memlock: memlock,
+        },
     ))
 }
 
