@@ -1,7 +1,7 @@
 //! Logging to stderr, in the shape the reader wants.
 //!
-//! * plain: `2026-11-21T14:05:00.123Z INFO  [socket-0] message` (a terminal, a file);
-//! * journald: `<6>[socket-0] message`: under systemd the journal reads the priority
+//! * plain: `2026-11-21T14:05:00.123Z INFO  [udp-socket-0] message` (a terminal, a file);
+//! * journald: `<6>[udp-socket-0] message`: under systemd the journal reads the priority
 //!   from the prefix (so `journalctl -p err` picks out errors) and keeps its own
 //!   timestamp; chosen by itself when stderr is the journal (`JOURNAL_STREAM`);
 //! * JSON: one object per line, for log shippers.
@@ -56,9 +56,9 @@ pub enum LogFormat {
     /// otherwise.
     #[default]
     Auto,
-    /// `2026-11-23T14:05:00.123Z INFO  [socket-0] message`.
+    /// `2026-11-23T14:05:00.123Z INFO  [udp-socket-0] message`.
     Plain,
-    /// `<6>[socket-0] message`: the journal reads the priority and adds the time.
+    /// `<6>[udp-socket-0] message`: the journal reads the priority and adds the time.
     Journald,
     /// One JSON object per line: `time`, `level`, `thread`, `target`, `message`.
     Json,

@@ -102,6 +102,8 @@ pub struct Supervisor {
     receiver: Receiver<Event>,
     /// Each worker's name, thread and how long it may take to finish after shutdown.
     workers: Vec<(String, JoinHandle<()>, Duration)>,
+    /// What every thread's name starts with (the tracker's name), if anything.
+    prefix: Option<String>,
 }
 
 impl std::fmt::Debug for Event {
@@ -129,7 +131,17 @@ impl Supervisor {
             events,
             receiver,
             workers: Vec::new(),
+            prefix: None,
         }
+    }
+
+    /// The same supervisor, naming every thread it starts `<prefix>-<name>`: in the
+    /// combined process each tracker's threads (and so its log lines, which show the
+    /// thread) are told apart, `http-socket-0` from `ws-socket-0`.
+    #[must_use]
+    pub fn named(mut self, prefix: &str) -> Self {
+        self.prefix = Some(prefix.to_owned());
+        self
     }
 
     /// The shutdown flag the workers should watch.
@@ -156,7 +168,10 @@ impl Supervisor {
         grace: Duration,
         work: impl FnOnce() -> anyhow::Result<()> + Send + 'static,
     ) -> anyhow::Result<()> {
-        let name = name.into();
+        let name = match &self.prefix {
+            Some(prefix) => format!("{prefix}-{}", name.into()),
+            None => name.into(),
+        };
         let events = self.events.clone();
         let thread_name = name.clone();
         let handle = std::thread::Builder::new()
@@ -400,5 +415,21 @@ mod tests {
             .unwrap();
         assert_eq!(rx.recv().unwrap().as_deref(), Some("named-worker"));
         let _ = supervisor.wait();
+    }
+
+    #[test]
+    fn a_named_supervisor_prefixes_its_threads() {
+        let mut supervisor = Supervisor::new(Shutdown::new()).named("http");
+        let (send, names) = std::sync::mpsc::channel();
+        supervisor
+            .spawn("socket-0", move || {
+                send.send(std::thread::current().name().map(str::to_owned))
+                    .unwrap();
+                Ok(())
+            })
+            .unwrap();
+        assert_eq!(names.recv().unwrap().as_deref(), Some("http-socket-0"));
+        supervisor.shutdown().request();
+        supervisor.wait().unwrap();
     }
 }

@@ -109,11 +109,33 @@ pub fn spawn_local(future: impl Future<Output = ()> + 'static) {
 }
 
 /// Completes after `duration`, on the calling thread's executor.
-pub async fn sleep(duration: Duration) {
-    if poll::is_running() {
-        poll::sleep(duration).await;
+pub fn sleep(duration: Duration) -> Sleep {
+    Sleep(if poll::is_running() {
+        Timer::Epoll(poll::sleep(duration))
     } else {
-        glommio::timer::sleep(duration).await;
+        Timer::IoUring(glommio::timer::Timer::new(duration))
+    })
+}
+
+/// A timer of the calling thread's executor; see [`sleep`].
+#[derive(Debug)]
+pub struct Sleep(Timer);
+
+#[derive(Debug)]
+enum Timer {
+    IoUring(glommio::timer::Timer),
+    Epoll(poll::Sleep),
+}
+
+impl Future for Sleep {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        // Both timers are Unpin.
+        match &mut self.get_mut().0 {
+            Timer::IoUring(timer) => Pin::new(timer).poll(cx).map(drop),
+            Timer::Epoll(sleep) => Pin::new(sleep).poll(cx),
+        }
     }
 }
 

@@ -44,7 +44,7 @@ mod poll;
 mod tls;
 mod tracker;
 
-pub use backend::{Backend, before, sleep, spawn_local, within, write_all_before};
+pub use backend::{Backend, Sleep, before, sleep, spawn_local, within, write_all_before};
 pub use counters::{ConnectionCounters, SharedConnectionCounters};
 pub use eviction::Place;
 pub use http_head::HeadScan;

@@ -41,7 +41,24 @@ const EVENTS_PER_WAIT: usize = 1024;
 thread_local! {
     /// The executor running on this thread, while it runs.
     static CURRENT: RefCell<Option<Rc<Executor>>> = const { RefCell::new(None) };
+    /// Whether [`CURRENT`] is set: asked by every spawn and timer on either backend,
+    /// so a plain flag (no destructor to register, no borrow).
+    static RUNNING: Cell<bool> = const { Cell::new(false) };
+    /// Socket operations the task now running may still complete before it must
+    /// yield ([`TASK_BUDGET`] at each poll).
+    static BUDGET: Cell<u32> = const { Cell::new(TASK_BUDGET) };
 }
+
+/// Socket operations (reads, writes, accepts) one task may complete in one poll.
+///
+/// A read or write that completes at once returns `Ready`, so a connection whose
+/// client keeps sending would otherwise loop read, answer, read without ever handing
+/// the thread back, and every other connection of the worker would wait until its
+/// socket ran dry: measured under the WebTorrent bench, p99 reply latency of 2.4 s
+/// against 0.23 s on io_uring, and outgoing queues overflowing meanwhile. Past the
+/// budget the operation reports `Pending` and wakes its task at once, which then runs
+/// again in the next round, after the others and a look at epoll.
+const TASK_BUDGET: u32 = 32;
 
 /// The executor on this thread; panics outside [`block_on`].
 fn current() -> Rc<Executor> {
@@ -55,7 +72,7 @@ fn current() -> Rc<Executor> {
 
 /// Whether the calling thread runs the epoll executor.
 pub(crate) fn is_running() -> bool {
-    CURRENT.with(|current| current.borrow().is_some())
+    RUNNING.get()
 }
 
 /// Task ids woken and not yet run, shared with every waker (a waker must be `Send`;
@@ -204,6 +221,7 @@ impl Executor {
             };
             (future, task.waker.clone())
         };
+        BUDGET.set(TASK_BUDGET);
         let done = future
             .as_mut()
             .poll(&mut Context::from_waker(&waker))
@@ -360,6 +378,7 @@ impl Executor {
 pub(crate) fn block_on<T: 'static>(main: impl Future<Output = T> + 'static) -> io::Result<T> {
     let executor = Rc::new(Executor::new()?);
     CURRENT.with(|current| *current.borrow_mut() = Some(executor.clone()));
+    RUNNING.set(true);
     let output = Rc::new(RefCell::new(None));
     let written = output.clone();
     executor.spawn(Box::pin(async move {
@@ -368,6 +387,7 @@ pub(crate) fn block_on<T: 'static>(main: impl Future<Output = T> + 'static) -> i
     let ran = executor.run(|| output.borrow().is_some());
     executor.drop_tasks();
     CURRENT.with(|current| *current.borrow_mut() = None);
+    RUNNING.set(false);
     ran?;
     let output = output.borrow_mut().take();
     Ok(output.expect("the main task finished"))
@@ -468,6 +488,12 @@ impl<T: mio::event::Source> Async<T> {
         direction: Direction,
         mut operation: impl FnMut(&T) -> io::Result<R>,
     ) -> Poll<io::Result<R>> {
+        let budget = BUDGET.get();
+        if budget == 0 {
+            // Yield: run again after the other tasks of this round.
+            cx.waker().wake_by_ref();
+            return Poll::Pending;
+        }
         match operation(&self.io) {
             Err(err) if err.kind() == io::ErrorKind::WouldBlock => {
                 current().park(self.index, direction, cx.waker());
@@ -477,7 +503,10 @@ impl<T: mio::event::Source> Async<T> {
                 cx.waker().wake_by_ref();
                 Poll::Pending
             }
-            result => Poll::Ready(result),
+            result => {
+                BUDGET.set(budget - 1);
+                Poll::Ready(result)
+            }
         }
     }
 }
@@ -609,6 +638,30 @@ mod tests {
         .unwrap();
         assert_eq!(served, 8 << 20);
         assert!(client.join().unwrap());
+    }
+
+    #[test]
+    fn a_task_that_always_has_input_yields_to_the_others() {
+        // One task reads a socket that always has more; another only needs a turn.
+        let (mut writer, reader) = std::os::unix::net::UnixStream::pair().unwrap();
+        reader.set_nonblocking(true).unwrap();
+        writer.write_all(&[1u8; 64 * 1024]).unwrap();
+        let reads_before_other_ran = block_on(async move {
+            let mut reader = Async::new(mio::net::UnixStream::from_std(reader)).unwrap();
+            let other_ran = Rc::new(Cell::new(false));
+            let flag = other_ran.clone();
+            spawn(async move { flag.set(true) });
+            let mut reads = 0;
+            let mut byte = [0u8; 1];
+            while !other_ran.get() && reads < 10_000 {
+                reader.read_exact(&mut byte).await.unwrap();
+                reads += 1;
+            }
+            reads
+        })
+        .unwrap();
+        // The budget's reads, then the one it was yielding in, completed on its return.
+        assert_eq!(reads_before_other_ran, TASK_BUDGET as usize + 1);
     }
 
     #[test]

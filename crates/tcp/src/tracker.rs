@@ -439,7 +439,7 @@ struct SocketWorker<T: TcpTracker> {
 impl<T: TcpTracker> SocketWorker<T> {
     /// Runs the executor on the calling thread until shutdown.
     fn run(self) -> anyhow::Result<()> {
-        let name = format!("socket-{}", self.index);
+        let name = format!("{}-socket-{}", T::NAME, self.index);
         let core = self.config.cpu_pinning.core_for(self.index);
         let io_memory = T::settings(&self.config).io_memory;
         run_executor(self.backend, &name, core, io_memory, self.serve())

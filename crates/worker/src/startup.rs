@@ -116,7 +116,7 @@ where
     } = threads;
     let swarm_workers = config.swarm_worker_count();
     let shards = swarm_workers.max(1);
-    let mut supervisor = Supervisor::new(context.shutdown.clone());
+    let mut supervisor = Supervisor::new(context.shutdown.clone()).named(name);
     let snapshots = match K::STATE {
         Some(kind) => start_snapshots(
             &mut supervisor,
