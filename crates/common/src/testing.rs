@@ -101,6 +101,18 @@ impl Drop for RedisServer {
     }
 }
 
+/// The I/O backend the TCP trackers' integration tests run on: `SHOAL_TEST_IO_BACKEND`
+/// (`auto`, `io_uring` or `epoll`; `./scripts/test.sh` runs those tests with the
+/// default and again with `epoll`), `auto` when unset.
+pub fn io_backend_under_test() -> crate::IoBackend {
+    match std::env::var("SHOAL_TEST_IO_BACKEND").as_deref() {
+        Ok("epoll") => crate::IoBackend::Epoll,
+        Ok("io_uring") => crate::IoBackend::IoUring,
+        Ok("auto") | Err(_) => crate::IoBackend::Auto,
+        Ok(other) => panic!("SHOAL_TEST_IO_BACKEND: {other}? (auto, io_uring or epoll)"),
+    }
+}
+
 /// Makes the calling process refuse `io_uring_setup` with EPERM from now on, as
 /// Docker's and containerd's default seccomp profiles do: for a child process, called
 /// in `CommandExt::pre_exec` (it only makes two `prctl` calls, safe after `fork`).

@@ -501,7 +501,7 @@ fn swarm_workers_zero_means_automatic() {
 fn runs_on_the_backend_under_test() {
     let tracker = shoal_http::start(loopback_config(false)).unwrap();
     let backend = tracker.extra().backend;
-    match io_backend_under_test() {
+    match shoal_common::testing::io_backend_under_test() {
         shoal_common::IoBackend::Epoll => assert_eq!(backend, shoal_tcp::Backend::Epoll),
         shoal_common::IoBackend::IoUring => assert_eq!(backend, shoal_tcp::Backend::IoUring),
         shoal_common::IoBackend::Auto => {}

@@ -372,7 +372,7 @@ fn ipv6_clients_are_served() {
 fn runs_on_the_backend_under_test() {
     let tracker = shoal_ws::start(loopback_config()).unwrap();
     let backend = tracker.extra().backend;
-    match io_backend_under_test() {
+    match shoal_common::testing::io_backend_under_test() {
         shoal_common::IoBackend::Epoll => assert_eq!(backend, shoal_tcp::Backend::Epoll),
         shoal_common::IoBackend::IoUring => assert_eq!(backend, shoal_tcp::Backend::IoUring),
         shoal_common::IoBackend::Auto => {}

@@ -18,7 +18,7 @@ pub fn loopback_config(ipv6: bool) -> Config {
     config.network.address_ipv6 = "[::1]:0".parse().unwrap();
     config.statistics.interval = 0;
     config.limits.io_memory = 256 * 1024;
-    config.network.io_backend = io_backend_under_test();
+    config.network.io_backend = shoal_common::testing::io_backend_under_test();
     config
 }
 
@@ -126,16 +126,4 @@ pub fn compact_v4(peers: &[u8]) -> Vec<SocketAddr> {
         .chunks_exact(6)
         .map(|c| SocketAddr::from(([c[0], c[1], c[2], c[3]], u16::from_be_bytes([c[4], c[5]]))))
         .collect()
-}
-
-/// The I/O backend the integration tests run on: `SHOAL_TEST_IO_BACKEND` (`auto`,
-/// `io_uring` or `epoll`; `./scripts/test.sh` runs the TCP trackers' tests with each of
-/// the last two), `auto` when unset.
-pub fn io_backend_under_test() -> shoal_common::IoBackend {
-    match std::env::var("SHOAL_TEST_IO_BACKEND").as_deref() {
-        Ok("epoll") => shoal_common::IoBackend::Epoll,
-        Ok("io_uring") => shoal_common::IoBackend::IoUring,
-        Ok("auto") | Err(_) => shoal_common::IoBackend::Auto,
-        Ok(other) => panic!("SHOAL_TEST_IO_BACKEND: {other}? (auto, io_uring or epoll)"),
-    }
 }

@@ -18,7 +18,7 @@ pub fn loopback_config() -> shoal_ws::Config {
     config.network.use_ipv6 = false;
     config.statistics.interval = 0;
     config.limits.max_requests_per_second = 0;
-    config.network.io_backend = io_backend_under_test();
+    config.network.io_backend = shoal_common::testing::io_backend_under_test();
     config
 }
 
@@ -176,16 +176,4 @@ pub fn offer_until(
 pub fn timed_out(err: &tungstenite::Error) -> bool {
     matches!(err, tungstenite::Error::Io(err)
         if matches!(err.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut))
-}
-
-/// The I/O backend the integration tests run on: `SHOAL_TEST_IO_BACKEND` (`auto`,
-/// `io_uring` or `epoll`; `./scripts/test.sh` runs the TCP trackers' tests with each of
-/// the last two), `auto` when unset.
-pub fn io_backend_under_test() -> shoal_common::IoBackend {
-    match std::env::var("SHOAL_TEST_IO_BACKEND").as_deref() {
-        Ok("epoll") => shoal_common::IoBackend::Epoll,
-        Ok("io_uring") => shoal_common::IoBackend::IoUring,
-        Ok("auto") | Err(_) => shoal_common::IoBackend::Auto,
-        Ok(other) => panic!("SHOAL_TEST_IO_BACKEND: {other}? (auto, io_uring or epoll)"),
-    }
 }
