@@ -49,11 +49,17 @@ pub struct AccessListConfig {
 impl AccessListConfig {
     /// Records configuration problems.
     pub fn validate(&self, problems: &mut Problems) {
-        problems.check(
-            self.mode == AccessListMode::Off || !self.path.as_os_str().is_empty(),
-            "path",
-            "must name a file when mode is \"allow\" or \"deny\"",
-        );
+        if self.mode == AccessListMode::Off {
+            return;
+        }
+        if self.path.as_os_str().is_empty() {
+            problems.add(
+                "path",
+                "must name a file when mode is \"allow\" or \"deny\"",
+            );
+        } else if let Some(problem) = crate::files::unreadable(&self.path) {
+            problems.add("path", problem);
+        }
     }
 }
 

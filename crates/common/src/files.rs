@@ -46,6 +46,19 @@ pub fn read_bounded(path: &Path, limit: u64) -> io::Result<Vec<u8>> {
     Ok(bytes)
 }
 
+/// Why the file at `path` cannot be read as a tracker would read it, if it cannot:
+/// for config checks (`-P`), so that a missing or unreadable file is reported with
+/// the config's other problems instead of at the first start.
+pub(crate) fn unreadable(path: &Path) -> Option<String> {
+    let problem = match File::open(path).and_then(|file| file.metadata()) {
+        Ok(metadata) if metadata.is_file() => return None,
+        Ok(_) => "is not a regular file".to_owned(),
+        Err(err) if err.kind() == io::ErrorKind::NotFound => "does not exist".to_owned(),
+        Err(err) => format!("cannot be read ({err})"),
+    };
+    Some(format!("{} {problem}", path.display()))
+}
+
 /// [`read_bounded`] as UTF-8 text.
 pub(crate) fn read_to_string_bounded(path: &Path, limit: u64) -> io::Result<String> {
     String::from_utf8(read_bounded(path, limit)?)
@@ -55,6 +68,25 @@ pub(crate) fn read_to_string_bounded(path: &Path, limit: u64) -> io::Result<Stri
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn unreadable_files_are_named_with_the_reason() {
+        let dir = std::env::temp_dir().join(format!("shoal-unreadable-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("list.txt");
+        std::fs::write(&file, "").unwrap();
+        assert_eq!(unreadable(&file), None);
+        let missing = dir.join("missing.pem");
+        assert_eq!(
+            unreadable(&missing),
+            Some(format!("{} does not exist", missing.display()))
+        );
+        assert_eq!(
+            unreadable(&dir),
+            Some(format!("{} is not a regular file", dir.display()))
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     #[test]
     fn devices_fifos_and_large_files_are_refused_with_the_reason() {

@@ -780,11 +780,11 @@ pub trait TcpNetwork {
                 ("tls_certificate_path", certificate),
                 ("tls_private_key_path", key),
             ] {
-                problems.check(
-                    !path.as_os_str().is_empty(),
-                    name,
-                    "must name a PEM file when enable_tls is true",
-                );
+                if path.as_os_str().is_empty() {
+                    problems.add(name, "must name a PEM file when enable_tls is true");
+                } else if let Some(problem) = crate::files::unreadable(path) {
+                    problems.add(name, problem);
+                }
             }
         }
     }

@@ -68,3 +68,41 @@ fn too_little_locked_memory_for_a_forced_io_uring_fails_with_the_fix() {
     assert!(stderr.contains("LimitMEMLOCK="), "{stderr}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// `-P` checks the files a config names, as the start would read them: a missing
+/// access list or certificate is reported with the config's other problems (it passed
+/// `-P` before and failed the first start).
+#[test]
+fn check_reports_missing_files() {
+    let dir = temp_dir("check-files");
+    let path = dir.join("c.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "[network]\nenable_tls = true\ntls_certificate_path = \"{0}/cert.pem\"\n\
+             tls_private_key_path = \"{0}/key.pem\"\n\
+             [access_list]\nmode = \"allow\"\npath = \"{0}/allowed.txt\"\n",
+            dir.display()
+        ),
+    )
+    .unwrap();
+    let output = Command::new(BINARY)
+        .arg("-c")
+        .arg(&path)
+        .arg("-P")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    for needle in [
+        "network.tls_certificate_path",
+        "cert.pem does not exist",
+        "network.tls_private_key_path",
+        "key.pem does not exist",
+        "access_list.path",
+        "allowed.txt does not exist",
+    ] {
+        assert!(stderr.contains(needle), "{needle}: {stderr}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -287,7 +287,7 @@ fn unusable_certificates_stop_the_start_with_a_reason() {
     config.network.tls_private_key_path = dir.join("key.pem");
     let err = format!("{:#}", shoal_http::start(config.clone()).unwrap_err());
     assert!(
-        err.contains("cannot read certificate file") && err.contains("missing.pem"),
+        err.contains("tls_certificate_path") && err.contains("missing.pem does not exist"),
         "{err}"
     );
 
