@@ -663,6 +663,11 @@ fn a_restarted_process_keeps_its_http_swarms() {
     let http = shoal.address_after("listening on http://");
     let line = shoal.line_with("to the http tracker");
     assert!(line.contains("restored 1 torrents and 1 peers"), "{line}");
+    let monitor = shoal.address_after("health on http://");
+    // Counted from the start, before any request or cleaning pass.
+    let (_, metrics) = get(monitor, "/metrics");
+    assert_eq!(sample(&metrics, r#"shoal_torrents{protocol="http"}"#), 1.0);
+    assert_eq!(sample(&metrics, r#"shoal_peers{protocol="http"}"#), 1.0);
     let scrape = http_get(http, &format!("/scrape?info_hash={hash}"));
     let scrape = String::from_utf8_lossy(&scrape);
     assert!(

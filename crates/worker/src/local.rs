@@ -25,8 +25,10 @@ pub struct LocalSwarm<S> {
 }
 
 impl<S: Shard> LocalSwarm<S> {
-    /// `shard`, cleaned every `clean_every` seconds of `clock`, reporting to `gauges`.
+    /// `shard`, cleaned every `clean_every` seconds of `clock`, reporting to `gauges`
+    /// (at once: a shard restored from a snapshot is counted before its first request).
     pub fn new(shard: S, clock: Arc<Clock>, clean_every: u32, gauges: GaugeSlot) -> Self {
+        publish(&shard, &gauges);
         Self {
             cleaning: CleaningSchedule::new(clean_every, clock.now()),
             shard,

@@ -50,6 +50,8 @@ pub fn spawn_swarm_workers<S: Shard, C: Counters + 'static, K: TrackerKind>(
             gauges: context.stats.gauge_slot(index),
             clean_every: config.cleaning.interval,
         };
+        // A shard restored from a snapshot is counted before its first request.
+        publish(&worker.shard, &worker.gauges);
         let core = config.cpu_pinning.core_for(routes.len() + index);
         supervisor.spawn(format!("swarm-{index}"), move || {
             shoal_common::maybe_pin_current_thread(core);
