@@ -85,7 +85,8 @@ fn a_fresh_hash_flood_from_many_addresses_cannot_keep_an_honest_torrent_out() {
                     let n = thread * 50 + address;
                     let local = format!("127.0.{}.{}:0", 12 + n / 250, n % 250 + 1);
                     let mut flooder = Client::from(&local, server);
-                    let id = flooder.connect();
+                    // The flood of the other threads may drop a connect.
+                    let id = flooder.connect_retrying(3);
                     for fresh in 0..100u32 {
                         let mut info_hash = hash(n * 1000 + fresh);
                         info_hash[19] = 0xf1;

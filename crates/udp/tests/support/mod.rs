@@ -117,6 +117,21 @@ impl Client {
         }
     }
 
+    /// [`connect`](Self::connect), sent again (up to `attempts` times) when no reply
+    /// comes in time: a tracker flooded on purpose may drop a connect, as UDP allows.
+    pub fn connect_retrying(&mut self, attempts: u32) -> ConnectionId {
+        for _ in 1..attempts {
+            let transaction_id = self.transaction();
+            self.send_request(&Request::Connect(ConnectRequest { transaction_id }));
+            if let Some(Response::Connect(reply)) = self.recv_within(REPLY_TIMEOUT)
+                && reply.transaction_id == transaction_id
+            {
+                return reply.connection_id;
+            }
+        }
+        self.connect()
+    }
+
     pub fn send_announce(&mut self, id: ConnectionId, announce: Announce) -> TransactionId {
         let transaction_id = self.transaction();
         self.send_request(&Request::Announce(announce.request(id, transaction_id)));
