@@ -80,7 +80,7 @@ max_connections = 100000
 {self.backend_line(tracker)}
 [statistics]
 interval = 0
-""" + ("" if tracker == "shoal-before" else PER_IP))
+""" + ("" if tracker == "shoal-before" and not getattr(a, "baseline_same_config", False) else PER_IP))
             binary_dir = a.baseline_dir if tracker == "shoal-before" else a.shoal_dir
             return [os.path.join(binary_dir, "shoal_http"), "-c", config]
         if tracker == "aquatic":
@@ -310,11 +310,11 @@ seeder_probability = 0.25
         """Every server of a round, in the order of round 1."""
         a = self.a
         return (["shoal", "aquatic", "nginx"] + (["shoal-before"] if a.baseline_dir else [])
-                + (["shoal-epoll"] if a.epoll else []))
+                + (["shoal-epoll"] if getattr(a, "epoll", False) else []))
 
     def backend_line(self, tracker):
         """`shoal` on io_uring and `shoal-epoll` on epoll with --epoll; else the default."""
-        if not self.a.epoll or tracker == "shoal-before":
+        if not getattr(self.a, "epoll", False) or tracker == "shoal-before":
             return ""
         return f'io_backend = "{"epoll" if tracker == "shoal-epoll" else "io_uring"}"'
 
@@ -324,6 +324,8 @@ def main():
     p.add_argument("--shoal-dir", required=True)
     p.add_argument("--aquatic-dir", required=True)
     p.add_argument("--baseline-dir", help="a directory with an earlier shoal_http, run as \"shoal-before\"")
+    p.add_argument("--baseline-same-config", action="store_true",
+                   help="give the baseline the per-client limits raised too (it knows [per_ip]'s keys)")
     p.add_argument("--epoll", action="store_true",
                    help="also run shoal_http on its epoll backend (\"shoal-epoll\"), shoal forced to io_uring")
     p.add_argument("--tracker-cpus", default="0")
