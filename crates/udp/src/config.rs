@@ -217,9 +217,13 @@ mod tests {
         config.network.address_ipv4 = "127.0.0.1:0".parse().unwrap();
         config.protocol.max_peers = 80;
         config.access_list.mode = shoal_common::AccessListMode::Deny;
-        config.access_list.path = "/etc/shoal/deny".into();
+        // A file that exists: checking a config reads the files it names.
+        let list = std::env::temp_dir().join(format!("shoal-udp-deny-{}", std::process::id()));
+        std::fs::write(&list, "").unwrap();
+        config.access_list.path = list.clone();
         let parsed: Config = parse_config(&config_to_toml(&config)).unwrap();
         assert_eq!(parsed, config);
+        std::fs::remove_file(&list).unwrap();
     }
 
     #[test]
