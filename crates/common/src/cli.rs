@@ -218,8 +218,13 @@ pub fn run_cli_with_flags<C: TrackerConfig>(
             ExitCode::SUCCESS
         }
         Err(err) => {
-            log::error!("{err:#}");
-            logging::print_error(&format!("{}: {err:#}", app.name));
+            // Once: the logger writes to stderr too (printing it as well showed every
+            // fatal error twice); plainly only when the log level hides errors.
+            if log::log_enabled!(log::Level::Error) {
+                log::error!("{err:#}");
+            } else {
+                logging::print_error(&format!("{}: {err:#}", app.name));
+            }
             ExitCode::FAILURE
         }
     }

@@ -181,3 +181,42 @@ fn no_arguments_runs_with_built_in_defaults() {
         std::thread::sleep(Duration::from_millis(10));
     }
 }
+
+/// A fatal start-up error is reported once, as an error line of the log (it was also
+/// printed again below it).
+#[test]
+fn a_fatal_start_up_error_is_reported_once() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().port();
+    let dir = std::env::temp_dir().join(format!("shoal-cli-fatal-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("shoal.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "[udp]\nenabled = false\n[ws]\nenabled = false\n[http.network]\n\
+             address_ipv4 = \"127.0.0.1:{port}\"\nuse_ipv6 = false\n"
+        ),
+    )
+    .unwrap();
+    let output = Command::new(BINARY)
+        .arg("-c")
+        .arg(&path)
+        .env_remove("SHOAL_LOG")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert_eq!(
+        stderr.matches("Address already in use").count(),
+        1,
+        "{stderr}"
+    );
+    assert!(
+        stderr
+            .lines()
+            .any(|line| line.contains("ERROR") && line.contains("HTTP tracker (under [http]")),
+        "{stderr}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
