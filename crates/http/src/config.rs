@@ -60,7 +60,8 @@ pub struct ProtocolConfig {
     pub min_announce_interval: u32,
     /// Most peers sent in one announce reply.
     pub max_peers: usize,
-    /// Peers sent when a client does not say how many it wants.
+    /// Peers sent when a client does not say how many it wants, at most max_peers
+    /// (lowering max_peers alone lowers this too).
     pub default_peers: usize,
     /// Most info hashes in one scrape.
     pub max_scrape_torrents: usize,
@@ -185,11 +186,6 @@ impl TrackerKind for Http {
                 (1..=1000).contains(&protocol.max_peers),
                 "max_peers",
                 "must be between 1 and 1000",
-            );
-            p.check(
-                protocol.default_peers <= protocol.max_peers,
-                "default_peers",
-                "must not exceed max_peers",
             );
             p.check(
                 (1..=1000).contains(&protocol.max_scrape_torrents),

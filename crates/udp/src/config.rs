@@ -60,7 +60,8 @@ pub struct ProtocolConfig {
     /// Most peers sent in one announce reply. 50 IPv6 peers make a 920-byte reply,
     /// which fits in one unfragmented packet.
     pub max_peers: usize,
-    /// Peers sent when a client asks for the default (num_want -1 or 0).
+    /// Peers sent when a client asks for the default (num_want -1 or 0), at most
+    /// max_peers (lowering max_peers alone lowers this too).
     pub default_peers: usize,
     /// Most info hashes accepted in one scrape (at most 255); larger scrapes get an
     /// error reply. 74 is the most that fits a 1500-byte packet.
@@ -133,11 +134,6 @@ impl TrackerKind for Udp {
                 (1..=most_peers).contains(&protocol.max_peers),
                 "max_peers",
                 format!("must be between 1 and {most_peers} (a reply must fit in one datagram)"),
-            );
-            p.check(
-                protocol.default_peers <= protocol.max_peers,
-                "default_peers",
-                format!("must not exceed max_peers ({})", protocol.max_peers),
             );
             p.check(
                 (1..=MAX_SCRAPE_TORRENTS_LIMIT).contains(&protocol.max_scrape_torrents),
@@ -227,6 +223,17 @@ mod tests {
     }
 
     #[test]
+    fn max_peers_alone_may_be_lowered_below_the_default_peers() {
+        // default_peers (50) is never written here: it is capped, not refused.
+        let config: Config = parse_config("[protocol]\nmax_peers = 20\n").unwrap();
+        let limits = shoal_swarm::PeerLimits {
+            default: config.protocol.default_peers,
+            max: config.protocol.max_peers,
+        };
+        assert_eq!(limits.resolve(-1), 20);
+    }
+
+    #[test]
     fn a_file_needs_only_the_keys_it_changes() {
         let config: Config =
             parse_config("socket_workers = 2\n[protocol]\nmax_peers = 10\ndefault_peers = 5\n")
@@ -273,7 +280,6 @@ mod tests {
             "swarm_workers: must be at most 1024",
             "network.address_ipv4: must be an IPv4 address",
             "protocol.max_peers: must be between 1 and",
-            "protocol.default_peers: must not exceed max_peers (0)",
             "cleaning.peer_timeout: must exceed protocol.announce_interval (5000)",
         ] {
             assert!(text.contains(expected), "missing {expected:?} in:\n{text}");
