@@ -1,21 +1,41 @@
 #!/usr/bin/env bash
-# Builds the Debian package: every tracker binary (release profile), the systemd units,
-# the default configs under /etc/shoal (conffiles), a system user `shoal` (postinst).
-# What goes in is listed once, in crates/shoal/Cargo.toml ([package.metadata.deb]).
+# Builds the Debian package: every tracker binary (release profile, stripped), the
+# systemd units, the default configs under /etc/shoal (conffiles), the maintainer
+# scripts (system user, stop on removal, restart on upgrade, purge), and beside it a
+# -dbgsym package with the debug symbols (Debian's convention; debuggers find them
+# by build id once it is installed). What goes in is listed once, in
+# crates/shoal/Cargo.toml ([package.metadata.deb]).
 #
 #   scripts/package.sh                     target/debian/shoal_VERSION-1_ARCH.deb
+#                                          (and shoal-dbgsym_VERSION-1_ARCH.ddeb)
 #   scripts/package.sh --profile dev --no-build --fast -o FILE
 #                                          (what scripts/e2e/package.sh checks)
 #
-# Installs cargo-deb into .tools/ when it is missing.
+# Uses the cargo-deb on PATH when it is 3.x; otherwise installs cargo-deb
+# $CARGO_DEB_VERSION into ${XDG_CACHE_HOME:-~/.cache}/shoal/ (never into the checkout).
+# The libc floor in Depends comes from dpkg-shlibdeps (package dpkg-dev): the symbol
+# versions the binaries use, not the build host's libc version.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 CARGO_DEB_VERSION=3.8.0
-tools="$PWD/.tools/cargo-deb"
-if ! "$tools/bin/cargo-deb" --version 2>/dev/null | grep -q "$CARGO_DEB_VERSION"; then
-    echo "==> installing cargo-deb $CARGO_DEB_VERSION into .tools/" >&2
-    cargo install --quiet --locked --root "$tools" cargo-deb --version "$CARGO_DEB_VERSION" >&2
+
+cargo_deb_ok() { "$@" --version 2>/dev/null | grep -qE '^cargo-deb(-deb)? v?3\.'; }
+
+if cargo_deb_ok cargo-deb; then
+    cargo_deb=(cargo-deb)
+else
+    tools="${XDG_CACHE_HOME:-$HOME/.cache}/shoal/cargo-deb-$CARGO_DEB_VERSION"
+    if ! cargo_deb_ok "$tools/bin/cargo-deb"; then
+        echo "==> installing cargo-deb $CARGO_DEB_VERSION into $tools" >&2
+        cargo install --quiet --locked --root "$tools" cargo-deb --version "$CARGO_DEB_VERSION" >&2
+    fi
+    cargo_deb=("$tools/bin/cargo-deb")
+fi
+if ! command -v dpkg-shlibdeps >/dev/null; then
+    echo "scripts/package.sh: dpkg-shlibdeps is missing (apt-get install dpkg-dev):" \
+        "without it the libc floor would be the build host's libc" >&2
+    exit 1
 fi
 
 build=1
@@ -31,4 +51,5 @@ if [ -n "$build" ]; then
     cargo build --locked --profile "$profile" -p shoal -p shoal_udp -p shoal_http -p shoal_ws >&2
 fi
 if [ -n "$build" ]; then set -- --no-build "$@"; fi
-PATH="$tools/bin:$PATH" exec cargo deb -p shoal "$@"
+# `cargo-deb` run directly takes the same arguments as `cargo deb`.
+exec "${cargo_deb[@]}" -p shoal --dbgsym --compress-debug-symbols=zlib "$@"

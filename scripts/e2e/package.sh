@@ -2,13 +2,17 @@
 # End-to-end: the Debian package (scripts/package.sh, cargo-deb) holds what an operator
 # needs and nothing is missing: the four binaries, which run; the four systemd units,
 # identical to packaging/systemd/; the default configs as conffiles, which the binaries
-# accept; the system user created by postinst; adduser among the dependencies.
+# accept; the system user created by postinst; adduser among the dependencies; stripped
+# binaries with their debug symbols in the -dbgsym package beside; a DEP-5 copyright
+# with its licence paragraph; maintainer scripts that are valid sh. scripts/e2e/
+# systemd.sh installs the same package under a real systemd.
 #
 # Built from the test profile's binaries (scripts/test.sh has built them) so CI does
 # not pay for a second, release build; the release package is the same list of files.
-# Needs: dpkg-deb (Debian), cargo-deb (installed into .tools/ by scripts/package.sh).
+# Needs: dpkg-deb and dpkg-shlibdeps (dpkg-dev), cargo-deb (scripts/package.sh installs it).
 source "$(dirname "$0")/lib/common.bash"
 e2e_init package
+need_apt dpkg-dev binutils
 
 for bin in shoal shoal_udp shoal_http shoal_ws; do tracker_bin "$bin" >/dev/null; done
 deb="$WORK/shoal.deb"
@@ -18,8 +22,8 @@ say "built $(du -h "$deb" | cut -f1) package"
 
 dpkg-deb -c "$deb" | awk '{print $6}' | sed 's|^\./|/|' | sort >"$WORK/contents.txt"
 for path in /usr/bin/shoal /usr/bin/shoal_udp /usr/bin/shoal_http /usr/bin/shoal_ws \
-    /lib/systemd/system/shoal.service /lib/systemd/system/shoal-udp.service \
-    /lib/systemd/system/shoal-http.service /lib/systemd/system/shoal-ws.service \
+    /usr/lib/systemd/system/shoal.service /usr/lib/systemd/system/shoal-udp.service \
+    /usr/lib/systemd/system/shoal-http.service /usr/lib/systemd/system/shoal-ws.service \
     /etc/shoal/shoal.toml /etc/shoal/udp.toml /etc/shoal/http.toml /etc/shoal/ws.toml \
     /usr/share/shoal/grafana/shoal.json /usr/share/shoal/prometheus/shoal-alerts.yml \
     /usr/share/doc/shoal/deployment.md \
@@ -32,7 +36,7 @@ root="$WORK/root"
 dpkg-deb -x "$deb" "$root"
 dpkg-deb -e "$deb" "$WORK/control"
 for unit in "$REPO_ROOT"/packaging/systemd/*.service; do
-    cmp -s "$unit" "$root/lib/systemd/system/$(basename "$unit")" ||
+    cmp -s "$unit" "$root/usr/lib/systemd/system/$(basename "$unit")" ||
         fail "the packaged $(basename "$unit") differs from packaging/systemd/"
 done
 for conf in shoal.toml udp.toml http.toml ws.toml; do
@@ -46,12 +50,30 @@ for kind in udp http ws; do
         fail "the packaged shoal_$kind rejects the packaged /etc/shoal/$kind.toml"
 done
 grep -q '^Depends:.*adduser' "$WORK/control/control" || fail "adduser is not a dependency"
-sh -n "$WORK/control/postinst" || fail "postinst is not valid sh"
-grep -q 'adduser --system --group' "$WORK/control/postinst" || fail "postinst creates no system user"
-grep -q 'chmod 0640 "$config"' "$WORK/control/postinst" ||
-    fail "postinst leaves the configs (and any cluster password in them) world-readable"
-grep -q '^User=shoal$' "$root/lib/systemd/system/shoal.service" || fail "the unit does not run as shoal"
-grep -q 'install -d -o shoal -g shoal -m 0750 /var/lib/shoal' "$WORK/control/postinst" ||
-    fail "postinst does not create the state directory a config with [state] needs"
-say "control: conffiles, Depends, postinst (system user, state directory), units run as shoal"
+# The libc floor is what the binaries' symbol versions need (dpkg-shlibdeps), at most
+# the build host's libc.
+floor=$(sed -n 's/^Depends:.*libc6 (>= \([0-9.]*\)).*/\1/p' "$WORK/control/control")
+host_libc=$(dpkg-query -W -f='${Version}' libc6 | cut -d- -f1)
+[ -n "$floor" ] || fail "no libc6 floor in Depends: $(grep '^Depends' "$WORK/control/control")"
+dpkg --compare-versions "$floor" le "$host_libc" || fail "libc6 floor $floor above the host's $host_libc"
+for script in postinst prerm postrm; do
+    [ -x "$WORK/control/$script" ] || fail "the package has no $script"
+    sh -n "$WORK/control/$script" || fail "$script is not valid sh"
+done
+grep -q '^User=shoal$' "$root/usr/lib/systemd/system/shoal.service" || fail "the unit does not run as shoal"
+! grep -q '^Exec.*/bin/kill' "$root"/usr/lib/systemd/system/*.service ||
+    fail "a unit needs /bin/kill (procps), which the package does not depend on"
+say "control: conffiles, Depends (libc6 >= $floor, host $host_libc), maintainer scripts, units run as shoal"
+
+for bin in shoal shoal_udp shoal_http shoal_ws; do
+    ! readelf -S "$root/usr/bin/$bin" | grep -qE '\.debug_(info|line)' || fail "/usr/bin/$bin is not stripped"
+done
+[ -s "$WORK/shoal.ddeb" ] || fail "no -dbgsym package beside the package"
+dpkg-deb -c "$WORK/shoal.ddeb" >"$WORK/dbgsym-contents.txt"
+grep -q '/usr/lib/debug/.build-id/.*\.debug$' "$WORK/dbgsym-contents.txt" ||
+    fail "the -dbgsym package holds no build-id debug files"
+grep -q '^License: Apache-2.0$' "$root/usr/share/doc/shoal/copyright" &&
+    grep -q '/usr/share/common-licenses/Apache-2.0' "$root/usr/share/doc/shoal/copyright" ||
+    fail "the copyright file has no licence paragraph"
+say "binaries stripped ($(du -sh "$root/usr/bin" | cut -f1) installed), symbols in the $(du -h "$WORK/shoal.ddeb" | cut -f1) -dbgsym package; copyright names the licence"
 say "passed in $((SECONDS - E2E_START))s"

@@ -237,20 +237,24 @@ impl AccessControl {
     }
 
     /// Reloads and logs the outcome; for signal handlers.
-    pub fn reload_and_log(&self, tracker: &str) {
+    pub fn reload_and_log(&self, tracker: &str) -> Option<String> {
         if self.mode == AccessListMode::Off {
-            return;
+            return None;
         }
         let old = self.list.load().len();
-        match self.reload() {
-            Ok(new) => log::info!(
-                "{tracker}: access list reloaded from {}: {old} -> {new} info hashes",
-                self.path.display()
-            ),
-            Err(err) => {
-                log::error!("{tracker}: access list not reloaded, keeping the old one: {err:#}")
+        Some(match self.reload() {
+            Ok(new) => {
+                log::info!(
+                    "{tracker}: access list reloaded from {}: {old} -> {new} info hashes",
+                    self.path.display()
+                );
+                format!("{tracker} access list: {new} info hashes")
             }
-        }
+            Err(err) => {
+                log::error!("{tracker}: access list not reloaded, keeping the old one: {err:#}");
+                format!("{tracker} access list kept ({old} info hashes): reload failed")
+            }
+        })
     }
 }
 

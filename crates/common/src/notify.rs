@@ -45,10 +45,24 @@ pub fn notify_ready(status: &str) {
 }
 
 /// `READY=1` after a reload, with the status line the process had before it (what
-/// it serves), so that `systemctl status` goes on saying so.
-pub(crate) fn notify_ready_again() {
+/// it serves) followed by when it last reloaded and what, so that `systemctl status`
+/// answers "did my reload take?" without the journal.
+pub(crate) fn notify_reloaded(done: &[String]) {
     let status = STATUS.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    let status = status_after_reload(&status, done, std::time::SystemTime::now());
     notify_systemd(&format!("READY=1\nSTATUS={status}"));
+}
+
+fn status_after_reload(serving: &str, done: &[String], now: std::time::SystemTime) -> String {
+    let what = if done.is_empty() {
+        "nothing to reload".to_owned()
+    } else {
+        done.join(", ")
+    };
+    let at = crate::logging::utc_timestamp(now);
+    // "2026-11-27T10:31:05.123Z": the second is precise enough for a status line.
+    let at = at.get(..19).unwrap_or(&at).replace('T', " ");
+    format!("{serving}; reloaded {at} UTC: {what}")
 }
 
 /// `RELOADING=1` with the current `CLOCK_MONOTONIC` time, as systemd 253+ expects.
@@ -84,6 +98,24 @@ fn monotonic_usec() -> u64 {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_status_after_a_reload_says_when_and_what() {
+        let at = std::time::UNIX_EPOCH + Duration::from_secs(1_795_000_000);
+        let done = vec![
+            "udp access list: 3 info hashes".to_owned(),
+            "http TLS certificate reloaded".to_owned(),
+        ];
+        assert_eq!(
+            status_after_reload("serving udp", &done, at),
+            "serving udp; reloaded 2026-11-18 11:06:40 UTC: udp access list: 3 info hashes, \
+             http TLS certificate reloaded"
+        );
+        assert_eq!(
+            status_after_reload("serving udp", &[], at),
+            "serving udp; reloaded 2026-11-18 11:06:40 UTC: nothing to reload"
+        );
+    }
+
     use super::*;
 
     #[test]

@@ -23,8 +23,10 @@ use signal_hook::iterator::Signals;
 
 use crate::supervisor::Shutdown;
 
-/// Something to run on SIGUSR1: reload an access list, TLS certificates…
-pub type ReloadHook = Box<dyn Fn() + Send>;
+/// Something to run on SIGUSR1: reload an access list, TLS certificates… It returns
+/// what it did in a few words ("udp access list: 3 info hashes"), for the status line
+/// `systemctl status` shows, or `None` when it had nothing to do (a list turned off).
+pub type ReloadHook = Box<dyn Fn() -> Option<String> + Send>;
 
 /// The running signal thread; [`add_reloads`](Self::add_reloads) tells it what
 /// SIGUSR1 reloads.
@@ -86,10 +88,8 @@ fn spawn(shutdown: Shutdown, reloads: Arc<Mutex<Vec<ReloadHook>>>) -> anyhow::Re
                         }
                         log::info!("{name}: reloading");
                         crate::notify::notify_reloading();
-                        for hook in reloads.iter() {
-                            hook();
-                        }
-                        crate::notify::notify_ready_again();
+                        let done: Vec<String> = reloads.iter().filter_map(|hook| hook()).collect();
+                        crate::notify::notify_reloaded(&done);
                     }
                     _ if shutdown.is_requested() => {
                         log::warn!("second termination signal: exiting now");

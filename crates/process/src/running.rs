@@ -18,7 +18,7 @@ use crate::Running;
 use crate::monitor::Monitored;
 
 /// Something SIGUSR1 reloads (the access list, a TLS certificate), shareable.
-pub type Reload = Arc<dyn Fn() + Send + Sync>;
+pub type Reload = Arc<dyn Fn() -> Option<String> + Send + Sync>;
 
 /// A running tracker; dropping it shuts it down. `E` is what one kind of tracker adds
 /// (the TLS config of the TCP trackers).

@@ -111,20 +111,24 @@ impl TlsConfig {
     }
 
     /// Reloads and logs the outcome; for signal handlers.
-    pub fn reload_and_log(&self) {
-        match self.reload() {
-            Ok(()) => log::info!(
-                "{}: TLS certificate reloaded from {}",
-                self.name,
-                self.certificate.display()
-            ),
+    pub fn reload_and_log(&self) -> Option<String> {
+        Some(match self.reload() {
+            Ok(()) => {
+                log::info!(
+                    "{}: TLS certificate reloaded from {}",
+                    self.name,
+                    self.certificate.display()
+                );
+                format!("{} TLS certificate reloaded", self.name)
+            }
             Err(err) => {
                 log::error!(
                     "{}: TLS certificate not reloaded, keeping the old one: {err:#}",
                     self.name
-                )
+                );
+                format!("{} TLS certificate kept: reload failed", self.name)
             }
-        }
+        })
     }
 }
 
