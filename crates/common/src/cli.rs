@@ -230,6 +230,49 @@ pub fn run_cli_with_flags<C: TrackerConfig>(
     }
 }
 
+/// For a command that reads the config but runs no tracker (`shoal health`, `shoal
+/// check-host`): parses `-c FILE`, `-h` and `-V`, and loads the effective config (the
+/// file and the `SHOAL__` variables) without starting the log. `Err` carries the exit
+/// status for what was already printed (help, version, a mistake).
+#[allow(clippy::print_stdout)] // help and version go to stdout
+pub fn load_cli_config<C: TrackerConfig>(
+    app: &AppInfo,
+    usage: &str,
+    args: impl IntoIterator<Item = OsString>,
+) -> Result<C, ExitCode> {
+    let command = match parse_args_with(args, &[]) {
+        Ok((Command::Run { config }, _)) => config,
+        Ok((Command::Help, _)) => {
+            print!("{usage}");
+            return Err(ExitCode::SUCCESS);
+        }
+        Ok((Command::Version, _)) => {
+            println!("{} {}", app.name, app.version);
+            return Err(ExitCode::SUCCESS);
+        }
+        Ok((Command::PrintDefault | Command::PrintEffective { .. }, _)) => {
+            logging::print_error(&format!(
+                "{}: -p and -P belong to the trackers, not to this command",
+                app.name
+            ));
+            return Err(ExitCode::from(2));
+        }
+        Err(problem) => {
+            logging::print_error(&format!(
+                "{}: {problem}\nRun `{} --help` for usage.",
+                app.name, app.name
+            ));
+            return Err(ExitCode::from(2));
+        }
+    };
+    config::load_effective::<C>(command.as_deref(), crate::env_overrides::process_vars()).map_err(
+        |err| {
+            logging::print_error(&format!("{}: {err:#}", app.name));
+            ExitCode::FAILURE
+        },
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

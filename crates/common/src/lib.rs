@@ -69,7 +69,9 @@ pub mod testing;
 mod tracker_config;
 
 pub use access_list::{AccessControl, AccessList, AccessListConfig, AccessListMode, AccessView};
-pub use cli::{AppInfo, ExtraFlag, run_cli, run_cli_with_args, run_cli_with_flags};
+pub use cli::{
+    AppInfo, ExtraFlag, load_cli_config, run_cli, run_cli_with_args, run_cli_with_flags,
+};
 pub use cluster_stats::ClusterStats;
 pub use config::{
     CleaningConfig, ClusterConfig, Problems, StateConfig, StateKind, StatisticsConfig,

@@ -7,15 +7,17 @@
 //! shoal udp [OPTIONS]    the UDP tracker, exactly as `shoal_udp [OPTIONS]`
 //! shoal http [OPTIONS]   the HTTP(S) tracker, exactly as `shoal_http [OPTIONS]`
 //! shoal ws [OPTIONS]     the WebTorrent tracker, exactly as `shoal_ws [OPTIONS]`
+//! shoal health [-c FILE] ask a running shoal's monitoring endpoint for /health
 //! ```
 
 mod config;
+mod health;
 
 use std::process::ExitCode;
 use std::sync::Arc;
 
 use anyhow::Context as _;
-use shoal_common::{AppInfo, run_cli_with_args};
+use shoal_common::{AppInfo, load_cli_config, run_cli_with_args};
 use shoal_swarm::Clock;
 
 use crate::config::{SectionParts as _, ShoalConfig};
@@ -37,6 +39,11 @@ const HTTP: AppInfo = AppInfo {
     version: VERSION,
     about: shoal_http::APP.about,
 };
+const HEALTH: AppInfo = AppInfo {
+    name: "shoal health",
+    version: VERSION,
+    about: "ask a running shoal whether every tracker is healthy",
+};
 const WS: AppInfo = AppInfo {
     name: "shoal ws",
     version: VERSION,
@@ -52,6 +59,10 @@ fn main() -> ExitCode {
         Some("udp") => run_cli_with_args::<shoal_udp::File>(&UDP, rest, shoal_udp::run),
         Some("http") => run_cli_with_args::<shoal_http::File>(&HTTP, rest, shoal_http::run),
         Some("ws") => run_cli_with_args::<shoal_ws::File>(&WS, rest, shoal_ws::run),
+        Some("health") => match load_cli_config::<ShoalConfig>(&HEALTH, health::USAGE, rest) {
+            Ok(config) => health::run(&config.process().metrics),
+            Err(status) => status,
+        },
         Some("-h" | "--help" | "help") => {
             print!("{}", usage());
             ExitCode::SUCCESS
@@ -75,6 +86,9 @@ Usage:
   shoal udp [OPTIONS]    Run the UDP tracker (BEP 15) alone.
   shoal http [OPTIONS]   Run the HTTP/HTTPS tracker (BEP 3, 7, 23, 48) alone.
   shoal ws [OPTIONS]     Run the WebTorrent tracker (ws and wss) alone.
+  shoal health [-c FILE] Ask the running shoal's monitoring endpoint ([metrics])
+                         for /health: exit 0 when every tracker is healthy (for
+                         container health checks; `shoal health --help`).
 
 Options:
   -c, --config FILE            Load the configuration from FILE (TOML): one section
