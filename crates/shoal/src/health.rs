@@ -78,7 +78,10 @@ fn ask(address: SocketAddr) -> std::io::Result<(u16, String)> {
     parse_answer(&answer).ok_or_else(|| {
         std::io::Error::new(
             std::io::ErrorKind::InvalidData,
-            format!("not an HTTP answer: {:?}", answer.lines().next().unwrap_or("")),
+            format!(
+                "not an HTTP answer: {:?}",
+                answer.lines().next().unwrap_or("")
+            ),
         )
     })
 }
