@@ -8,8 +8,10 @@
 //! shoal http [OPTIONS]   the HTTP(S) tracker, exactly as `shoal_http [OPTIONS]`
 //! shoal ws [OPTIONS]     the WebTorrent tracker, exactly as `shoal_ws [OPTIONS]`
 //! shoal health [-c FILE] ask a running shoal's monitoring endpoint for /health
+//! shoal check-host [-c FILE]  is this host set up for a busy tracker of that config?
 //! ```
 
+mod check_host;
 mod config;
 mod health;
 
@@ -39,6 +41,11 @@ const HTTP: AppInfo = AppInfo {
     version: VERSION,
     about: shoal_http::APP.about,
 };
+const CHECK_HOST: AppInfo = AppInfo {
+    name: "shoal check-host",
+    version: VERSION,
+    about: "is this host set up for a busy tracker of this config?",
+};
 const HEALTH: AppInfo = AppInfo {
     name: "shoal health",
     version: VERSION,
@@ -59,6 +66,12 @@ fn main() -> ExitCode {
         Some("udp") => run_cli_with_args::<shoal_udp::File>(&UDP, rest, shoal_udp::run),
         Some("http") => run_cli_with_args::<shoal_http::File>(&HTTP, rest, shoal_http::run),
         Some("ws") => run_cli_with_args::<shoal_ws::File>(&WS, rest, shoal_ws::run),
+        Some("check-host") => {
+            match load_cli_config::<ShoalConfig>(&CHECK_HOST, check_host::USAGE, rest) {
+                Ok(config) => check_host::run(&config),
+                Err(status) => status,
+            }
+        }
         Some("health") => match load_cli_config::<ShoalConfig>(&HEALTH, health::USAGE, rest) {
             Ok(config) => health::run(&config.process().metrics),
             Err(status) => status,
@@ -89,6 +102,10 @@ Usage:
   shoal health [-c FILE] Ask the running shoal's monitoring endpoint ([metrics])
                          for /health: exit 0 when every tracker is healthy (for
                          container health checks; `shoal health --help`).
+  shoal check-host [-c FILE]
+                         Check this host for a busy tracker of that config:
+                         buffer ceilings, conntrack, locked memory, open files,
+                         io_uring, CPUs; each finding with its fix.
 
 Options:
   -c, --config FILE            Load the configuration from FILE (TOML): one section

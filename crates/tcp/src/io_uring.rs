@@ -15,7 +15,7 @@ const PARAMS_SIZE: usize = 120;
 ///
 /// The probe runs on a thread of its own: tearing a ring down queues kernel work on the
 /// thread that made it, which interrupts that thread's next blocking call with EINTR.
-pub(crate) fn check_available() -> anyhow::Result<()> {
+pub fn check_available() -> anyhow::Result<()> {
     std::thread::Builder::new()
         .name("io_uring-probe".into())
         .spawn(probe)

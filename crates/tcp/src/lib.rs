@@ -48,7 +48,8 @@ pub use backend::{Backend, Sleep, before, sleep, spawn_local, within, write_all_
 pub use counters::{ConnectionCounters, SharedConnectionCounters};
 pub use eviction::Place;
 pub use http_head::HeadScan;
-pub use memlock::validate_io_memory;
+pub use io_uring::check_available as io_uring_available;
+pub use memlock::{locked_memory_needed, validate_io_memory};
 pub use tls::TlsConfig;
 pub use tracker::{
     PreparedTcpTracker, RunningTcpTracker, TcpExtra, TcpSettings, TcpTracker, Worker, prepare,

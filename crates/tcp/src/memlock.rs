@@ -29,6 +29,17 @@ pub(crate) fn own_share(executors: usize, io_memory: usize) -> u64 {
     executors as u64 * io_memory as u64
 }
 
+/// The locked-memory limit a process needs for io_uring trackers with `shares`
+/// (socket workers, `limits.io_memory`) each: every share and glommio's own minimum,
+/// as the start-up check counts it (`shoal check-host` compares it with the limits).
+pub fn locked_memory_needed(shares: &[(usize, usize)]) -> u64 {
+    shares
+        .iter()
+        .map(|&(executors, io_memory)| own_share(executors, io_memory))
+        .sum::<u64>()
+        + GLOMMIO_MINIMUM
+}
+
 /// Locked memory the io_uring trackers of this process hold between them: in the
 /// combined `shoal` process the HTTP and WebTorrent trackers share one limit, so each
 /// is checked against what the others already hold.
