@@ -138,7 +138,14 @@ pub fn parse<C: TrackerConfig>(text: &str) -> anyhow::Result<C> {
 }
 
 fn parse_unchecked<C: TrackerConfig>(text: &str) -> anyhow::Result<C> {
-    toml::from_str(text).map_err(|err| anyhow::anyhow!("{}", err.to_string().trim_end()))
+    toml::from_str(text).map_err(|err| match crate::unknown_keys::find(text, &C::docs()) {
+        // Named with its line and a spelling, not as serde reports it.
+        Some(unknown) => anyhow::anyhow!("{unknown}"),
+        None => anyhow::anyhow!(
+            "{}",
+            crate::unknown_keys::locate(text, err.to_string().trim_end())
+        ),
+    })
 }
 
 /// The config a binary runs with: the file (or the defaults), then the `SHOAL__…`
@@ -166,12 +173,55 @@ pub fn load_effective<C: TrackerConfig>(
             .map_err(|err| anyhow::anyhow!("{}", err.to_string().trim_end()))
             .with_context(|| format!("with {} from the environment", applied.join(", ")))?
     };
-    let checked = config.check();
-    match path {
-        Some(path) => checked.with_context(|| format!("in config file {}", path.display()))?,
-        None => checked?,
+    let mut problems = Problems::default();
+    config.validate(&mut problems);
+    if problems.is_empty() {
+        return Ok(config);
     }
-    Ok(config)
+    // Each bad value is blamed on where it came from: a variable or the file.
+    let from_environment = problems.mark_overridden(&applied);
+    let source = match (path, from_environment) {
+        (_, Overridden::All) => format!("with {} from the environment", applied.join(", ")),
+        (Some(path), Overridden::Some) => {
+            format!("in config file {} and the environment", path.display())
+        }
+        (Some(path), Overridden::None) => format!("in config file {}", path.display()),
+        (None, _) => "in the built-in defaults".to_owned(),
+    };
+    Err(anyhow::anyhow!("{problems}").context(source))
+}
+
+/// How many of a config's bad values a `SHOAL__` variable set.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Overridden {
+    None,
+    Some,
+    All,
+}
+
+impl Problems {
+    /// Marks each problem whose key one of the `variables` set (`SHOAL__UDP__PROTOCOL__MAX_PEERS`
+    /// sets `udp.protocol.max_peers`) with that variable's name.
+    fn mark_overridden(&mut self, variables: &[String]) -> Overridden {
+        let mut marked = 0;
+        for (key, problem) in &mut self.found {
+            let set_by = variables.iter().find(|name| {
+                let dotted = name[crate::env_overrides::PREFIX.len()..]
+                    .to_ascii_lowercase()
+                    .replace("__", ".");
+                *key == dotted
+            });
+            if let Some(name) = set_by {
+                *problem = format!("{problem} (set by {name})");
+                marked += 1;
+            }
+        }
+        match marked {
+            0 => Overridden::None,
+            n if n == self.found.len() => Overridden::All,
+            _ => Overridden::Some,
+        }
+    }
 }
 
 /// The config as commented TOML.

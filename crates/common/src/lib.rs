@@ -67,6 +67,7 @@ mod supervisor;
 #[cfg(feature = "testing")]
 pub mod testing;
 mod tracker_config;
+mod unknown_keys;
 
 pub use access_list::{AccessControl, AccessList, AccessListConfig, AccessListMode, AccessView};
 pub use cli::{

@@ -199,6 +199,38 @@ mod tests {
     }
 
     #[test]
+    fn bad_values_are_blamed_on_where_they_came_from() {
+        let file = std::env::temp_dir().join(format!("shoal-blame-{}.toml", std::process::id()));
+        std::fs::write(&file, "[udp.protocol]\nannounce_interval = 1800\n").unwrap();
+        let load = |vars: &[(&str, &str)]| {
+            let vars = vars.iter().map(|(k, v)| (k.to_string(), v.to_string()));
+            format!(
+                "{:#}",
+                shoal_common::load_config_effective::<ShoalConfig>(Some(&file), vars).unwrap_err()
+            )
+        };
+        let env_only = load(&[("SHOAL__UDP__PROTOCOL__MAX_PEERS", "0")]);
+        assert!(
+            env_only.starts_with("with SHOAL__UDP__PROTOCOL__MAX_PEERS from the environment: ")
+                && env_only.contains("(set by SHOAL__UDP__PROTOCOL__MAX_PEERS)")
+                && !env_only.contains("in config file"),
+            "{env_only}"
+        );
+        std::fs::write(&file, "[udp.protocol]\nannounce_interval = 0\n").unwrap();
+        let both = load(&[("SHOAL__UDP__PROTOCOL__MAX_PEERS", "0")]);
+        assert!(
+            both.contains("in config file") && both.contains("and the environment: 2 invalid"),
+            "{both}"
+        );
+        let file_only = load(&[]);
+        assert!(
+            file_only.contains("in config file") && !file_only.contains("environment"),
+            "{file_only}"
+        );
+        std::fs::remove_file(&file).unwrap();
+    }
+
+    #[test]
     fn snapshots_and_a_chroot_do_not_go_together() {
         let directory = std::env::temp_dir();
         let text = format!(
