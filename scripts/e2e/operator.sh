@@ -3,7 +3,8 @@
 #
 # 1. The systemd units in packaging/systemd/ pass `systemd-analyze verify` (Debian's
 #    systemd) without a single warning, with ExecStart= pointed at the built binary.
-# 2. `shoal -p` prints a file that `shoal -c` accepts; `shoal -c` runs the UDP, HTTP
+# 2. `shoal check-host` reports every check on this machine, exit status to match.
+# 3. `shoal -p` prints a file that `shoal -c` accepts; `shoal -c` runs the UDP, HTTP
 #    and WebTorrent trackers from it with the monitoring endpoint on; after traffic,
 #    /metrics passes `promtool check metrics` (Debian's prometheus package) and its
 #    counters moved; /stats.json and /health answer. The UDP tracker shares its swarms
@@ -33,6 +34,17 @@ for bin in shoal_udp shoal_http shoal_ws; do tracker_bin "$bin" >/dev/null; done
     fail "systemd-analyze verify failed: $(cat "$WORK/verify.log")"
 [ ! -s "$WORK/verify.log" ] || fail "systemd-analyze verify warned: $(cat "$WORK/verify.log")"
 say "systemd-analyze verify: $(find "$WORK/units" -name '*.service' | wc -l) units clean"
+
+# `shoal check-host` on this machine, with the packaged config: one line per check,
+# the exit status 1 exactly when one says `tune`.
+rc=0
+"$shoal" check-host -c "$REPO_ROOT/packaging/shoal.toml" >"$WORK/check-host.txt" 2>&1 || rc=$?
+for topic in cpus "udp buffer" conntrack "udp early demux" "http backend" "ws backend" "open files"; do
+    grep -qE "^(ok  |tune)  $topic " "$WORK/check-host.txt" || fail "check-host has no '$topic' line: $(cat "$WORK/check-host.txt")"
+done
+if grep -q '^tune' "$WORK/check-host.txt"; then want=1; else want=0; fi
+[ "$rc" -eq "$want" ] || fail "check-host exited $rc with $(grep -c '^tune' "$WORK/check-host.txt") 'tune' lines"
+say "check-host: $(tail -n1 "$WORK/check-host.txt")"
 
 # --- 2. one config, metrics -----------------------------------------------------------
 redis_port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
@@ -151,6 +163,10 @@ say "Grafana dashboard: every query valid, every series exposed"
 alerts="$REPO_ROOT/packaging/prometheus/shoal-alerts.yml"
 promtool check rules "$alerts" >"$WORK/promtool-alerts.log" 2>&1 ||
     fail "packaging/prometheus/shoal-alerts.yml: $(cat "$WORK/promtool-alerts.log")"
+# Their unit tests: ShoalDown after two minutes down, ShoalCrashLooping at three
+# starts in half an hour and not after one deliberate restart.
+promtool test rules "$REPO_ROOT/packaging/prometheus/shoal-alerts.test.yml" >"$WORK/promtool-test.log" 2>&1 ||
+    fail "promtool test rules: $(cat "$WORK/promtool-test.log")"
 python3 - "$alerts" "$WORK/metrics.txt" <<'PY'
 import re, sys
 series = r"(?:shoal|process)_[a-z_]+"
@@ -161,7 +177,7 @@ if missing:
     sys.exit(f"the alerting rules ask for series shoal does not expose: {missing}")
 print(f"alerting rules: {len(exprs)} expressions over exposed series")
 PY
-say "alerting rules: valid, every series exposed"
+say "alerting rules: valid, unit tests pass, every series exposed"
 
 stop_bg shoal
 stop_bg redis
