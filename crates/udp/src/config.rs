@@ -263,10 +263,12 @@ mod tests {
         let err = parse_config::<Config>("[protocol]\nannounce_intervall = 10\n").unwrap_err();
         let text = format!("{err:#}");
         assert!(
-            text.contains("unknown field `announce_intervall`"),
+            text.contains(
+                "line 2: unknown key `protocol.announce_intervall`; did you mean \
+                 `protocol.announce_interval`?"
+            ),
             "{text}"
         );
-        assert!(text.contains("line 2"), "{text}");
     }
 
     #[test]

@@ -198,7 +198,7 @@ fn a_misspelt_key_fails_with_its_name_and_file() {
     assert_eq!(output.status.code(), Some(1));
     let stderr = text(&output.stderr);
     assert!(
-        stderr.contains("unknown field `sokcet_workers`"),
+        stderr.contains("line 1: unknown key `sokcet_workers`; did you mean `socket_workers`?"),
         "{stderr}"
     );
     assert!(stderr.contains("typo.toml"), "{stderr}");
