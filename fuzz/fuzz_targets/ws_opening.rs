@@ -2,10 +2,12 @@
 //! claims more bytes than it was given, and every answer is a whole HTTP response.
 //! The first byte says whether the connection is from a trusted proxy (its
 //! `X-Forwarded-For` read, the first or the last address): then an upgrade always
-//! names a client, and otherwise never.
+//! names a client, and otherwise never. Its bit 3 turns private mode on: a key digest
+//! comes back only then.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
+use shoal_private::KeyPlaces;
 use shoal_ws_protocol::opening::{OpenedKind, OpeningLimits, ProxyHeader, parse_opening};
 
 fuzz_target!(|input: &[u8]| {
@@ -19,6 +21,11 @@ fuzz_target!(|input: &[u8]| {
             name: "X-Forwarded-For",
             use_last: mode % 3 == 2,
         }),
+        private: (mode & 8 != 0).then_some(KeyPlaces {
+            paths: &["/announce"],
+            parameter: "passkey",
+            bare: true,
+        }),
     };
     match parse_opening(data, &limits) {
         Ok(Some(opened)) => {
@@ -26,6 +33,7 @@ fuzz_target!(|input: &[u8]| {
             let upgrade_through_proxy =
                 opened.kind == OpenedKind::Upgrade && limits.proxy_header.is_some();
             assert_eq!(opened.forwarded_ip.is_some(), upgrade_through_proxy);
+            assert!(opened.key.is_none() || limits.private.is_some());
             assert!(opened.response.starts_with(b"HTTP/1.1 "));
             assert!(opened.response.windows(4).any(|w| w == b"\r\n\r\n"));
         }

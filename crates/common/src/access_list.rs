@@ -125,7 +125,8 @@ impl AccessList {
     }
 }
 
-fn parse_hex_hash(text: &str) -> Result<[u8; 20], String> {
+/// 40 hexadecimal characters as an info hash; the problem in words when not.
+pub fn parse_hex_hash(text: &str) -> Result<[u8; 20], String> {
     if text.len() != 40 {
         return Err(format!(
             "expected 40 hexadecimal characters, found {} characters: {text:?}",

@@ -60,7 +60,7 @@ pub(crate) fn unreadable(path: &Path) -> Option<String> {
 }
 
 /// [`read_bounded`] as UTF-8 text.
-pub(crate) fn read_to_string_bounded(path: &Path, limit: u64) -> io::Result<String> {
+pub fn read_to_string_bounded(path: &Path, limit: u64) -> io::Result<String> {
     String::from_utf8(read_bounded(path, limit)?)
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "not UTF-8 text"))
 }

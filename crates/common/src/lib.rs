@@ -59,6 +59,7 @@ mod metrics;
 mod notify;
 mod observe;
 mod padded;
+mod private_config;
 mod privileges;
 mod process_config;
 mod sections;
@@ -69,7 +70,9 @@ pub mod testing;
 mod tracker_config;
 mod unknown_keys;
 
-pub use access_list::{AccessControl, AccessList, AccessListConfig, AccessListMode, AccessView};
+pub use access_list::{
+    AccessControl, AccessList, AccessListConfig, AccessListMode, AccessView, parse_hex_hash,
+};
 pub use cli::{
     AppInfo, ExtraFlag, load_cli_config, run_cli, run_cli_with_args, run_cli_with_flags,
 };
@@ -80,7 +83,7 @@ pub use config::{
     to_toml as config_to_toml,
 };
 pub use cpu::{CpuPinningConfig, maybe_pin_current_thread};
-pub use files::read_bounded;
+pub use files::{read_bounded, read_to_string_bounded};
 pub use ip_net::IpNet;
 pub use log_budget::{LogBudget, left_out};
 pub use logging::{LogLevel, LoggingConfig};
@@ -90,6 +93,7 @@ pub use metrics::{
 };
 pub use notify::{notify_ready, notify_stopping, notify_systemd, watchdog_interval};
 pub use observe::{Family, Histogram, MetricKind, Observation, Observe};
+pub use private_config::PrivateConfig;
 pub use privileges::{PrivilegeConfig, drop_privileges};
 pub use process_config::{MemoryConfig, MetricsConfig, ProcessAnd, ProcessConfig};
 pub use sections::Both;

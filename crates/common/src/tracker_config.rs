@@ -30,7 +30,7 @@ use crate::config::{
     available_cpus,
 };
 use crate::process_config::ProcessAnd;
-use crate::{AccessListConfig, CpuPinningConfig};
+use crate::{AccessListConfig, CpuPinningConfig, PrivateConfig};
 
 /// What the printed file says under the tracker's own header.
 const FILE_NOTE: &str = "Every key is optional; a key left out keeps the default shown here.\n\
@@ -154,6 +154,8 @@ pub struct Config<T: TrackerKind> {
     pub statistics: StatisticsConfig,
     /// Which torrents are served.
     pub access_list: AccessListConfig,
+    /// Private mode: passkeys, registered users and torrents.
+    pub private: PrivateConfig,
     /// Pinning workers to CPU cores.
     pub cpu_pinning: CpuPinningConfig,
     /// Swarms kept across restarts.
@@ -177,6 +179,7 @@ impl<T: TrackerKind> Default for Config<T> {
             limits: T::Limits::default(),
             statistics: StatisticsConfig::default(),
             access_list: AccessListConfig::default(),
+            private: PrivateConfig::default(),
             cpu_pinning: CpuPinningConfig::default(),
             state: StateConfig::default(),
             cluster: ClusterConfig::default(),
@@ -284,6 +287,8 @@ impl<T: TrackerKind> TrackerConfig for Config<T> {
         problems.section("capacity", |p| self.capacity.validate(p));
         problems.section("per_ip", |p| self.per_ip.validate(p));
         problems.section("access_list", |p| self.access_list.validate(p));
+        let access_list_on = self.access_list.mode != crate::AccessListMode::Off;
+        problems.section("private", |p| self.private.validate(p, access_list_on));
         problems.section("cpu_pinning", |p| {
             self.cpu_pinning.validate(p);
             let (sockets, swarms) = self.worker_counts(available_cpus());

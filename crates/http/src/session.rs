@@ -26,12 +26,13 @@ use std::time::{Duration, Instant};
 
 use shoal_common::{HeaderPosition, ReverseProxy as _};
 use shoal_http_protocol::request::ProxyHeader;
-use shoal_http_protocol::response::{write_head, write_scrape_body};
+use shoal_http_protocol::response::{write_failure_with_interval, write_head, write_scrape_body};
 use shoal_http_protocol::{
     AnnounceEvent as WireEvent, AnnounceRequest, AnnounceResponse, InfoHash, ParseLimits,
     ParsedRequest, PeerList, Request, ScrapeStats, parse_request, write_announce, write_failure,
     write_scrape,
 };
+use shoal_private::{KeyDigest, KeyPlaces, Refusal};
 use shoal_swarm::{AnnounceEvent, PeerAddress, PeerLimits, ServerTime};
 use shoal_tcp::HeadScan;
 use shoal_worker::{ScrapeSplit, Verdict, shard_for};
@@ -61,6 +62,17 @@ pub(crate) trait Host {
     fn allows(&self, info_hash: &InfoHash) -> bool;
     /// Whether the access list allows every one of `info_hashes`.
     fn allows_all(&self, info_hashes: &[InfoHash]) -> bool;
+    /// Private mode's decision on an announce of `info_hash` with passkey `key`,
+    /// downloading when `leeching`; always `Ok` on a public tracker.
+    fn private_announce(
+        &self,
+        key: Option<KeyDigest>,
+        info_hash: &InfoHash,
+        leeching: bool,
+    ) -> Result<(), Refusal>;
+    /// Private mode's decision on a scrape of `info_hashes` (none: a full scrape).
+    fn private_scrape(&self, key: Option<KeyDigest>, info_hashes: &[InfoHash])
+    -> Result<(), Refusal>;
     /// Counts into the worker's counters.
     fn count(&self, count: impl FnOnce(&mut SocketCounters));
     /// How many swarm workers share the torrents.
@@ -385,6 +397,10 @@ impl Session {
             return None;
         }
         let config = host.config();
+        let paths = [
+            config.protocol.announce_path.as_str(),
+            config.protocol.scrape_path.as_str(),
+        ];
         let limits = ParseLimits {
             announce_path: &config.protocol.announce_path,
             scrape_path: &config.protocol.scrape_path,
@@ -396,6 +412,11 @@ impl Session {
             proxy_header: self.believe_proxy.then(|| ProxyHeader {
                 name: &config.network.reverse_proxy_ip_header,
                 use_last: config.network.reverse_proxy_ip_header_position == HeaderPosition::Last,
+            }),
+            private: config.private.enabled.then_some(KeyPlaces {
+                paths: &paths,
+                parameter: &config.private.key_parameter,
+                bare: false,
             }),
         };
         match parse_request(&self.buffer[..self.filled], &limits) {
@@ -436,6 +457,7 @@ impl Session {
             }
         }
         let ipv6 = u64::from(ip.is_ipv6());
+        let key = parsed.key;
         match parsed.request {
             Request::Announce(request) => {
                 host.count(|counters| {
@@ -448,6 +470,12 @@ impl Session {
                     self.respond(Answered::Announce { keep_alive }, served, now);
                     return None;
                 }
+                let leeching = request.left != Some(0);
+                if let Err(refusal) = host.private_announce(key, &request.info_hash, leeching) {
+                    self.refuse_privately(refusal, host, keep_alive);
+                    self.respond(Answered::Announce { keep_alive }, served, now);
+                    return None;
+                }
                 let call = announce_call(&request, ip, keep_alive, host);
                 self.phase = Phase::Asking(served);
                 Some(Next::Announce(call))
@@ -457,6 +485,11 @@ impl Session {
                     counters.scrapes += 1;
                     counters.scrapes_v6 += ipv6;
                 });
+                if let Err(refusal) = host.private_scrape(key, &request.info_hashes) {
+                    self.refuse_privately(refusal, host, keep_alive);
+                    self.respond(Answered::Scrape { keep_alive }, served, now);
+                    return None;
+                }
                 if request.info_hashes.is_empty() {
                     return self.full_scrape(keep_alive, served, host, now);
                 }
@@ -480,6 +513,20 @@ impl Session {
                 }))
             }
         }
+    }
+
+    /// Writes private mode's refusal, with the interval to come back after: a client
+    /// with a bad key would otherwise retry at once.
+    fn refuse_privately(&mut self, refusal: Refusal, host: &impl Host, keep_alive: bool) {
+        host.count(|counters| counters.private_refused += 1);
+        let protocol = &host.config().protocol;
+        write_failure_with_interval(
+            &mut self.out,
+            refusal.reason(),
+            protocol.announce_interval,
+            protocol.min_announce_interval,
+            keep_alive,
+        );
     }
 
     /// Full scrapes are built at most once per `full_scrape_interval` per socket

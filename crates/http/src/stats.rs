@@ -35,6 +35,9 @@ shoal_common::counters! {
         bad_requests,
         /// Requests refused by the access list.
         access_denied,
+        /// Requests refused by private mode (no or unknown passkey, a disabled
+        /// account, an unregistered torrent, a seeding-only account downloading).
+        private_refused,
         /// Requests not completed within the idle timeout.
         timeouts,
     }
@@ -56,7 +59,7 @@ pub fn summary(now: &StatsSample, before: &StatsSample, seconds: f64) -> String 
         rate(d.scrapes),
         rate(d.connections.accepted),
         d.bad_requests,
-        d.access_denied,
+        d.access_denied + d.private_refused,
         d.timeouts,
         d.connections.line(now.requests.connections.open),
         now.capacity_line(before),
@@ -93,6 +96,7 @@ impl Observe for SocketTotals {
         for (reason, value) in [
             ("bad_request", self.bad_requests),
             ("access_list", self.access_denied),
+            ("private", self.private_refused),
         ] {
             out.counter(REFUSED, REFUSED_HELP, &[("reason", reason)], value);
         }

@@ -3,6 +3,7 @@
 use std::borrow::Cow;
 use std::net::IpAddr;
 
+use shoal_private::{KeyDigest, KeyPlaces, Passkey};
 use thiserror::Error;
 
 use crate::query::{decode_fixed, pairs, parse_i64, parse_u64};
@@ -26,6 +27,10 @@ pub struct ParseLimits<'a> {
     pub max_scrape_torrents: usize,
     /// When behind a reverse proxy: the header that carries the client's address.
     pub proxy_header: Option<ProxyHeader<'a>>,
+    /// Private mode: where requests carry their passkey (`/<key>/announce`,
+    /// `/announce/<key>`, `?passkey=<key>`); the path routed on is the target's with
+    /// the key taken out.
+    pub private: Option<KeyPlaces<'a>>,
 }
 
 /// A header naming the client's address, set by a reverse proxy.
@@ -47,6 +52,9 @@ pub struct ParsedRequest {
     pub keep_alive: bool,
     /// The client address from the proxy header, if one is configured.
     pub forwarded_ip: Option<IpAddr>,
+    /// In private mode, the digest of the passkey the request carried (the key itself
+    /// goes no further than the parser).
+    pub key: Option<KeyDigest>,
     /// Bytes of input the request took; the next request starts there.
     pub len: usize,
 }
@@ -203,9 +211,15 @@ pub fn parse_request(
     };
 
     let target = request.path.unwrap_or_default().as_bytes();
-    let (path, query) = match target.iter().position(|&b| b == b'?') {
-        Some(q) => (&target[..q], &target[q + 1..]),
-        None => (target, &target[target.len()..]),
+    let (path, query, key) = match &limits.private {
+        None => match target.iter().position(|&b| b == b'?') {
+            Some(q) => (&target[..q], &target[q + 1..], None),
+            None => (target, &target[target.len()..], None),
+        },
+        Some(places) => {
+            let located = places.locate(target);
+            (located.path, located.query, located.key.map(Passkey::digest))
+        }
     };
     let request = if path == limits.announce_path.as_bytes() {
         Request::Announce(parse_announce(query)?)
@@ -218,6 +232,7 @@ pub fn parse_request(
         request,
         keep_alive,
         forwarded_ip,
+        key,
         len,
     }))
 }

@@ -116,6 +116,26 @@ pub fn write_failure(out: &mut Vec<u8>, status: u16, reason: &str, keep_alive: b
     });
 }
 
+/// Writes a `200` failure that also tells the client when to come back
+/// (`interval`, `min interval`): clients that honour it (Transmission, rtorrent,
+/// libtorrent) back off instead of retrying at once, as a private tracker's refusals
+/// need.
+pub fn write_failure_with_interval(
+    out: &mut Vec<u8>,
+    reason: &str,
+    interval: u32,
+    min_interval: u32,
+    keep_alive: bool,
+) {
+    with_http_frame(out, 200, keep_alive, |body| {
+        body.push(b'd');
+        bencode::key_bytes(body, b"failure reason", reason.as_bytes());
+        bencode::key_int(body, b"interval", i64::from(interval));
+        bencode::key_int(body, b"min interval", i64::from(min_interval));
+        body.push(b'e');
+    });
+}
+
 /// Writes status line and headers around the body `write_body` appends.
 fn with_http_frame(
     out: &mut Vec<u8>,

@@ -14,6 +14,7 @@ const LIMITS: ParseLimits<'static> = ParseLimits {
     max_headers: 32,
     max_scrape_torrents: 64,
     proxy_header: None,
+    private: None,
 };
 
 fn event() -> impl Strategy<Value = AnnounceEvent> {

@@ -460,9 +460,19 @@ where
 }
 
 /// The access list reload every tracker has, logged under `name`.
-pub fn access_list_reload<C>(context: &Context<C>, name: &'static str) -> Reload {
+fn access_list_reload<C>(context: &Context<C>, name: &'static str) -> Reload {
     let access = context.access.clone();
     Arc::new(move || access.reload_and_log(name))
+}
+
+/// What SIGUSR1 reloads of every tracker's own lists: the access list, and in private
+/// mode the users and torrents files; logged under `name`.
+pub fn list_reloads<C>(context: &Context<C>, name: &'static str) -> Vec<Reload> {
+    let mut reloads = vec![access_list_reload(context, name)];
+    if let Some(registry) = context.private.clone() {
+        reloads.push(Arc::new(move || Some(registry.reload_and_log(name))) as Reload);
+    }
+    reloads
 }
 
 /// The peers and connections the trackers hold now: the work in hand the memory

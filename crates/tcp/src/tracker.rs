@@ -34,7 +34,7 @@ use shoal_common::{
 use shoal_process::Running;
 use shoal_swarm::{Clock, Restored, ServerTime};
 
-use shoal_process::{Listening, Prepared, Reload, RunningTracker, access_list_reload};
+use shoal_process::{Listening, Prepared, Reload, RunningTracker, list_reloads};
 use shoal_worker::{
     ClientKey, ConnectionsPerIp, Context, LocalSwarm, RateTable, ReadySocketWorker, Shard,
     Snapshot, Startup, Threads, Verdict, load_snapshot, reply_capacity, start_threads,
@@ -276,6 +276,7 @@ pub fn prepare<T: TcpTracker>(
     // their size as swarm worker 0.
     let context = Context::<T::Counters>::new(
         &config.access_list,
+        &config.private,
         clock,
         socket_workers,
         swarm_workers.max(1),
@@ -345,7 +346,7 @@ fn serve<T: TcpTracker>(
         reply_capacity: reply_capacity(config.swarm_worker_count(), settings.swarm_queue_len),
     };
     let supervisor = start_threads(threads, &mut startup)?;
-    let mut reloads = vec![access_list_reload(&context, T::NAME)];
+    let mut reloads = list_reloads(&context, T::NAME);
     if let Some(tls) = &tls {
         let tls = tls.clone();
         reloads.push(Arc::new(move || tls.reload_and_log()) as Reload);

@@ -29,6 +29,9 @@ shoal_common::counters! {
         bad_connection_ids,
         /// Requests refused by the access list.
         access_denied,
+        /// Requests refused by private mode (no or unknown passkey, a disabled
+        /// account, an unregistered torrent, a seeding-only account downloading).
+        private_refused,
         /// Requests dropped because their client was over per_ip.requests_per_second.
         per_ip_limited,
         /// Requests dropped because their client was banned.
@@ -94,7 +97,7 @@ pub fn summary(now: &StatsSample, before: &StatsSample, seconds: f64) -> String 
         ),
         delta.invalid_requests,
         delta.bad_connection_ids,
-        delta.access_denied,
+        delta.access_denied + delta.private_refused,
         delta.per_ip_limited,
         delta.banned,
         delta.bans,
@@ -138,6 +141,7 @@ impl Observe for SocketTotals {
             ("bad_request", self.invalid_requests),
             ("bad_connection_id", self.bad_connection_ids),
             ("access_list", self.access_denied),
+            ("private", self.private_refused),
             ("rate_limit", self.per_ip_limited),
             ("banned", self.banned),
             ("shed", self.shed),

@@ -10,7 +10,7 @@ use shoal_process::Running;
 use shoal_swarm::Clock;
 
 use shoal_common::Listen as _;
-use shoal_process::{Listening, Prepared, access_list_reload};
+use shoal_process::{Listening, Prepared, list_reloads};
 use shoal_sockets::bind_per_worker;
 use shoal_swarm::{ChangeLog, Restored, ServerTime};
 use shoal_worker::{
@@ -56,6 +56,7 @@ pub fn prepare(
     // their size as swarm worker 0.
     let context = Context::<SharedSocketCounters>::new(
         &config.access_list,
+        &config.private,
         clock,
         config.socket_worker_count(),
         config.swarm_worker_count().max(1),
@@ -117,7 +118,7 @@ fn serve(
         queue_sizes,
     };
     let supervisor = start_threads(threads, &mut startup)?;
-    let reloads = vec![access_list_reload(&context, "udp")];
+    let reloads = list_reloads(&context, "udp");
     let running = Running::new(addrs, supervisor, context.access.clone());
     Ok(RunningTracker::new(
         running,
@@ -171,6 +172,7 @@ impl Startup for UdpStartup {
         let config = &self.config;
         let queue_len = config.limits.swarm_queue_len;
         let access = &self.context.access;
+        let private = &self.context.private;
         // A socket worker that keeps the torrents sends its jobs to itself.
         let (senders, local) = match local {
             Some(swarm) => {
@@ -184,7 +186,14 @@ impl Startup for UdpStartup {
             }
             None => (swarms, None),
         };
-        let dispatcher = Dispatcher::new(index, config, self.ids.clone(), access.clone(), senders);
+        let dispatcher = Dispatcher::new(
+            index,
+            config,
+            self.ids.clone(),
+            access.clone(),
+            private.clone(),
+            senders,
+        );
         let (worker, route) = SocketWorker::new(SocketWorkerParts {
             index,
             sockets: self.sockets.next().unwrap_or_default(),

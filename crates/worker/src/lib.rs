@@ -72,7 +72,8 @@ pub use swarm_worker::{spawn_swarm_workers, swarm_channels};
 use std::sync::Arc;
 
 use anyhow::Context as _;
-use shoal_common::{AccessControl, AccessListConfig, Shutdown};
+use shoal_common::{AccessControl, AccessListConfig, PrivateConfig, Shutdown};
+use shoal_private::SharedRegistry;
 use shoal_common::{Counters, WorkerStats};
 use shoal_swarm::Clock;
 
@@ -83,6 +84,8 @@ pub struct Context<C> {
     pub clock: Arc<Clock>,
     /// The access list.
     pub access: Arc<AccessControl>,
+    /// Private mode's users and torrents; `None` for a public tracker.
+    pub private: Option<Arc<SharedRegistry>>,
     /// Statistics: counters per socket worker, gauges per swarm worker.
     pub stats: Arc<WorkerStats<C>>,
     /// The shutdown flag.
@@ -94,6 +97,7 @@ impl<C> Clone for Context<C> {
         Self {
             clock: self.clock.clone(),
             access: self.access.clone(),
+            private: self.private.clone(),
             stats: self.stats.clone(),
             shutdown: self.shutdown.clone(),
         }
@@ -101,10 +105,11 @@ impl<C> Clone for Context<C> {
 }
 
 impl<C: Counters> Context<C> {
-    /// A tracker's shared state: its access list loaded, statistics for its workers, a
-    /// fresh shutdown flag.
+    /// A tracker's shared state: its access list and (in private mode) its users and
+    /// torrents loaded, statistics for its workers, a fresh shutdown flag.
     pub fn new(
         access_list: &AccessListConfig,
+        private: &PrivateConfig,
         clock: Arc<Clock>,
         socket_workers: usize,
         swarm_gauges: usize,
@@ -113,9 +118,19 @@ impl<C: Counters> Context<C> {
             "cannot load the access list (access_list.path: a readable file of hex info \
                  hashes, one per line; or access_list.mode = \"off\")",
         )?;
+        let private = if private.enabled {
+            let registry = SharedRegistry::load(&private.users_path, &private.torrents_path)
+                .context("cannot load private mode's users and torrents (private.users_path, private.torrents_path)")?;
+            let (users, torrents) = registry.current().counts();
+            log::info!("private mode: {users} users, {torrents} torrents registered");
+            Some(Arc::new(registry))
+        } else {
+            None
+        };
         Ok(Self {
             clock,
             access: Arc::new(access),
+            private,
             stats: WorkerStats::new(socket_workers, swarm_gauges),
             shutdown: Shutdown::new(),
         })

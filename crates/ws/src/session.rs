@@ -22,6 +22,7 @@ use std::time::{Duration, Instant};
 
 use hashbrown::HashMap;
 use shoal_common::left_out;
+use shoal_private::{KeyDigest, Refusal as PrivateRefusal};
 use shoal_swarm::ServerTime;
 use shoal_worker::{ScrapeSplit, Verdict, shard_for};
 use shoal_ws_protocol::frames::FrameScanner;
@@ -90,6 +91,20 @@ pub(crate) trait Host {
     fn check_rate(&self, ip: IpAddr) -> Verdict;
     /// Whether the access list allows `info_hash`.
     fn allows(&self, info_hash: &[u8; 20]) -> bool;
+    /// Private mode's decision on an announce of `info_hash` with passkey `key`,
+    /// downloading when `leeching`; always `Ok` on a public tracker.
+    fn private_announce(
+        &self,
+        key: Option<KeyDigest>,
+        info_hash: &[u8; 20],
+        leeching: bool,
+    ) -> Result<(), PrivateRefusal>;
+    /// Private mode's decision on a scrape of `info_hashes`.
+    fn private_scrape(
+        &self,
+        key: Option<KeyDigest>,
+        info_hashes: &[Id20],
+    ) -> Result<(), PrivateRefusal>;
     /// The worker's counters.
     fn counters(&self) -> RefMut<'_, SocketCounters>;
     /// Records how long a request took from its read to its reply.
@@ -208,6 +223,8 @@ struct PendingScrape {
 pub(crate) struct Session<'a, H: Host> {
     host: &'a H,
     peer: SocketAddr,
+    /// In private mode, the digest of the passkey the connection was opened with.
+    key: Option<KeyDigest>,
     websocket: WebSocketContext,
     /// Where the client's byte stream stands between frames, to know when the read
     /// buffer tungstenite grew for a large message can go ([`Session::shrink_read_buffer`]).
@@ -271,6 +288,7 @@ impl<'a, H: Host> Session<'a, H> {
         Self {
             host,
             peer,
+            key: None,
             websocket: WebSocketContext::from_partially_read(
                 leftover,
                 Role::Server,
@@ -303,6 +321,13 @@ impl<'a, H: Host> Session<'a, H> {
             awaiting_scrapes: VecDeque::new(),
             ipv6: u64::from(peer.ip().to_canonical().is_ipv6()),
         }
+    }
+
+    /// The session of a private tracker's connection opened with passkey `key`: its
+    /// announces and scrapes are checked against the registry.
+    pub(crate) fn with_key(mut self, key: Option<KeyDigest>) -> Self {
+        self.key = key;
+        self
     }
 
     /// Serves the frames that arrived with the opening request. A browser announces
@@ -654,6 +679,11 @@ impl<'a, H: Host> Session<'a, H> {
             self.host.counters().access_denied += 1;
             return self.refuse(Action::Announce, Some(info_hash), NOT_ALLOWED);
         }
+        let leeching = announce.left != Some(0);
+        if let Err(refusal) = self.host.private_announce(self.key, &info_hash.0, leeching) {
+            self.host.counters().private_refused += 1;
+            return self.refuse(Action::Announce, Some(info_hash), refusal.reason());
+        }
         // Session descriptions are relayed untouched: only sizes a browser sends, and
         // JSON objects, are.
         let max_description = self.host.config().limits.max_description_size;
@@ -753,6 +783,10 @@ impl<'a, H: Host> Session<'a, H> {
         if !hashes.iter().all(|hash| self.host.allows(&hash.0)) {
             self.host.counters().access_denied += 1;
             return self.refuse(Action::Scrape, None, NOT_ALLOWED);
+        }
+        if let Err(refusal) = self.host.private_scrape(self.key, &hashes) {
+            self.host.counters().private_refused += 1;
+            return self.refuse(Action::Scrape, None, refusal.reason());
         }
         let workers = self.host.swarm_workers();
         let mut split = ScrapeSplit::default();

@@ -76,6 +76,10 @@ shoal_common::counters! {
         oversized_messages,
         /// Requests refused by the access list.
         access_denied,
+        /// Connections and requests refused by private mode (no or unknown passkey,
+        /// a disabled account, an unregistered torrent, a seeding-only account
+        /// downloading).
+        private_refused,
         /// Requests refused by limits.max_requests_per_second.
         rate_limited,
         /// Announces refused by limits.max_torrents_per_connection.
@@ -116,7 +120,7 @@ pub fn summary(now: &StatsSample, before: &StatsSample, seconds: f64) -> String 
         d.peer_ids_taken,
         d.bad_messages,
         d.oversized_messages,
-        d.access_denied,
+        d.access_denied + d.private_refused,
         d.rate_limited,
         d.too_many_torrents,
         d.offers_over_budget,
@@ -177,6 +181,7 @@ impl Observe for SocketTotals {
             ("oversized", self.oversized_messages),
             ("bad_handshake", self.bad_handshakes),
             ("access_list", self.access_denied),
+            ("private", self.private_refused),
             ("connection_rate_limit", self.rate_limited),
             ("too_many_torrents", self.too_many_torrents),
             ("peer_id_taken", self.peer_ids_taken),

@@ -11,6 +11,7 @@ use std::net::IpAddr;
 
 pub use shoal_http_protocol::request::ProxyHeader;
 use shoal_http_protocol::request::forwarded_address;
+use shoal_private::{KeyDigest, KeyPlaces, Passkey};
 
 /// Most headers in an opening request.
 pub const MAX_HEADERS: usize = 32;
@@ -25,6 +26,9 @@ pub struct OpeningLimits<'a> {
     /// The header a trusted reverse proxy puts the client's address in, when the
     /// connection comes from one: an upgrade without a valid one is refused.
     pub proxy_header: Option<ProxyHeader<'a>>,
+    /// Private mode: where the upgrade's target carries the passkey (`/KEY`,
+    /// `/KEY/announce`, `/announce/KEY`, `?passkey=KEY`).
+    pub private: Option<KeyPlaces<'a>>,
 }
 
 /// A complete opening request, answered.
@@ -38,6 +42,8 @@ pub struct Opened {
     pub kind: OpenedKind,
     /// The client's address from the proxy header, when `proxy_header` was given.
     pub forwarded_ip: Option<IpAddr>,
+    /// In private mode, the digest of the passkey the upgrade's target carried.
+    pub key: Option<KeyDigest>,
 }
 
 /// What an opening request asked for.
@@ -84,11 +90,16 @@ pub fn parse_opening(buffer: &[u8], limits: &OpeningLimits<'_>) -> Result<Option
     match request.parse(buffer) {
         Ok(httparse::Status::Complete(len)) => {
             let (response, kind, forwarded_ip) = answer(&request, limits)?;
+            let key = limits.private.as_ref().and_then(|places| {
+                let target = request.path.unwrap_or("/").as_bytes();
+                places.locate(target).key.map(Passkey::digest)
+            });
             Ok(Some(Opened {
                 len,
                 response,
                 kind,
                 forwarded_ip,
+                key,
             }))
         }
         Ok(httparse::Status::Partial) if buffer.len() >= limits.max_size => {
@@ -199,6 +210,7 @@ mod tests {
         max_size: 1024,
         health_check_path: "/health",
         proxy_header: None,
+        private: None,
     };
 
     const UPGRADE: &str = "GET /announce HTTP/1.1\r\nHost: t\r\nUpgrade: websocket\r\n\
@@ -275,5 +287,29 @@ mod tests {
             .unwrap();
         assert_eq!(opened.kind, OpenedKind::Health);
         assert!(opened.response.starts_with(b"HTTP/1.1 200 OK"));
+    }
+
+    #[test]
+    fn in_private_mode_the_upgrade_carries_the_key_digest() {
+        const KEY: &str = "6f0d1b2c3d4e5f60718293a4b5c6d7e8";
+        let private = OpeningLimits {
+            private: Some(KeyPlaces {
+                paths: &["/announce"],
+                parameter: "passkey",
+                bare: true,
+            }),
+            ..LIMITS
+        };
+        let digest = Passkey::new(KEY.as_bytes()).map(Passkey::digest);
+        for target in [format!("/{KEY}"), format!("/{KEY}/announce"), format!("/announce?passkey={KEY}")] {
+            let request = UPGRADE.replacen("/announce", &target, 1);
+            let opened = parse_opening(request.as_bytes(), &private).unwrap().unwrap();
+            assert_eq!(opened.key, digest, "{target}");
+        }
+        let opened = parse_opening(UPGRADE.as_bytes(), &private).unwrap().unwrap();
+        assert_eq!(opened.key, None);
+        // Public mode looks for no key.
+        let request = UPGRADE.replacen("/announce", &format!("/{KEY}"), 1);
+        assert_eq!(parse_opening(request.as_bytes(), &LIMITS).unwrap().unwrap().key, None);
     }
 }

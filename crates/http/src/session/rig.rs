@@ -6,6 +6,7 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::{Duration, Instant};
 
 use shoal_http_protocol::InfoHash;
+use shoal_private::{KeyDigest, Refusal, Registry};
 use shoal_swarm::ServerTime;
 use shoal_worker::Verdict;
 
@@ -25,6 +26,8 @@ pub(crate) struct TestHost {
     pub(crate) cache: RefCell<FullScrapeCache>,
     pub(crate) time: Cell<ServerTime>,
     pub(crate) latencies: RefCell<Vec<Duration>>,
+    /// Private mode's registry, when a test turns it on.
+    pub(crate) private: Option<Registry>,
 }
 
 impl TestHost {
@@ -38,6 +41,7 @@ impl TestHost {
             cache: RefCell::default(),
             time: Cell::new(ServerTime(100)),
             latencies: RefCell::default(),
+            private: None,
         }
     }
 }
@@ -57,6 +61,29 @@ impl Host for TestHost {
 
     fn allows_all(&self, info_hashes: &[InfoHash]) -> bool {
         info_hashes.iter().all(|hash| self.allows(hash))
+    }
+
+    fn private_announce(
+        &self,
+        key: Option<KeyDigest>,
+        info_hash: &InfoHash,
+        leeching: bool,
+    ) -> Result<(), Refusal> {
+        match &self.private {
+            Some(registry) => registry.announce(key, info_hash, leeching).map(drop),
+            None => Ok(()),
+        }
+    }
+
+    fn private_scrape(
+        &self,
+        key: Option<KeyDigest>,
+        info_hashes: &[InfoHash],
+    ) -> Result<(), Refusal> {
+        match &self.private {
+            Some(registry) => registry.scrape(key, info_hashes).map(drop),
+            None => Ok(()),
+        }
     }
 
     fn count(&self, count: impl FnOnce(&mut SocketCounters)) {

@@ -509,3 +509,60 @@ fn an_answer_for_a_session_that_asked_nothing_is_ignored() {
     session.announced(call, Ok(AnnounceAnswer::Refused("y")), &host, start);
     assert_eq!(session.output().0, before);
 }
+
+#[test]
+fn private_mode_takes_the_key_from_the_path_or_query_and_refuses_with_an_interval() {
+    const KEY: &str = "6f0d1b2c3d4e5f60718293a4b5c6d7e8";
+    let mut config = Config::default();
+    config.private.enabled = true;
+    let mut host = TestHost::new(config, 1);
+    host.private = Some(
+        shoal_private::Registry::parse(
+            &format!("17 {KEY}\n"),
+            &format!("{} 1001\n{} 1002\n", "01".repeat(20), "02".repeat(20)),
+        )
+        .unwrap(),
+    );
+    let keyed = |target: &str| -> Vec<u8> {
+        let plain = text(&announce(1, "", ""));
+        plain.replacen("GET /announce?", target, 1).into_bytes()
+    };
+    // Served: the key before or after the path, or as the parameter.
+    for target in [
+        format!("GET /{KEY}/announce?"),
+        format!("GET /announce/{KEY}?"),
+        format!("GET /announce?passkey={KEY}&"),
+    ] {
+        let transcript = run(&host, &[&keyed(&target)], &mut compact_peer(), AtEnd::Wait);
+        assert_eq!(transcript.announces.len(), 1, "{target}");
+    }
+    // Refused with the reason and when to come back, no swarm asked.
+    for (target, refusal) in [
+        ("GET /announce?".to_owned(), shoal_private::Refusal::MissingKey),
+        ("GET /0000/announce?".to_owned(), shoal_private::Refusal::UnknownKey),
+    ] {
+        let transcript = run(&host, &[&keyed(&target)], &mut compact_peer(), AtEnd::Wait);
+        assert!(transcript.announces.is_empty(), "{target}");
+        let reply = text(&transcript.writes[0]);
+        let body = format!(
+            "d14:failure reason{}:{}8:intervali1800e12:min intervali900ee",
+            refusal.reason().len(),
+            refusal.reason()
+        );
+        assert!(reply.starts_with("HTTP/1.1 200") && reply.ends_with(&body), "{reply}");
+    }
+    // An unregistered torrent, and a scrape naming one.
+    let unregistered = text(&announce(9, "", "")).replacen("/announce?", &format!("/{KEY}/announce?"), 1);
+    let transcript = run(&host, &[unregistered.as_bytes()], &mut compact_peer(), AtEnd::Wait);
+    assert!(text(&transcript.writes[0]).contains(shoal_private::Refusal::Unregistered.reason()));
+    let scrape_one = |bytes: &[u8], key: &str| {
+        text(&scrape(bytes)).replacen("GET /scrape?", &format!("GET /scrape?passkey={key}&"), 1)
+    };
+    let transcript = run(&host, &[scrape_one(&[1, 9], KEY).as_bytes()], &mut compact_peer(), AtEnd::Wait);
+    assert!(transcript.scrapes.is_empty());
+    let transcript = run(&host, &[scrape_one(&[1, 2], KEY).as_bytes()], &mut compact_peer(), AtEnd::Wait);
+    assert_eq!(transcript.scrapes.len(), 1);
+    let transcript = run(&host, &[scrape_one(&[1], "nobody").as_bytes()], &mut compact_peer(), AtEnd::Wait);
+    assert!(transcript.scrapes.is_empty());
+    assert_eq!(host.counters.borrow().private_refused, 5);
+}

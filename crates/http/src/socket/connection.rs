@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use futures_lite::{AsyncRead, AsyncReadExt as _, AsyncWrite, AsyncWriteExt as _};
 use shoal_http_protocol::InfoHash;
+use shoal_private::{KeyDigest, Refusal};
 use shoal_swarm::ServerTime;
 use shoal_tcp::{Place, within, write_all_before};
 use shoal_worker::Verdict;
@@ -112,6 +113,32 @@ impl Host for Worker {
         }
         let access = self.context.access.view();
         info_hashes.iter().all(|hash| access.allows(hash))
+    }
+
+    fn private_announce(
+        &self,
+        key: Option<KeyDigest>,
+        info_hash: &InfoHash,
+        leeching: bool,
+    ) -> Result<(), Refusal> {
+        match &self.context.private {
+            Some(registry) => registry
+                .current()
+                .announce(key, info_hash, leeching)
+                .map(drop),
+            None => Ok(()),
+        }
+    }
+
+    fn private_scrape(
+        &self,
+        key: Option<KeyDigest>,
+        info_hashes: &[InfoHash],
+    ) -> Result<(), Refusal> {
+        match &self.context.private {
+            Some(registry) => registry.current().scrape(key, info_hashes).map(drop),
+            None => Ok(()),
+        }
     }
 
     fn count(&self, count: impl FnOnce(&mut SocketCounters)) {

@@ -8,6 +8,7 @@ const LIMITS: ParseLimits<'static> = ParseLimits {
     max_headers: 16,
     max_scrape_torrents: 3,
     proxy_header: None,
+    private: None,
 };
 
 fn announce_query(hash: &[u8; 20]) -> String {

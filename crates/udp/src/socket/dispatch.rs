@@ -15,6 +15,7 @@ use std::time::Instant;
 
 use crossbeam_channel::Sender;
 use shoal_common::{AccessControl, Traffic};
+use shoal_private::{KeyPlaces, Passkey, SharedRegistry};
 use shoal_swarm::{AnnounceEvent, PeerAddress, PeerLimits, ServerTime};
 use shoal_udp_protocol::response::{write_connect, write_error};
 use shoal_udp_protocol::{AnnounceRequest, Request, ScrapeRequest, TransactionId};
@@ -34,12 +35,28 @@ const POOL_SIZE: usize = 64;
 /// Error reply text for a refused info hash.
 pub(crate) const NOT_ALLOWED: &str = "info hash not allowed";
 
+/// Error reply to a scrape on a private tracker: a UDP scrape has no room for a key
+/// (BEP 41 options follow announces only), so it could reveal any torrent's counts.
+pub(crate) const PRIVATE_SCRAPE: &str = "scrape needs a passkey: scrape over HTTP";
+
+/// Private mode's part of a dispatcher.
+#[derive(Debug)]
+struct PrivateGate {
+    registry: Arc<SharedRegistry>,
+    /// The query parameter that may carry the key.
+    parameter: String,
+    /// Scratch: the announce's URL data, joined when a client split it.
+    url: Vec<u8>,
+}
+
 /// Per-datagram logic of one socket worker.
 #[derive(Debug)]
 pub(crate) struct Dispatcher {
     socket_worker: usize,
     pub(crate) ids: ConnectionIds,
     access: Arc<AccessControl>,
+    /// Private mode; `None` for a public tracker.
+    private: Option<PrivateGate>,
     peer_limits: PeerLimits,
     max_scrape_torrents: usize,
     outboxes: Outboxes<Job>,
@@ -65,12 +82,18 @@ impl Dispatcher {
         config: &Config,
         ids: ConnectionIds,
         access: Arc<AccessControl>,
+        private: Option<Arc<SharedRegistry>>,
         swarms: Vec<Sender<Job>>,
     ) -> Self {
         Self {
             socket_worker,
             ids,
             access,
+            private: private.map(|registry| PrivateGate {
+                registry,
+                parameter: config.private.key_parameter.clone(),
+                url: Vec::new(),
+            }),
             peer_limits: PeerLimits {
                 default: config.protocol.default_peers,
                 max: config.protocol.max_peers,
@@ -188,6 +211,29 @@ impl Dispatcher {
             error_reply(out, client, request.transaction_id, NOT_ALLOWED);
             return;
         }
+        if let Some(gate) = &mut self.private {
+            // The key travels in the BEP 41 URL data: the announce URL's path and
+            // query, split over options when longer than one.
+            gate.url.clear();
+            for piece in request.options.url_data() {
+                gate.url.extend_from_slice(piece);
+            }
+            let places = KeyPlaces {
+                paths: &["/announce"],
+                parameter: &gate.parameter,
+                bare: true,
+            };
+            let key = places.locate(&gate.url).key.map(Passkey::digest);
+            if let Err(refusal) = gate
+                .registry
+                .current()
+                .announce(key, &info_hash, request.left > 0)
+            {
+                self.counters.private_refused += 1;
+                error_reply(out, client, request.transaction_id, refusal.reason());
+                return;
+            }
+        }
         let work = AnnounceWork {
             info_hash,
             peer: PeerAddress::new(client.ip(), request.port),
@@ -220,6 +266,11 @@ impl Dispatcher {
                 self.max_scrape_torrents
             );
             error_reply(out, client, request.transaction_id, &message);
+            return;
+        }
+        if self.private.is_some() {
+            self.counters.private_refused += 1;
+            error_reply(out, client, request.transaction_id, PRIVATE_SCRAPE);
             return;
         }
         if self.access.mode() != shoal_common::AccessListMode::Off {

@@ -6,7 +6,9 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
+use shoal_private::{KeyDigest, Refusal as PrivateRefusal, Registry};
 use shoal_swarm::ServerTime;
+use shoal_ws_protocol::Id20;
 use shoal_worker::Verdict;
 
 use super::{Host, Next, Session};
@@ -30,6 +32,8 @@ pub(crate) struct TestHost {
     pub(crate) router: RefCell<Router>,
     pub(crate) unregistered: RefCell<Vec<ConnectionRef>>,
     pub(crate) logged: Cell<u32>,
+    /// Private mode's registry, when a test turns it on.
+    pub(crate) private: Option<Registry>,
 }
 
 impl TestHost {
@@ -53,6 +57,7 @@ impl TestHost {
             router: RefCell::new(router),
             unregistered: RefCell::default(),
             logged: Cell::new(0),
+            private: None,
             config,
         }
     }
@@ -84,6 +89,31 @@ impl Host for TestHost {
 
     fn allows(&self, info_hash: &[u8; 20]) -> bool {
         !self.denied.borrow().contains(info_hash)
+    }
+
+    fn private_announce(
+        &self,
+        key: Option<KeyDigest>,
+        info_hash: &[u8; 20],
+        leeching: bool,
+    ) -> Result<(), PrivateRefusal> {
+        match &self.private {
+            Some(registry) => registry.announce(key, info_hash, leeching).map(drop),
+            None => Ok(()),
+        }
+    }
+
+    fn private_scrape(
+        &self,
+        key: Option<KeyDigest>,
+        info_hashes: &[Id20],
+    ) -> Result<(), PrivateRefusal> {
+        match &self.private {
+            Some(registry) => registry
+                .scrape(key, info_hashes.iter().map(|hash| &hash.0))
+                .map(drop),
+            None => Ok(()),
+        }
     }
 
     fn counters(&self) -> RefMut<'_, SocketCounters> {

@@ -11,9 +11,11 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use futures_lite::{AsyncRead, AsyncReadExt as _, AsyncWrite, AsyncWriteExt as _};
+use shoal_private::{KeyDigest, Refusal as PrivateRefusal};
 use shoal_swarm::ServerTime;
 use shoal_tcp::{Place, within, write_all_before as write_all};
 use shoal_worker::Verdict;
+use shoal_ws_protocol::Id20;
 use shoal_ws_protocol::opening::Refusal;
 
 use super::Worker;
@@ -54,6 +56,7 @@ pub(crate) async fn serve<'w, S: AsyncRead + AsyncWrite + Unpin>(
         leftover,
         client,
         slot: _slot,
+        key,
     } = opening
     {
         local.counters.borrow_mut().upgraded += 1;
@@ -61,7 +64,8 @@ pub(crate) async fn serve<'w, S: AsyncRead + AsyncWrite + Unpin>(
             messages: local.config.limits.max_outgoing_messages,
             bytes: local.config.limits.max_outgoing_bytes,
         });
-        let mut session = Session::new(local, client, connection, queue, leftover, Instant::now());
+        let mut session = Session::new(local, client, connection, queue, leftover, Instant::now())
+            .with_key(key);
         drive(&mut session, &mut stream, &mut place).await;
         session.leave();
     }
@@ -144,6 +148,35 @@ impl Host for Worker {
 
     fn allows(&self, info_hash: &[u8; 20]) -> bool {
         self.context.access.allows(info_hash)
+    }
+
+    fn private_announce(
+        &self,
+        key: Option<KeyDigest>,
+        info_hash: &[u8; 20],
+        leeching: bool,
+    ) -> Result<(), PrivateRefusal> {
+        match &self.context.private {
+            Some(registry) => registry
+                .current()
+                .announce(key, info_hash, leeching)
+                .map(drop),
+            None => Ok(()),
+        }
+    }
+
+    fn private_scrape(
+        &self,
+        key: Option<KeyDigest>,
+        info_hashes: &[Id20],
+    ) -> Result<(), PrivateRefusal> {
+        match &self.context.private {
+            Some(registry) => registry
+                .current()
+                .scrape(key, info_hashes.iter().map(|hash| &hash.0))
+                .map(drop),
+            None => Ok(()),
+        }
     }
 
     fn counters(&self) -> RefMut<'_, SocketCounters> {

@@ -6,6 +6,7 @@ use std::time::Instant;
 
 use futures_lite::{AsyncRead, AsyncReadExt as _, AsyncWrite};
 use shoal_common::{HeaderPosition, ReverseProxy as _};
+use shoal_private::{KeyDigest, KeyPlaces};
 use shoal_tcp::{HeadScan, before, write_all_before as write_all};
 use shoal_worker::{ConnectionSlot, OverLimit, Verdict};
 use shoal_ws_protocol::opening::{OpenedKind, OpeningLimits, ProxyHeader, Refusal, parse_opening};
@@ -25,6 +26,9 @@ pub(crate) enum Opening {
         /// connection is open, when it came through a proxy (a direct client's is
         /// taken at accept).
         slot: Option<ConnectionSlot>,
+        /// In private mode, the digest of the passkey the connection was opened
+        /// with (its user was registered and enabled then).
+        key: Option<KeyDigest>,
     },
     /// Answered over plain HTTP (health check or refusal); close the connection.
     Answered,
@@ -49,6 +53,11 @@ pub(crate) async fn open<S: AsyncRead + AsyncWrite + Unpin>(
                 name: &config.network.reverse_proxy_ip_header,
                 use_last: config.network.reverse_proxy_ip_header_position == HeaderPosition::Last,
             }),
+        private: config.private.enabled.then_some(KeyPlaces {
+            paths: &["/announce"],
+            parameter: &config.private.key_parameter,
+            bare: true,
+        }),
     };
     let mut buffer = vec![0u8; limits.max_size];
     let mut filled = 0;
@@ -72,6 +81,17 @@ pub(crate) async fn open<S: AsyncRead + AsyncWrite + Unpin>(
                         }
                     }
                 }
+                // Private mode: only a registered, enabled user's key opens a
+                // connection; each announce on it is checked again.
+                if opened.kind == OpenedKind::Upgrade
+                    && let Some(registry) = &local.context.private
+                    && let Err(refusal) = registry.current().user(opened.key)
+                {
+                    local.counters.borrow_mut().private_refused += 1;
+                    let refusal = Refusal::new(403, refusal.reason());
+                    let _ = write_all(stream, &refusal.response(), deadline).await;
+                    return Opening::Answered;
+                }
                 if !write_all(stream, &opened.response, deadline).await {
                     return Opening::Answered;
                 }
@@ -83,6 +103,7 @@ pub(crate) async fn open<S: AsyncRead + AsyncWrite + Unpin>(
                             peer.port(),
                         ),
                         slot,
+                        key: opened.key,
                     },
                     OpenedKind::Health => {
                         let mut counters = local.counters.borrow_mut();

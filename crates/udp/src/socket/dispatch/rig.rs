@@ -30,11 +30,22 @@ pub(crate) fn rig_with(
     access: AccessControl,
     config: Config,
 ) -> Rig {
+    rig_private(swarm_workers, queue_len, access, config, None)
+}
+
+/// [`rig_with`] in private mode when `private` is given.
+pub(crate) fn rig_private(
+    swarm_workers: usize,
+    queue_len: usize,
+    access: AccessControl,
+    config: Config,
+    private: Option<Arc<shoal_private::SharedRegistry>>,
+) -> Rig {
     let (senders, queues): (Vec<_>, Vec<_>) = (0..swarm_workers)
         .map(|_| crossbeam_channel::bounded(queue_len))
         .unzip();
     let ids = ConnectionIds::with_keys((7, 8), config.protocol.connection_id_lifetime);
-    let dispatcher = Dispatcher::new(0, &config, ids, Arc::new(access), senders);
+    let dispatcher = Dispatcher::new(0, &config, ids, Arc::new(access), private, senders);
     let shards = (0..swarm_workers)
         .map(|i| {
             UdpShard::new(

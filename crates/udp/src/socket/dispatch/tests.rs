@@ -288,3 +288,90 @@ fn the_fuzz_seeds_run_clean() {
         super::rig::fuzz(data);
     }
 }
+
+/// An announce carrying `url` as BEP 41 URL data (split over options when long).
+fn keyed_announce(connection_id: ConnectionId, info_hash: [u8; 20], left: u64, url: &str) -> Vec<u8> {
+    let mut options = Vec::new();
+    AnnounceOptions::write_url_data(url.as_bytes(), &mut options);
+    let request = AnnounceRequest {
+        connection_id,
+        transaction_id: TransactionId(9),
+        info_hash: InfoHash(info_hash),
+        peer_id: PeerId([1; 20]),
+        downloaded: 0,
+        left,
+        uploaded: 0,
+        event: shoal_udp_protocol::AnnounceEvent::Started,
+        ip_address: 0,
+        key: 0,
+        peers_wanted: -1,
+        port: 6881,
+        options: AnnounceOptions(&options),
+    };
+    let mut packet = Vec::new();
+    Request::Announce(request).write(&mut packet);
+    packet
+}
+
+#[test]
+fn private_mode_serves_registered_users_and_torrents_only() {
+    const KEY: &str = "6f0d1b2c3d4e5f60718293a4b5c6d7e8";
+    const SEEDER_ONLY: &str = "a1b2c3d4e5f60718293a4b5c6d7e8f90";
+    let registry = shoal_private::Registry::parse(
+        &format!("17 {KEY}\n18 {SEEDER_ONLY} noleech\n"),
+        &format!("{} 1001\n", "05".repeat(20)),
+    )
+    .unwrap();
+    let mut rig = super::rig::rig_private(
+        1,
+        16,
+        AccessControl::with_list(AccessListMode::Off, AccessList::default()),
+        Config::default(),
+        Some(Arc::new(shoal_private::SharedRegistry::fixed(registry))),
+    );
+    let id = rig.connect(client(1));
+    let refused = |rig: &mut super::rig::Rig, packet: &[u8]| -> String {
+        let replies = rig.exchange(packet, client(1));
+        match &replies[..] {
+            [(_, Response::Error(error))] => error.message.to_string(),
+            other => panic!("not refused: {other:?}"),
+        }
+    };
+    // The key in each place a site puts it, and a URL split over several options.
+    for url in [
+        format!("/{KEY}/announce"),
+        format!("/announce/{KEY}"),
+        format!("/announce?passkey={KEY}"),
+        format!("/{KEY}"),
+        format!("/announce?{}&passkey={KEY}", "x=1&".repeat(80)),
+    ] {
+        let replies = rig.exchange(&keyed_announce(id, [5; 20], 1, &url), client(1));
+        assert!(
+            matches!(&replies[..], [(_, Response::Announce(_))]),
+            "{url}: {replies:?}"
+        );
+    }
+    let no_key = keyed_announce(id, [5; 20], 1, "/announce");
+    assert_eq!(refused(&mut rig, &no_key), shoal_private::Refusal::MissingKey.reason());
+    let unknown = keyed_announce(id, [5; 20], 1, "/0000000000/announce");
+    assert_eq!(refused(&mut rig, &unknown), shoal_private::Refusal::UnknownKey.reason());
+    let unregistered = keyed_announce(id, [6; 20], 1, &format!("/{KEY}/announce"));
+    assert_eq!(
+        refused(&mut rig, &unregistered),
+        shoal_private::Refusal::Unregistered.reason()
+    );
+    let leeching = keyed_announce(id, [5; 20], 1, &format!("/{SEEDER_ONLY}/announce"));
+    assert_eq!(refused(&mut rig, &leeching), shoal_private::Refusal::CannotLeech.reason());
+    let seeding = keyed_announce(id, [5; 20], 0, &format!("/{SEEDER_ONLY}/announce"));
+    assert!(matches!(&rig.exchange(&seeding, client(1))[..], [(_, Response::Announce(_))]));
+    // A scrape has no room for a key.
+    assert_eq!(refused(&mut rig, &scrape_packet(id, &[[5; 20]])), PRIVATE_SCRAPE);
+    assert_eq!(rig.dispatcher.counters.private_refused, 5);
+    // Refusals touched no swarm: one torrent, the seeder only (the leecher's announces
+    // and the seeder's share a peer id and address: one peer).
+    let replies = rig.exchange(&keyed_announce(id, [5; 20], 0, &format!("/{KEY}")), client(1));
+    let [(_, Response::Announce(announce))] = &replies[..] else {
+        panic!("{replies:?}")
+    };
+    assert_eq!((announce.seeders, announce.leechers), (1, 0));
+}

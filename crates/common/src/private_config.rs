@@ -1,0 +1,107 @@
+//! The `[private]` section: private mode's settings. What it does lives in the
+//! `shoal_private` crate; the section is here, beside the access list's, because every
+//! tracker's config has it.
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+use shoal_toml_config::TomlConfig;
+
+use crate::config::Problems;
+
+/// Private mode settings.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, TomlConfig)]
+#[serde(default, deny_unknown_fields)]
+pub struct PrivateConfig {
+    /// Serve only announces and scrapes that carry a registered user's passkey, and
+    /// only registered torrents (documents/private.md). Refusals touch no state.
+    /// Off: a public tracker, whose torrents the access list decides.
+    pub enabled: bool,
+    /// File of users, one per line: `<user id> <passkey> [noleech] [disabled]
+    /// [peers=N]`. Read at start and again on SIGUSR1.
+    pub users_path: PathBuf,
+    /// File of torrents, one info hash per line: `<info hash> <torrent id>
+    /// [up=PERCENT] [down=PERCENT]` (the two hashes of a hybrid torrent share its id).
+    /// Read at start and again on SIGUSR1.
+    pub torrents_path: PathBuf,
+    /// The query parameter that may carry the passkey (`/announce?passkey=KEY`),
+    /// besides the paths `/KEY/announce` and `/announce/KEY`.
+    pub key_parameter: String,
+}
+
+impl Default for PrivateConfig {
+    fn default() -> Self {
+        Self {
+            enabled: false,
+            users_path: PathBuf::new(),
+            torrents_path: PathBuf::new(),
+            key_parameter: "passkey".into(),
+        }
+    }
+}
+
+impl PrivateConfig {
+    /// Records configuration problems; `access_list_on` says whether the tracker's
+    /// access list is on too.
+    pub fn validate(&self, problems: &mut Problems, access_list_on: bool) {
+        let parameter_ok = !self.key_parameter.is_empty()
+            && self.key_parameter.len() <= 64
+            && self
+                .key_parameter
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+        problems.check(
+            parameter_ok,
+            "key_parameter",
+            "must be 1 to 64 characters of A-Z, a-z, 0-9, _ and -",
+        );
+        if !self.enabled {
+            return;
+        }
+        for (key, path) in [
+            ("users_path", &self.users_path),
+            ("torrents_path", &self.torrents_path),
+        ] {
+            if path.as_os_str().is_empty() {
+                problems.add(key, "must name a file when enabled = true");
+            } else if let Some(problem) = crate::files::unreadable(path) {
+                problems.add(key, problem);
+            }
+        }
+        problems.check(
+            !access_list_on,
+            "enabled",
+            "private mode serves the registered torrents only: turn the access list off \
+             (access_list.mode = \"off\"), the torrents file is the allow list",
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn problems(config: &PrivateConfig, access_list_on: bool) -> String {
+        let mut problems = Problems::default();
+        config.validate(&mut problems, access_list_on);
+        problems.to_string()
+    }
+
+    #[test]
+    fn off_by_default_and_checked_when_on() {
+        assert_eq!(problems(&PrivateConfig::default(), true), "0 invalid values:");
+        let on = PrivateConfig {
+            enabled: true,
+            ..PrivateConfig::default()
+        };
+        let found = problems(&on, true);
+        assert!(found.contains("users_path: must name a file"), "{found}");
+        assert!(found.contains("torrents_path: must name a file"), "{found}");
+        assert!(found.contains("turn the access list off"), "{found}");
+        let bad = PrivateConfig {
+            key_parameter: "pass key".into(),
+            ..PrivateConfig::default()
+        };
+        assert!(problems(&bad, false).contains("key_parameter: must be"));
+    }
+}

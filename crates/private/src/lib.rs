@@ -1,0 +1,17 @@
+//! Private trackers: every announce and scrape carries a user's passkey, and only the
+//! torrents a site registered are served.
+//!
+//! * `key`: where a request carries its key (`/<key>/announce`, `/announce/<key>`,
+//!   `?passkey=`), and [`KeyDigest`], the only form in which a key is kept;
+//! * `registry`: the users and torrents a site registers, loaded from files and
+//!   swapped whole on a reload, and the decision per announce ([`Grant`] or
+//!   [`Refusal`]).
+//!
+//! Nothing here touches a socket or a swarm: the trackers ask [`Registry`] before a
+//! request reaches a swarm worker, so a refused request changes no state.
+
+mod key;
+mod registry;
+
+pub use key::{KeyDigest, KeyPlaces, Located, MAX_KEY_LEN, Passkey};
+pub use registry::{Grant, MAX_FILE, Refusal, Registry, SharedRegistry, Torrent, User};
