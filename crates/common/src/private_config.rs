@@ -89,7 +89,10 @@ mod tests {
 
     #[test]
     fn off_by_default_and_checked_when_on() {
-        assert_eq!(problems(&PrivateConfig::default(), true), "0 invalid values:");
+        assert_eq!(
+            problems(&PrivateConfig::default(), true),
+            "0 invalid values:"
+        );
         let on = PrivateConfig {
             enabled: true,
             ..PrivateConfig::default()

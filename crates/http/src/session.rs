@@ -71,8 +71,11 @@ pub(crate) trait Host {
         leeching: bool,
     ) -> Result<(), Refusal>;
     /// Private mode's decision on a scrape of `info_hashes` (none: a full scrape).
-    fn private_scrape(&self, key: Option<KeyDigest>, info_hashes: &[InfoHash])
-    -> Result<(), Refusal>;
+    fn private_scrape(
+        &self,
+        key: Option<KeyDigest>,
+        info_hashes: &[InfoHash],
+    ) -> Result<(), Refusal>;
     /// Counts into the worker's counters.
     fn count(&self, count: impl FnOnce(&mut SocketCounters));
     /// How many swarm workers share the torrents.

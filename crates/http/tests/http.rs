@@ -510,3 +510,39 @@ fn runs_on_the_backend_under_test() {
     let response = connection.get(&announce(&[3; 20], 6881, ""));
     assert_eq!(response.status, 200);
 }
+
+#[test]
+fn private_mode_serves_keys_in_path_or_query_and_refuses_with_an_interval() {
+    const KEY: &str = "6f0d1b2c3d4e5f60718293a4b5c6d7e8";
+    let dir = temp_dir("private");
+    let hex: String = TORRENT.iter().map(|b| format!("{b:02x}")).collect();
+    std::fs::write(dir.join("users"), format!("17 {KEY}\n")).unwrap();
+    std::fs::write(dir.join("torrents"), format!("{hex} 1001\n")).unwrap();
+    let mut config = loopback_config(false);
+    config.private.enabled = true;
+    config.private.users_path = dir.join("users");
+    config.private.torrents_path = dir.join("torrents");
+    let tracker = start(config);
+    let mut client = Connection::open(v4(&tracker));
+    let path_key = announce(&TORRENT, 1, "").replacen("/announce", &format!("/{KEY}/announce"), 1);
+    assert_eq!(int(&client.get(&path_key), "incomplete"), 1);
+    let query_key = announce(&TORRENT, 2, &format!("&passkey={KEY}"));
+    assert_eq!(int(&client.get(&query_key), "incomplete"), 2);
+    // Refused: no key, with the interval to come back after.
+    let refused = client.get(&announce(&TORRENT, 3, ""));
+    assert_eq!(refused.status, 200);
+    assert!(failure(&refused).starts_with("passkey missing"));
+    assert_eq!(int(&refused, "interval"), 1800);
+    assert_eq!(int(&refused, "min interval"), 900);
+    assert!(!refused.close, "a refusal keeps the connection");
+    // A scrape with the key in the path BEP 48 derives from /KEY/announce.
+    let keyed_scrape = scrape(&[TORRENT]).replacen("/scrape", &format!("/{KEY}/scrape"), 1);
+    assert!(client.get(&keyed_scrape).body.get("files").is_some());
+    assert!(failure(&client.get(&scrape(&[TORRENT]))).starts_with("passkey missing"));
+    assert!(shoal_common::testing::eventually(|| tracker
+        .stats()
+        .requests
+        .private_refused
+        == 2));
+    std::fs::remove_dir_all(&dir).unwrap();
+}

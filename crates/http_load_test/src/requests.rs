@@ -122,7 +122,7 @@ mod tests {
             max_headers: 16,
             max_scrape_torrents: 100,
             proxy_header: None,
-    private: None,
+            private: None,
         };
         let (mut announces, mut scrapes) = (0, 0);
         for _ in 0..1000 {

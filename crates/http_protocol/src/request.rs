@@ -218,7 +218,11 @@ pub fn parse_request(
         },
         Some(places) => {
             let located = places.locate(target);
-            (located.path, located.query, located.key.map(Passkey::digest))
+            (
+                located.path,
+                located.query,
+                located.key.map(Passkey::digest),
+            )
         }
     };
     let request = if path == limits.announce_path.as_bytes() {

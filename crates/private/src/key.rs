@@ -176,7 +176,9 @@ mod tests {
         let found = PLACES.locate(target.as_bytes());
         (
             String::from_utf8(found.path.to_vec()).unwrap(),
-            found.key.map(|key| String::from_utf8(key.0.to_vec()).unwrap()),
+            found
+                .key
+                .map(|key| String::from_utf8(key.0.to_vec()).unwrap()),
         )
     }
 

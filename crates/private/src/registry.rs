@@ -107,7 +107,9 @@ impl Registry {
 
     /// Reads both files.
     pub fn load(users: &Path, torrents: &Path) -> anyhow::Result<Self> {
-        let read = |path: &Path| read_bounded(path).with_context(|| format!("cannot read {}", path.display()));
+        let read = |path: &Path| {
+            read_bounded(path).with_context(|| format!("cannot read {}", path.display()))
+        };
         let registry = Self {
             users: parse_users(&read(users)?)
                 .with_context(|| format!("in users file {}", users.display()))?,
@@ -243,7 +245,9 @@ fn parse_torrents(text: &str) -> anyhow::Result<HashMap<[u8; 20], Torrent>> {
             match option.split_once('=') {
                 Some(("up", value)) => torrent.up_factor = percent(value)?,
                 Some(("down", value)) => torrent.down_factor = percent(value)?,
-                _ => bail!("line {number}: unknown option {option:?} (known: up=PERCENT, down=PERCENT)"),
+                _ => bail!(
+                    "line {number}: unknown option {option:?} (known: up=PERCENT, down=PERCENT)"
+                ),
             }
         }
         if torrents.insert(hash, torrent).is_some() {
@@ -330,13 +334,19 @@ impl SharedRegistry {
             Ok(registry) => {
                 let (users, torrents) = registry.counts();
                 self.current.store(Arc::new(registry));
-                log::info!("{tracker}: private registry reloaded: {users} users, {torrents} torrents");
+                log::info!(
+                    "{tracker}: private registry reloaded: {users} users, {torrents} torrents"
+                );
                 format!("{tracker} registry: {users} users, {torrents} torrents")
             }
             Err(err) => {
                 let (users, torrents) = self.current().counts();
-                log::error!("{tracker}: private registry not reloaded, keeping the old one: {err:#}");
-                format!("{tracker} registry kept ({users} users, {torrents} torrents): reload failed")
+                log::error!(
+                    "{tracker}: private registry not reloaded, keeping the old one: {err:#}"
+                );
+                format!(
+                    "{tracker} registry kept ({users} users, {torrents} torrents): reload failed"
+                )
             }
         }
     }
@@ -372,23 +382,46 @@ mod tests {
     fn announces_are_granted_or_refused_for_a_reason() {
         let registry = registry();
         let grant = registry.announce(key(ALICE), &hash(HASH), true).unwrap();
-        assert_eq!((grant.user.id, grant.torrent.id, grant.torrent.down_factor), (17, 1001, 0));
+        assert_eq!(
+            (grant.user.id, grant.torrent.id, grant.torrent.down_factor),
+            (17, 1001, 0)
+        );
         // The v2 hash of the same hybrid torrent is the same torrent.
-        assert_eq!(registry.announce(key(ALICE), &hash(V2), true).unwrap().torrent.id, 1001);
-        assert_eq!(registry.announce(None, &hash(HASH), true), Err(Refusal::MissingKey));
+        assert_eq!(
+            registry
+                .announce(key(ALICE), &hash(V2), true)
+                .unwrap()
+                .torrent
+                .id,
+            1001
+        );
+        assert_eq!(
+            registry.announce(None, &hash(HASH), true),
+            Err(Refusal::MissingKey)
+        );
         assert_eq!(
             registry.announce(key("0000"), &hash(HASH), true),
             Err(Refusal::UnknownKey)
         );
-        assert_eq!(registry.announce(key(CAROL), &hash(HASH), false), Err(Refusal::Disabled));
+        assert_eq!(
+            registry.announce(key(CAROL), &hash(HASH), false),
+            Err(Refusal::Disabled)
+        );
         assert_eq!(
             registry.announce(key(ALICE), &[7; 20], false),
             Err(Refusal::Unregistered)
         );
-        assert_eq!(registry.announce(key(BOB), &hash(HASH), true), Err(Refusal::CannotLeech));
+        assert_eq!(
+            registry.announce(key(BOB), &hash(HASH), true),
+            Err(Refusal::CannotLeech)
+        );
         let seeding = registry.announce(key(BOB), &hash(HASH), false).unwrap();
         assert_eq!(seeding.user.peer_cap, 3);
-        for refusal in [Refusal::MissingKey, Refusal::UnknownKey, Refusal::Unregistered] {
+        for refusal in [
+            Refusal::MissingKey,
+            Refusal::UnknownKey,
+            Refusal::Unregistered,
+        ] {
             assert!(!refusal.reason().contains(ALICE));
         }
     }
@@ -402,24 +435,33 @@ mod tests {
             registry.scrape(key(ALICE), [&hash(HASH), &[7; 20]]),
             Err(Refusal::Unregistered)
         );
-        assert_eq!(registry.scrape(None, [&hash(HASH)]), Err(Refusal::MissingKey));
+        assert_eq!(
+            registry.scrape(None, [&hash(HASH)]),
+            Err(Refusal::MissingKey)
+        );
     }
 
     #[test]
     fn bad_lines_are_refused_with_their_number() {
-        let users = |text: &str| {
-            format!("{:#}", Registry::parse(text, "").unwrap_err())
-        };
-        assert!(users("17\n").contains("line 1: expected"), "{}", users("17\n"));
+        let users = |text: &str| format!("{:#}", Registry::parse(text, "").unwrap_err());
+        assert!(
+            users("17\n").contains("line 1: expected"),
+            "{}",
+            users("17\n")
+        );
         assert!(users(&format!("x {ALICE}\n")).contains("user id \"x\" is not a number"));
         assert!(users("17 a/b\n").contains("line 1: user 17's passkey must be"));
         assert!(users(&format!("17 {ALICE} vip\n")).contains("unknown option \"vip\""));
-        assert!(users(&format!("17 {ALICE}\n17 {BOB}\n")).contains("line 2: user 17 is listed twice"));
+        assert!(
+            users(&format!("17 {ALICE}\n17 {BOB}\n")).contains("line 2: user 17 is listed twice")
+        );
         assert!(users(&format!("17 {ALICE}\n18 {ALICE}\n")).contains("another user's too"));
         let torrents = |text: &str| format!("{:#}", Registry::parse("", text).unwrap_err());
         assert!(torrents("abc 1\n").contains("line 1:"));
         assert!(torrents(&format!("{HASH} 1 down=x\n")).contains("a percentage"));
-        assert!(torrents(&format!("{HASH} 1\n{HASH} 2\n")).contains("line 2: info hash listed twice"));
+        assert!(
+            torrents(&format!("{HASH} 1\n{HASH} 2\n")).contains("line 2: info hash listed twice")
+        );
         // No key text in any message.
         assert!(!users(&format!("17 {ALICE}\n18 {ALICE}\n")).contains(ALICE));
     }
@@ -434,7 +476,10 @@ mod tests {
         let shared = SharedRegistry::load(&users, &torrents).unwrap();
         assert_eq!(shared.current().counts(), (1, 1));
         std::fs::write(&users, format!("17 {ALICE}\n18 {BOB}\n")).unwrap();
-        assert_eq!(shared.reload_and_log("udp"), "udp registry: 2 users, 1 torrents");
+        assert_eq!(
+            shared.reload_and_log("udp"),
+            "udp registry: 2 users, 1 torrents"
+        );
         std::fs::write(&users, "bad line\n").unwrap();
         assert_eq!(
             shared.reload_and_log("udp"),

@@ -31,6 +31,6 @@ mod running;
 pub use handle::Running;
 pub use monitor::Monitored;
 pub use running::{
-    Listening, Prepared, Reload, RunningTracker, Servable, Served, list_reloads,
-    run_trackers, run_until_stopped,
+    Listening, Prepared, Reload, RunningTracker, Servable, Served, list_reloads, run_trackers,
+    run_until_stopped,
 };

@@ -49,7 +49,11 @@ fn announce_until_sent(
     let mut client = Client::new(addr(tracker));
     let id = client.connect();
     while started.elapsed() < within {
-        if client.announce(id, announce).peers.contains(&wanted) {
+        if client
+            .announce(id, announce.clone())
+            .peers
+            .contains(&wanted)
+        {
             return Some(started.elapsed());
         }
         std::thread::sleep(Duration::from_millis(5));

@@ -488,3 +488,44 @@ fn shutdown_is_quick() {
         started.elapsed()
     );
 }
+
+#[test]
+fn private_mode_needs_a_registered_key_and_torrent_and_reloads() {
+    const KEY: &str = "6f0d1b2c3d4e5f60718293a4b5c6d7e8";
+    const LATER: &str = "a1b2c3d4e5f60718293a4b5c6d7e8f90";
+    let dir = temp_dir("private");
+    let hex: String = TORRENT.iter().map(|b| format!("{b:02x}")).collect();
+    std::fs::write(dir.join("users"), format!("17 {KEY}\n")).unwrap();
+    std::fs::write(dir.join("torrents"), format!("{hex} 1001\n")).unwrap();
+    let mut config = loopback_config(false);
+    config.private.enabled = true;
+    config.private.users_path = dir.join("users");
+    config.private.torrents_path = dir.join("torrents");
+    let tracker = start(config);
+    let mut client = Client::new(v4(&tracker));
+    let id = client.connect();
+    let keyed = |key: &str| Announce::new(TORRENT, 6881).url(&format!("/{key}/announce"));
+    assert_eq!(client.announce(id, keyed(KEY)).leechers, 1);
+    let refused = |client: &mut Client, announce: Announce| {
+        client.send_announce(id, announce);
+        match client.recv() {
+            Response::Error(error) => error.message.to_string(),
+            other => panic!("not refused: {other:?}"),
+        }
+    };
+    assert!(refused(&mut client, Announce::new(TORRENT, 6882)).starts_with("passkey missing"));
+    assert!(refused(&mut client, keyed(LATER)).starts_with("passkey not recognised"));
+    assert!(
+        matches!(client.scrape(id, &[TORRENT]), Response::Error(e) if e.message.contains("scrape over HTTP"))
+    );
+    // The site adds a user: SIGUSR1's reload takes it.
+    std::fs::write(dir.join("users"), format!("17 {KEY}\n18 {LATER}\n")).unwrap();
+    let said: Vec<Option<String>> = tracker.reload_hooks().iter().map(|hook| hook()).collect();
+    assert!(
+        said.contains(&Some("udp registry: 2 users, 1 torrents".into())),
+        "{said:?}"
+    );
+    assert_eq!(client.announce(id, keyed(LATER).seeding()).seeders, 1);
+    assert_eq!(tracker.stats().requests.private_refused, 3);
+    std::fs::remove_dir_all(&dir).unwrap();
+}

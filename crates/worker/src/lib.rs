@@ -73,8 +73,8 @@ use std::sync::Arc;
 
 use anyhow::Context as _;
 use shoal_common::{AccessControl, AccessListConfig, PrivateConfig, Shutdown};
-use shoal_private::SharedRegistry;
 use shoal_common::{Counters, WorkerStats};
+use shoal_private::SharedRegistry;
 use shoal_swarm::Clock;
 
 /// What every worker of one running tracker shares.

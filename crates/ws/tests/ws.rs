@@ -378,3 +378,47 @@ fn runs_on_the_backend_under_test() {
         shoal_common::IoBackend::Auto => {}
     }
 }
+
+#[test]
+fn a_private_tracker_upgrades_registered_keys_only() {
+    const KEY: &str = "6f0d1b2c3d4e5f60718293a4b5c6d7e8";
+    let dir = std::env::temp_dir().join(format!("shoal-ws-private-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let registered = id("registered");
+    let hex: String = registered.0.iter().map(|b| format!("{b:02x}")).collect();
+    std::fs::write(dir.join("users"), format!("17 {KEY}\n")).unwrap();
+    std::fs::write(dir.join("torrents"), format!("{hex} 1001\n")).unwrap();
+    let mut config = loopback_config();
+    config.private.enabled = true;
+    config.private.users_path = dir.join("users");
+    config.private.torrents_path = dir.join("torrents");
+    let tracker = start(config);
+    let addr = v4(&tracker);
+    // No key, or a key no user has: the upgrade itself is refused.
+    let upgrade = |path: &str| {
+        raw_http(
+            addr,
+            &format!(
+                "GET {path} HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
+                 Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n"
+            ),
+        )
+    };
+    let refused = upgrade("/announce");
+    assert!(refused.starts_with("HTTP/1.1 403"), "{refused}");
+    assert!(refused.contains("passkey missing"), "{refused}");
+    assert!(upgrade("/0000").contains("passkey not recognised"));
+    // The key as the URL's path: registered torrents only.
+    let tcp = TcpStream::connect(addr).unwrap();
+    tcp.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut client = support::Client::over(tcp, &format!("ws://{addr}/{KEY}"));
+    client.announce(registered, id("peer"), json!({}));
+    assert_eq!(counts(client.receive()), (0, 1));
+    client.announce(id("other"), id("peer"), json!({}));
+    assert_eq!(
+        error(client.receive()),
+        "torrent not registered with this tracker"
+    );
+    assert!(eventually(|| tracker.stats().requests.private_refused == 3));
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -301,15 +301,29 @@ mod tests {
             ..LIMITS
         };
         let digest = Passkey::new(KEY.as_bytes()).map(Passkey::digest);
-        for target in [format!("/{KEY}"), format!("/{KEY}/announce"), format!("/announce?passkey={KEY}")] {
+        for target in [
+            format!("/{KEY}"),
+            format!("/{KEY}/announce"),
+            format!("/announce?passkey={KEY}"),
+        ] {
             let request = UPGRADE.replacen("/announce", &target, 1);
-            let opened = parse_opening(request.as_bytes(), &private).unwrap().unwrap();
+            let opened = parse_opening(request.as_bytes(), &private)
+                .unwrap()
+                .unwrap();
             assert_eq!(opened.key, digest, "{target}");
         }
-        let opened = parse_opening(UPGRADE.as_bytes(), &private).unwrap().unwrap();
+        let opened = parse_opening(UPGRADE.as_bytes(), &private)
+            .unwrap()
+            .unwrap();
         assert_eq!(opened.key, None);
         // Public mode looks for no key.
         let request = UPGRADE.replacen("/announce", &format!("/{KEY}"), 1);
-        assert_eq!(parse_opening(request.as_bytes(), &LIMITS).unwrap().unwrap().key, None);
+        assert_eq!(
+            parse_opening(request.as_bytes(), &LIMITS)
+                .unwrap()
+                .unwrap()
+                .key,
+            None
+        );
     }
 }

@@ -538,8 +538,14 @@ fn private_mode_takes_the_key_from_the_path_or_query_and_refuses_with_an_interva
     }
     // Refused with the reason and when to come back, no swarm asked.
     for (target, refusal) in [
-        ("GET /announce?".to_owned(), shoal_private::Refusal::MissingKey),
-        ("GET /0000/announce?".to_owned(), shoal_private::Refusal::UnknownKey),
+        (
+            "GET /announce?".to_owned(),
+            shoal_private::Refusal::MissingKey,
+        ),
+        (
+            "GET /0000/announce?".to_owned(),
+            shoal_private::Refusal::UnknownKey,
+        ),
     ] {
         let transcript = run(&host, &[&keyed(&target)], &mut compact_peer(), AtEnd::Wait);
         assert!(transcript.announces.is_empty(), "{target}");
@@ -549,20 +555,44 @@ fn private_mode_takes_the_key_from_the_path_or_query_and_refuses_with_an_interva
             refusal.reason().len(),
             refusal.reason()
         );
-        assert!(reply.starts_with("HTTP/1.1 200") && reply.ends_with(&body), "{reply}");
+        assert!(
+            reply.starts_with("HTTP/1.1 200") && reply.ends_with(&body),
+            "{reply}"
+        );
     }
     // An unregistered torrent, and a scrape naming one.
-    let unregistered = text(&announce(9, "", "")).replacen("/announce?", &format!("/{KEY}/announce?"), 1);
-    let transcript = run(&host, &[unregistered.as_bytes()], &mut compact_peer(), AtEnd::Wait);
+    let unregistered =
+        text(&announce(9, "", "")).replacen("/announce?", &format!("/{KEY}/announce?"), 1);
+    let transcript = run(
+        &host,
+        &[unregistered.as_bytes()],
+        &mut compact_peer(),
+        AtEnd::Wait,
+    );
     assert!(text(&transcript.writes[0]).contains(shoal_private::Refusal::Unregistered.reason()));
     let scrape_one = |bytes: &[u8], key: &str| {
         text(&scrape(bytes)).replacen("GET /scrape?", &format!("GET /scrape?passkey={key}&"), 1)
     };
-    let transcript = run(&host, &[scrape_one(&[1, 9], KEY).as_bytes()], &mut compact_peer(), AtEnd::Wait);
+    let transcript = run(
+        &host,
+        &[scrape_one(&[1, 9], KEY).as_bytes()],
+        &mut compact_peer(),
+        AtEnd::Wait,
+    );
     assert!(transcript.scrapes.is_empty());
-    let transcript = run(&host, &[scrape_one(&[1, 2], KEY).as_bytes()], &mut compact_peer(), AtEnd::Wait);
+    let transcript = run(
+        &host,
+        &[scrape_one(&[1, 2], KEY).as_bytes()],
+        &mut compact_peer(),
+        AtEnd::Wait,
+    );
     assert_eq!(transcript.scrapes.len(), 1);
-    let transcript = run(&host, &[scrape_one(&[1], "nobody").as_bytes()], &mut compact_peer(), AtEnd::Wait);
+    let transcript = run(
+        &host,
+        &[scrape_one(&[1], "nobody").as_bytes()],
+        &mut compact_peer(),
+        AtEnd::Wait,
+    );
     assert!(transcript.scrapes.is_empty());
     assert_eq!(host.counters.borrow().private_refused, 5);
 }

@@ -224,10 +224,10 @@ impl Dispatcher {
                 bare: true,
             };
             let key = places.locate(&gate.url).key.map(Passkey::digest);
-            if let Err(refusal) = gate
-                .registry
-                .current()
-                .announce(key, &info_hash, request.left > 0)
+            if let Err(refusal) =
+                gate.registry
+                    .current()
+                    .announce(key, &info_hash, request.left > 0)
             {
                 self.counters.private_refused += 1;
                 error_reply(out, client, request.transaction_id, refusal.reason());

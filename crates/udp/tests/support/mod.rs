@@ -168,13 +168,15 @@ impl Client {
 }
 
 /// The parts of an announce tests vary.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct Announce {
     pub info_hash: [u8; 20],
     pub port: u16,
     pub left: u64,
     pub event: AnnounceEvent,
     pub peers_wanted: i32,
+    /// BEP 41 options (URL data), as written after the announce body.
+    pub options: Vec<u8>,
 }
 
 impl Announce {
@@ -185,7 +187,16 @@ impl Announce {
             left: 1000,
             event: AnnounceEvent::Started,
             peers_wanted: -1,
+            options: Vec::new(),
         }
+    }
+
+    /// With the announce URL's path and query as BEP 41 URL data, as libtorrent sends
+    /// it (a private tracker's passkey travels there).
+    pub fn url(mut self, url: &str) -> Self {
+        self.options.clear();
+        AnnounceOptions::write_url_data(url.as_bytes(), &mut self.options);
+        self
     }
 
     pub fn seeding(mut self) -> Self {
@@ -202,7 +213,7 @@ impl Announce {
         &self,
         connection_id: ConnectionId,
         transaction_id: TransactionId,
-    ) -> AnnounceRequest<'static> {
+    ) -> AnnounceRequest<'_> {
         AnnounceRequest {
             connection_id,
             transaction_id,
@@ -216,7 +227,7 @@ impl Announce {
             key: 0,
             peers_wanted: self.peers_wanted,
             port: self.port,
-            options: AnnounceOptions(&[]),
+            options: AnnounceOptions(&self.options),
         }
     }
 }

@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 
 use shoal_private::{KeyDigest, Refusal as PrivateRefusal, Registry};
 use shoal_swarm::ServerTime;
-use shoal_ws_protocol::Id20;
 use shoal_worker::Verdict;
+use shoal_ws_protocol::Id20;
 
 use super::{Host, Next, Session};
 use crate::Config;

@@ -389,3 +389,50 @@ fn server_frames_round_trip_through_the_rig() {
     assert_eq!(frames[0].text(), "hi");
     assert_eq!(frames[1].close_code(), Some(1000));
 }
+
+#[test]
+fn a_private_connection_announces_registered_torrents_with_its_key_only() {
+    const KEY: &str = "6f0d1b2c3d4e5f60718293a4b5c6d7e8";
+    const SEEDER_ONLY: &str = "a1b2c3d4e5f60718293a4b5c6d7e8f90";
+    let mut host = host();
+    host.private = Some(
+        shoal_private::Registry::parse(
+            &format!("17 {KEY}\n18 {SEEDER_ONLY} noleech\n"),
+            &format!("{} 1001\n", "01".repeat(20)),
+        )
+        .unwrap(),
+    );
+    let digest = |key: &str| shoal_private::Passkey::new(key.as_bytes()).map(|k| k.digest());
+    let start = Instant::now();
+    let mut transcript = Transcript::default();
+    // The opener's key: a registered torrent is served, another is refused.
+    let mut session = host.session(Vec::new(), start).with_key(digest(KEY));
+    session.received(&announce(1, 1), start);
+    session.received(&announce(2, 1), start);
+    session.received(&scrape(&[1, 2]), start);
+    step(&mut session, start, &mut transcript);
+    assert_eq!(host.submitted.borrow().len(), 1);
+    let unregistered = shoal_private::Refusal::Unregistered.reason();
+    assert!(
+        transcript.frames[0].text().contains(unregistered),
+        "{:?}",
+        transcript.frames
+    );
+    assert!(transcript.frames[1].text().contains(unregistered));
+    // A seeding-only user may seed, not download.
+    let mut session = host
+        .session(Vec::new(), start)
+        .with_key(digest(SEEDER_ONLY));
+    let mut leeching = announce_of(1, 2);
+    leeching.left = Some(100);
+    session.received(&text_frame(&ClientMessage::Announce(leeching)), start);
+    let mut transcript = Transcript::default();
+    step(&mut session, start, &mut transcript);
+    assert!(
+        transcript.frames[0]
+            .text()
+            .contains(shoal_private::Refusal::CannotLeech.reason())
+    );
+    assert_eq!(host.submitted.borrow().len(), 1);
+    assert_eq!(host.counters.borrow().private_refused, 3);
+}

@@ -64,8 +64,8 @@ pub(crate) async fn serve<'w, S: AsyncRead + AsyncWrite + Unpin>(
             messages: local.config.limits.max_outgoing_messages,
             bytes: local.config.limits.max_outgoing_bytes,
         });
-        let mut session = Session::new(local, client, connection, queue, leftover, Instant::now())
-            .with_key(key);
+        let mut session =
+            Session::new(local, client, connection, queue, leftover, Instant::now()).with_key(key);
         drive(&mut session, &mut stream, &mut place).await;
         session.leave();
     }

@@ -290,7 +290,12 @@ fn the_fuzz_seeds_run_clean() {
 }
 
 /// An announce carrying `url` as BEP 41 URL data (split over options when long).
-fn keyed_announce(connection_id: ConnectionId, info_hash: [u8; 20], left: u64, url: &str) -> Vec<u8> {
+fn keyed_announce(
+    connection_id: ConnectionId,
+    info_hash: [u8; 20],
+    left: u64,
+    url: &str,
+) -> Vec<u8> {
     let mut options = Vec::new();
     AnnounceOptions::write_url_data(url.as_bytes(), &mut options);
     let request = AnnounceRequest {
@@ -352,24 +357,42 @@ fn private_mode_serves_registered_users_and_torrents_only() {
         );
     }
     let no_key = keyed_announce(id, [5; 20], 1, "/announce");
-    assert_eq!(refused(&mut rig, &no_key), shoal_private::Refusal::MissingKey.reason());
+    assert_eq!(
+        refused(&mut rig, &no_key),
+        shoal_private::Refusal::MissingKey.reason()
+    );
     let unknown = keyed_announce(id, [5; 20], 1, "/0000000000/announce");
-    assert_eq!(refused(&mut rig, &unknown), shoal_private::Refusal::UnknownKey.reason());
+    assert_eq!(
+        refused(&mut rig, &unknown),
+        shoal_private::Refusal::UnknownKey.reason()
+    );
     let unregistered = keyed_announce(id, [6; 20], 1, &format!("/{KEY}/announce"));
     assert_eq!(
         refused(&mut rig, &unregistered),
         shoal_private::Refusal::Unregistered.reason()
     );
     let leeching = keyed_announce(id, [5; 20], 1, &format!("/{SEEDER_ONLY}/announce"));
-    assert_eq!(refused(&mut rig, &leeching), shoal_private::Refusal::CannotLeech.reason());
+    assert_eq!(
+        refused(&mut rig, &leeching),
+        shoal_private::Refusal::CannotLeech.reason()
+    );
     let seeding = keyed_announce(id, [5; 20], 0, &format!("/{SEEDER_ONLY}/announce"));
-    assert!(matches!(&rig.exchange(&seeding, client(1))[..], [(_, Response::Announce(_))]));
+    assert!(matches!(
+        &rig.exchange(&seeding, client(1))[..],
+        [(_, Response::Announce(_))]
+    ));
     // A scrape has no room for a key.
-    assert_eq!(refused(&mut rig, &scrape_packet(id, &[[5; 20]])), PRIVATE_SCRAPE);
+    assert_eq!(
+        refused(&mut rig, &scrape_packet(id, &[[5; 20]])),
+        PRIVATE_SCRAPE
+    );
     assert_eq!(rig.dispatcher.counters.private_refused, 5);
     // Refusals touched no swarm: one torrent, the seeder only (the leecher's announces
     // and the seeder's share a peer id and address: one peer).
-    let replies = rig.exchange(&keyed_announce(id, [5; 20], 0, &format!("/{KEY}")), client(1));
+    let replies = rig.exchange(
+        &keyed_announce(id, [5; 20], 0, &format!("/{KEY}")),
+        client(1),
+    );
     let [(_, Response::Announce(announce))] = &replies[..] else {
         panic!("{replies:?}")
     };
