@@ -22,6 +22,8 @@ scrape_expect() {
 }
 
 # lt_transfer NAME TRACKER_URL CLIENT_IP
+# (with LT_AFTER_TORRENT set, that command is run with the info hash once the torrent
+# exists, before the first scrape)
 #
 # The steps and what each checks:
 #   1. a random 6 MiB file and a v1 .torrent whose only tracker is TRACKER_URL
@@ -45,6 +47,8 @@ lt_transfer() {
     info_hash=$("${LT_CLIENT[@]}" make-torrent "$dir/seed/data.bin" "$url" "$dir/test.torrent") ||
         fail "could not make the torrent"
     say "torrent $info_hash"
+    # A private tracker serves registered torrents only: the caller registers it.
+    if [ -n "${LT_AFTER_TORRENT:-}" ]; then "$LT_AFTER_TORRENT" "$info_hash"; fi
     scrape_expect "$url" "$info_hash" 0,0,0 "before any announce"
 
     start_bg "$name-seeder" "${LT_CLIENT[@]}" seed "$dir/test.torrent" "$dir/seed" \

@@ -129,6 +129,10 @@ def run_client(args, seeding):
                 if not announced:
                     announced = True
                     say("announced")
+            elif kind == "tracker_error_alert":
+                # message() leaves out a UDP tracker's error text; failure_reason() has it.
+                reason = a.failure_reason() if hasattr(a, "failure_reason") else ""
+                log(kind + ":", a.message(), "| reason:", reason)
             elif kind == "torrent_finished_alert" and not seeding and not finished:
                 finished = True
                 say("finished")

@@ -104,6 +104,9 @@ def scrape_http(url, info_hash, cafile):
         raise RuntimeError(f"cannot derive a scrape URL from {url.geturl()}")
     scrape_path = head + "/" + "scrape" + tail[len("announce") :]
     query = "info_hash=" + urllib.parse.quote_from_bytes(info_hash, safe="")
+    if url.query:
+        # The announce URL's own parameters (a private tracker's passkey) go along.
+        query = url.query + "&" + query
     scrape_url = urllib.parse.urlunsplit((url.scheme, url.netloc, scrape_path, query, ""))
     context = None
     if url.scheme == "https":
