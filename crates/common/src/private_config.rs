@@ -27,6 +27,13 @@ pub struct PrivateConfig {
     /// The query parameter that may carry the passkey (`/announce?passkey=KEY`),
     /// besides the paths `/KEY/announce` and `/announce/KEY`.
     pub key_parameter: String,
+    /// Directory the accounting batches are written to, one JSON file per batch:
+    /// each user's uploaded and downloaded bytes per torrent since the last batch,
+    /// duplicates absorbed, factors applied (documents/private.md, "Accounting").
+    /// The site applies each batch once and deletes its file. Empty: no accounting.
+    pub export_directory: PathBuf,
+    /// Seconds between accounting batches.
+    pub export_interval: u32,
 }
 
 impl Default for PrivateConfig {
@@ -36,6 +43,8 @@ impl Default for PrivateConfig {
             users_path: PathBuf::new(),
             torrents_path: PathBuf::new(),
             key_parameter: "passkey".into(),
+            export_directory: PathBuf::new(),
+            export_interval: 10,
         }
     }
 }
@@ -55,8 +64,15 @@ impl PrivateConfig {
             "key_parameter",
             "must be 1 to 64 characters of A-Z, a-z, 0-9, _ and -",
         );
+        problems.within("export_interval", self.export_interval, 1..=3600);
         if !self.enabled {
             return;
+        }
+        if !self.export_directory.as_os_str().is_empty() && !self.export_directory.is_dir() {
+            problems.add(
+                "export_directory",
+                format!("{} is not a directory", self.export_directory.display()),
+            );
         }
         for (key, path) in [
             ("users_path", &self.users_path),

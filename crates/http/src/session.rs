@@ -62,13 +62,13 @@ pub(crate) trait Host {
     fn allows(&self, info_hash: &InfoHash) -> bool;
     /// Whether the access list allows every one of `info_hashes`.
     fn allows_all(&self, info_hashes: &[InfoHash]) -> bool;
-    /// Private mode's decision on an announce of `info_hash` with passkey `key`,
-    /// downloading when `leeching`; always `Ok` on a public tracker.
+    /// Private mode's decision on `request` with passkey `key` (downloading unless
+    /// it says nothing is left); always `Ok` on a public tracker. Accepted announces
+    /// go to accounting, when it is on.
     fn private_announce(
         &self,
         key: Option<KeyDigest>,
-        info_hash: &InfoHash,
-        leeching: bool,
+        request: &AnnounceRequest,
     ) -> Result<(), Refusal>;
     /// Private mode's decision on a scrape of `info_hashes` (none: a full scrape).
     fn private_scrape(
@@ -473,8 +473,7 @@ impl Session {
                     self.respond(Answered::Announce { keep_alive }, served, now);
                     return None;
                 }
-                let leeching = request.left != Some(0);
-                if let Err(refusal) = host.private_announce(key, &request.info_hash, leeching) {
+                if let Err(refusal) = host.private_announce(key, &request) {
                     self.refuse_privately(refusal, host, keep_alive);
                     self.respond(Answered::Announce { keep_alive }, served, now);
                     return None;

@@ -5,13 +5,21 @@
 //!   `?passkey=`), and [`KeyDigest`], the only form in which a key is kept;
 //! * `registry`: the users and torrents a site registers, loaded from files and
 //!   swapped whole on a reload, and the decision per announce ([`Grant`] or
-//!   [`Refusal`]).
+//!   [`Refusal`]);
+//! * `ledger`: accounting, the deltas of each user's uploads and downloads per
+//!   torrent, duplicates absorbed, handed out in [`Batch`]es;
+//! * `accounting`: the thread that keeps the ledger and writes each batch as a file
+//!   for the site.
 //!
 //! Nothing here touches a socket or a swarm: the trackers ask [`Registry`] before a
 //! request reaches a swarm worker, so a refused request changes no state.
 
+mod accounting;
 mod key;
+mod ledger;
 mod registry;
 
+pub use accounting::{Accounts, QUEUE_LEN, write_batch};
 pub use key::{KeyDigest, KeyPlaces, Located, MAX_KEY_LEN, Passkey};
+pub use ledger::{Batch, Credit, Event, Ledger, Report};
 pub use registry::{Grant, MAX_FILE, Refusal, Registry, SharedRegistry, Torrent, User};

@@ -8,6 +8,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use shoal_common::{AccessControl, Shutdown, Supervisor};
+use shoal_private::Accounts;
 
 /// A tracker whose sockets are bound and whose workers run.
 #[derive(Debug)]
@@ -16,6 +17,9 @@ pub struct Running {
     shutdown: Shutdown,
     supervisor: Option<Supervisor>,
     access: Arc<AccessControl>,
+    /// Private mode's accounting: its last batch is written once the workers have
+    /// stopped, before the process may exit.
+    accounts: Option<Arc<Accounts>>,
 }
 
 impl Running {
@@ -26,6 +30,19 @@ impl Running {
             shutdown: supervisor.shutdown().clone(),
             supervisor: Some(supervisor),
             access,
+            accounts: None,
+        }
+    }
+
+    /// With private mode's accounting, finished after the workers.
+    pub fn with_accounts(mut self, accounts: Option<Arc<Accounts>>) -> Self {
+        self.accounts = accounts;
+        self
+    }
+
+    fn finish_accounts(&self) {
+        if let Some(accounts) = &self.accounts {
+            accounts.finish();
         }
     }
 
@@ -56,10 +73,13 @@ impl Running {
 
     /// Blocks until shutdown is requested or a worker fails.
     pub fn wait(mut self) -> anyhow::Result<()> {
-        self.supervisor
+        let stopped = self
+            .supervisor
             .take()
             .expect("supervisor present until waited on")
-            .wait()
+            .wait();
+        self.finish_accounts();
+        stopped
     }
 
     /// Requests shutdown and waits for the workers.
@@ -75,5 +95,6 @@ impl Drop for Running {
         if let Some(supervisor) = self.supervisor.take() {
             let _ = supervisor.wait();
         }
+        self.finish_accounts();
     }
 }

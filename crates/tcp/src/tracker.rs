@@ -275,8 +275,10 @@ pub fn prepare<T: TcpTracker>(
     // With swarm_workers = 0 the only socket worker keeps the torrents; it reports
     // their size as swarm worker 0.
     let context = Context::<T::Counters>::new(
+        T::NAME,
         &config.access_list,
         &config.private,
+        config.cleaning.peer_timeout,
         clock,
         socket_workers,
         swarm_workers.max(1),
@@ -351,7 +353,8 @@ fn serve<T: TcpTracker>(
         let tls = tls.clone();
         reloads.push(Arc::new(move || tls.reload_and_log()) as Reload);
     }
-    let running = Running::new(addrs, supervisor, context.access.clone());
+    let running = Running::new(addrs, supervisor, context.access.clone())
+        .with_accounts(context.accounts.clone());
     Ok(RunningTracker::new(
         running,
         &context,

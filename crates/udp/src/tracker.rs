@@ -55,8 +55,10 @@ pub fn prepare(
     // With swarm_workers = 0 the only socket worker keeps the torrents; it reports
     // their size as swarm worker 0.
     let context = Context::<SharedSocketCounters>::new(
+        "udp",
         &config.access_list,
         &config.private,
+        config.cleaning.peer_timeout,
         clock,
         config.socket_worker_count(),
         config.swarm_worker_count().max(1),
@@ -119,7 +121,8 @@ fn serve(
     };
     let supervisor = start_threads(threads, &mut startup)?;
     let reloads = list_reloads(&context, "udp");
-    let running = Running::new(addrs, supervisor, context.access.clone());
+    let running = Running::new(addrs, supervisor, context.access.clone())
+        .with_accounts(context.accounts.clone());
     Ok(RunningTracker::new(
         running,
         &context,
@@ -192,6 +195,7 @@ impl Startup for UdpStartup {
             self.ids.clone(),
             access.clone(),
             private.clone(),
+            self.context.accounts.clone(),
             senders,
         );
         let (worker, route) = SocketWorker::new(SocketWorkerParts {

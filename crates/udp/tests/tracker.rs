@@ -529,3 +529,48 @@ fn private_mode_needs_a_registered_key_and_torrent_and_reloads() {
     assert_eq!(tracker.stats().requests.private_refused, 3);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn private_mode_writes_accounting_batches_of_deltas() {
+    const KEY: &str = "6f0d1b2c3d4e5f60718293a4b5c6d7e8";
+    let dir = temp_dir("accounting");
+    let export = dir.join("export");
+    std::fs::create_dir_all(&export).unwrap();
+    let hex: String = TORRENT.iter().map(|b| format!("{b:02x}")).collect();
+    std::fs::write(dir.join("users"), format!("17 {KEY}\n")).unwrap();
+    std::fs::write(dir.join("torrents"), format!("{hex} 1001 up=200\n")).unwrap();
+    let mut config = loopback_config(false);
+    config.private.enabled = true;
+    config.private.users_path = dir.join("users");
+    config.private.torrents_path = dir.join("torrents");
+    config.private.export_directory = export.clone();
+    config.private.export_interval = 1;
+    let tracker = start(config);
+    let mut client = Client::new(v4(&tracker));
+    let id = client.connect();
+    let announce = |uploaded| {
+        let mut announce = Announce::new(TORRENT, 6881).url(&format!("/{KEY}/announce"));
+        announce.uploaded = uploaded;
+        announce
+    };
+    client.announce(id, announce(0));
+    client.announce(id, announce(4096));
+    // The same totals again (a dual-stack client's second family): nothing more.
+    client.announce(id, announce(4096));
+    let batch = (0..50)
+        .find_map(|_| {
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            let file = std::fs::read_dir(&export)
+                .ok()?
+                .flatten()
+                .find(|entry| entry.path().extension().is_some_and(|ext| ext == "json"))?;
+            std::fs::read_to_string(file.path()).ok()
+        })
+        .expect("a batch file within 5 s");
+    assert!(
+        batch.contains("\"user\":17,\"torrent\":1001,\"uploaded\":4096,\"downloaded\":0,\"credited_uploaded\":8192"),
+        "{batch}"
+    );
+    drop(tracker);
+    std::fs::remove_dir_all(&dir).unwrap();
+}

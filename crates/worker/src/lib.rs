@@ -74,7 +74,7 @@ use std::sync::Arc;
 use anyhow::Context as _;
 use shoal_common::{AccessControl, AccessListConfig, PrivateConfig, Shutdown};
 use shoal_common::{Counters, WorkerStats};
-use shoal_private::SharedRegistry;
+use shoal_private::{Accounts, SharedRegistry};
 use shoal_swarm::Clock;
 
 /// What every worker of one running tracker shares.
@@ -86,6 +86,8 @@ pub struct Context<C> {
     pub access: Arc<AccessControl>,
     /// Private mode's users and torrents; `None` for a public tracker.
     pub private: Option<Arc<SharedRegistry>>,
+    /// Private mode's accounting, when `private.export_directory` is set.
+    pub accounts: Option<Arc<Accounts>>,
     /// Statistics: counters per socket worker, gauges per swarm worker.
     pub stats: Arc<WorkerStats<C>>,
     /// The shutdown flag.
@@ -98,6 +100,7 @@ impl<C> Clone for Context<C> {
             clock: self.clock.clone(),
             access: self.access.clone(),
             private: self.private.clone(),
+            accounts: self.accounts.clone(),
             stats: self.stats.clone(),
             shutdown: self.shutdown.clone(),
         }
@@ -108,8 +111,10 @@ impl<C: Counters> Context<C> {
     /// A tracker's shared state: its access list and (in private mode) its users and
     /// torrents loaded, statistics for its workers, a fresh shutdown flag.
     pub fn new(
+        name: &str,
         access_list: &AccessListConfig,
         private: &PrivateConfig,
+        peer_timeout: u32,
         clock: Arc<Clock>,
         socket_workers: usize,
         swarm_gauges: usize,
@@ -118,8 +123,9 @@ impl<C: Counters> Context<C> {
             "cannot load the access list (access_list.path: a readable file of hex info \
                  hashes, one per line; or access_list.mode = \"off\")",
         )?;
-        let private = if private.enabled {
-            let registry = SharedRegistry::load(&private.users_path, &private.torrents_path)
+        let settings = private;
+        let private = if settings.enabled {
+            let registry = SharedRegistry::load(&settings.users_path, &settings.torrents_path)
                 .context("cannot load private mode's users and torrents (private.users_path, private.torrents_path)")?;
             let (users, torrents) = registry.current().counts();
             log::info!("private mode: {users} users, {torrents} torrents registered");
@@ -127,10 +133,28 @@ impl<C: Counters> Context<C> {
         } else {
             None
         };
+        let accounts = if settings.enabled && !settings.export_directory.as_os_str().is_empty() {
+            let accounts = Accounts::start(
+                name,
+                &settings.export_directory,
+                std::time::Duration::from_secs(settings.export_interval.into()),
+                peer_timeout.into(),
+            )
+            .context("cannot start the accounting thread")?;
+            log::info!(
+                "{name}: accounting batches every {} s into {}",
+                settings.export_interval,
+                settings.export_directory.display()
+            );
+            Some(accounts)
+        } else {
+            None
+        };
         Ok(Self {
             clock,
             access: Arc::new(access),
             private,
+            accounts,
             stats: WorkerStats::new(socket_workers, swarm_gauges),
             shutdown: Shutdown::new(),
         })

@@ -91,13 +91,13 @@ pub(crate) trait Host {
     fn check_rate(&self, ip: IpAddr) -> Verdict;
     /// Whether the access list allows `info_hash`.
     fn allows(&self, info_hash: &[u8; 20]) -> bool;
-    /// Private mode's decision on an announce of `info_hash` with passkey `key`,
-    /// downloading when `leeching`; always `Ok` on a public tracker.
+    /// Private mode's decision on `announce` with passkey `key` (downloading unless
+    /// it says nothing is left); always `Ok` on a public tracker. Accepted announces go
+    /// to accounting, when it is on.
     fn private_announce(
         &self,
         key: Option<KeyDigest>,
-        info_hash: &[u8; 20],
-        leeching: bool,
+        announce: &AnnounceRequest,
     ) -> Result<(), PrivateRefusal>;
     /// Private mode's decision on a scrape of `info_hashes`.
     fn private_scrape(
@@ -679,8 +679,7 @@ impl<'a, H: Host> Session<'a, H> {
             self.host.counters().access_denied += 1;
             return self.refuse(Action::Announce, Some(info_hash), NOT_ALLOWED);
         }
-        let leeching = announce.left != Some(0);
-        if let Err(refusal) = self.host.private_announce(self.key, &info_hash.0, leeching) {
+        if let Err(refusal) = self.host.private_announce(self.key, &announce) {
             self.host.counters().private_refused += 1;
             return self.refuse(Action::Announce, Some(info_hash), refusal.reason());
         }

@@ -5,7 +5,7 @@ use std::cell::{Cell, RefCell};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::{Duration, Instant};
 
-use shoal_http_protocol::InfoHash;
+use shoal_http_protocol::{AnnounceRequest, InfoHash};
 use shoal_private::{KeyDigest, Refusal, Registry};
 use shoal_swarm::ServerTime;
 use shoal_worker::Verdict;
@@ -66,11 +66,12 @@ impl Host for TestHost {
     fn private_announce(
         &self,
         key: Option<KeyDigest>,
-        info_hash: &InfoHash,
-        leeching: bool,
+        request: &AnnounceRequest,
     ) -> Result<(), Refusal> {
         match &self.private {
-            Some(registry) => registry.announce(key, info_hash, leeching).map(drop),
+            Some(registry) => registry
+                .announce(key, &request.info_hash, request.left != Some(0))
+                .map(drop),
             None => Ok(()),
         }
     }

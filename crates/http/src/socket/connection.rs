@@ -9,7 +9,8 @@ use std::time::{Duration, Instant};
 
 use futures_lite::{AsyncRead, AsyncReadExt as _, AsyncWrite, AsyncWriteExt as _};
 use shoal_http_protocol::InfoHash;
-use shoal_private::{KeyDigest, Refusal};
+use shoal_http_protocol::{AnnounceEvent, AnnounceRequest};
+use shoal_private::{Event as LedgerEvent, KeyDigest, Refusal, Report};
 use shoal_swarm::ServerTime;
 use shoal_tcp::{Place, within, write_all_before};
 use shoal_worker::Verdict;
@@ -118,16 +119,36 @@ impl Host for Worker {
     fn private_announce(
         &self,
         key: Option<KeyDigest>,
-        info_hash: &InfoHash,
-        leeching: bool,
+        request: &AnnounceRequest,
     ) -> Result<(), Refusal> {
-        match &self.context.private {
-            Some(registry) => registry
-                .current()
-                .announce(key, info_hash, leeching)
-                .map(drop),
-            None => Ok(()),
+        let Some(registry) = &self.context.private else {
+            return Ok(());
+        };
+        let leeching = request.left != Some(0);
+        let grant = registry
+            .current()
+            .announce(key, &request.info_hash, leeching)?;
+        if let Some(accounts) = &self.context.accounts {
+            accounts.report(Report {
+                user: grant.user.id,
+                torrent: grant.torrent.id,
+                up_factor: grant.torrent.up_factor,
+                down_factor: grant.torrent.down_factor,
+                peer_id: request.peer_id,
+                uploaded: request.uploaded,
+                downloaded: request.downloaded,
+                // Absent: not done, as for the decision.
+                left: request.left.unwrap_or(u64::MAX),
+                event: match request.event {
+                    AnnounceEvent::None => LedgerEvent::None,
+                    AnnounceEvent::Started => LedgerEvent::Started,
+                    AnnounceEvent::Completed => LedgerEvent::Completed,
+                    AnnounceEvent::Stopped => LedgerEvent::Stopped,
+                },
+                at: 0,
+            });
         }
+        Ok(())
     }
 
     fn private_scrape(

@@ -15,7 +15,7 @@ use std::time::Instant;
 
 use crossbeam_channel::Sender;
 use shoal_common::{AccessControl, Traffic};
-use shoal_private::{KeyPlaces, Passkey, SharedRegistry};
+use shoal_private::{Accounts, Event as LedgerEvent, KeyPlaces, Passkey, Report, SharedRegistry};
 use shoal_swarm::{AnnounceEvent, PeerAddress, PeerLimits, ServerTime};
 use shoal_udp_protocol::response::{write_connect, write_error};
 use shoal_udp_protocol::{AnnounceRequest, Request, ScrapeRequest, TransactionId};
@@ -43,6 +43,8 @@ pub(crate) const PRIVATE_SCRAPE: &str = "scrape needs a passkey: scrape over HTT
 #[derive(Debug)]
 struct PrivateGate {
     registry: Arc<SharedRegistry>,
+    /// Accounting, when it is on.
+    accounts: Option<Arc<Accounts>>,
     /// The query parameter that may carry the key.
     parameter: String,
     /// Scratch: the announce's URL data, joined when a client split it.
@@ -83,6 +85,7 @@ impl Dispatcher {
         ids: ConnectionIds,
         access: Arc<AccessControl>,
         private: Option<Arc<SharedRegistry>>,
+        accounts: Option<Arc<Accounts>>,
         swarms: Vec<Sender<Job>>,
     ) -> Self {
         Self {
@@ -91,6 +94,7 @@ impl Dispatcher {
             access,
             private: private.map(|registry| PrivateGate {
                 registry,
+                accounts,
                 parameter: config.private.key_parameter.clone(),
                 url: Vec::new(),
             }),
@@ -224,14 +228,32 @@ impl Dispatcher {
                 bare: true,
             };
             let key = places.locate(&gate.url).key.map(Passkey::digest);
-            if let Err(refusal) =
-                gate.registry
-                    .current()
-                    .announce(key, &info_hash, request.left > 0)
-            {
-                self.counters.private_refused += 1;
-                error_reply(out, client, request.transaction_id, refusal.reason());
-                return;
+            let decision = gate
+                .registry
+                .current()
+                .announce(key, &info_hash, request.left > 0);
+            match decision {
+                Ok(grant) => {
+                    if let Some(accounts) = &gate.accounts {
+                        accounts.report(Report {
+                            user: grant.user.id,
+                            torrent: grant.torrent.id,
+                            up_factor: grant.torrent.up_factor,
+                            down_factor: grant.torrent.down_factor,
+                            peer_id: request.peer_id.0,
+                            uploaded: request.uploaded,
+                            downloaded: request.downloaded,
+                            left: request.left,
+                            event: ledger_event(request.event),
+                            at: 0,
+                        });
+                    }
+                }
+                Err(refusal) => {
+                    self.counters.private_refused += 1;
+                    error_reply(out, client, request.transaction_id, refusal.reason());
+                    return;
+                }
             }
         }
         let work = AnnounceWork {
@@ -399,6 +421,15 @@ fn error_reply(
 ) {
     write_error(&mut out.bytes, transaction_id, message);
     out.finish_packet(client, ReplyKind::Error);
+}
+
+fn ledger_event(event: shoal_udp_protocol::AnnounceEvent) -> LedgerEvent {
+    match event {
+        shoal_udp_protocol::AnnounceEvent::None => LedgerEvent::None,
+        shoal_udp_protocol::AnnounceEvent::Started => LedgerEvent::Started,
+        shoal_udp_protocol::AnnounceEvent::Completed => LedgerEvent::Completed,
+        shoal_udp_protocol::AnnounceEvent::Stopped => LedgerEvent::Stopped,
+    }
 }
 
 fn swarm_event(event: shoal_udp_protocol::AnnounceEvent) -> AnnounceEvent {

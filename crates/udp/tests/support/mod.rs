@@ -175,6 +175,8 @@ pub struct Announce {
     pub left: u64,
     pub event: AnnounceEvent,
     pub peers_wanted: i32,
+    /// Bytes uploaded so far (the session's total).
+    pub uploaded: u64,
     /// BEP 41 options (URL data), as written after the announce body.
     pub options: Vec<u8>,
 }
@@ -187,6 +189,7 @@ impl Announce {
             left: 1000,
             event: AnnounceEvent::Started,
             peers_wanted: -1,
+            uploaded: 0,
             options: Vec::new(),
         }
     }
@@ -221,7 +224,7 @@ impl Announce {
             peer_id: PeerId(*b"-SH0001-testtesttest"),
             downloaded: 0,
             left: self.left,
-            uploaded: 0,
+            uploaded: self.uploaded,
             event: self.event,
             ip_address: 0,
             key: 0,

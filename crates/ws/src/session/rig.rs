@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use shoal_private::{KeyDigest, Refusal as PrivateRefusal, Registry};
 use shoal_swarm::ServerTime;
 use shoal_worker::Verdict;
-use shoal_ws_protocol::Id20;
+use shoal_ws_protocol::{AnnounceRequest, Id20};
 
 use super::{Host, Next, Session};
 use crate::Config;
@@ -94,11 +94,12 @@ impl Host for TestHost {
     fn private_announce(
         &self,
         key: Option<KeyDigest>,
-        info_hash: &[u8; 20],
-        leeching: bool,
+        announce: &AnnounceRequest,
     ) -> Result<(), PrivateRefusal> {
         match &self.private {
-            Some(registry) => registry.announce(key, info_hash, leeching).map(drop),
+            Some(registry) => registry
+                .announce(key, &announce.info_hash.0, announce.left != Some(0))
+                .map(drop),
             None => Ok(()),
         }
     }

@@ -11,12 +11,12 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use futures_lite::{AsyncRead, AsyncReadExt as _, AsyncWrite, AsyncWriteExt as _};
-use shoal_private::{KeyDigest, Refusal as PrivateRefusal};
+use shoal_private::{Event as LedgerEvent, KeyDigest, Refusal as PrivateRefusal, Report};
 use shoal_swarm::ServerTime;
 use shoal_tcp::{Place, within, write_all_before as write_all};
 use shoal_worker::Verdict;
-use shoal_ws_protocol::Id20;
 use shoal_ws_protocol::opening::Refusal;
+use shoal_ws_protocol::{AnnounceEvent, AnnounceRequest, Id20};
 
 use super::Worker;
 use super::handshake::{Opening, open};
@@ -153,16 +153,35 @@ impl Host for Worker {
     fn private_announce(
         &self,
         key: Option<KeyDigest>,
-        info_hash: &[u8; 20],
-        leeching: bool,
+        announce: &AnnounceRequest,
     ) -> Result<(), PrivateRefusal> {
-        match &self.context.private {
-            Some(registry) => registry
-                .current()
-                .announce(key, info_hash, leeching)
-                .map(drop),
-            None => Ok(()),
+        let Some(registry) = &self.context.private else {
+            return Ok(());
+        };
+        let leeching = announce.left != Some(0);
+        let grant = registry
+            .current()
+            .announce(key, &announce.info_hash.0, leeching)?;
+        if let Some(accounts) = &self.context.accounts {
+            accounts.report(Report {
+                user: grant.user.id,
+                torrent: grant.torrent.id,
+                up_factor: grant.torrent.up_factor,
+                down_factor: grant.torrent.down_factor,
+                peer_id: announce.peer_id.0,
+                uploaded: announce.uploaded.unwrap_or(0),
+                downloaded: announce.downloaded.unwrap_or(0),
+                left: announce.left.unwrap_or(u64::MAX),
+                event: match announce.event {
+                    AnnounceEvent::Update => LedgerEvent::None,
+                    AnnounceEvent::Started => LedgerEvent::Started,
+                    AnnounceEvent::Completed => LedgerEvent::Completed,
+                    AnnounceEvent::Stopped => LedgerEvent::Stopped,
+                },
+                at: 0,
+            });
         }
+        Ok(())
     }
 
     fn private_scrape(

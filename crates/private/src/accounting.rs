@@ -1,0 +1,233 @@
+//! The accounting thread: socket workers hand it a [`Report`] per accepted announce
+//! (never waiting: a full queue drops the report and counts it), it keeps the
+//! [`Ledger`], and every `interval` it writes the credits since the last time as one
+//! batch file into the export directory, where the site picks them up.
+//!
+//! A batch file is `<batch id>.json` (see [`Batch::to_json`]), written under a
+//! temporary name and renamed, so the site never reads half a batch. The site applies
+//! a batch, records its id (a batch it has seen is skipped: exactly once), and deletes
+//! the file. Batches wait in the directory while the site is away, and across tracker
+//! restarts.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant, SystemTime};
+
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TrySendError};
+
+use crate::ledger::{Batch, Ledger, Report};
+
+/// Reports waiting for the thread at most; past it they are dropped and counted.
+pub const QUEUE_LEN: usize = 1 << 16;
+
+/// Where socket workers send reports; dropping the last handle flushes a last batch
+/// and ends the thread.
+#[derive(Debug)]
+pub struct Accounts {
+    sender: Sender<Report>,
+    /// Reports dropped for a full queue.
+    dropped: AtomicU64,
+    /// Batches written, and those that could not be.
+    pub written: AtomicU64,
+    pub failed: AtomicU64,
+    thread: Mutex<Option<JoinHandle<()>>>,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Accounts {
+    /// Starts the thread for tracker `name`, writing a batch into `directory` every
+    /// `interval`; peers time out after `peer_timeout` seconds.
+    pub fn start(
+        name: &str,
+        directory: &Path,
+        interval: Duration,
+        peer_timeout: u64,
+    ) -> anyhow::Result<Arc<Self>> {
+        let (sender, receiver) = crossbeam_channel::bounded(QUEUE_LEN);
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let accounts = Arc::new(Self {
+            sender,
+            dropped: AtomicU64::new(0),
+            written: AtomicU64::new(0),
+            failed: AtomicU64::new(0),
+            thread: Mutex::new(None),
+            stop: stop.clone(),
+        });
+        let run_started_ms = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64);
+        let ledger = Ledger::new(format!("{name}-{run_started_ms}"), peer_timeout, unix_now());
+        let thread = Thread {
+            name: name.to_owned(),
+            directory: directory.to_owned(),
+            interval,
+            receiver,
+            ledger,
+            accounts: Arc::downgrade(&accounts),
+            stop,
+        };
+        let handle = std::thread::Builder::new()
+            .name(format!("{name}-accounting"))
+            .spawn(move || thread.run())?;
+        *accounts.thread.lock().unwrap_or_else(|e| e.into_inner()) = Some(handle);
+        Ok(accounts)
+    }
+
+    /// Hands an accepted announce to the thread; never waits.
+    pub fn report(&self, report: Report) {
+        if let Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) =
+            self.sender.try_send(report)
+        {
+            self.dropped.fetch_add(1, Relaxed);
+        }
+    }
+
+    /// Reports dropped for a full queue so far.
+    pub fn dropped(&self) -> u64 {
+        self.dropped.load(Relaxed)
+    }
+
+    /// Writes the last batch and ends the thread (also done when dropped).
+    pub fn finish(&self) {
+        self.stop.store(true, Relaxed);
+        let handle = self.thread.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(handle) = handle {
+            let _ = handle.join();
+        }
+    }
+}
+
+impl Drop for Accounts {
+    fn drop(&mut self) {
+        self.finish();
+    }
+}
+
+fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+struct Thread {
+    name: String,
+    directory: PathBuf,
+    interval: Duration,
+    receiver: Receiver<Report>,
+    ledger: Ledger,
+    accounts: std::sync::Weak<Accounts>,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Thread {
+    fn run(mut self) {
+        let mut next_flush = Instant::now() + self.interval;
+        while !self.stop.load(Relaxed) {
+            if Instant::now() >= next_flush {
+                self.flush();
+                next_flush = Instant::now() + self.interval;
+            }
+            // Wakes at least every second to notice a stop.
+            let wait = next_flush
+                .saturating_duration_since(Instant::now())
+                .min(Duration::from_secs(1));
+            match self.receiver.recv_timeout(wait) {
+                Ok(mut report) => {
+                    report.at = unix_now();
+                    self.ledger.record(&report);
+                }
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => break,
+            }
+        }
+        // What is still queued, then the last batch.
+        while let Ok(mut report) = self.receiver.try_recv() {
+            report.at = unix_now();
+            self.ledger.record(&report);
+        }
+        self.flush();
+    }
+
+    fn flush(&mut self) {
+        let now = unix_now();
+        self.ledger.expire(now);
+        let Some(batch) = self.ledger.take_batch(now) else {
+            return;
+        };
+        let counter = |accounts: &Accounts, ok: bool| {
+            if ok {
+                accounts.written.fetch_add(1, Relaxed);
+            } else {
+                accounts.failed.fetch_add(1, Relaxed);
+            }
+        };
+        let result = write_batch(&self.directory, &batch);
+        if let Err(err) = &result {
+            log::error!(
+                "{}: accounting batch {} ({} entries) not written to {}: {err}",
+                self.name,
+                batch.id,
+                batch.entries.len(),
+                self.directory.display()
+            );
+        }
+        if let Some(accounts) = self.accounts.upgrade() {
+            counter(&accounts, result.is_ok());
+        }
+    }
+}
+
+/// Writes `batch` as `<id>.json` in `directory`, whole or not at all.
+pub fn write_batch(directory: &Path, batch: &Batch) -> std::io::Result<PathBuf> {
+    use std::io::Write as _;
+    let path = directory.join(format!("{}.json", batch.id));
+    let partial = directory.join(format!(".{}.json.partial", batch.id));
+    let mut file = std::fs::File::create(&partial)?;
+    file.write_all(batch.to_json().as_bytes())?;
+    file.sync_all()?;
+    std::fs::rename(&partial, &path)?;
+    Ok(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ledger::Event;
+
+    #[test]
+    fn reports_become_batch_files_and_the_last_one_is_written_at_the_end() {
+        let dir = std::env::temp_dir().join(format!("shoal-accounting-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let accounts = Accounts::start("udp", &dir, Duration::from_secs(3600), 3600).unwrap();
+        let report = |uploaded, event| Report {
+            user: 17,
+            torrent: 1001,
+            up_factor: 100,
+            down_factor: 100,
+            peer_id: [7; 20],
+            uploaded,
+            downloaded: 0,
+            left: 0,
+            event,
+            at: 0,
+        };
+        accounts.report(report(0, Event::Started));
+        accounts.report(report(4096, Event::None));
+        accounts.finish();
+        let files: Vec<PathBuf> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|entry| entry.unwrap().path())
+            .collect();
+        assert_eq!(files.len(), 1, "{files:?}");
+        let text = std::fs::read_to_string(&files[0]).unwrap();
+        assert!(
+            text.contains("\"user\":17,\"torrent\":1001,\"uploaded\":4096"),
+            "{text}"
+        );
+        assert_eq!(accounts.written.load(Relaxed), 1);
+        assert_eq!(accounts.dropped(), 0);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

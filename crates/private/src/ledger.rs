@@ -1,0 +1,369 @@
+//! Accounting: what each user uploaded and downloaded in each torrent, as deltas the
+//! site applies to its totals.
+//!
+//! Clients report totals since their session started, on every announce. The ledger
+//! keeps the last totals of each (user, torrent, peer id) and credits the difference:
+//!
+//! * a total that went down is a restarted session: nothing is credited, and the new
+//!   total is the baseline;
+//! * the same client announcing over IPv4 and over IPv6 (dual-stack clients do, with
+//!   the same peer id and counters) is one entry, so the second announce adds nothing;
+//! * the two info hashes of a hybrid torrent share the site's torrent id, so they are
+//!   one entry too;
+//! * the first announce a ledger sees of a peer only sets its baseline: its totals may
+//!   include what an earlier run of the tracker credited already;
+//! * a completion is counted once per entry; seeding time accrues between announces
+//!   made with nothing left, gaps longer than the peer timeout excepted.
+//!
+//! Credits accumulate per (user, torrent) until [`Ledger::take_batch`] hands them out
+//! as one [`Batch`] with an id the site uses to apply each batch exactly once. No I/O:
+//! times come in with the reports.
+
+use hashbrown::HashMap;
+
+/// What an accepted announce says, for accounting.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Report {
+    /// The site's user and torrent ids.
+    pub user: u32,
+    pub torrent: u32,
+    /// The torrent's upload and download factors, in percent.
+    pub up_factor: u16,
+    pub down_factor: u16,
+    /// The client's peer id.
+    pub peer_id: [u8; 20],
+    /// Totals since the client's session started.
+    pub uploaded: u64,
+    pub downloaded: u64,
+    /// Bytes still to download.
+    pub left: u64,
+    /// What the announce says happened.
+    pub event: Event,
+    /// When, in seconds.
+    pub at: u64,
+}
+
+/// An announce's event.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Event {
+    None,
+    Started,
+    Completed,
+    Stopped,
+}
+
+/// What one user earned in one torrent since the last batch.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Credit {
+    /// Bytes uploaded and downloaded, as reported.
+    pub uploaded: u64,
+    pub downloaded: u64,
+    /// The same with the torrent's factors applied: what the site's ratio counts.
+    pub credited_uploaded: u64,
+    pub credited_downloaded: u64,
+    /// Seconds seeded.
+    pub seed_seconds: u64,
+    /// Completions (snatches).
+    pub completed: u32,
+}
+
+impl Credit {
+    fn is_empty(&self) -> bool {
+        *self == Self::default()
+    }
+}
+
+/// Credits handed to the site together.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Batch {
+    /// Unique across the trackers and their runs: the tracker, the run's start (Unix
+    /// milliseconds) and a sequence number, `"udp-<start>-<sequence>"`. The site
+    /// records the ids it applied.
+    pub id: String,
+    /// The span the credits were earned in, in seconds.
+    pub from: u64,
+    pub to: u64,
+    /// (user, torrent, credit), ordered by user then torrent.
+    pub entries: Vec<(u32, u32, Credit)>,
+}
+
+/// The last totals of one (user, torrent, peer id).
+#[derive(Clone, Copy, Debug)]
+struct Peer {
+    uploaded: u64,
+    downloaded: u64,
+    seeding: bool,
+    completed: bool,
+    last_seen: u64,
+}
+
+/// Deltas per peer, credits per (user, torrent).
+#[derive(Debug)]
+pub struct Ledger {
+    peers: HashMap<(u32, u32, [u8; 20]), Peer>,
+    credits: HashMap<(u32, u32), Credit>,
+    /// Seconds after which a peer is forgotten, and the longest gap seeding time
+    /// counts across.
+    peer_timeout: u64,
+    run: String,
+    next_batch: u64,
+    since: u64,
+}
+
+impl Ledger {
+    /// A ledger for the run `run` (the tracker and its start, which prefix every
+    /// batch id), whose peers time out after `peer_timeout` seconds.
+    pub fn new(run: impl Into<String>, peer_timeout: u64, now: u64) -> Self {
+        Self {
+            peers: HashMap::new(),
+            credits: HashMap::new(),
+            peer_timeout,
+            run: run.into(),
+            next_batch: 0,
+            since: now,
+        }
+    }
+
+    /// Credits what `report` adds to its peer's last totals.
+    pub fn record(&mut self, report: &Report) {
+        let key = (report.user, report.torrent, report.peer_id);
+        let seeding = report.left == 0;
+        let Some(peer) = self.peers.get_mut(&key) else {
+            // First sight: a baseline only (see the module's notes), but a completion
+            // announced now is one.
+            if report.event != Event::Stopped {
+                self.peers.insert(
+                    key,
+                    Peer {
+                        uploaded: report.uploaded,
+                        downloaded: report.downloaded,
+                        seeding,
+                        completed: report.event == Event::Completed,
+                        last_seen: report.at,
+                    },
+                );
+            }
+            if report.event == Event::Completed {
+                self.credit(report).completed += 1;
+            }
+            return;
+        };
+        // A smaller total than before: the client restarted its session.
+        let uploaded = report.uploaded.saturating_sub(peer.uploaded);
+        let downloaded = report.downloaded.saturating_sub(peer.downloaded);
+        let gap = report.at.saturating_sub(peer.last_seen);
+        let seed_seconds = if peer.seeding && gap <= self.peer_timeout {
+            gap
+        } else {
+            0
+        };
+        let completed = report.event == Event::Completed && !peer.completed;
+        peer.uploaded = report.uploaded;
+        peer.downloaded = report.downloaded;
+        peer.seeding = seeding;
+        peer.completed |= completed;
+        peer.last_seen = peer.last_seen.max(report.at);
+        if report.event == Event::Stopped {
+            self.peers.remove(&key);
+        }
+        let (up_factor, down_factor) = (u64::from(report.up_factor), u64::from(report.down_factor));
+        let credit = self.credit(report);
+        credit.uploaded += uploaded;
+        credit.downloaded += downloaded;
+        credit.credited_uploaded += uploaded.saturating_mul(up_factor) / 100;
+        credit.credited_downloaded += downloaded.saturating_mul(down_factor) / 100;
+        credit.seed_seconds += seed_seconds;
+        credit.completed += u32::from(completed);
+    }
+
+    fn credit(&mut self, report: &Report) -> &mut Credit {
+        self.credits
+            .entry((report.user, report.torrent))
+            .or_default()
+    }
+
+    /// Forgets peers not heard from for the peer timeout (their clients left without
+    /// a stopped announce). Returns how many.
+    pub fn expire(&mut self, now: u64) -> usize {
+        let before = self.peers.len();
+        let timeout = self.peer_timeout;
+        self.peers
+            .retain(|_, peer| now.saturating_sub(peer.last_seen) <= timeout);
+        before - self.peers.len()
+    }
+
+    /// The credits since the last batch, as a batch; `None` when there are none.
+    pub fn take_batch(&mut self, now: u64) -> Option<Batch> {
+        let mut entries: Vec<(u32, u32, Credit)> = self
+            .credits
+            .drain()
+            .filter(|(_, credit)| !credit.is_empty())
+            .map(|((user, torrent), credit)| (user, torrent, credit))
+            .collect();
+        let from = std::mem::replace(&mut self.since, now);
+        if entries.is_empty() {
+            return None;
+        }
+        entries.sort_unstable_by_key(|&(user, torrent, _)| (user, torrent));
+        let id = format!("{}-{}", self.run, self.next_batch);
+        self.next_batch += 1;
+        Some(Batch {
+            id,
+            from,
+            to: now,
+            entries,
+        })
+    }
+
+    /// Peers followed.
+    pub fn peers(&self) -> usize {
+        self.peers.len()
+    }
+}
+
+impl Batch {
+    /// The batch as JSON, the form the site receives:
+    /// `{"batch":"…","from":…,"to":…,"entries":[{"user":17,"torrent":1001,…}]}`.
+    pub fn to_json(&self) -> String {
+        use std::fmt::Write as _;
+        let mut out = format!(
+            "{{\"batch\":\"{}\",\"from\":{},\"to\":{},\"entries\":[",
+            self.id, self.from, self.to
+        );
+        for (i, (user, torrent, credit)) in self.entries.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            let _ = write!(
+                out,
+                "{{\"user\":{user},\"torrent\":{torrent},\"uploaded\":{},\"downloaded\":{},\
+                 \"credited_uploaded\":{},\"credited_downloaded\":{},\"seed_seconds\":{},\
+                 \"completed\":{}}}",
+                credit.uploaded,
+                credit.downloaded,
+                credit.credited_uploaded,
+                credit.credited_downloaded,
+                credit.seed_seconds,
+                credit.completed
+            );
+        }
+        out.push_str("]}");
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PEER: [u8; 20] = *b"-qB4620-aaaaaaaaaaaa";
+
+    fn report(uploaded: u64, downloaded: u64, left: u64, event: Event, at: u64) -> Report {
+        Report {
+            user: 17,
+            torrent: 1001,
+            up_factor: 100,
+            down_factor: 100,
+            peer_id: PEER,
+            uploaded,
+            downloaded,
+            left,
+            event,
+            at,
+        }
+    }
+
+    fn only(batch: &Batch) -> Credit {
+        assert_eq!(batch.entries.len(), 1, "{batch:?}");
+        batch.entries[0].2
+    }
+
+    #[test]
+    fn deltas_are_credited_and_a_smaller_total_is_a_new_session() {
+        let mut ledger = Ledger::new("udp-1700000000000", 3600, 0);
+        ledger.record(&report(0, 0, 1000, Event::Started, 0));
+        ledger.record(&report(100, 400, 600, Event::None, 60));
+        ledger.record(&report(250, 1000, 0, Event::Completed, 120));
+        // The client restarted: totals from zero again.
+        ledger.record(&report(30, 0, 0, Event::Started, 180));
+        ledger.record(&report(80, 0, 0, Event::None, 240));
+        let credit = only(&ledger.take_batch(300).unwrap());
+        assert_eq!((credit.uploaded, credit.downloaded), (250 + 50, 1000));
+        assert_eq!(credit.completed, 1);
+        // Seeding from the completion on: 120 -> 180 -> 240.
+        assert_eq!(credit.seed_seconds, 120);
+        assert_eq!(ledger.take_batch(301), None, "a batch is handed out once");
+    }
+
+    #[test]
+    fn a_dual_stack_client_and_a_hybrid_torrent_are_credited_once() {
+        let mut ledger = Ledger::new("udp-1", 3600, 0);
+        ledger.record(&report(0, 0, 1000, Event::Started, 0));
+        // The same counters over IPv4 and IPv6, and under the v2 hash (same ids).
+        for at in [60, 61, 62] {
+            ledger.record(&report(500, 200, 800, Event::None, at));
+        }
+        ledger.record(&report(500, 1000, 0, Event::Completed, 100));
+        ledger.record(&report(500, 1000, 0, Event::Completed, 101));
+        let credit = only(&ledger.take_batch(200).unwrap());
+        assert_eq!(
+            (credit.uploaded, credit.downloaded, credit.completed),
+            (500, 1000, 1)
+        );
+    }
+
+    #[test]
+    fn factors_apply_and_a_first_sight_is_a_baseline() {
+        let mut ledger = Ledger::new("udp-1", 3600, 0);
+        // First seen mid-session (a tracker restart): its totals are not credited.
+        let freeleech = |uploaded, downloaded, at| Report {
+            up_factor: 200,
+            down_factor: 0,
+            ..report(uploaded, downloaded, 10, Event::None, at)
+        };
+        ledger.record(&freeleech(5000, 5000, 0));
+        ledger.record(&freeleech(6000, 7000, 60));
+        let credit = only(&ledger.take_batch(60).unwrap());
+        assert_eq!((credit.uploaded, credit.downloaded), (1000, 2000));
+        assert_eq!(
+            (credit.credited_uploaded, credit.credited_downloaded),
+            (2000, 0)
+        );
+    }
+
+    #[test]
+    fn stopped_peers_leave_and_silent_ones_expire_without_seed_time() {
+        let mut ledger = Ledger::new("udp-1", 100, 0);
+        ledger.record(&report(0, 0, 0, Event::Started, 0));
+        ledger.record(&report(10, 0, 0, Event::Stopped, 50));
+        assert_eq!(ledger.peers(), 0);
+        ledger.record(&report(0, 0, 0, Event::Started, 60));
+        // A gap past the timeout counts no seeding time.
+        ledger.record(&report(0, 0, 0, Event::None, 400));
+        let credit = only(&ledger.take_batch(400).unwrap());
+        assert_eq!((credit.uploaded, credit.seed_seconds), (10, 50));
+        assert_eq!(ledger.expire(600), 1);
+        assert_eq!(ledger.peers(), 0);
+    }
+
+    #[test]
+    fn batches_have_unique_ids_and_read_as_json() {
+        let mut ledger = Ledger::new("udp-1700000000123", 3600, 0);
+        ledger.record(&report(0, 0, 1000, Event::Started, 0));
+        ledger.record(&report(10, 20, 980, Event::None, 5));
+        let first = ledger.take_batch(10).unwrap();
+        ledger.record(&report(15, 20, 980, Event::None, 15));
+        let second = ledger.take_batch(20).unwrap();
+        assert_eq!(
+            (first.id.as_str(), second.id.as_str()),
+            ("udp-1700000000123-0", "udp-1700000000123-1")
+        );
+        assert_eq!((second.from, second.to), (10, 20));
+        assert_eq!(
+            first.to_json(),
+            "{\"batch\":\"udp-1700000000123-0\",\"from\":0,\"to\":10,\"entries\":[{\"user\":17,\
+             \"torrent\":1001,\"uploaded\":10,\"downloaded\":20,\"credited_uploaded\":10,\
+             \"credited_downloaded\":20,\"seed_seconds\":0,\"completed\":0}]}"
+        );
+    }
+}
