@@ -7,7 +7,9 @@
 //! temporary name and renamed, so the site never reads half a batch. The site applies
 //! a batch, records its id (a batch it has seen is skipped: exactly once), and deletes
 //! the file. Batches wait in the directory while the site is away, and across tracker
-//! restarts.
+//! restarts. A batch that cannot be written (a full disk, a directory gone) is kept
+//! and tried again at every flush and at the end, up to [`MAX_UNWRITTEN`] batches;
+//! reports dropped for a full queue are logged at each flush.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -21,6 +23,10 @@ use crate::ledger::{Batch, Ledger, Report};
 
 /// Reports waiting for the thread at most; past it they are dropped and counted.
 pub const QUEUE_LEN: usize = 1 << 16;
+
+/// Batches kept in memory while they cannot be written; past it the oldest is lost
+/// (and logged).
+pub const MAX_UNWRITTEN: usize = 1024;
 
 /// Where socket workers send reports; dropping the last handle flushes a last batch
 /// and ends the thread.
@@ -58,7 +64,10 @@ impl Accounts {
         let run_started_ms = SystemTime::now()
             .duration_since(SystemTime::UNIX_EPOCH)
             .map_or(0, |d| d.as_millis() as u64);
-        let ledger = Ledger::new(format!("{name}-{run_started_ms}"), peer_timeout, unix_now());
+        // Tracker, run start and process id: two processes writing into one
+        // directory cannot make the same id.
+        let run = format!("{name}-{run_started_ms}-{}", std::process::id());
+        let ledger = Ledger::new(run, peer_timeout, unix_now());
         let thread = Thread {
             name: name.to_owned(),
             directory: directory.to_owned(),
@@ -67,6 +76,8 @@ impl Accounts {
             ledger,
             accounts: Arc::downgrade(&accounts),
             stop,
+            unwritten: Vec::new(),
+            dropped_logged: 0,
         };
         let handle = std::thread::Builder::new()
             .name(format!("{name}-accounting"))
@@ -93,7 +104,11 @@ impl Accounts {
     pub fn finish(&self) {
         self.stop.store(true, Relaxed);
         let handle = self.thread.lock().unwrap_or_else(|e| e.into_inner()).take();
-        if let Some(handle) = handle {
+        // Never join from the thread itself (it may hold the last handle for a
+        // moment while it counts a batch): it is ending anyway.
+        if let Some(handle) = handle
+            && handle.thread().id() != std::thread::current().id()
+        {
             let _ = handle.join();
         }
     }
@@ -119,6 +134,10 @@ struct Thread {
     ledger: Ledger,
     accounts: std::sync::Weak<Accounts>,
     stop: Arc<std::sync::atomic::AtomicBool>,
+    /// Batches not written yet, oldest first.
+    unwritten: Vec<Batch>,
+    /// Dropped reports already logged.
+    dropped_logged: u64,
 }
 
 impl Thread {
@@ -153,42 +172,74 @@ impl Thread {
     fn flush(&mut self) {
         let now = unix_now();
         self.ledger.expire(now);
-        let Some(batch) = self.ledger.take_batch(now) else {
-            return;
-        };
-        let counter = |accounts: &Accounts, ok: bool| {
-            if ok {
-                accounts.written.fetch_add(1, Relaxed);
-            } else {
-                accounts.failed.fetch_add(1, Relaxed);
+        if let Some(batch) = self.ledger.take_batch(now) {
+            if self.unwritten.len() == MAX_UNWRITTEN {
+                let lost = self.unwritten.remove(0);
+                log::error!(
+                    "{}: accounting batch {} ({} entries) lost: {MAX_UNWRITTEN} batches could not be written",
+                    self.name,
+                    lost.id,
+                    lost.entries.len()
+                );
             }
-        };
-        let result = write_batch(&self.directory, &batch);
-        if let Err(err) = &result {
-            log::error!(
-                "{}: accounting batch {} ({} entries) not written to {}: {err}",
-                self.name,
-                batch.id,
-                batch.entries.len(),
-                self.directory.display()
-            );
+            self.unwritten.push(batch);
         }
-        if let Some(accounts) = self.accounts.upgrade() {
-            counter(&accounts, result.is_ok());
+        let accounts = self.accounts.upgrade();
+        while let Some(batch) = self.unwritten.first() {
+            match write_batch(&self.directory, batch) {
+                Ok(_) => {
+                    self.unwritten.remove(0);
+                    if let Some(accounts) = &accounts {
+                        accounts.written.fetch_add(1, Relaxed);
+                    }
+                }
+                Err(err) => {
+                    log::error!(
+                        "{}: accounting batch {} ({} entries) not written to {} ({err}); kept, \
+                         {} waiting, tried again at the next flush",
+                        self.name,
+                        batch.id,
+                        batch.entries.len(),
+                        self.directory.display(),
+                        self.unwritten.len()
+                    );
+                    if let Some(accounts) = &accounts {
+                        accounts.failed.fetch_add(1, Relaxed);
+                    }
+                    break;
+                }
+            }
+        }
+        if let Some(accounts) = &accounts {
+            let dropped = accounts.dropped();
+            if dropped > self.dropped_logged {
+                log::warn!(
+                    "{}: {} accounting reports dropped (the queue of {QUEUE_LEN} was full): \
+                     their announces are not credited",
+                    self.name,
+                    dropped - self.dropped_logged
+                );
+                self.dropped_logged = dropped;
+            }
         }
     }
 }
 
-/// Writes `batch` as `<id>.json` in `directory`, whole or not at all.
+/// Writes `batch` as `<id>.json` in `directory`, whole or not at all, and never over
+/// an existing file.
 pub fn write_batch(directory: &Path, batch: &Batch) -> std::io::Result<PathBuf> {
     use std::io::Write as _;
     let path = directory.join(format!("{}.json", batch.id));
     let partial = directory.join(format!(".{}.json.partial", batch.id));
-    let mut file = std::fs::File::create(&partial)?;
-    file.write_all(batch.to_json().as_bytes())?;
-    file.sync_all()?;
-    std::fs::rename(&partial, &path)?;
-    Ok(path)
+    let written = (|| {
+        let mut file = std::fs::File::create(&partial)?;
+        file.write_all(batch.to_json().as_bytes())?;
+        file.sync_all()?;
+        // A link fails where the name is taken; a rename would replace it.
+        std::fs::hard_link(&partial, &path)
+    })();
+    let _ = std::fs::remove_file(&partial);
+    written.map(|()| path)
 }
 
 #[cfg(test)]
@@ -228,6 +279,63 @@ mod tests {
         );
         assert_eq!(accounts.written.load(Relaxed), 1);
         assert_eq!(accounts.dropped(), 0);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_batch_that_cannot_be_written_waits_for_the_directory() {
+        let dir =
+            std::env::temp_dir().join(format!("shoal-accounting-gone-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let accounts = Accounts::start("http", &dir, Duration::from_millis(200), 3600).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        let report = |uploaded, event| Report {
+            user: 18,
+            torrent: 7,
+            up_factor: 100,
+            down_factor: 100,
+            peer_id: [9; 20],
+            uploaded,
+            downloaded: 0,
+            left: 0,
+            event,
+            at: 0,
+        };
+        accounts.report(report(0, Event::Started));
+        accounts.report(report(10, Event::None));
+        // A flush or two fails with the directory gone; then it is back.
+        std::thread::sleep(Duration::from_millis(700));
+        assert!(accounts.failed.load(Relaxed) >= 1);
+        std::fs::create_dir_all(&dir).unwrap();
+        accounts.finish();
+        let files: Vec<_> = std::fs::read_dir(&dir).unwrap().flatten().collect();
+        assert_eq!(
+            files.len(),
+            1,
+            "the kept batch, and no partial file: {files:?}"
+        );
+        assert!(
+            std::fs::read_to_string(files[0].path())
+                .unwrap()
+                .contains("\"uploaded\":10")
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_batch_never_replaces_a_file() {
+        let dir =
+            std::env::temp_dir().join(format!("shoal-accounting-twice-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let batch = Batch {
+            id: "udp-1-2-0".into(),
+            from: 0,
+            to: 1,
+            entries: Vec::new(),
+        };
+        write_batch(&dir, &batch).unwrap();
+        assert!(write_batch(&dir, &batch).is_err());
+        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 1);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

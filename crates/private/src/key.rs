@@ -12,7 +12,7 @@
 //! of the WebSocket upgrade.
 //!
 //! The key is never kept: [`KeyDigest`] is a 128-bit keyed hash of it (two SipHash-1-3
-//! values under random keys chosen at start). Lookups compare digests, so a log line,
+//! values of the key, tagged 0 and 1, under a random key chosen at start). Lookups compare digests, so a log line,
 //! a core dump or a snapshot holds no key, and no one who does not know the process's
 //! random keys can make two keys collide.
 
@@ -23,7 +23,12 @@ use std::sync::OnceLock;
 /// characters; anything far longer is not a key.
 pub const MAX_KEY_LEN: usize = 128;
 
-/// A key as it arrives: 1 to [`MAX_KEY_LEN`] characters of `A-Z a-z 0-9 - _`.
+/// The shortest key accepted: shorter ones are guessable (and would show whole in
+/// the four characters a log may name).
+pub const MIN_KEY_LEN: usize = 16;
+
+/// A key as it arrives: [`MIN_KEY_LEN`] to [`MAX_KEY_LEN`] characters of
+/// `A-Z a-z 0-9 - _`.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub struct Passkey<'a>(&'a [u8]);
 
@@ -31,7 +36,7 @@ impl<'a> Passkey<'a> {
     /// `bytes` as a key, if it has the form of one.
     pub fn new(bytes: &'a [u8]) -> Option<Self> {
         let allowed = |b: &u8| b.is_ascii_alphanumeric() || *b == b'-' || *b == b'_';
-        (!bytes.is_empty() && bytes.len() <= MAX_KEY_LEN && bytes.iter().all(allowed))
+        ((MIN_KEY_LEN..=MAX_KEY_LEN).contains(&bytes.len()) && bytes.iter().all(allowed))
             .then_some(Self(bytes))
     }
 
@@ -64,9 +69,9 @@ pub struct KeyDigest([u64; 2]);
 
 impl KeyDigest {
     fn of(key: &[u8]) -> Self {
-        static STATES: OnceLock<[RandomState; 2]> = OnceLock::new();
-        let [first, second] = STATES.get_or_init(|| [RandomState::new(), RandomState::new()]);
-        Self([first.hash_one(key), second.hash_one(key)])
+        static STATE: OnceLock<RandomState> = OnceLock::new();
+        let state = STATE.get_or_init(RandomState::new);
+        Self([state.hash_one((0u8, key)), state.hash_one((1u8, key))])
     }
 }
 
@@ -233,6 +238,8 @@ mod tests {
         );
         assert!(Passkey::new(&[b'a'; MAX_KEY_LEN]).is_some());
         assert!(Passkey::new(&[b'a'; MAX_KEY_LEN + 1]).is_none());
+        assert!(Passkey::new(&[b'a'; MIN_KEY_LEN]).is_some());
+        assert!(Passkey::new(&[b'a'; MIN_KEY_LEN - 1]).is_none());
         assert!(Passkey::new(b"").is_none());
     }
 

@@ -4,8 +4,11 @@
 //! Clients report totals since their session started, on every announce. The ledger
 //! keeps the last totals of each (user, torrent, peer id) and credits the difference:
 //!
-//! * a total that went down is a restarted session: nothing is credited, and the new
-//!   total is the baseline;
+//! * a total that went down in a `started` announce is a restarted session: nothing
+//!   is credited, and the new total is the baseline; a total that went down in any
+//!   other announce (reports of one client crossing on two sockets, two machines
+//!   sharing a peer id) credits nothing and keeps the higher baseline, so no byte is
+//!   credited twice;
 //! * the same client announcing over IPv4 and over IPv6 (dual-stack clients do, with
 //!   the same peer id and counters) is one entry, so the second announce adds nothing;
 //! * the two info hashes of a hybrid torrent share the site's torrent id, so they are
@@ -13,13 +16,19 @@
 //! * the first announce a ledger sees of a peer only sets its baseline: its totals may
 //!   include what an earlier run of the tracker credited already;
 //! * a completion is counted once per entry; seeding time accrues between announces
-//!   made with nothing left, gaps longer than the peer timeout excepted.
+//!   made with nothing left, gaps longer than the peer timeout excepted, and once per
+//!   (user, torrent) however many peer ids seed it at the same time;
+//! * a user's peer ids per torrent are followed up to [`MAX_PEERS_PER_ENTRY`]: a
+//!   client that changes its peer id at every announce cannot grow the ledger.
 //!
 //! Credits accumulate per (user, torrent) until [`Ledger::take_batch`] hands them out
 //! as one [`Batch`] with an id the site uses to apply each batch exactly once. No I/O:
 //! times come in with the reports.
 
 use hashbrown::HashMap;
+
+/// Peer ids followed per (user, torrent); more are not credited (and counted).
+pub const MAX_PEERS_PER_ENTRY: u16 = 32;
 
 /// What an accepted announce says, for accounting.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -87,6 +96,13 @@ pub struct Batch {
     pub entries: Vec<(u32, u32, Credit)>,
 }
 
+/// What a (user, torrent) has across its peer ids.
+#[derive(Clone, Copy, Debug, Default)]
+struct Entry {
+    peers: u16,
+    seeded_until: u64,
+}
+
 /// The last totals of one (user, torrent, peer id).
 #[derive(Clone, Copy, Debug)]
 struct Peer {
@@ -101,7 +117,12 @@ struct Peer {
 #[derive(Debug)]
 pub struct Ledger {
     peers: HashMap<(u32, u32, [u8; 20]), Peer>,
+    /// Per (user, torrent): peer ids followed, and the time up to which seeding has
+    /// been credited.
+    entries: HashMap<(u32, u32), Entry>,
     credits: HashMap<(u32, u32), Credit>,
+    /// Reports of peer ids past [`MAX_PEERS_PER_ENTRY`], not credited.
+    untracked: u64,
     /// Seconds after which a peer is forgotten, and the longest gap seeding time
     /// counts across.
     peer_timeout: u64,
@@ -116,7 +137,9 @@ impl Ledger {
     pub fn new(run: impl Into<String>, peer_timeout: u64, now: u64) -> Self {
         Self {
             peers: HashMap::new(),
+            entries: HashMap::new(),
             credits: HashMap::new(),
+            untracked: 0,
             peer_timeout,
             run: run.into(),
             next_batch: 0,
@@ -127,11 +150,18 @@ impl Ledger {
     /// Credits what `report` adds to its peer's last totals.
     pub fn record(&mut self, report: &Report) {
         let key = (report.user, report.torrent, report.peer_id);
+        let pair = (report.user, report.torrent);
         let seeding = report.left == 0;
         let Some(peer) = self.peers.get_mut(&key) else {
             // First sight: a baseline only (see the module's notes), but a completion
             // announced now is one.
             if report.event != Event::Stopped {
+                let entry = self.entries.entry(pair).or_default();
+                if entry.peers >= MAX_PEERS_PER_ENTRY {
+                    self.untracked += 1;
+                    return;
+                }
+                entry.peers += 1;
                 self.peers.insert(
                     key,
                     Peer {
@@ -148,32 +178,60 @@ impl Ledger {
             }
             return;
         };
-        // A smaller total than before: the client restarted its session.
-        let uploaded = report.uploaded.saturating_sub(peer.uploaded);
-        let downloaded = report.downloaded.saturating_sub(peer.downloaded);
-        let gap = report.at.saturating_sub(peer.last_seen);
-        let seed_seconds = if peer.seeding && gap <= self.peer_timeout {
-            gap
-        } else {
-            0
+        let restarted = report.event == Event::Started;
+        let advance = |last: &mut u64, now: u64| -> u64 {
+            if now >= *last {
+                std::mem::replace(last, now).abs_diff(now)
+            } else {
+                // Lower: a new session only when the client says it started one;
+                // otherwise the higher baseline stays and nothing is credited.
+                if restarted {
+                    *last = now;
+                }
+                0
+            }
         };
+        let uploaded = advance(&mut peer.uploaded, report.uploaded);
+        let downloaded = advance(&mut peer.downloaded, report.downloaded);
+        // Seeding since its last announce, if that was within the peer timeout;
+        // counted once per (user, torrent) for time several peer ids seed at once.
+        let mut seed_seconds = 0;
+        if peer.seeding && report.at.saturating_sub(peer.last_seen) <= self.peer_timeout {
+            let entry = self.entries.entry(pair).or_default();
+            let from = peer.last_seen.max(entry.seeded_until);
+            seed_seconds = report.at.saturating_sub(from);
+            entry.seeded_until = entry.seeded_until.max(report.at);
+        }
         let completed = report.event == Event::Completed && !peer.completed;
-        peer.uploaded = report.uploaded;
-        peer.downloaded = report.downloaded;
         peer.seeding = seeding;
         peer.completed |= completed;
         peer.last_seen = peer.last_seen.max(report.at);
         if report.event == Event::Stopped {
             self.peers.remove(&key);
+            self.forget_peer(pair);
         }
         let (up_factor, down_factor) = (u64::from(report.up_factor), u64::from(report.down_factor));
         let credit = self.credit(report);
-        credit.uploaded += uploaded;
-        credit.downloaded += downloaded;
-        credit.credited_uploaded += uploaded.saturating_mul(up_factor) / 100;
-        credit.credited_downloaded += downloaded.saturating_mul(down_factor) / 100;
-        credit.seed_seconds += seed_seconds;
-        credit.completed += u32::from(completed);
+        credit.uploaded = credit.uploaded.saturating_add(uploaded);
+        credit.downloaded = credit.downloaded.saturating_add(downloaded);
+        credit.credited_uploaded = credit
+            .credited_uploaded
+            .saturating_add(uploaded.saturating_mul(up_factor) / 100);
+        credit.credited_downloaded = credit
+            .credited_downloaded
+            .saturating_add(downloaded.saturating_mul(down_factor) / 100);
+        credit.seed_seconds = credit.seed_seconds.saturating_add(seed_seconds);
+        credit.completed = credit.completed.saturating_add(u32::from(completed));
+    }
+
+    /// One peer id of `pair` is gone.
+    fn forget_peer(&mut self, pair: (u32, u32)) {
+        if let Some(entry) = self.entries.get_mut(&pair) {
+            entry.peers = entry.peers.saturating_sub(1);
+            if entry.peers == 0 {
+                self.entries.remove(&pair);
+            }
+        }
     }
 
     fn credit(&mut self, report: &Report) -> &mut Credit {
@@ -185,11 +243,25 @@ impl Ledger {
     /// Forgets peers not heard from for the peer timeout (their clients left without
     /// a stopped announce). Returns how many.
     pub fn expire(&mut self, now: u64) -> usize {
-        let before = self.peers.len();
         let timeout = self.peer_timeout;
-        self.peers
-            .retain(|_, peer| now.saturating_sub(peer.last_seen) <= timeout);
-        before - self.peers.len()
+        let mut gone = Vec::new();
+        self.peers.retain(|&(user, torrent, _), peer| {
+            let keep = now.saturating_sub(peer.last_seen) <= timeout;
+            if !keep {
+                gone.push((user, torrent));
+            }
+            keep
+        });
+        for &pair in &gone {
+            self.forget_peer(pair);
+        }
+        gone.len()
+    }
+
+    /// Reports not credited because their (user, torrent) had
+    /// [`MAX_PEERS_PER_ENTRY`] peer ids already, so far.
+    pub fn untracked(&self) -> u64 {
+        self.untracked
     }
 
     /// The credits since the last batch, as a batch; `None` when there are none.
@@ -344,6 +416,49 @@ mod tests {
         assert_eq!((credit.uploaded, credit.seed_seconds), (10, 50));
         assert_eq!(ledger.expire(600), 1);
         assert_eq!(ledger.peers(), 0);
+    }
+
+    #[test]
+    fn a_lower_total_without_a_restart_credits_nothing_twice() {
+        let mut ledger = Ledger::new("udp-1", 3600, 0);
+        ledger.record(&report(0, 0, 1000, Event::Started, 0));
+        // Two sockets' reports crossing: 1010, then an older 1000, then 2000.
+        ledger.record(&report(1010, 0, 1000, Event::None, 10));
+        ledger.record(&report(1000, 0, 1000, Event::None, 11));
+        ledger.record(&report(2000, 0, 1000, Event::None, 20));
+        // Two machines sharing a peer id, 100 GB and 1 GB alternating.
+        ledger.record(&report(100_000, 0, 1000, Event::None, 30));
+        ledger.record(&report(1_000, 0, 1000, Event::None, 31));
+        ledger.record(&report(100_000, 0, 1000, Event::None, 32));
+        let credit = only(&ledger.take_batch(40).unwrap());
+        assert_eq!(credit.uploaded, 100_000);
+    }
+
+    #[test]
+    fn seed_time_counts_once_and_peer_ids_are_capped() {
+        let mut ledger = Ledger::new("udp-1", 3600, 0);
+        let seeder = |id: u8, at| Report {
+            peer_id: [id; 20],
+            ..report(0, 0, 0, Event::None, at)
+        };
+        // Three peer ids seeding the same hours: one user's seed time, once.
+        for id in 0..3 {
+            ledger.record(&seeder(id, 0));
+        }
+        for id in 0..3 {
+            ledger.record(&seeder(id, 600));
+        }
+        let credit = only(&ledger.take_batch(600).unwrap());
+        assert_eq!(credit.seed_seconds, 600);
+        // A client changing its peer id at every announce stops being followed.
+        for id in 3..100 {
+            ledger.record(&seeder(id, 700));
+        }
+        assert_eq!(ledger.peers(), usize::from(MAX_PEERS_PER_ENTRY));
+        assert_eq!(ledger.untracked(), 100 - u64::from(MAX_PEERS_PER_ENTRY));
+        assert_eq!(ledger.expire(700 + 3601), usize::from(MAX_PEERS_PER_ENTRY));
+        ledger.record(&seeder(200, 5000));
+        assert_eq!(ledger.peers(), 1, "expiry frees the places");
     }
 
     #[test]

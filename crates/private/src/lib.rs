@@ -19,7 +19,7 @@ mod key;
 mod ledger;
 mod registry;
 
-pub use accounting::{Accounts, QUEUE_LEN, write_batch};
-pub use key::{KeyDigest, KeyPlaces, Located, MAX_KEY_LEN, Passkey};
-pub use ledger::{Batch, Credit, Event, Ledger, Report};
+pub use accounting::{Accounts, MAX_UNWRITTEN, QUEUE_LEN, write_batch};
+pub use key::{KeyDigest, KeyPlaces, Located, MAX_KEY_LEN, MIN_KEY_LEN, Passkey};
+pub use ledger::{Batch, Credit, Event, Ledger, MAX_PEERS_PER_ENTRY, Report};
 pub use registry::{Grant, MAX_FILE, Refusal, Registry, SharedRegistry, Torrent, User};

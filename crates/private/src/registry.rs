@@ -177,12 +177,15 @@ fn parse_users(text: &str) -> anyhow::Result<HashMap<KeyDigest, User>> {
         let (Some(id), Some(key)) = (words.next(), words.next()) else {
             bail!("line {number}: expected `<user id> <passkey> [options]`");
         };
-        let id: u32 = id
-            .parse()
-            .with_context(|| format!("line {number}: user id {id:?} is not a number"))?;
+        // Words are never echoed: in a line with its columns swapped, a word could be
+        // a passkey, and the message goes to the log.
+        let Ok(id) = id.parse::<u32>() else {
+            bail!("line {number}: the first word is not a user id (a number up to 4294967295)");
+        };
         let Some(key) = Passkey::new(key.as_bytes()) else {
             bail!(
-                "line {number}: user {id}'s passkey must be 1 to {} characters of A-Z, a-z, 0-9, - and _",
+                "line {number}: user {id}'s passkey must be {} to {} characters of A-Z, a-z, 0-9, - and _",
+                crate::key::MIN_KEY_LEN,
                 crate::key::MAX_KEY_LEN
             );
         };
@@ -192,17 +195,19 @@ fn parse_users(text: &str) -> anyhow::Result<HashMap<KeyDigest, User>> {
             disabled: false,
             peer_cap: 0,
         };
-        for option in words {
+        for (word, option) in words.enumerate() {
             match option.split_once('=') {
                 None if option == "noleech" => user.can_leech = false,
                 None if option == "disabled" => user.disabled = true,
                 Some(("peers", cap)) => {
-                    user.peer_cap = cap.parse().with_context(|| {
-                        format!("line {number}: peers={cap:?} is not a number up to 65535")
-                    })?;
+                    let Ok(cap) = cap.parse() else {
+                        bail!("line {number}: peers= takes a number up to 65535");
+                    };
+                    user.peer_cap = cap;
                 }
                 _ => bail!(
-                    "line {number}: unknown option {option:?} (known: noleech, disabled, peers=N)"
+                    "line {number}: word {} is not an option (known: noleech, disabled, peers=N)",
+                    word + 3
                 ),
             }
         }
@@ -400,8 +405,13 @@ mod tests {
             Err(Refusal::MissingKey)
         );
         assert_eq!(
-            registry.announce(key("0000"), &hash(HASH), true),
+            registry.announce(key("00000000000000000000000000000bad"), &hash(HASH), true),
             Err(Refusal::UnknownKey)
+        );
+        // Too short to be a key: as if none was given.
+        assert_eq!(
+            registry.announce(key("0000"), &hash(HASH), true),
+            Err(Refusal::MissingKey)
         );
         assert_eq!(
             registry.announce(key(CAROL), &hash(HASH), false),
@@ -449,9 +459,12 @@ mod tests {
             "{}",
             users("17\n")
         );
-        assert!(users(&format!("x {ALICE}\n")).contains("user id \"x\" is not a number"));
+        assert!(users(&format!("x {ALICE}\n")).contains("the first word is not a user id"));
         assert!(users("17 a/b\n").contains("line 1: user 17's passkey must be"));
-        assert!(users(&format!("17 {ALICE} vip\n")).contains("unknown option \"vip\""));
+        assert!(users(&format!("17 {ALICE} vip\n")).contains("word 3 is not an option"));
+        // Columns swapped, or a key where an option belongs: the key is not echoed.
+        assert!(!users(&format!("{ALICE} 17\n")).contains(ALICE));
+        assert!(!users(&format!("17 {ALICE} {BOB}\n")).contains(BOB));
         assert!(
             users(&format!("17 {ALICE}\n17 {BOB}\n")).contains("line 2: user 17 is listed twice")
         );

@@ -40,6 +40,11 @@ impl Running {
         self
     }
 
+    /// Private mode's accounting, when it is on.
+    pub fn accounts(&self) -> Option<&Arc<Accounts>> {
+        self.accounts.as_ref()
+    }
+
     fn finish_accounts(&self) {
         if let Some(accounts) = &self.accounts {
             accounts.finish();

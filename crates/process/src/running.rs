@@ -236,6 +236,7 @@ where
                 shutdown: tracker.shutdown_handle().clone(),
                 urls: tracker.urls().iter().map(|url| url.to_string()).collect(),
                 stall_reported: std::sync::atomic::AtomicBool::new(false),
+                accounts: tracker.running.accounts().cloned(),
             }),
             tracker,
         }))
@@ -273,6 +274,8 @@ struct TrackerMonitor<C> {
     /// Whether a stalled worker was last reported, so that a stall and its end are
     /// each logged once.
     stall_reported: std::sync::atomic::AtomicBool,
+    /// Private mode's accounting, when it is on.
+    accounts: Option<Arc<shoal_private::Accounts>>,
 }
 
 impl<C: Counters> Monitored for TrackerMonitor<C>
@@ -291,6 +294,9 @@ where
             &[],
             self.stats.stalled().len() as f64,
         );
+        if let Some(accounts) = &self.accounts {
+            observe_accounts(accounts, out);
+        }
     }
 
     fn largest_swarms(&self, count: usize) -> Vec<LargeSwarm> {
@@ -303,6 +309,29 @@ where
 
     fn urls(&self) -> Vec<String> {
         self.urls.clone()
+    }
+}
+
+/// Private mode's accounting counters.
+fn observe_accounts(accounts: &shoal_private::Accounts, out: &mut Observation) {
+    use std::sync::atomic::Ordering::Relaxed;
+    out.counter(
+        "shoal_accounting_reports_dropped_total",
+        "Accepted private announces not credited: the accounting queue was full.",
+        &[],
+        accounts.dropped(),
+    );
+    for (outcome, value) in [
+        ("written", accounts.written.load(Relaxed)),
+        ("failed", accounts.failed.load(Relaxed)),
+    ] {
+        out.counter(
+            "shoal_accounting_batches_total",
+            "Accounting batch files written, and attempts that failed (the batch is kept \
+             and tried again).",
+            &[("outcome", outcome)],
+            value,
+        );
     }
 }
 
@@ -504,6 +533,29 @@ mod tests {
     }
 
     #[test]
+    fn accounting_is_observed() {
+        let dir =
+            std::env::temp_dir().join(format!("shoal-monitor-accounts-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let accounts =
+            shoal_private::Accounts::start("udp", &dir, Duration::from_secs(3600), 3600).unwrap();
+        let mut observation = Observation::default();
+        observe_accounts(&accounts, &mut observation);
+        let names: Vec<&str> = observation.families().iter().map(|f| f.name).collect();
+        assert!(
+            names.contains(&"shoal_accounting_reports_dropped_total")
+                && names.contains(&"shoal_accounting_batches_total"),
+            "{names:?}"
+        );
+        assert_eq!(
+            observation.sum("shoal_accounting_batches_total", &[("outcome", "written")]),
+            0.0
+        );
+        accounts.finish();
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
     fn a_stuck_worker_makes_the_tracker_unhealthy_until_it_goes_round_again() {
         let stats = WorkerStats::<Shared>::new(1, 1);
         let monitor = TrackerMonitor {
@@ -512,6 +564,7 @@ mod tests {
             shutdown: Shutdown::new(),
             urls: Vec::new(),
             stall_reported: AtomicBool::new(false),
+            accounts: None,
         };
         let start = Instant::now();
         let at = |secs| start + Duration::from_secs(secs);

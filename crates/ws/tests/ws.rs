@@ -407,7 +407,7 @@ fn a_private_tracker_upgrades_registered_keys_only() {
     let refused = upgrade("/announce");
     assert!(refused.starts_with("HTTP/1.1 403"), "{refused}");
     assert!(refused.contains("passkey missing"), "{refused}");
-    assert!(upgrade("/0000").contains("passkey not recognised"));
+    assert!(upgrade("/00000000000000000000000000000bad").contains("passkey not recognised"));
     // The key as the URL's path: registered torrents only.
     let tcp = TcpStream::connect(addr).unwrap();
     tcp.set_read_timeout(Some(Duration::from_secs(5))).unwrap();

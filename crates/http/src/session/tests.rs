@@ -543,7 +543,7 @@ fn private_mode_takes_the_key_from_the_path_or_query_and_refuses_with_an_interva
             shoal_private::Refusal::MissingKey,
         ),
         (
-            "GET /0000/announce?".to_owned(),
+            "GET /00000000000000000000000000000bad/announce?".to_owned(),
             shoal_private::Refusal::UnknownKey,
         ),
     ] {

@@ -97,9 +97,12 @@ impl Host for TestHost {
         announce: &AnnounceRequest,
     ) -> Result<(), PrivateRefusal> {
         match &self.private {
-            Some(registry) => registry
-                .announce(key, &announce.info_hash.0, announce.left != Some(0))
-                .map(drop),
+            Some(registry) => {
+                let leeching = announce.answer.is_none() && announce.left != Some(0);
+                registry
+                    .announce(key, &announce.info_hash.0, leeching)
+                    .map(drop)
+            }
             None => Ok(()),
         }
     }

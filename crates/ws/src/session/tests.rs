@@ -435,4 +435,18 @@ fn a_private_connection_announces_registered_torrents_with_its_key_only() {
     );
     assert_eq!(host.submitted.borrow().len(), 1);
     assert_eq!(host.counters.borrow().private_refused, 3);
+    // It seeds, and answers a leecher's offer (an answer says nothing of what is
+    // left): both go through.
+    session.received(&announce(1, 2), start);
+    let mut answer = announce_of(1, 2);
+    answer.left = None;
+    answer.answer = Some(WebRtcAnswer {
+        to_peer_id: Id20([3; 20]),
+        offer_id: Id20([4; 20]),
+        answer: serde_json::value::RawValue::from_string("{}".into()).unwrap(),
+    });
+    session.received(&text_frame(&ClientMessage::Announce(answer)), start);
+    step(&mut session, start, &mut transcript);
+    assert_eq!(host.submitted.borrow().len(), 3);
+    assert_eq!(host.counters.borrow().private_refused, 3);
 }

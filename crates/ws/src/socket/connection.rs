@@ -158,10 +158,23 @@ impl Host for Worker {
         let Some(registry) = &self.context.private else {
             return Ok(());
         };
+        // An answer relays a WebRTC answer to an offer: it needs a user and a
+        // registered torrent (a seeding-only user answers leechers), carries no
+        // counters, and is not credited.
+        if announce.answer.is_some() {
+            return registry
+                .current()
+                .announce(key, &announce.info_hash.0, false)
+                .map(drop);
+        }
         let leeching = announce.left != Some(0);
         let grant = registry
             .current()
             .announce(key, &announce.info_hash.0, leeching)?;
+        // Counters left out (some clients send none): nothing to credit from.
+        let (Some(uploaded), Some(downloaded)) = (announce.uploaded, announce.downloaded) else {
+            return Ok(());
+        };
         if let Some(accounts) = &self.context.accounts {
             accounts.report(Report {
                 user: grant.user.id,
@@ -169,8 +182,8 @@ impl Host for Worker {
                 up_factor: grant.torrent.up_factor,
                 down_factor: grant.torrent.down_factor,
                 peer_id: announce.peer_id.0,
-                uploaded: announce.uploaded.unwrap_or(0),
-                downloaded: announce.downloaded.unwrap_or(0),
+                uploaded,
+                downloaded,
                 left: announce.left.unwrap_or(u64::MAX),
                 event: match announce.event {
                     AnnounceEvent::Update => LedgerEvent::None,

@@ -361,7 +361,7 @@ fn private_mode_serves_registered_users_and_torrents_only() {
         refused(&mut rig, &no_key),
         shoal_private::Refusal::MissingKey.reason()
     );
-    let unknown = keyed_announce(id, [5; 20], 1, "/0000000000/announce");
+    let unknown = keyed_announce(id, [5; 20], 1, "/00000000000000000000000000000bad/announce");
     assert_eq!(
         refused(&mut rig, &unknown),
         shoal_private::Refusal::UnknownKey.reason()
