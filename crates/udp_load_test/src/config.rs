@@ -90,6 +90,11 @@ pub struct RequestConfig {
     pub scrape_max_torrents: usize,
     /// Which simulated peer each announce is for.
     pub peer_order: PeerOrder,
+    /// Private trackers: announces carry the passkey of one of this many users in
+    /// BEP 41 URL data, `/KEY/announce`: peer i is user i modulo passkeys, whose key
+    /// is the user number as 32 lowercase hex digits (users file line: `7
+    /// 00000000000000000000000000000007`). 0: no URL data.
+    pub passkeys: usize,
 }
 
 /// Which simulated peer each announce is for.
@@ -117,6 +122,7 @@ impl Default for RequestConfig {
             weight_scrape: 1,
             scrape_max_torrents: 10,
             peer_order: PeerOrder::Random,
+            passkeys: 0,
         }
     }
 }

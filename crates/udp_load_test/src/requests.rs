@@ -38,6 +38,8 @@ pub struct RequestWriter {
     rng: SmallRng,
     total_weight: u32,
     peers: PeerPicker,
+    /// Scratch: an announce's BEP 41 options (the URL data with its passkey).
+    options: Vec<u8>,
 }
 
 impl RequestWriter {
@@ -48,7 +50,20 @@ impl RequestWriter {
             rng: SmallRng::seed_from_u64(0x10ad_0000 ^ worker as u64),
             total_weight: config.weight_connect + config.weight_announce + config.weight_scrape,
             peers: PeerPicker::new(config.peer_order == PeerOrder::Sequential, worker, workers),
+            options: Vec::new(),
         }
+    }
+
+    /// The passkey of user `user`: the number as 32 lowercase hex digits.
+    pub fn passkey(user: usize) -> [u8; 32] {
+        let mut key = [0u8; 32];
+        let digits = b"0123456789abcdef";
+        let mut value = user as u128;
+        for byte in key.iter_mut().rev() {
+            *byte = digits[(value & 0xf) as usize];
+            value >>= 4;
+        }
+        key
     }
 
     /// Appends a connect request.
@@ -86,6 +101,16 @@ impl RequestWriter {
     ) {
         let index = self.peers.next(population, &mut self.rng);
         let peer = population.peer(index);
+        // Private mode: peer `index` is user `index % passkeys`, whose key goes in the
+        // URL data as libtorrent sends it.
+        self.options.clear();
+        if self.config.passkeys > 0 {
+            let mut url = [0u8; 42];
+            url[0] = b'/';
+            url[1..33].copy_from_slice(&Self::passkey(index % self.config.passkeys));
+            url[33..].copy_from_slice(b"/announce");
+            AnnounceOptions::write_url_data(&url, &mut self.options);
+        }
         let request = AnnounceRequest {
             connection_id,
             transaction_id,
@@ -99,7 +124,7 @@ impl RequestWriter {
             key: index as u32,
             peers_wanted: self.config.peers_wanted,
             port: peer.port,
-            options: AnnounceOptions(&[]),
+            options: AnnounceOptions(&self.options),
         };
         Request::Announce(request).write(out);
     }
@@ -190,5 +215,26 @@ mod tests {
             }
         }
         assert_eq!(seen.len(), 1000);
+    }
+
+    #[test]
+    fn private_announces_carry_their_users_key_in_url_data() {
+        assert_eq!(&RequestWriter::passkey(0x2a), b"0000000000000000000000000000002a");
+        let config = RequestConfig {
+            passkeys: 10,
+            weight_connect: 0,
+            weight_scrape: 0,
+            ..small_config()
+        };
+        let population = population(&config);
+        let mut writer = RequestWriter::new(&config, 0, 1);
+        let mut out = Vec::new();
+        writer.write(&population, ConnectionId(1), TransactionId(2), &mut out);
+        let Ok(Request::Announce(announce)) = Request::parse(&out) else {
+            panic!("not an announce")
+        };
+        let url = announce.options.url_data_joined();
+        assert_eq!(url.len(), 42);
+        assert!(url.starts_with(b"/") && url.ends_with(b"/announce"), "{url:?}");
     }
 }
