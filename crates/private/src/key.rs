@@ -64,8 +64,39 @@ impl std::fmt::Debug for Passkey<'_> {
 }
 
 /// A 128-bit keyed digest of a passkey.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct KeyDigest([u64; 2]);
+
+/// A digest is already a keyed hash of its key: tables use its first word as their
+/// hash ([`DigestHasher`]) instead of hashing it again.
+impl std::hash::Hash for KeyDigest {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        state.write_u64(self.0[0]);
+    }
+}
+
+/// The hasher of tables keyed by [`KeyDigest`]: the digest's first word, as it is.
+/// Safe only for keys that are outputs of a secret-keyed hash, as digests are (no
+/// one can choose keys whose digests collide in a table).
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct DigestHasher(u64);
+
+impl std::hash::Hasher for DigestHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write_u64(&mut self, word: u64) {
+        self.0 = word;
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        // Only `write_u64` is used by `KeyDigest`; anything else is folded in.
+        for &byte in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(byte);
+        }
+    }
+}
 
 impl KeyDigest {
     fn of(key: &[u8]) -> Self {

@@ -21,6 +21,7 @@
 //! 0123456789abcdef0123456789abcdef01234567 1001 down=0
 //! ```
 
+use std::io::BufRead;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -28,7 +29,7 @@ use anyhow::{Context as _, bail};
 use arc_swap::ArcSwap;
 use hashbrown::HashMap;
 
-use crate::key::{KeyDigest, Passkey};
+use crate::key::{DigestHasher, KeyDigest, Passkey};
 
 /// A user as the site registered them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -92,28 +93,34 @@ pub struct Grant {
 /// Users by key digest and torrents by info hash.
 #[derive(Debug, Default)]
 pub struct Registry {
-    users: HashMap<KeyDigest, User>,
+    users: UserTable,
     torrents: HashMap<[u8; 20], Torrent>,
 }
+
+/// Users by key digest, the digest's first word as the table's hash.
+type UserTable = HashMap<KeyDigest, User, std::hash::BuildHasherDefault<DigestHasher>>;
 
 impl Registry {
     /// Parses a users file and a torrents file (their texts).
     pub fn parse(users: &str, torrents: &str) -> anyhow::Result<Self> {
         Ok(Self {
-            users: parse_users(users).context("users file")?,
-            torrents: parse_torrents(torrents).context("torrents file")?,
+            users: parse_users(users.as_bytes()).context("users file")?,
+            torrents: parse_torrents(torrents.as_bytes()).context("torrents file")?,
         })
     }
 
     /// Reads both files.
     pub fn load(users: &Path, torrents: &Path) -> anyhow::Result<Self> {
-        let read = |path: &Path| {
-            read_bounded(path).with_context(|| format!("cannot read {}", path.display()))
+        // Read line by line: a file of millions of lines is never held whole.
+        let open = |path: &Path| {
+            std::fs::File::open(path)
+                .map(|file| std::io::BufReader::with_capacity(1 << 16, file))
+                .with_context(|| format!("cannot read {}", path.display()))
         };
         let registry = Self {
-            users: parse_users(&read(users)?)
+            users: parse_users(open(users)?)
                 .with_context(|| format!("in users file {}", users.display()))?,
-            torrents: parse_torrents(&read(torrents)?)
+            torrents: parse_torrents(open(torrents)?)
                 .with_context(|| format!("in torrents file {}", torrents.display()))?,
         };
         Ok(registry)
@@ -169,10 +176,10 @@ impl Registry {
 /// The largest users or torrents file read (about 60 bytes a line: 10 million lines).
 pub const MAX_FILE: u64 = 1 << 30;
 
-fn parse_users(text: &str) -> anyhow::Result<HashMap<KeyDigest, User>> {
-    let mut users = HashMap::new();
+fn parse_users(reader: impl BufRead) -> anyhow::Result<UserTable> {
+    let mut users = UserTable::default();
     let mut ids = hashbrown::HashSet::new();
-    for (number, line) in lines(text) {
+    each_line(reader, |number, line| {
         let mut words = line.split_whitespace();
         let (Some(id), Some(key)) = (words.next(), words.next()) else {
             bail!("line {number}: expected `<user id> <passkey> [options]`");
@@ -217,13 +224,14 @@ fn parse_users(text: &str) -> anyhow::Result<HashMap<KeyDigest, User>> {
         if users.insert(key.digest(), user).is_some() {
             bail!("line {number}: user {id}'s passkey is another user's too");
         }
-    }
+        Ok(())
+    })?;
     Ok(users)
 }
 
-fn parse_torrents(text: &str) -> anyhow::Result<HashMap<[u8; 20], Torrent>> {
+fn parse_torrents(reader: impl BufRead) -> anyhow::Result<HashMap<[u8; 20], Torrent>> {
     let mut torrents = HashMap::new();
-    for (number, line) in lines(text) {
+    each_line(reader, |number, line| {
         let mut words = line.split_whitespace();
         let (Some(hash), Some(id)) = (words.next(), words.next()) else {
             bail!("line {number}: expected `<info hash> <torrent id> [up=PERCENT] [down=PERCENT]`");
@@ -258,21 +266,9 @@ fn parse_torrents(text: &str) -> anyhow::Result<HashMap<[u8; 20], Torrent>> {
         if torrents.insert(hash, torrent).is_some() {
             bail!("line {number}: info hash listed twice");
         }
-    }
+        Ok(())
+    })?;
     Ok(torrents)
-}
-
-/// A file's text, refused past [`MAX_FILE`] bytes.
-fn read_bounded(path: &Path) -> anyhow::Result<String> {
-    use std::io::Read as _;
-    let mut text = String::new();
-    std::fs::File::open(path)?
-        .take(MAX_FILE + 1)
-        .read_to_string(&mut text)?;
-    if text.len() as u64 > MAX_FILE {
-        bail!("larger than {MAX_FILE} bytes");
-    }
-    Ok(text)
 }
 
 /// 40 hexadecimal characters as 20 bytes.
@@ -289,13 +285,32 @@ fn hex_hash(text: &str) -> Option<[u8; 20]> {
     Some(hash)
 }
 
-/// Numbered lines with their comments and surrounding blanks taken off; empty ones
-/// left out.
-fn lines(text: &str) -> impl Iterator<Item = (usize, &str)> {
-    text.lines().enumerate().filter_map(|(index, line)| {
-        let line = line.split('#').next().unwrap_or_default().trim();
-        (!line.is_empty()).then_some((index + 1, line))
-    })
+/// Calls `each` with the number and the content (its comment and surrounding blanks
+/// taken off) of every line of `reader` that has any, refusing past [`MAX_FILE`]
+/// bytes.
+fn each_line(
+    reader: impl BufRead,
+    mut each: impl FnMut(usize, &str) -> anyhow::Result<()>,
+) -> anyhow::Result<()> {
+    let mut reader = reader.take(MAX_FILE + 1);
+    let mut line = String::new();
+    let (mut number, mut read) = (0, 0u64);
+    loop {
+        line.clear();
+        let n = reader.read_line(&mut line)?;
+        if n == 0 {
+            return Ok(());
+        }
+        read += n as u64;
+        if read > MAX_FILE {
+            bail!("larger than {MAX_FILE} bytes");
+        }
+        number += 1;
+        let content = line.split('#').next().unwrap_or_default().trim();
+        if !content.is_empty() {
+            each(number, content)?;
+        }
+    }
 }
 
 /// The registry workers read, swapped whole on a reload.

@@ -219,7 +219,10 @@ mod tests {
 
     #[test]
     fn private_announces_carry_their_users_key_in_url_data() {
-        assert_eq!(&RequestWriter::passkey(0x2a), b"0000000000000000000000000000002a");
+        assert_eq!(
+            &RequestWriter::passkey(0x2a),
+            b"0000000000000000000000000000002a"
+        );
         let config = RequestConfig {
             passkeys: 10,
             weight_connect: 0,
@@ -235,6 +238,9 @@ mod tests {
         };
         let url = announce.options.url_data_joined();
         assert_eq!(url.len(), 42);
-        assert!(url.starts_with(b"/") && url.ends_with(b"/announce"), "{url:?}");
+        assert!(
+            url.starts_with(b"/") && url.ends_with(b"/announce"),
+            "{url:?}"
+        );
     }
 }
