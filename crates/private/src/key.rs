@@ -68,7 +68,7 @@ impl std::fmt::Debug for Passkey<'_> {
 pub struct KeyDigest([u64; 2]);
 
 /// A digest is already a keyed hash of its key: tables use its first word as their
-/// hash ([`DigestHasher`]) instead of hashing it again.
+/// hash (`DigestHasher`) instead of hashing it again.
 impl std::hash::Hash for KeyDigest {
     fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
         state.write_u64(self.0[0]);
