@@ -25,6 +25,7 @@
 mod handle;
 mod memory;
 mod monitor;
+mod open_files;
 mod process_metrics;
 mod running;
 

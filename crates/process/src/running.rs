@@ -394,6 +394,7 @@ pub fn run_trackers(
 ) -> anyhow::Result<()> {
     let everything = Shutdown::new();
     let signals = SignalThread::start(everything.clone())?;
+    crate::open_files::raise_open_files_limit();
     let prepared = prepare()?;
     let monitor_listener = if process.metrics.enabled {
         Some(crate::monitor::bind(process.metrics.address)?)

@@ -442,25 +442,27 @@ fn check_backends(host: &Host, tcp: &[TcpNeeds]) -> Vec<Finding> {
 
 fn check_open_files(host: &Host, needs: &Needs) -> Finding {
     // Each connection, each UDP socket, the listeners, and room for the process's own
-    // (log, metrics, snapshots, the executors' descriptors).
+    // (log, metrics, snapshots, the executors' descriptors). The tracker raises its
+    // soft limit to the hard one at start, so the hard limit is what counts.
     let connections: u64 = needs.tcp.iter().map(|t| t.connections).sum();
     let udp_sockets = needs.udp.as_ref().map_or(0, |udp| udp.sockets);
     let needed = connections + udp_sockets + 1024;
     let (soft, hard) = host.nofile;
     let found = format!(
-        "open files: {} soft, {} hard; at every connection limit the trackers hold about {needed}",
+        "open files: {} soft, {} hard (the tracker raises the soft limit to the hard one); \
+         at every connection limit the trackers hold about {needed}",
         limit_text(soft),
         limit_text(hard)
     );
-    if soft >= needed {
+    if hard >= needed {
         ok("open files", found)
     } else {
         tune(
             "open files",
-            format!("{found}: past the soft limit new connections fail to be accepted"),
+            format!("{found}: past the hard limit new connections fail to be accepted"),
             format!(
                 "LimitNOFILE={} or more in the unit (the shipped units have 1048576), or \
-                 `ulimit -n {needed}` in a shell; or lower network.max_connections",
+                 `ulimit -Hn {needed}` before starting; or lower network.max_connections",
                 needed.max(1_048_576)
             ),
         )
