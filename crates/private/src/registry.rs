@@ -30,6 +30,7 @@ use arc_swap::ArcSwap;
 use hashbrown::HashMap;
 
 use crate::key::{DigestHasher, KeyDigest, Passkey};
+use crate::ledger::{Event, Report};
 
 /// A user as the site registered them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -88,6 +89,32 @@ impl Refusal {
 pub struct Grant {
     pub user: User,
     pub torrent: Torrent,
+}
+
+impl Grant {
+    /// The accounting report of the announce this grant accepted, with the client's
+    /// totals; the accounting thread stamps its time.
+    pub fn report(
+        &self,
+        peer_id: [u8; 20],
+        uploaded: u64,
+        downloaded: u64,
+        left: u64,
+        event: Event,
+    ) -> Report {
+        Report {
+            user: self.user.id,
+            torrent: self.torrent.id,
+            up_factor: self.torrent.up_factor,
+            down_factor: self.torrent.down_factor,
+            peer_id,
+            uploaded,
+            downloaded,
+            left,
+            event,
+            at: 0,
+        }
+    }
 }
 
 /// Users by key digest and torrents by info hash.

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use futures_lite::{AsyncRead, AsyncReadExt as _, AsyncWrite, AsyncWriteExt as _};
 use shoal_http_protocol::InfoHash;
 use shoal_http_protocol::{AnnounceEvent, AnnounceRequest};
-use shoal_private::{Event as LedgerEvent, KeyDigest, Refusal, Report};
+use shoal_private::{Event as LedgerEvent, KeyDigest, Refusal};
 use shoal_swarm::ServerTime;
 use shoal_tcp::{Place, within, write_all_before};
 use shoal_worker::Verdict;
@@ -129,24 +129,20 @@ impl Host for Worker {
             .current()
             .announce(key, &request.info_hash, leeching)?;
         if let Some(accounts) = &self.context.accounts {
-            accounts.report(Report {
-                user: grant.user.id,
-                torrent: grant.torrent.id,
-                up_factor: grant.torrent.up_factor,
-                down_factor: grant.torrent.down_factor,
-                peer_id: request.peer_id,
-                uploaded: request.uploaded,
-                downloaded: request.downloaded,
-                // Absent: not done, as for the decision.
-                left: request.left.unwrap_or(u64::MAX),
-                event: match request.event {
-                    AnnounceEvent::None => LedgerEvent::None,
-                    AnnounceEvent::Started => LedgerEvent::Started,
-                    AnnounceEvent::Completed => LedgerEvent::Completed,
-                    AnnounceEvent::Stopped => LedgerEvent::Stopped,
-                },
-                at: 0,
-            });
+            let event = match request.event {
+                AnnounceEvent::None => LedgerEvent::None,
+                AnnounceEvent::Started => LedgerEvent::Started,
+                AnnounceEvent::Completed => LedgerEvent::Completed,
+                AnnounceEvent::Stopped => LedgerEvent::Stopped,
+            };
+            // Absent `left`: not done, as for the decision.
+            accounts.report(grant.report(
+                request.peer_id,
+                request.uploaded,
+                request.downloaded,
+                request.left.unwrap_or(u64::MAX),
+                event,
+            ));
         }
         Ok(())
     }

@@ -15,7 +15,7 @@ use std::time::Instant;
 
 use crossbeam_channel::Sender;
 use shoal_common::{AccessControl, Traffic};
-use shoal_private::{Accounts, Event as LedgerEvent, KeyPlaces, Passkey, Report, SharedRegistry};
+use shoal_private::{Accounts, Event as LedgerEvent, KeyPlaces, Passkey, SharedRegistry};
 use shoal_swarm::{AnnounceEvent, PeerAddress, PeerLimits, ServerTime};
 use shoal_udp_protocol::response::{write_connect, write_error};
 use shoal_udp_protocol::{AnnounceRequest, Request, ScrapeRequest, TransactionId};
@@ -235,18 +235,13 @@ impl Dispatcher {
             match decision {
                 Ok(grant) => {
                     if let Some(accounts) = &gate.accounts {
-                        accounts.report(Report {
-                            user: grant.user.id,
-                            torrent: grant.torrent.id,
-                            up_factor: grant.torrent.up_factor,
-                            down_factor: grant.torrent.down_factor,
-                            peer_id: request.peer_id.0,
-                            uploaded: request.uploaded,
-                            downloaded: request.downloaded,
-                            left: request.left,
-                            event: ledger_event(request.event),
-                            at: 0,
-                        });
+                        accounts.report(grant.report(
+                            request.peer_id.0,
+                            request.uploaded,
+                            request.downloaded,
+                            request.left,
+                            ledger_event(request.event),
+                        ));
                     }
                 }
                 Err(refusal) => {

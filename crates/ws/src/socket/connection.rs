@@ -11,7 +11,7 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use futures_lite::{AsyncRead, AsyncReadExt as _, AsyncWrite, AsyncWriteExt as _};
-use shoal_private::{Event as LedgerEvent, KeyDigest, Refusal as PrivateRefusal, Report};
+use shoal_private::{Event as LedgerEvent, KeyDigest, Refusal as PrivateRefusal};
 use shoal_swarm::ServerTime;
 use shoal_tcp::{Place, within, write_all_before as write_all};
 use shoal_worker::Verdict;
@@ -176,23 +176,19 @@ impl Host for Worker {
             return Ok(());
         };
         if let Some(accounts) = &self.context.accounts {
-            accounts.report(Report {
-                user: grant.user.id,
-                torrent: grant.torrent.id,
-                up_factor: grant.torrent.up_factor,
-                down_factor: grant.torrent.down_factor,
-                peer_id: announce.peer_id.0,
+            let event = match announce.event {
+                AnnounceEvent::Update => LedgerEvent::None,
+                AnnounceEvent::Started => LedgerEvent::Started,
+                AnnounceEvent::Completed => LedgerEvent::Completed,
+                AnnounceEvent::Stopped => LedgerEvent::Stopped,
+            };
+            accounts.report(grant.report(
+                announce.peer_id.0,
                 uploaded,
                 downloaded,
-                left: announce.left.unwrap_or(u64::MAX),
-                event: match announce.event {
-                    AnnounceEvent::Update => LedgerEvent::None,
-                    AnnounceEvent::Started => LedgerEvent::Started,
-                    AnnounceEvent::Completed => LedgerEvent::Completed,
-                    AnnounceEvent::Stopped => LedgerEvent::Stopped,
-                },
-                at: 0,
-            });
+                announce.left.unwrap_or(u64::MAX),
+                event,
+            ));
         }
         Ok(())
     }
