@@ -4,8 +4,8 @@
 //! * `key`: where a request carries its key (`/<key>/announce`, `/announce/<key>`,
 //!   `?passkey=`), and [`KeyDigest`], the only form in which a key is kept;
 //! * `registry`: the users and torrents a site registers, loaded from files and
-//!   swapped whole on a reload, and the decision per announce ([`Grant`] or
-//!   [`Refusal`]);
+//!   changed through the admin API, and the decision per announce ([`Grant`] or
+//!   [`Refusal`]); `shards`, the lock-free tables it keeps them in;
 //! * `ledger`: accounting, the deltas of each user's uploads and downloads per
 //!   torrent, duplicates absorbed, handed out in [`Batch`]es;
 //! * `accounting`: the thread that keeps the ledger and writes each batch as a file
@@ -18,8 +18,9 @@ mod accounting;
 mod key;
 mod ledger;
 mod registry;
+mod shards;
 
 pub use accounting::{Accounts, MAX_UNWRITTEN, QUEUE_LEN, write_batch};
 pub use key::{KeyDigest, KeyPlaces, Located, MAX_KEY_LEN, MIN_KEY_LEN, Passkey};
 pub use ledger::{Batch, Credit, Event, Ledger, MAX_PEERS_PER_ENTRY, Report};
-pub use registry::{Grant, MAX_FILE, Refusal, Registry, SharedRegistry, Torrent, User};
+pub use registry::{Change, Conflict, Grant, MAX_FILE, Refusal, Registry, Torrent, User};

@@ -1,9 +1,10 @@
 //! The users and torrents a site registers with its tracker, and the decision on each
 //! announce and scrape.
 //!
-//! Both are read from files at start and again on SIGUSR1 (documents/private.md gives
-//! the formats), built on the reloading thread and swapped in whole: socket workers
-//! never wait, and see either the old registry or the new one.
+//! Both are read from files at start and again on SIGUSR1 when the files changed
+//! (documents/private.md gives the formats), and changed one entry at a time through
+//! the admin API. Socket workers never wait: the tables are read without locks, and a
+//! change swaps in a changed copy of the small part of a table it touches.
 //!
 //! Users file, one user per line, `#` comments and blank lines ignored:
 //!
@@ -23,14 +24,15 @@
 
 use std::io::BufRead;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, Weak};
 
 use anyhow::{Context as _, bail};
-use arc_swap::ArcSwap;
+use hashbrown::DefaultHashBuilder;
 use hashbrown::HashMap;
 
 use crate::key::{DigestHasher, KeyDigest, Passkey};
 use crate::ledger::{Event, Report};
+use crate::shards::CowShards;
 
 /// A user as the site registered them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -117,40 +119,142 @@ impl Grant {
     }
 }
 
-/// Users by key digest and torrents by info hash.
-#[derive(Debug, Default)]
+/// Users by key digest and torrents by info hash, as workers read them, and the
+/// changes the site makes: whole files reloaded, or one user or torrent at a time
+/// through the admin API.
+///
+/// Reads take no lock ([`CowShards`]); changes are serialized by `writer`, which
+/// also holds what only changes need (user ids to keys, the files' identities).
+#[derive(Debug)]
 pub struct Registry {
+    users: CowShards<KeyDigest, User, DigestBuild>,
+    torrents: CowShards<[u8; 20], Torrent, DefaultHashBuilder>,
+    writer: Mutex<Writer>,
+}
+
+type DigestBuild = std::hash::BuildHasherDefault<DigestHasher>;
+
+/// What changes need besides the tables.
+#[derive(Debug)]
+struct Writer {
+    /// Each user's key digest, by user id: a user is changed and removed by id.
+    keys: HashMap<u32, KeyDigest>,
+    /// The files, when the registry was read from files.
+    files: Option<Files>,
+}
+
+/// The users and torrents files and what they were when last read.
+#[derive(Debug)]
+struct Files {
+    users: PathBuf,
+    torrents: PathBuf,
+    read: Option<[FileStamp; 2]>,
+}
+
+/// A file's identity and version as far as the file system tells: its inode, size
+/// and modification time. Equal stamps mean the file was not written since.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct FileStamp {
+    inode: u64,
+    len: u64,
+    modified: Option<std::time::SystemTime>,
+}
+
+impl FileStamp {
+    fn of(path: &Path) -> Option<Self> {
+        use std::os::unix::fs::MetadataExt as _;
+        let meta = std::fs::metadata(path).ok()?;
+        Some(Self {
+            inode: meta.ino(),
+            len: meta.len(),
+            modified: meta.modified().ok(),
+        })
+    }
+}
+
+/// The users and torrents of a pair of files, parsed.
+struct Tables {
     users: UserTable,
+    keys: HashMap<u32, KeyDigest>,
     torrents: HashMap<[u8; 20], Torrent>,
 }
 
 /// Users by key digest, the digest's first word as the table's hash.
-type UserTable = HashMap<KeyDigest, User, std::hash::BuildHasherDefault<DigestHasher>>;
+type UserTable = HashMap<KeyDigest, User, DigestBuild>;
+
+/// What a change through the API did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Change {
+    /// There was none; now there is.
+    Created,
+    /// There was one and it is different now.
+    Updated,
+    /// There was one exactly like it.
+    Unchanged,
+}
+
+/// Why a user cannot be set.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Conflict {
+    /// Another user (this id) has the key.
+    KeyTaken(u32),
+}
 
 impl Registry {
-    /// Parses a users file and a torrents file (their texts).
+    /// The registry of a users file and a torrents file given as text (no files to
+    /// reload: tests, and tools that build one in memory).
     pub fn parse(users: &str, torrents: &str) -> anyhow::Result<Self> {
-        Ok(Self {
-            users: parse_users(users.as_bytes()).context("users file")?,
+        let tables = Tables {
+            users: UserTable::default(),
+            keys: HashMap::new(),
             torrents: parse_torrents(torrents.as_bytes()).context("torrents file")?,
-        })
+        };
+        let tables = parse_users(users.as_bytes(), tables).context("users file")?;
+        Ok(Self::from_tables(tables, None))
     }
 
     /// Reads both files.
     pub fn load(users: &Path, torrents: &Path) -> anyhow::Result<Self> {
-        // Read line by line: a file of millions of lines is never held whole.
-        let open = |path: &Path| {
-            std::fs::File::open(path)
-                .map(|file| std::io::BufReader::with_capacity(1 << 16, file))
-                .with_context(|| format!("cannot read {}", path.display()))
+        let read = [FileStamp::of(users), FileStamp::of(torrents)];
+        let tables = Tables::load(users, torrents)?;
+        let files = Files {
+            users: users.to_owned(),
+            torrents: torrents.to_owned(),
+            read: read[0].zip(read[1]).map(|(u, t)| [u, t]),
         };
-        let registry = Self {
-            users: parse_users(open(users)?)
-                .with_context(|| format!("in users file {}", users.display()))?,
-            torrents: parse_torrents(open(torrents)?)
-                .with_context(|| format!("in torrents file {}", torrents.display()))?,
-        };
+        Ok(Self::from_tables(tables, Some(files)))
+    }
+
+    /// The registry of these two files, shared by every tracker of the process that
+    /// names the same ones (the `shoal` binary's UDP, HTTP and WebTorrent trackers
+    /// then hold one copy, and a change through the API reaches all three).
+    pub fn open(users: &Path, torrents: &Path) -> anyhow::Result<Arc<Self>> {
+        static OPEN: Mutex<Vec<(PathBuf, PathBuf, Weak<Registry>)>> = Mutex::new(Vec::new());
+        let canonical = |path: &Path| std::fs::canonicalize(path).unwrap_or_else(|_| path.into());
+        let (users_at, torrents_at) = (canonical(users), canonical(torrents));
+        let mut open = OPEN.lock().unwrap_or_else(|e| e.into_inner());
+        open.retain(|(_, _, registry)| registry.strong_count() > 0);
+        let found = open
+            .iter()
+            .find(|(u, t, _)| *u == users_at && *t == torrents_at)
+            .and_then(|(_, _, registry)| registry.upgrade());
+        if let Some(registry) = found {
+            return Ok(registry);
+        }
+        let registry = Arc::new(Self::load(users, torrents)?);
+        open.push((users_at, torrents_at, Arc::downgrade(&registry)));
         Ok(registry)
+    }
+
+    fn from_tables(tables: Tables, files: Option<Files>) -> Self {
+        Self {
+            users: CowShards::from_map(tables.users),
+            torrents: CowShards::from_map(tables.torrents),
+            writer: Mutex::new(Writer {
+                keys: tables.keys,
+                files,
+            }),
+        }
     }
 
     /// Users and torrents held.
@@ -161,7 +265,7 @@ impl Registry {
     /// The user a key (its digest) belongs to.
     pub fn user(&self, key: Option<KeyDigest>) -> Result<User, Refusal> {
         let key = key.ok_or(Refusal::MissingKey)?;
-        let user = *self.users.get(&key).ok_or(Refusal::UnknownKey)?;
+        let user = self.users.get(&key).ok_or(Refusal::UnknownKey)?;
         if user.disabled {
             return Err(Refusal::Disabled);
         }
@@ -176,7 +280,7 @@ impl Registry {
         leeching: bool,
     ) -> Result<Grant, Refusal> {
         let user = self.user(key)?;
-        let torrent = *self.torrents.get(info_hash).ok_or(Refusal::Unregistered)?;
+        let torrent = self.torrents.get(info_hash).ok_or(Refusal::Unregistered)?;
         if leeching && !user.can_leech {
             return Err(Refusal::CannotLeech);
         }
@@ -192,20 +296,153 @@ impl Registry {
     ) -> Result<User, Refusal> {
         let user = self.user(key)?;
         for hash in info_hashes {
-            if !self.torrents.contains_key(hash) {
+            if !self.torrents.contains(hash) {
                 return Err(Refusal::Unregistered);
             }
         }
         Ok(user)
+    }
+
+    /// The user with the site's id `id`.
+    pub fn user_by_id(&self, id: u32) -> Option<User> {
+        let key = *self.writer().keys.get(&id)?;
+        self.users.get(&key)
+    }
+
+    /// Sets user `user.id`, whose key is `key`: a new user, or new settings or a new
+    /// key (the old one stops working) for one already there.
+    pub fn put_user(&self, user: User, key: Passkey<'_>) -> Result<Change, Conflict> {
+        let digest = key.digest();
+        let mut writer = self.writer();
+        if let Some(owner) = self.users.get(&digest)
+            && owner.id != user.id
+        {
+            return Err(Conflict::KeyTaken(owner.id));
+        }
+        let change = match writer.keys.insert(user.id, digest) {
+            None => Change::Created,
+            Some(old) if old != digest => {
+                self.users.remove(&old);
+                Change::Updated
+            }
+            Some(_) if self.users.get(&digest) == Some(user) => return Ok(Change::Unchanged),
+            Some(_) => Change::Updated,
+        };
+        self.users.insert(digest, user);
+        Ok(change)
+    }
+
+    /// Removes user `id`; whether there was one.
+    pub fn delete_user(&self, id: u32) -> bool {
+        let mut writer = self.writer();
+        let Some(key) = writer.keys.remove(&id) else {
+            return false;
+        };
+        self.users.remove(&key);
+        true
+    }
+
+    /// The torrent registered under `info_hash`.
+    pub fn torrent(&self, info_hash: &[u8; 20]) -> Option<Torrent> {
+        self.torrents.get(info_hash)
+    }
+
+    /// Registers `info_hash` as `torrent`, or changes its id or factors.
+    pub fn put_torrent(&self, info_hash: [u8; 20], torrent: Torrent) -> Change {
+        let _writer = self.writer();
+        match self.torrents.get(&info_hash) {
+            Some(old) if old == torrent => Change::Unchanged,
+            old => {
+                self.torrents.insert(info_hash, torrent);
+                if old.is_some() {
+                    Change::Updated
+                } else {
+                    Change::Created
+                }
+            }
+        }
+    }
+
+    /// Removes `info_hash`; whether it was registered.
+    pub fn delete_torrent(&self, info_hash: &[u8; 20]) -> bool {
+        let _writer = self.writer();
+        self.torrents.remove(info_hash).is_some()
+    }
+
+    fn writer(&self) -> std::sync::MutexGuard<'_, Writer> {
+        self.writer.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Reads the files again if either was written since they were last read (a
+    /// reload for another reason, a certificate or the access list, keeps the changes
+    /// made through the API); on any error the old registry stays. Returns what the
+    /// status line says of it.
+    pub fn reload_and_log(&self, tracker: &str) -> String {
+        let mut writer = self.writer();
+        let Some(files) = &mut writer.files else {
+            let (users, torrents) = self.counts();
+            return format!("{tracker} registry: {users} users, {torrents} torrents (in memory)");
+        };
+        let stamps = FileStamp::of(&files.users).zip(FileStamp::of(&files.torrents));
+        if stamps.is_some() && stamps.map(|(u, t)| [u, t]) == files.read {
+            let (users, torrents) = self.counts();
+            return format!(
+                "{tracker} registry: {users} users, {torrents} torrents (files unchanged)"
+            );
+        }
+        match Tables::load(&files.users, &files.torrents) {
+            Ok(tables) => {
+                files.read = stamps.map(|(u, t)| [u, t]);
+                let (users, torrents) = (tables.users.len(), tables.torrents.len());
+                let mut user_map = self.users.empty_map();
+                user_map.extend(tables.users);
+                let mut torrent_map = self.torrents.empty_map();
+                torrent_map.extend(tables.torrents);
+                self.users.replace_with(CowShards::from_map(user_map));
+                self.torrents.replace_with(CowShards::from_map(torrent_map));
+                writer.keys = tables.keys;
+                log::info!(
+                    "{tracker}: private registry reloaded: {users} users, {torrents} torrents"
+                );
+                format!("{tracker} registry: {users} users, {torrents} torrents")
+            }
+            Err(err) => {
+                let (users, torrents) = self.counts();
+                log::error!(
+                    "{tracker}: private registry not reloaded, keeping the old one: {err:#}"
+                );
+                format!(
+                    "{tracker} registry kept ({users} users, {torrents} torrents): reload failed"
+                )
+            }
+        }
+    }
+}
+
+impl Tables {
+    fn load(users: &Path, torrents: &Path) -> anyhow::Result<Self> {
+        // Read line by line: a file of millions of lines is never held whole.
+        let open = |path: &Path| {
+            std::fs::File::open(path)
+                .map(|file| std::io::BufReader::with_capacity(1 << 16, file))
+                .with_context(|| format!("cannot read {}", path.display()))
+        };
+        let tables = Self {
+            users: UserTable::default(),
+            keys: HashMap::new(),
+            torrents: parse_torrents(open(torrents)?)
+                .with_context(|| format!("in torrents file {}", torrents.display()))?,
+        };
+        parse_users(open(users)?, tables)
+            .with_context(|| format!("in users file {}", users.display()))
     }
 }
 
 /// The largest users or torrents file read (about 60 bytes a line: 10 million lines).
 pub const MAX_FILE: u64 = 1 << 30;
 
-fn parse_users(reader: impl BufRead) -> anyhow::Result<UserTable> {
-    let mut users = UserTable::default();
-    let mut ids = hashbrown::HashSet::new();
+/// Adds the users of `reader` to `tables`.
+fn parse_users(reader: impl BufRead, mut tables: Tables) -> anyhow::Result<Tables> {
     each_line(reader, |number, line| {
         let mut words = line.split_whitespace();
         let (Some(id), Some(key)) = (words.next(), words.next()) else {
@@ -245,15 +482,16 @@ fn parse_users(reader: impl BufRead) -> anyhow::Result<UserTable> {
                 ),
             }
         }
-        if !ids.insert(id) {
+        let digest = key.digest();
+        if tables.keys.insert(id, digest).is_some() {
             bail!("line {number}: user {id} is listed twice");
         }
-        if users.insert(key.digest(), user).is_some() {
+        if tables.users.insert(digest, user).is_some() {
             bail!("line {number}: user {id}'s passkey is another user's too");
         }
         Ok(())
     })?;
-    Ok(users)
+    Ok(tables)
 }
 
 fn parse_torrents(reader: impl BufRead) -> anyhow::Result<HashMap<[u8; 20], Torrent>> {
@@ -336,65 +574,6 @@ fn each_line(
         let content = line.split('#').next().unwrap_or_default().trim();
         if !content.is_empty() {
             each(number, content)?;
-        }
-    }
-}
-
-/// The registry workers read, swapped whole on a reload.
-#[derive(Debug)]
-pub struct SharedRegistry {
-    current: ArcSwap<Registry>,
-    users: PathBuf,
-    torrents: PathBuf,
-}
-
-impl SharedRegistry {
-    /// Loads the files.
-    pub fn load(users: &Path, torrents: &Path) -> anyhow::Result<Self> {
-        let registry = Registry::load(users, torrents)?;
-        Ok(Self {
-            current: ArcSwap::from_pointee(registry),
-            users: users.to_owned(),
-            torrents: torrents.to_owned(),
-        })
-    }
-
-    /// A registry held in memory only, for tests: a reload keeps it (there are no
-    /// files to read).
-    pub fn fixed(registry: Registry) -> Self {
-        Self {
-            current: ArcSwap::from_pointee(registry),
-            users: PathBuf::new(),
-            torrents: PathBuf::new(),
-        }
-    }
-
-    /// The registry now.
-    pub fn current(&self) -> arc_swap::Guard<Arc<Registry>> {
-        self.current.load()
-    }
-
-    /// Reads the files again; on any error the old registry stays. Returns what the
-    /// status line says of it.
-    pub fn reload_and_log(&self, tracker: &str) -> String {
-        match Registry::load(&self.users, &self.torrents) {
-            Ok(registry) => {
-                let (users, torrents) = registry.counts();
-                self.current.store(Arc::new(registry));
-                log::info!(
-                    "{tracker}: private registry reloaded: {users} users, {torrents} torrents"
-                );
-                format!("{tracker} registry: {users} users, {torrents} torrents")
-            }
-            Err(err) => {
-                let (users, torrents) = self.current().counts();
-                log::error!(
-                    "{tracker}: private registry not reloaded, keeping the old one: {err:#}"
-                );
-                format!(
-                    "{tracker} registry kept ({users} users, {torrents} torrents): reload failed"
-                )
-            }
         }
     }
 }
@@ -528,8 +707,8 @@ mod tests {
         let (users, torrents) = (dir.join("users"), dir.join("torrents"));
         std::fs::write(&users, format!("17 {ALICE}\n")).unwrap();
         std::fs::write(&torrents, format!("{HASH} 1\n")).unwrap();
-        let shared = SharedRegistry::load(&users, &torrents).unwrap();
-        assert_eq!(shared.current().counts(), (1, 1));
+        let shared = Registry::load(&users, &torrents).unwrap();
+        assert_eq!(shared.counts(), (1, 1));
         std::fs::write(&users, format!("17 {ALICE}\n18 {BOB}\n")).unwrap();
         assert_eq!(
             shared.reload_and_log("udp"),
@@ -540,7 +719,109 @@ mod tests {
             shared.reload_and_log("udp"),
             "udp registry kept (2 users, 1 torrents): reload failed"
         );
-        assert_eq!(shared.current().counts(), (2, 1));
+        assert_eq!(shared.counts(), (2, 1));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn users_and_torrents_change_one_at_a_time() {
+        let registry = registry();
+        let alice = registry.user_by_id(17).unwrap();
+        let passkey = |text: &'static str| Passkey::new(text.as_bytes()).unwrap();
+        assert_eq!(
+            registry.put_user(alice, passkey(ALICE)),
+            Ok(Change::Unchanged)
+        );
+        // A new key for Alice: the old one stops working.
+        const NEW: &str = "n3wn3wn3wn3wn3wn3wn3wn3wn3wn3wn3";
+        assert_eq!(registry.put_user(alice, passkey(NEW)), Ok(Change::Updated));
+        assert_eq!(registry.user(key(ALICE)), Err(Refusal::UnknownKey));
+        assert_eq!(registry.user(key(NEW)).unwrap().id, 17);
+        // Bob's key cannot become Alice's.
+        assert_eq!(
+            registry.put_user(alice, passkey(BOB)),
+            Err(Conflict::KeyTaken(18))
+        );
+        let dave = User {
+            id: 20,
+            can_leech: false,
+            disabled: false,
+            peer_cap: 2,
+        };
+        assert_eq!(registry.put_user(dave, passkey(ALICE)), Ok(Change::Created));
+        assert_eq!(registry.user(key(ALICE)), Ok(dave));
+        assert_eq!(
+            registry.put_user(
+                User {
+                    peer_cap: 5,
+                    ..dave
+                },
+                passkey(ALICE)
+            ),
+            Ok(Change::Updated)
+        );
+        assert_eq!(registry.user_by_id(20).unwrap().peer_cap, 5);
+        assert!(registry.delete_user(20));
+        assert!(!registry.delete_user(20));
+        assert_eq!(registry.user(key(ALICE)), Err(Refusal::UnknownKey));
+        assert_eq!(registry.counts(), (3, 2));
+
+        let torrent = Torrent {
+            id: 7,
+            up_factor: 200,
+            down_factor: 0,
+        };
+        assert_eq!(registry.put_torrent([7; 20], torrent), Change::Created);
+        assert_eq!(registry.put_torrent([7; 20], torrent), Change::Unchanged);
+        assert_eq!(
+            registry.announce(key(NEW), &[7; 20], true).unwrap().torrent,
+            torrent
+        );
+        assert!(registry.delete_torrent(&[7; 20]));
+        assert!(!registry.delete_torrent(&[7; 20]));
+        assert_eq!(
+            registry.announce(key(NEW), &[7; 20], true),
+            Err(Refusal::Unregistered)
+        );
+    }
+
+    #[test]
+    fn a_reload_reads_files_only_when_they_changed_and_trackers_share_one_registry() {
+        let dir = std::env::temp_dir().join(format!("shoal-private-open-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (users, torrents) = (dir.join("users"), dir.join("torrents"));
+        std::fs::write(&users, format!("17 {ALICE}\n")).unwrap();
+        std::fs::write(&torrents, format!("{HASH} 1\n")).unwrap();
+        let udp = Registry::open(&users, &torrents).unwrap();
+        let http = Registry::open(&dir.join(".").join("users"), &torrents).unwrap();
+        assert!(Arc::ptr_eq(&udp, &http), "one registry for the same files");
+        let bob = User {
+            id: 18,
+            can_leech: true,
+            disabled: false,
+            peer_cap: 0,
+        };
+        udp.put_user(bob, Passkey::new(BOB.as_bytes()).unwrap())
+            .unwrap();
+        assert_eq!(http.user(key(BOB)).unwrap().id, 18);
+        // Files unchanged: the change made through the API stays.
+        assert_eq!(
+            udp.reload_and_log("udp"),
+            "udp registry: 2 users, 1 torrents (files unchanged)"
+        );
+        // The site wrote its files again: they are the registry now.
+        std::fs::write(&users, format!("17 {ALICE}\n19 {CAROL}\n")).unwrap();
+        assert_eq!(
+            udp.reload_and_log("udp"),
+            "udp registry: 2 users, 1 torrents"
+        );
+        assert_eq!(http.user(key(BOB)), Err(Refusal::UnknownKey));
+        assert_eq!(http.user_by_id(19).unwrap().id, 19);
+        assert!(http.delete_user(19));
+        drop((udp, http));
+        // Nothing holds it: opened again, it is read again.
+        let again = Registry::open(&users, &torrents).unwrap();
+        assert_eq!(again.counts(), (2, 1));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -74,7 +74,7 @@ use std::sync::Arc;
 use anyhow::Context as _;
 use shoal_common::{AccessControl, AccessListConfig, PrivateConfig, Shutdown};
 use shoal_common::{Counters, WorkerStats};
-use shoal_private::{Accounts, SharedRegistry};
+use shoal_private::{Accounts, Registry};
 use shoal_swarm::Clock;
 
 /// What every worker of one running tracker shares.
@@ -85,7 +85,7 @@ pub struct Context<C> {
     /// The access list.
     pub access: Arc<AccessControl>,
     /// Private mode's users and torrents; `None` for a public tracker.
-    pub private: Option<Arc<SharedRegistry>>,
+    pub private: Option<Arc<Registry>>,
     /// Private mode's accounting, when `private.export_directory` is set.
     pub accounts: Option<Arc<Accounts>>,
     /// Statistics: counters per socket worker, gauges per swarm worker.
@@ -125,11 +125,11 @@ impl<C: Counters> Context<C> {
         )?;
         let settings = private;
         let private = if settings.enabled {
-            let registry = SharedRegistry::load(&settings.users_path, &settings.torrents_path)
+            let registry = Registry::open(&settings.users_path, &settings.torrents_path)
                 .context("cannot load private mode's users and torrents (private.users_path, private.torrents_path)")?;
-            let (users, torrents) = registry.current().counts();
+            let (users, torrents) = registry.counts();
             log::info!("private mode: {users} users, {torrents} torrents registered");
-            Some(Arc::new(registry))
+            Some(registry)
         } else {
             None
         };

@@ -125,9 +125,7 @@ impl Host for Worker {
             return Ok(());
         };
         let leeching = request.left != Some(0);
-        let grant = registry
-            .current()
-            .announce(key, &request.info_hash, leeching)?;
+        let grant = registry.announce(key, &request.info_hash, leeching)?;
         if let Some(accounts) = &self.context.accounts {
             let event = match request.event {
                 AnnounceEvent::None => LedgerEvent::None,
@@ -153,7 +151,7 @@ impl Host for Worker {
         info_hashes: &[InfoHash],
     ) -> Result<(), Refusal> {
         match &self.context.private {
-            Some(registry) => registry.current().scrape(key, info_hashes).map(drop),
+            Some(registry) => registry.scrape(key, info_hashes).map(drop),
             None => Ok(()),
         }
     }

@@ -15,7 +15,7 @@ use std::time::Instant;
 
 use crossbeam_channel::Sender;
 use shoal_common::{AccessControl, Traffic};
-use shoal_private::{Accounts, Event as LedgerEvent, KeyPlaces, Passkey, SharedRegistry};
+use shoal_private::{Accounts, Event as LedgerEvent, KeyPlaces, Passkey, Registry};
 use shoal_swarm::{AnnounceEvent, PeerAddress, PeerLimits, ServerTime};
 use shoal_udp_protocol::response::{write_connect, write_error};
 use shoal_udp_protocol::{AnnounceRequest, Request, ScrapeRequest, TransactionId};
@@ -42,7 +42,7 @@ pub(crate) const PRIVATE_SCRAPE: &str = "scrape needs a passkey: scrape over HTT
 /// Private mode's part of a dispatcher.
 #[derive(Debug)]
 struct PrivateGate {
-    registry: Arc<SharedRegistry>,
+    registry: Arc<Registry>,
     /// Accounting, when it is on.
     accounts: Option<Arc<Accounts>>,
     /// The query parameter that may carry the key.
@@ -84,7 +84,7 @@ impl Dispatcher {
         config: &Config,
         ids: ConnectionIds,
         access: Arc<AccessControl>,
-        private: Option<Arc<SharedRegistry>>,
+        private: Option<Arc<Registry>>,
         accounts: Option<Arc<Accounts>>,
         swarms: Vec<Sender<Job>>,
     ) -> Self {
@@ -228,10 +228,7 @@ impl Dispatcher {
                 bare: true,
             };
             let key = places.locate(&gate.url).key.map(Passkey::digest);
-            let decision = gate
-                .registry
-                .current()
-                .announce(key, &info_hash, request.left > 0);
+            let decision = gate.registry.announce(key, &info_hash, request.left > 0);
             match decision {
                 Ok(grant) => {
                     if let Some(accounts) = &gate.accounts {

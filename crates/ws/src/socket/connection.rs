@@ -163,14 +163,11 @@ impl Host for Worker {
         // counters, and is not credited.
         if announce.answer.is_some() {
             return registry
-                .current()
                 .announce(key, &announce.info_hash.0, false)
                 .map(drop);
         }
         let leeching = announce.left != Some(0);
-        let grant = registry
-            .current()
-            .announce(key, &announce.info_hash.0, leeching)?;
+        let grant = registry.announce(key, &announce.info_hash.0, leeching)?;
         // Counters left out (some clients send none): nothing to credit from.
         let (Some(uploaded), Some(downloaded)) = (announce.uploaded, announce.downloaded) else {
             return Ok(());
@@ -200,7 +197,6 @@ impl Host for Worker {
     ) -> Result<(), PrivateRefusal> {
         match &self.context.private {
             Some(registry) => registry
-                .current()
                 .scrape(key, info_hashes.iter().map(|hash| &hash.0))
                 .map(drop),
             None => Ok(()),

@@ -85,7 +85,7 @@ pub(crate) async fn open<S: AsyncRead + AsyncWrite + Unpin>(
                 // connection; each announce on it is checked again.
                 if opened.kind == OpenedKind::Upgrade
                     && let Some(registry) = &local.context.private
-                    && let Err(refusal) = registry.current().user(opened.key)
+                    && let Err(refusal) = registry.user(opened.key)
                 {
                     local.counters.borrow_mut().private_refused += 1;
                     let refusal = Refusal::new(403, refusal.reason());

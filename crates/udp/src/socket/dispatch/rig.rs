@@ -39,7 +39,7 @@ pub(crate) fn rig_private(
     queue_len: usize,
     access: AccessControl,
     config: Config,
-    private: Option<Arc<shoal_private::SharedRegistry>>,
+    private: Option<Arc<shoal_private::Registry>>,
 ) -> Rig {
     let (senders, queues): (Vec<_>, Vec<_>) = (0..swarm_workers)
         .map(|_| crossbeam_channel::bounded(queue_len))

@@ -332,7 +332,7 @@ fn private_mode_serves_registered_users_and_torrents_only() {
         16,
         AccessControl::with_list(AccessListMode::Off, AccessList::default()),
         Config::default(),
-        Some(Arc::new(shoal_private::SharedRegistry::fixed(registry))),
+        Some(Arc::new(registry)),
     );
     let id = rig.connect(client(1));
     let refused = |rig: &mut super::rig::Rig, packet: &[u8]| -> String {
