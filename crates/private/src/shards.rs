@@ -48,7 +48,7 @@ where
         Self {
             shards: parts
                 .into_iter()
-                .map(|part| ArcSwap::from_pointee(part))
+                .map(ArcSwap::from_pointee)
                 .collect(),
             build,
         }
