@@ -150,6 +150,20 @@ pub struct AccessControl {
     mode: AccessListMode,
     path: PathBuf,
     list: ArcSwap<AccessList>,
+    /// The file's stamp when last read; changes (reloads, API edits) hold the lock
+    /// so that none is lost to another.
+    read: std::sync::Mutex<Option<crate::FileStamp>>,
+}
+
+/// What an edit of the list did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ListEdit {
+    /// Hashes that were not listed and are now.
+    pub added: usize,
+    /// Hashes that were listed and are not now.
+    pub removed: usize,
+    /// The list's length after the edit.
+    pub len: usize,
 }
 
 impl AccessControl {
@@ -159,10 +173,15 @@ impl AccessControl {
             AccessListMode::Off => AccessList::default(),
             AccessListMode::Allow | AccessListMode::Deny => AccessList::load(&config.path)?,
         };
+        let read = match config.mode {
+            AccessListMode::Off => None,
+            AccessListMode::Allow | AccessListMode::Deny => crate::FileStamp::of(&config.path),
+        };
         Ok(Self {
             mode: config.mode,
             path: config.path.clone(),
             list: ArcSwap::from_pointee(list),
+            read: std::sync::Mutex::new(read),
         })
     }
 
@@ -172,6 +191,7 @@ impl AccessControl {
             mode,
             path: PathBuf::new(),
             list: ArcSwap::from_pointee(list),
+            read: std::sync::Mutex::new(None),
         }
     }
 
@@ -205,9 +225,22 @@ impl AccessControl {
     /// is an empty allow list (it would stop every torrent). Write a new list to a
     /// temporary file and rename it over the old one.
     pub fn reload(&self) -> anyhow::Result<usize> {
+        self.reload_if_changed().map(|(len, _)| len)
+    }
+
+    /// [`reload`](Self::reload), skipped when the file was not written since it was
+    /// last read (SIGUSR1 is sent for other files too, and a reload would undo the
+    /// edits made through the admin API). Returns the list's size and whether the
+    /// file was read.
+    pub fn reload_if_changed(&self) -> anyhow::Result<(usize, bool)> {
+        let mut read = self.read.lock().unwrap_or_else(|e| e.into_inner());
         let old = self.list.load().len();
         if self.mode == AccessListMode::Off {
-            return Ok(old);
+            return Ok((old, false));
+        }
+        let stamp = crate::FileStamp::of(&self.path);
+        if stamp.is_some() && stamp == *read {
+            return Ok((old, false));
         }
         let path = self.path.display();
         let text =
@@ -229,7 +262,49 @@ impl AccessControl {
         }
         let new = list.len();
         self.list.store(Arc::new(list));
-        Ok(new)
+        *read = stamp;
+        Ok((new, true))
+    }
+
+    /// Adds and removes hashes (the admin API): a changed copy of the list swapped in,
+    /// so workers never wait. Refused when the list is off, or when it would leave an
+    /// allow list empty, as a reload is.
+    pub fn edit(&self, add: &[[u8; 20]], remove: &[[u8; 20]]) -> Result<ListEdit, String> {
+        let _read = self.read.lock().unwrap_or_else(|e| e.into_inner());
+        if self.mode == AccessListMode::Off {
+            return Err("the access list is off (access_list.mode = \"off\")".into());
+        }
+        let mut list = AccessList::clone(&self.list.load());
+        let mut edit = ListEdit::default();
+        for hash in remove {
+            edit.removed += usize::from(list.hashes.remove(hash));
+        }
+        for hash in add {
+            edit.added += usize::from(list.hashes.insert(*hash));
+        }
+        edit.len = list.len();
+        if self.mode == AccessListMode::Allow && list.is_empty() {
+            return Err("an empty allow list would stop every torrent; refusing it".into());
+        }
+        if edit.added + edit.removed > 0 {
+            self.list.store(Arc::new(list));
+        }
+        Ok(edit)
+    }
+
+    /// Whether `info_hash` is on the list (whatever the mode makes of it).
+    pub fn listed(&self, info_hash: &[u8; 20]) -> bool {
+        self.list.load().contains(info_hash)
+    }
+
+    /// Hashes on the list.
+    pub fn len(&self) -> usize {
+        self.list.load().len()
+    }
+
+    /// Whether the list is empty.
+    pub fn is_empty(&self) -> bool {
+        self.list.load().is_empty()
     }
 
     /// Replaces the list directly (embedding and tests).
@@ -243,8 +318,11 @@ impl AccessControl {
             return None;
         }
         let old = self.list.load().len();
-        Some(match self.reload() {
-            Ok(new) => {
+        Some(match self.reload_if_changed() {
+            Ok((new, false)) => {
+                format!("{tracker} access list: {new} info hashes (file unchanged)")
+            }
+            Ok((new, true)) => {
                 log::info!(
                     "{tracker}: access list reloaded from {}: {old} -> {new} info hashes",
                     self.path.display()
@@ -365,6 +443,40 @@ mod tests {
         std::fs::remove_file(&path).unwrap();
         assert!(control.reload().is_err());
         assert!(control.allows(&hash(B)));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn edits_stay_until_the_file_changes() {
+        let dir = std::env::temp_dir().join(format!("shoal-access-edit-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("list");
+        std::fs::write(&path, format!("{A}\n")).unwrap();
+        let config = AccessListConfig {
+            mode: AccessListMode::Allow,
+            path: path.clone(),
+        };
+        let control = AccessControl::from_config(&config).unwrap();
+        let edit = control.edit(&[hash(B), hash(A)], &[]).unwrap();
+        assert_eq!(
+            edit,
+            ListEdit {
+                added: 1,
+                removed: 0,
+                len: 2
+            }
+        );
+        assert!(control.allows(&hash(B)));
+        // Emptying an allow list is refused, and changes nothing.
+        assert!(control.edit(&[], &[hash(A), hash(B)]).is_err());
+        assert_eq!(control.len(), 2);
+        // A reload for another file keeps the edit; a new file replaces it.
+        assert_eq!(control.reload_if_changed().unwrap(), (2, false));
+        std::fs::write(&path, format!("{A}\n# rewritten\n")).unwrap();
+        assert_eq!(control.reload_if_changed().unwrap(), (1, true));
+        assert!(!control.allows(&hash(B)));
+        let off = AccessControl::with_list(AccessListMode::Off, AccessList::default());
+        assert!(off.edit(&[hash(A)], &[]).is_err());
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

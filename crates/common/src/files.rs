@@ -65,6 +65,30 @@ pub fn read_to_string_bounded(path: &Path, limit: u64) -> io::Result<String> {
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "not UTF-8 text"))
 }
 
+/// A file's identity and version as far as the file system tells: inode, size and
+/// modification time. Equal stamps mean the file was not written since, which lets a
+/// reload (SIGUSR1, sent for any of several files) skip a list that did not change
+/// and keep the changes made to it through the admin API.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FileStamp {
+    inode: u64,
+    len: u64,
+    modified: Option<std::time::SystemTime>,
+}
+
+impl FileStamp {
+    /// The stamp of `path` now; `None` when it cannot be read.
+    pub fn of(path: &Path) -> Option<Self> {
+        use std::os::unix::fs::MetadataExt as _;
+        let meta = std::fs::metadata(path).ok()?;
+        Some(Self {
+            inode: meta.ino(),
+            len: meta.len(),
+            modified: meta.modified().ok(),
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -71,7 +71,8 @@ mod tracker_config;
 mod unknown_keys;
 
 pub use access_list::{
-    AccessControl, AccessList, AccessListConfig, AccessListMode, AccessView, parse_hex_hash,
+    AccessControl, AccessList, AccessListConfig, AccessListMode, AccessView, ListEdit,
+    parse_hex_hash,
 };
 pub use cli::{
     AppInfo, ExtraFlag, load_cli_config, run_cli, run_cli_with_args, run_cli_with_flags,
@@ -83,7 +84,7 @@ pub use config::{
     to_toml as config_to_toml,
 };
 pub use cpu::{CpuPinningConfig, maybe_pin_current_thread};
-pub use files::{read_bounded, read_to_string_bounded};
+pub use files::{FileStamp, read_bounded, read_to_string_bounded};
 pub use ip_net::IpNet;
 pub use log_budget::{LogBudget, left_out};
 pub use logging::{LogLevel, LoggingConfig};

@@ -46,10 +46,7 @@ where
             parts[shard_index(&build, &key)].insert(key, value);
         }
         Self {
-            shards: parts
-                .into_iter()
-                .map(ArcSwap::from_pointee)
-                .collect(),
+            shards: parts.into_iter().map(ArcSwap::from_pointee).collect(),
             build,
         }
     }
