@@ -96,7 +96,7 @@ pub use notify::{notify_ready, notify_stopping, notify_systemd, watchdog_interva
 pub use observe::{Family, Histogram, MetricKind, Observation, Observe};
 pub use private_config::PrivateConfig;
 pub use privileges::{PrivilegeConfig, drop_privileges};
-pub use process_config::{MemoryConfig, MetricsConfig, ProcessAnd, ProcessConfig};
+pub use process_config::{AdminConfig, MemoryConfig, MetricsConfig, ProcessAnd, ProcessConfig};
 pub use sections::Both;
 pub use signals::{ReloadHook, SignalThread, spawn_signal_thread};
 pub use supervisor::{Shutdown, Supervisor};

@@ -21,6 +21,9 @@ pub struct ProcessConfig {
     /// The monitoring endpoint: Prometheus metrics, a statistics page and a health
     /// check over HTTP.
     pub metrics: MetricsConfig,
+    /// The admin API: users, torrents and access-list entries changed live, over HTTP
+    /// with JSON (documents/admin-api.md).
+    pub admin: AdminConfig,
     /// Giving up root after binding.
     pub privileges: PrivilegeConfig,
     /// Giving memory the tracker freed back to the system.
@@ -30,6 +33,7 @@ pub struct ProcessConfig {
 impl ProcessConfig {
     /// Records problems, each under its section.
     pub fn validate(&self, problems: &mut Problems) {
+        problems.section("admin", |p| self.admin.validate(p));
         problems.section("privileges", |p| self.privileges.validate(p));
         problems.section("memory", |p| self.memory.validate(p));
     }
@@ -93,6 +97,53 @@ impl Default for MetricsConfig {
         Self {
             enabled: false,
             address: SocketAddr::from(([127, 0, 0, 1], 9969)),
+        }
+    }
+}
+
+/// The admin API (documents/admin-api.md): `PUT`, `DELETE` and `GET` of private
+/// mode's users and torrents and of access-list entries, on an address of its own.
+/// Off by default. Every request must carry the token (`Authorization: Bearer
+/// TOKEN`); keep the address on loopback or a private network all the same.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, TomlConfig)]
+#[serde(default, deny_unknown_fields)]
+pub struct AdminConfig {
+    /// Serve the API.
+    pub enabled: bool,
+    /// Address and port it listens on (TCP, plain HTTP: put TLS in front of it if it
+    /// must cross a network you do not trust).
+    pub address: SocketAddr,
+    /// File holding the bearer token, one line of 32 to 256 characters (`openssl rand
+    /// -hex 32`). Read at start, before privileges are dropped, so it may be readable
+    /// by root only; refused if others may read it.
+    pub token_path: std::path::PathBuf,
+    /// Largest request body, in bytes (a bulk access-list edit is the largest:
+    /// about 45 bytes per info hash).
+    pub max_body_bytes: u32,
+}
+
+impl Default for AdminConfig {
+    fn default() -> Self {
+        Self {
+            enabled: false,
+            address: SocketAddr::from(([127, 0, 0, 1], 9970)),
+            token_path: std::path::PathBuf::new(),
+            max_body_bytes: 1 << 20,
+        }
+    }
+}
+
+impl AdminConfig {
+    /// Records configuration problems.
+    pub fn validate(&self, problems: &mut Problems) {
+        problems.within("max_body_bytes", self.max_body_bytes, 1024..=(64 << 20));
+        if !self.enabled {
+            return;
+        }
+        if self.token_path.as_os_str().is_empty() {
+            problems.add("token_path", "must name a file when enabled = true");
+        } else if let Some(problem) = crate::files::unreadable(&self.token_path) {
+            problems.add("token_path", problem);
         }
     }
 }

@@ -17,9 +17,15 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime};
 
-use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TrySendError};
+use crossbeam_channel::{Receiver, Sender, TrySendError};
 
-use crate::ledger::{Batch, Ledger, Report};
+use crate::ledger::{Batch, Ledger, Live, Report, Whose};
+
+/// A question for the accounting thread, with where its answer goes.
+type Query = (Whose, Sender<Live>);
+
+/// How long a question waits for the thread (busy with a batch, at worst).
+const QUERY_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// Reports waiting for the thread at most; past it they are dropped and counted.
 pub const QUEUE_LEN: usize = 1 << 16;
@@ -33,6 +39,7 @@ pub const MAX_UNWRITTEN: usize = 1024;
 #[derive(Debug)]
 pub struct Accounts {
     sender: Sender<Report>,
+    queries: Sender<Query>,
     /// Reports dropped for a full queue.
     dropped: AtomicU64,
     /// Batches written, and those that could not be.
@@ -52,9 +59,11 @@ impl Accounts {
         peer_timeout: u64,
     ) -> anyhow::Result<Arc<Self>> {
         let (sender, receiver) = crossbeam_channel::bounded(QUEUE_LEN);
+        let (queries, questions) = crossbeam_channel::bounded(16);
         let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let accounts = Arc::new(Self {
             sender,
+            queries,
             dropped: AtomicU64::new(0),
             written: AtomicU64::new(0),
             failed: AtomicU64::new(0),
@@ -73,6 +82,7 @@ impl Accounts {
             directory: directory.to_owned(),
             interval,
             receiver,
+            questions,
             ledger,
             accounts: Arc::downgrade(&accounts),
             stop,
@@ -93,6 +103,25 @@ impl Accounts {
         {
             self.dropped.fetch_add(1, Relaxed);
         }
+    }
+
+    /// What the ledger holds of user `id` now; `None` if the thread did not answer in
+    /// time.
+    pub fn live_user(&self, id: u32) -> Option<Live> {
+        self.ask(Whose::User(id))
+    }
+
+    /// What the ledger holds of torrent `id` (the site's id) now.
+    pub fn live_torrent(&self, id: u32) -> Option<Live> {
+        self.ask(Whose::Torrent(id))
+    }
+
+    fn ask(&self, whose: Whose) -> Option<Live> {
+        let (reply, answer) = crossbeam_channel::bounded(1);
+        self.queries
+            .send_timeout((whose, reply), QUERY_TIMEOUT)
+            .ok()?;
+        answer.recv_timeout(QUERY_TIMEOUT).ok()
     }
 
     /// Reports dropped for a full queue so far.
@@ -131,6 +160,7 @@ struct Thread {
     directory: PathBuf,
     interval: Duration,
     receiver: Receiver<Report>,
+    questions: Receiver<Query>,
     ledger: Ledger,
     accounts: std::sync::Weak<Accounts>,
     stop: Arc<std::sync::atomic::AtomicBool>,
@@ -152,13 +182,20 @@ impl Thread {
             let wait = next_flush
                 .saturating_duration_since(Instant::now())
                 .min(Duration::from_secs(1));
-            match self.receiver.recv_timeout(wait) {
-                Ok(mut report) => {
-                    report.at = unix_now();
-                    self.ledger.record(&report);
-                }
-                Err(RecvTimeoutError::Timeout) => {}
-                Err(RecvTimeoutError::Disconnected) => break,
+            crossbeam_channel::select! {
+                recv(self.receiver) -> report => match report {
+                    Ok(mut report) => {
+                        report.at = unix_now();
+                        self.ledger.record(&report);
+                    }
+                    Err(_) => break,
+                },
+                recv(self.questions) -> query => {
+                    if let Ok((whose, reply)) = query {
+                        let _ = reply.send(self.ledger.live(whose));
+                    }
+                },
+                default(wait) => {}
             }
         }
         // What is still queued, then the last batch.
@@ -266,6 +303,19 @@ mod tests {
         };
         accounts.report(report(0, Event::Started));
         accounts.report(report(4096, Event::None));
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let live = loop {
+            let live = accounts.live_user(17).unwrap();
+            if live.pending.uploaded == 4096 || Instant::now() > deadline {
+                break live;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        assert_eq!(
+            (live.peers, live.seeding, live.pending.uploaded),
+            (1, 1, 4096)
+        );
+        assert_eq!(accounts.live_torrent(1001).unwrap().pairs, 1);
         accounts.finish();
         let files: Vec<PathBuf> = std::fs::read_dir(&dir)
             .unwrap()

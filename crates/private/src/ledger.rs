@@ -96,6 +96,27 @@ pub struct Batch {
     pub entries: Vec<(u32, u32, Credit)>,
 }
 
+/// Whose live state to tell.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Whose {
+    /// A user's, over their torrents.
+    User(u32),
+    /// A torrent's, over its users.
+    Torrent(u32),
+}
+
+/// What the ledger holds of one user or torrent now.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Live {
+    /// Peer ids followed, and how many of them seed.
+    pub peers: usize,
+    pub seeding: usize,
+    /// (user, torrent) pairs with a peer: a user's torrents, or a torrent's users.
+    pub pairs: usize,
+    /// Credits earned since the last batch, not exported yet.
+    pub pending: Credit,
+}
+
 /// What a (user, torrent) has across its peer ids.
 #[derive(Clone, Copy, Debug, Default)]
 struct Entry {
@@ -285,6 +306,39 @@ impl Ledger {
             to: now,
             entries,
         })
+    }
+
+    /// The live state of a user or a torrent: a walk over every peer followed, for
+    /// the admin API (tens of milliseconds at a million peers), never for announces.
+    pub fn live(&self, whose: Whose) -> Live {
+        let matches = |user: u32, torrent: u32| match whose {
+            Whose::User(id) => user == id,
+            Whose::Torrent(id) => torrent == id,
+        };
+        let mut live = Live::default();
+        for (&(user, torrent, _), peer) in &self.peers {
+            if matches(user, torrent) {
+                live.peers += 1;
+                live.seeding += usize::from(peer.seeding);
+            }
+        }
+        live.pairs = self.entries.keys().filter(|&&(u, t)| matches(u, t)).count();
+        for (&(user, torrent), credit) in &self.credits {
+            if matches(user, torrent) {
+                let sum = &mut live.pending;
+                sum.uploaded = sum.uploaded.saturating_add(credit.uploaded);
+                sum.downloaded = sum.downloaded.saturating_add(credit.downloaded);
+                sum.credited_uploaded = sum
+                    .credited_uploaded
+                    .saturating_add(credit.credited_uploaded);
+                sum.credited_downloaded = sum
+                    .credited_downloaded
+                    .saturating_add(credit.credited_downloaded);
+                sum.seed_seconds = sum.seed_seconds.saturating_add(credit.seed_seconds);
+                sum.completed = sum.completed.saturating_add(credit.completed);
+            }
+        }
+        live
     }
 
     /// Peers followed.
@@ -480,5 +534,32 @@ mod tests {
              \"torrent\":1001,\"uploaded\":10,\"downloaded\":20,\"credited_uploaded\":10,\
              \"credited_downloaded\":20,\"seed_seconds\":0,\"completed\":0}]}"
         );
+    }
+
+    #[test]
+    fn live_state_is_told_per_user_and_per_torrent() {
+        let mut ledger = Ledger::new("udp-1", 3600, 0);
+        let at = |user, torrent, peer: u8, uploaded, left, event| Report {
+            user,
+            torrent,
+            up_factor: 100,
+            down_factor: 100,
+            peer_id: [peer; 20],
+            uploaded,
+            downloaded: 0,
+            left,
+            event,
+            at: 10,
+        };
+        ledger.record(&at(17, 1, 1, 0, 0, Event::Started));
+        ledger.record(&at(17, 1, 1, 500, 0, Event::None));
+        ledger.record(&at(17, 2, 2, 0, 10, Event::Started));
+        ledger.record(&at(18, 1, 3, 0, 10, Event::Started));
+        let user = ledger.live(Whose::User(17));
+        assert_eq!((user.peers, user.seeding, user.pairs), (2, 1, 2));
+        assert_eq!(user.pending.uploaded, 500);
+        let torrent = ledger.live(Whose::Torrent(1));
+        assert_eq!((torrent.peers, torrent.seeding, torrent.pairs), (2, 1, 2));
+        assert_eq!(ledger.live(Whose::User(99)), Live::default());
     }
 }

@@ -18,10 +18,14 @@
 //!   way to stop them.
 //! * `monitor`: the monitoring endpoint: Prometheus metrics, statistics page and
 //!   JSON, health.
+//! * `admin`: the admin API: users, torrents and access-list entries changed live.
+//! * `clients`: the connections of both (deadlines, bounded requests, a cap).
 //! * `process_metrics`: the process's own figures (CPU, memory, open files).
 //! * `memory`: giving memory the tracker freed back to the system after a busy
 //!   spell.
 
+mod admin;
+mod clients;
 mod handle;
 mod memory;
 mod monitor;
@@ -29,6 +33,7 @@ mod open_files;
 mod process_metrics;
 mod running;
 
+pub use admin::{AdminApi, AdminTarget};
 pub use handle::Running;
 pub use monitor::Monitored;
 pub use running::{

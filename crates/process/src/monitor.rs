@@ -13,14 +13,10 @@
 //! It is for a scraper and an operator, not for the public (the configuration says to
 //! keep it private), but it must stay answerable wherever its port is reachable: many
 //! connections at once on one thread, each with a deadline, and a cap at which the
-//! oldest gives way (`clients`).
+//! oldest gives way.
 //!
-//! # Layout
-//!
-//! * `clients`: the connections, their deadlines and the cap.
-//! * here: the answers (metrics, statistics, health).
-
-mod clients;
+//! The connections, their deadlines and the cap are `crate::clients`; here are the
+//! answers (metrics, statistics, health).
 
 use std::fmt::Write as _;
 use std::net::{SocketAddr, TcpListener};
@@ -83,10 +79,11 @@ pub(crate) fn spawn(
         .name("monitor".into())
         .spawn(move || {
             let endpoint = std::cell::RefCell::new(endpoint);
-            let served = clients::serve(
+            let served = crate::clients::serve(
                 listener,
                 &shutdown,
-                |head| endpoint.borrow().respond(head),
+                crate::clients::Limits::MONITOR,
+                |head, _body| endpoint.borrow().respond(head),
                 || {
                     let mut endpoint = endpoint.borrow_mut();
                     let Endpoint {

@@ -24,6 +24,8 @@ pub type Reload = Arc<dyn Fn() -> Option<String> + Send + Sync>;
 /// (the TLS config of the TCP trackers).
 pub struct RunningTracker<C: Counters, E = ()> {
     running: Running,
+    /// Private mode's users and torrents, for the admin API.
+    private: Option<Arc<shoal_private::Registry>>,
     clock: Arc<Clock>,
     stats: Arc<WorkerStats<C>>,
     listening: Vec<Listening>,
@@ -61,6 +63,7 @@ impl<C: Counters, E> RunningTracker<C, E> {
     ) -> Self {
         Self {
             running,
+            private: context.private.clone(),
             clock: context.clock.clone(),
             stats: context.stats.clone(),
             listening,
@@ -98,6 +101,16 @@ impl<C: Counters, E> RunningTracker<C, E> {
                 Box::new(move || reload()) as ReloadHook
             })
             .collect()
+    }
+
+    /// What the admin API may change of it; `protocol` names it.
+    pub fn admin_target(&self, protocol: &'static str) -> crate::AdminTarget {
+        crate::AdminTarget {
+            protocol,
+            access: self.running.access_control().clone(),
+            registry: self.private.clone(),
+            accounts: self.running.accounts().cloned(),
+        }
     }
 
     /// What this kind of tracker adds.
@@ -202,6 +215,8 @@ pub trait Served: Send {
     fn shutdown_handle(&self) -> Shutdown;
     /// What the monitoring endpoint asks it.
     fn monitor(&self) -> Arc<dyn Monitored>;
+    /// What the admin API may change of it.
+    fn admin(&self) -> crate::AdminTarget;
     /// Blocks until it stops; an error if a worker failed.
     fn wait(self: Box<Self>) -> anyhow::Result<()>;
 }
@@ -230,6 +245,7 @@ where
     fn serve(self: Box<Self>) -> anyhow::Result<Box<dyn Served>> {
         let tracker = self.prepared.serve()?;
         Ok(Box::new(NamedRunning {
+            admin: tracker.admin_target(self.protocol),
             monitor: Arc::new(TrackerMonitor {
                 protocol: self.protocol,
                 stats: tracker.stats.clone(),
@@ -246,6 +262,7 @@ where
 struct NamedRunning<C: Counters, E> {
     tracker: RunningTracker<C, E>,
     monitor: Arc<dyn Monitored>,
+    admin: crate::AdminTarget,
 }
 
 impl<C: Counters + 'static, E: Send + 'static> Served for NamedRunning<C, E> {
@@ -259,6 +276,10 @@ impl<C: Counters + 'static, E: Send + 'static> Served for NamedRunning<C, E> {
 
     fn monitor(&self) -> Arc<dyn Monitored> {
         self.monitor.clone()
+    }
+
+    fn admin(&self) -> crate::AdminTarget {
+        self.admin.clone()
     }
 
     fn wait(self: Box<Self>) -> anyhow::Result<()> {
@@ -401,6 +422,11 @@ pub fn run_trackers(
     } else {
         None
     };
+    let admin = if process.admin.enabled {
+        Some(crate::admin::bind(&process.admin).context("cannot start the admin API")?)
+    } else {
+        None
+    };
     for tracker in &prepared {
         tracker.log_addresses();
     }
@@ -414,6 +440,10 @@ pub fn run_trackers(
     let monitors: Vec<Arc<dyn Monitored>> = served.iter().map(|(_, s)| s.monitor()).collect();
     if let Some(listener) = monitor_listener {
         crate::monitor::spawn(listener, monitors.clone(), everything.clone())?;
+    }
+    if let Some(admin) = admin {
+        let targets = served.iter().map(|(_, s)| s.admin()).collect();
+        admin.spawn(targets, everything.clone())?;
     }
     for (_, tracker) in &served {
         signals.add_reloads(tracker.reload_hooks());

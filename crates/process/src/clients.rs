@@ -1,5 +1,6 @@
-//! The monitoring endpoint's connections: many at once on one thread (mio), each
-//! with a deadline, and a cap on how many are open.
+//! The connections of the monitoring endpoint and the admin API: many at once on one
+//! thread (mio), each with a deadline, a bounded request (head and body), and a cap
+//! on how many are open.
 //!
 //! One connection at a time, as before, let five silent connections hold `/health`
 //! for 10 s, and three that kept reconnecting hold it at about 5 s a request: a load
@@ -17,12 +18,30 @@ use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Interest, Poll, Token};
 use shoal_common::Shutdown;
 
-/// How long one client may take from being accepted to having read the answer.
-pub(super) const CLIENT_TIMEOUT: Duration = Duration::from_secs(2);
+/// How long one monitoring client may take from being accepted to having read the
+/// answer.
+pub(crate) const CLIENT_TIMEOUT: Duration = Duration::from_secs(2);
 /// Connections open at once; at the cap the oldest is closed to let a newcomer in.
-pub(super) const MAX_CLIENTS: usize = 256;
+pub(crate) const MAX_CLIENTS: usize = 256;
 /// Largest request head read.
-pub(super) const MAX_REQUEST: usize = 8192;
+pub(crate) const MAX_REQUEST: usize = 8192;
+
+/// What one connection may take.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Limits {
+    /// From being accepted to having read the answer.
+    pub(crate) timeout: Duration,
+    /// The largest body (`Content-Length`); 0 takes none.
+    pub(crate) max_body: usize,
+}
+
+impl Limits {
+    /// The monitoring endpoint's: GETs answered within [`CLIENT_TIMEOUT`].
+    pub(crate) const MONITOR: Self = Self {
+        timeout: CLIENT_TIMEOUT,
+        max_body: 0,
+    };
+}
 /// The listener's token; clients count up from 1.
 const LISTENER: Token = Token(0);
 /// Longest wait between looks at the shutdown flag (and the periodic work).
@@ -32,7 +51,10 @@ const TICK: Duration = Duration::from_millis(100);
 struct Client {
     stream: TcpStream,
     deadline: Instant,
+    /// The request read so far; once its head is whole, where the head ends and how
+    /// long the body is.
     head: Vec<u8>,
+    framed: Option<(usize, usize)>,
     /// The answer, once the head is whole, and how much of it went out.
     answer: Option<(Vec<u8>, usize)>,
 }
@@ -45,13 +67,14 @@ enum Next {
     Close,
 }
 
-/// Serves `listener` until `shutdown`: `respond` turns a whole request head into the
-/// bytes of the answer (the connection closes after it), `tick` runs at least every
-/// [`TICK`].
-pub(super) fn serve(
+/// Serves `listener` until `shutdown`: `respond` turns a whole request, its head and
+/// its body, into the bytes of the answer (the connection closes after it); `tick`
+/// runs at least every [`TICK`].
+pub(crate) fn serve(
     listener: std::net::TcpListener,
     shutdown: &Shutdown,
-    mut respond: impl FnMut(&[u8]) -> Vec<u8>,
+    limits: Limits,
+    mut respond: impl FnMut(&[u8], &[u8]) -> Vec<u8>,
     mut tick: impl FnMut(),
 ) -> io::Result<()> {
     listener.set_nonblocking(true)?;
@@ -80,14 +103,14 @@ pub(super) fn serve(
         }
         for event in &events {
             if event.token() == LISTENER {
-                accept_all(&listener, &poll, &mut clients, &mut next_token);
+                accept_all(&listener, &poll, &mut clients, &mut next_token, limits);
                 continue;
             }
             let token = event.token().0;
             let Some(client) = clients.get_mut(&token) else {
                 continue;
             };
-            if let Next::Close = client.advance(&mut respond) {
+            if let Next::Close = client.advance(limits, &mut respond) {
                 clients.remove(&token);
             }
         }
@@ -102,6 +125,7 @@ fn accept_all(
     poll: &Poll,
     clients: &mut BTreeMap<usize, Client>,
     next_token: &mut usize,
+    limits: Limits,
 ) {
     loop {
         let mut stream = match listener.accept() {
@@ -131,8 +155,9 @@ fn accept_all(
             token,
             Client {
                 stream,
-                deadline: Instant::now() + CLIENT_TIMEOUT,
+                deadline: Instant::now() + limits.timeout,
                 head: Vec::with_capacity(512),
+                framed: None,
                 answer: None,
             },
         );
@@ -140,20 +165,25 @@ fn accept_all(
 }
 
 impl Client {
-    /// Reads what there is, answers once the head is whole, writes what fits.
-    fn advance(&mut self, respond: &mut impl FnMut(&[u8]) -> Vec<u8>) -> Next {
+    /// Reads what there is, answers once the request is whole, writes what fits.
+    fn advance(
+        &mut self,
+        limits: Limits,
+        respond: &mut impl FnMut(&[u8], &[u8]) -> Vec<u8>,
+    ) -> Next {
         if self.answer.is_none() {
-            let mut buffer = [0u8; 1024];
+            let mut buffer = [0u8; 4096];
             loop {
                 match self.stream.read(&mut buffer) {
                     Ok(0) => return Next::Close,
                     Ok(read) => {
                         self.head.extend_from_slice(&buffer[..read]);
-                        if let Some(end) = head_end(&self.head) {
-                            self.answer = Some((respond(&self.head[..end]), 0));
+                        if let Some(answer) = self.answer_when_whole(limits, respond) {
+                            self.answer = Some((answer, 0));
                             break;
                         }
-                        if self.head.len() > MAX_REQUEST {
+                        let most = self.framed.map_or(MAX_REQUEST, |(head, body)| head + body);
+                        if self.head.len() > most {
                             return Next::Close;
                         }
                     }
@@ -178,6 +208,63 @@ impl Client {
         // All written: `Connection: close`, so the stream's drop ends it.
         Next::Close
     }
+
+    /// The answer, once the request read so far is whole (or can be refused).
+    fn answer_when_whole(
+        &mut self,
+        limits: Limits,
+        respond: &mut impl FnMut(&[u8], &[u8]) -> Vec<u8>,
+    ) -> Option<Vec<u8>> {
+        if self.framed.is_none() {
+            let end = head_end(&self.head)?;
+            match body_length(&self.head[..end]) {
+                Ok(length) if length <= limits.max_body => self.framed = Some((end, length)),
+                Ok(_) => return Some(refusal("413 Content Too Large", "body too large\n")),
+                Err(problem) => return Some(refusal("400 Bad Request", problem)),
+            }
+        }
+        let (end, length) = self.framed?;
+        (self.head.len() >= end + length)
+            .then(|| respond(&self.head[..end], &self.head[end..end + length]))
+    }
+}
+
+/// The length of the body a request head announces: `Content-Length`, or none. A
+/// chunked body, or lengths that disagree, are refused (a proxy could read the
+/// request's end elsewhere).
+fn body_length(head: &[u8]) -> Result<usize, &'static str> {
+    let mut length = None;
+    for line in head.split(|&b| b == b'\n').skip(1) {
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        let Some(colon) = line.iter().position(|&b| b == b':') else {
+            continue;
+        };
+        let (name, value) = (&line[..colon], line[colon + 1..].trim_ascii());
+        if name.eq_ignore_ascii_case(b"transfer-encoding") {
+            return Err("chunked bodies are not taken: send Content-Length\n");
+        }
+        if name.eq_ignore_ascii_case(b"content-length") {
+            let parsed = std::str::from_utf8(value)
+                .ok()
+                .filter(|text| !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()))
+                .and_then(|text| text.parse::<usize>().ok())
+                .ok_or("Content-Length is not a number\n")?;
+            if length.is_some_and(|known| known != parsed) {
+                return Err("two Content-Length headers disagree\n");
+            }
+            length = Some(parsed);
+        }
+    }
+    Ok(length.unwrap_or(0))
+}
+
+/// A whole answer refusing a request before it reached `respond`.
+fn refusal(status: &str, body: &str) -> Vec<u8> {
+    format!(
+        "HTTP/1.1 {status}\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .into_bytes()
 }
 
 /// Where a request head ends (after its blank line), if it is whole.
@@ -199,11 +286,19 @@ mod tests {
     fn start(
         respond: impl FnMut(&[u8]) -> Vec<u8> + Send + 'static,
     ) -> (std::net::SocketAddr, Shutdown) {
+        let mut respond = respond;
+        start_with(Limits::MONITOR, move |head, _| respond(head))
+    }
+
+    fn start_with(
+        limits: Limits,
+        respond: impl FnMut(&[u8], &[u8]) -> Vec<u8> + Send + 'static,
+    ) -> (std::net::SocketAddr, Shutdown) {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let address = listener.local_addr().unwrap();
         let shutdown = Shutdown::default();
         let stop = shutdown.clone();
-        std::thread::spawn(move || serve(listener, &stop, respond, || {}).unwrap());
+        std::thread::spawn(move || serve(listener, &stop, limits, respond, || {}).unwrap());
         (address, shutdown)
     }
 
@@ -279,6 +374,60 @@ mod tests {
         let mut answer = Vec::new();
         let _ = large.read_to_end(&mut answer);
         assert!(answer.is_empty());
+        shutdown.request();
+    }
+
+    fn exchange(address: std::net::SocketAddr, request: &[u8]) -> String {
+        let mut stream = StdStream::connect(address).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .unwrap();
+        let _ = stream.write_all(request);
+        let mut answer = Vec::new();
+        let _ = stream.read_to_end(&mut answer);
+        String::from_utf8_lossy(&answer).into_owned()
+    }
+
+    #[test]
+    fn bodies_are_read_whole_within_their_limit() {
+        let limits = Limits {
+            timeout: Duration::from_secs(2),
+            max_body: 16,
+        };
+        let (address, shutdown) = start_with(limits, |_, body| {
+            let mut answer = b"HTTP/1.1 200 OK\r\n\r\n".to_vec();
+            answer.extend_from_slice(body);
+            answer
+        });
+        // Sent in two writes: answered once the body is whole.
+        let mut stream = StdStream::connect(address).unwrap();
+        stream
+            .write_all(b"PUT /x HTTP/1.1\r\ncontent-length: 5\r\n\r\nhe")
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(50));
+        stream.write_all(b"llo").unwrap();
+        let mut answer = String::new();
+        stream.read_to_string(&mut answer).unwrap();
+        assert!(answer.ends_with("\r\n\r\nhello"), "{answer:?}");
+        let big = exchange(address, b"PUT /x HTTP/1.1\r\nContent-Length: 17\r\n\r\n");
+        assert!(big.starts_with("HTTP/1.1 413"), "{big}");
+        let chunked = exchange(
+            address,
+            b"PUT /x HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n",
+        );
+        assert!(chunked.starts_with("HTTP/1.1 400"), "{chunked}");
+        let twice = exchange(
+            address,
+            b"PUT /x HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nab",
+        );
+        assert!(twice.starts_with("HTTP/1.1 400"), "{twice}");
+        let sign = exchange(address, b"PUT /x HTTP/1.1\r\nContent-Length: +1\r\n\r\na");
+        assert!(sign.starts_with("HTTP/1.1 400"), "{sign}");
+        // The monitoring endpoint takes no body at all.
+        let (monitor, stop) = start(|_| b"HTTP/1.1 200 OK\r\n\r\n".to_vec());
+        let any = exchange(monitor, b"GET / HTTP/1.1\r\nContent-Length: 1\r\n\r\na");
+        assert!(any.starts_with("HTTP/1.1 413"), "{any}");
+        stop.request();
         shutdown.request();
     }
 }

@@ -1,0 +1,578 @@
+//! The admin API's requests and answers, with no I/O: a request's head and body in,
+//! the whole answer out.
+//!
+//! Routes (documents/admin-api.md has the bodies and answers):
+//!
+//! * `GET /v1/status`: each tracker's mode, users, torrents and access list;
+//! * `GET | PUT | DELETE /v1/users/<user id>`;
+//! * `GET | PUT | DELETE /v1/torrents/<info hash>`;
+//! * `GET | PUT | DELETE /v1/access-list/<info hash>`, and `POST /v1/access-list` with
+//!   `{"add": [...], "remove": [...]}` for many at once.
+//!
+//! `PUT` and `DELETE` are idempotent: a repeated request changes nothing and says so
+//! (`"change": "unchanged"`, `"deleted": false`). Users and torrents are changed in
+//! every private tracker's registry (trackers that name the same files share one);
+//! access-list entries in every tracker whose access list is on.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde::Deserialize;
+use serde_json::{Value, json};
+use shoal_common::{AccessListMode, LogBudget, parse_hex_hash};
+use shoal_private::{Change, Conflict, KeyDigest, Passkey, Registry, Torrent, User};
+
+use super::AdminTarget;
+
+/// Headers read from a request at most.
+const MAX_HEADERS: usize = 32;
+/// Info hashes one bulk access-list edit may name.
+pub(crate) const MAX_BULK: usize = 100_000;
+
+/// The API over the trackers of one process.
+#[derive(Debug)]
+pub struct AdminApi {
+    token: KeyDigest,
+    targets: Vec<AdminTarget>,
+    /// Each registry once, however many trackers share it.
+    registries: Vec<Arc<Registry>>,
+    refused: LogBudget,
+}
+
+/// An answer: status and JSON body.
+struct Answer {
+    status: u16,
+    body: Value,
+}
+
+impl Answer {
+    fn ok(body: Value) -> Self {
+        Self { status: 200, body }
+    }
+
+    fn error(status: u16, message: impl Into<String>) -> Self {
+        Self {
+            status,
+            body: json!({ "error": message.into() }),
+        }
+    }
+}
+
+/// A user as a `PUT` sets it.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct UserBody {
+    passkey: String,
+    #[serde(default = "yes")]
+    can_leech: bool,
+    #[serde(default)]
+    disabled: bool,
+    #[serde(default)]
+    peer_cap: u16,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// A torrent as a `PUT` sets it.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TorrentBody {
+    id: u32,
+    #[serde(default = "hundred")]
+    up_factor: u16,
+    #[serde(default = "hundred")]
+    down_factor: u16,
+}
+
+fn hundred() -> u16 {
+    100
+}
+
+/// A bulk access-list edit.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct BulkBody {
+    #[serde(default)]
+    add: Vec<String>,
+    #[serde(default)]
+    remove: Vec<String>,
+}
+
+impl AdminApi {
+    /// The API over `targets`, for requests carrying the token whose digest is `token`.
+    pub fn new(token: KeyDigest, targets: Vec<AdminTarget>) -> Self {
+        let mut registries: Vec<Arc<Registry>> = Vec::new();
+        for registry in targets.iter().filter_map(|t| t.registry.as_ref()) {
+            if !registries.iter().any(|known| Arc::ptr_eq(known, registry)) {
+                registries.push(registry.clone());
+            }
+        }
+        Self {
+            token,
+            targets,
+            registries,
+            refused: LogBudget::new(5, Duration::from_secs(60)),
+        }
+    }
+
+    /// The whole answer (status line to body) to a request.
+    pub fn respond(&mut self, head: &[u8], body: &[u8]) -> Vec<u8> {
+        let answer = self.answer(head, body);
+        let text = answer.body.to_string();
+        let reason = match answer.status {
+            200 => "OK",
+            201 => "Created",
+            400 => "Bad Request",
+            401 => "Unauthorized",
+            404 => "Not Found",
+            405 => "Method Not Allowed",
+            409 => "Conflict",
+            _ => "Error",
+        };
+        let challenge = if answer.status == 401 {
+            "WWW-Authenticate: Bearer realm=\"shoal admin\"\r\n"
+        } else {
+            ""
+        };
+        format!(
+            "HTTP/1.1 {} {reason}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n{challenge}Cache-Control: no-store\r\nConnection: close\r\n\r\n{text}\n",
+            answer.status,
+            text.len() + 1
+        )
+        .into_bytes()
+    }
+
+    fn answer(&mut self, head: &[u8], body: &[u8]) -> Answer {
+        let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+        let mut request = httparse::Request::new(&mut headers);
+        if !matches!(request.parse(head), Ok(httparse::Status::Complete(_))) {
+            return Answer::error(400, "not an HTTP/1.1 request head");
+        }
+        let authorized = request
+            .headers
+            .iter()
+            .find(|h| h.name.eq_ignore_ascii_case("authorization"))
+            .and_then(|h| h.value.strip_prefix(b"Bearer "))
+            .is_some_and(|token| KeyDigest::of_secret(token.trim_ascii()) == self.token);
+        if !authorized {
+            if let Some(left_out) = self.refused.take(Instant::now()) {
+                log::warn!(
+                    "admin API: a request without the right token refused{}",
+                    shoal_common::left_out(left_out)
+                );
+            }
+            return Answer::error(
+                401,
+                "send the token from admin.token_path: Authorization: Bearer <token>",
+            );
+        }
+        let method = request.method.unwrap_or_default();
+        let path = request.path.unwrap_or_default();
+        let path = path.split('?').next().unwrap_or_default();
+        let segments: Vec<&str> = path.trim_end_matches('/').split('/').skip(1).collect();
+        match (method, segments.as_slice()) {
+            ("GET", ["v1", "status"]) => Answer::ok(self.status()),
+            (_, ["v1", "users", id]) => match id.parse::<u32>() {
+                Ok(id) => self.user(method, id, body),
+                Err(_) => Answer::error(400, "a user id is a number up to 4294967295"),
+            },
+            (_, ["v1", "torrents", hash]) => match parse_hex_hash(hash) {
+                Ok(hash) => self.torrent(method, &hash, body),
+                Err(problem) => Answer::error(400, format!("info hash: {problem}")),
+            },
+            ("POST", ["v1", "access-list"]) => self.bulk_access(body),
+            (_, ["v1", "access-list", hash]) => match parse_hex_hash(hash) {
+                Ok(hash) => self.access(method, &hash),
+                Err(problem) => Answer::error(400, format!("info hash: {problem}")),
+            },
+            (_, ["v1", "status" | "access-list"]) => {
+                Answer::error(405, format!("{method} is not served here"))
+            }
+            _ => Answer::error(404, "no such resource (documents/admin-api.md)"),
+        }
+    }
+
+    fn status(&self) -> Value {
+        let trackers: Vec<Value> = self
+            .targets
+            .iter()
+            .map(|target| {
+                let registry = target.registry.as_ref().map(|registry| {
+                    let (users, torrents) = registry.counts();
+                    json!({ "users": users, "torrents": torrents })
+                });
+                json!({
+                    "tracker": target.protocol,
+                    "private": registry,
+                    "accounting": target.accounts.is_some(),
+                    "access_list": {
+                        "mode": mode_name(target.access.mode()),
+                        "entries": target.access.len(),
+                    },
+                })
+            })
+            .collect();
+        json!({ "trackers": trackers })
+    }
+
+    /// The registries, or the answer when no tracker is private.
+    fn registries(&self) -> Result<&[Arc<Registry>], Answer> {
+        if self.registries.is_empty() {
+            return Err(Answer::error(
+                409,
+                "private mode is off on every tracker ([private] enabled = false)",
+            ));
+        }
+        Ok(&self.registries)
+    }
+
+    fn user(&self, method: &str, id: u32, body: &[u8]) -> Answer {
+        let registries = match self.registries() {
+            Ok(registries) => registries,
+            Err(answer) => return answer,
+        };
+        match method {
+            "GET" => {
+                let Some(user) = registries.iter().find_map(|r| r.user_by_id(id)) else {
+                    return Answer::error(404, format!("no user {id}"));
+                };
+                let live: Vec<Value> = self
+                    .targets
+                    .iter()
+                    .filter_map(|t| Some((t.protocol, t.accounts.as_ref()?.live_user(id)?)))
+                    .map(|(tracker, live)| json!({ "tracker": tracker, "live": live_json(&live) }))
+                    .collect();
+                Answer::ok(json!({
+                    "user": id,
+                    "can_leech": user.can_leech,
+                    "disabled": user.disabled,
+                    "peer_cap": user.peer_cap,
+                    "accounting": live,
+                }))
+            }
+            "PUT" => {
+                let body: UserBody = match parse_body(body) {
+                    Ok(body) => body,
+                    Err(answer) => return answer,
+                };
+                let Some(passkey) = Passkey::new(body.passkey.as_bytes()) else {
+                    return Answer::error(
+                        400,
+                        format!(
+                            "passkey: {} to {} characters of A-Z, a-z, 0-9, - and _",
+                            shoal_private::MIN_KEY_LEN,
+                            shoal_private::MAX_KEY_LEN
+                        ),
+                    );
+                };
+                let user = User {
+                    id,
+                    can_leech: body.can_leech,
+                    disabled: body.disabled,
+                    peer_cap: body.peer_cap,
+                };
+                let mut change = Change::Unchanged;
+                for registry in registries {
+                    match registry.put_user(user, passkey) {
+                        Ok(Change::Unchanged) => {}
+                        Ok(done) => change = strongest(change, done),
+                        Err(Conflict::KeyTaken(owner)) => {
+                            return Answer::error(409, format!("that passkey is user {owner}'s"));
+                        }
+                    }
+                }
+                log_change("user", &id.to_string(), change);
+                changed(change, json!({ "user": id, "change": change_name(change) }))
+            }
+            "DELETE" => {
+                let deleted = registries
+                    .iter()
+                    .fold(false, |any, r| r.delete_user(id) | any);
+                if deleted {
+                    log::info!("admin API: user {id} deleted");
+                }
+                Answer::ok(json!({ "user": id, "deleted": deleted }))
+            }
+            _ => Answer::error(405, "users take GET, PUT and DELETE"),
+        }
+    }
+
+    fn torrent(&self, method: &str, hash: &[u8; 20], body: &[u8]) -> Answer {
+        let registries = match self.registries() {
+            Ok(registries) => registries,
+            Err(answer) => return answer,
+        };
+        let hex = hex(hash);
+        match method {
+            "GET" => {
+                let Some(torrent) = registries.iter().find_map(|r| r.torrent(hash)) else {
+                    return Answer::error(404, format!("{hex} is not registered"));
+                };
+                let live: Vec<Value> = self
+                    .targets
+                    .iter()
+                    .filter_map(|t| {
+                        Some((t.protocol, t.accounts.as_ref()?.live_torrent(torrent.id)?))
+                    })
+                    .map(|(tracker, live)| json!({ "tracker": tracker, "live": live_json(&live) }))
+                    .collect();
+                Answer::ok(json!({
+                    "info_hash": hex,
+                    "id": torrent.id,
+                    "up_factor": torrent.up_factor,
+                    "down_factor": torrent.down_factor,
+                    "accounting": live,
+                }))
+            }
+            "PUT" => {
+                let body: TorrentBody = match parse_body(body) {
+                    Ok(body) => body,
+                    Err(answer) => return answer,
+                };
+                if body.up_factor > 10_000 || body.down_factor > 10_000 {
+                    return Answer::error(400, "factors are percentages, 0 to 10000");
+                }
+                let torrent = Torrent {
+                    id: body.id,
+                    up_factor: body.up_factor,
+                    down_factor: body.down_factor,
+                };
+                let change = registries
+                    .iter()
+                    .map(|r| r.put_torrent(*hash, torrent))
+                    .fold(Change::Unchanged, strongest);
+                log_change("torrent", &hex, change);
+                changed(
+                    change,
+                    json!({ "info_hash": hex, "change": change_name(change) }),
+                )
+            }
+            "DELETE" => {
+                let deleted = registries
+                    .iter()
+                    .fold(false, |any, r| r.delete_torrent(hash) | any);
+                if deleted {
+                    log::info!("admin API: torrent {hex} deleted");
+                }
+                Answer::ok(json!({ "info_hash": hex, "deleted": deleted }))
+            }
+            _ => Answer::error(405, "torrents take GET, PUT and DELETE"),
+        }
+    }
+
+    /// Trackers whose access list is on, or the answer when there are none.
+    fn lists(&self) -> Result<Vec<&AdminTarget>, Answer> {
+        let on: Vec<&AdminTarget> = self
+            .targets
+            .iter()
+            .filter(|t| t.access.mode() != AccessListMode::Off)
+            .collect();
+        if on.is_empty() {
+            return Err(Answer::error(
+                409,
+                "the access list is off on every tracker (access_list.mode = \"off\")",
+            ));
+        }
+        Ok(on)
+    }
+
+    fn access(&self, method: &str, hash: &[u8; 20]) -> Answer {
+        let lists = match self.lists() {
+            Ok(lists) => lists,
+            Err(answer) => return answer,
+        };
+        let hex = hex(hash);
+        let (add, remove): (&[[u8; 20]], &[[u8; 20]]) = match method {
+            "GET" => {
+                let trackers: Vec<Value> = lists
+                    .iter()
+                    .map(|t| {
+                        json!({
+                            "tracker": t.protocol,
+                            "mode": mode_name(t.access.mode()),
+                            "listed": t.access.listed(hash),
+                            "served": t.access.allows(hash),
+                        })
+                    })
+                    .collect();
+                return Answer::ok(json!({ "info_hash": hex, "trackers": trackers }));
+            }
+            "PUT" => (std::slice::from_ref(hash), &[]),
+            "DELETE" => (&[], std::slice::from_ref(hash)),
+            _ => return Answer::error(405, "access-list entries take GET, PUT and DELETE"),
+        };
+        self.edit_lists(&lists, add, remove, json!({ "info_hash": hex }))
+    }
+
+    fn bulk_access(&self, body: &[u8]) -> Answer {
+        let lists = match self.lists() {
+            Ok(lists) => lists,
+            Err(answer) => return answer,
+        };
+        let body: BulkBody = match parse_body(body) {
+            Ok(body) => body,
+            Err(answer) => return answer,
+        };
+        if body.add.len() + body.remove.len() > MAX_BULK {
+            return Answer::error(400, format!("at most {MAX_BULK} info hashes per request"));
+        }
+        let parse = |list: &[String], name: &str| -> Result<Vec<[u8; 20]>, Answer> {
+            list.iter()
+                .enumerate()
+                .map(|(index, text)| {
+                    parse_hex_hash(text).map_err(|problem| {
+                        Answer::error(400, format!("{name}[{index}]: {problem}"))
+                    })
+                })
+                .collect()
+        };
+        let (add, remove) = match (parse(&body.add, "add"), parse(&body.remove, "remove")) {
+            (Ok(add), Ok(remove)) => (add, remove),
+            (Err(answer), _) | (_, Err(answer)) => return answer,
+        };
+        self.edit_lists(&lists, &add, &remove, json!({}))
+    }
+
+    /// Applies one edit to every list; the answer says what each did.
+    fn edit_lists(
+        &self,
+        lists: &[&AdminTarget],
+        add: &[[u8; 20]],
+        remove: &[[u8; 20]],
+        mut answer: Value,
+    ) -> Answer {
+        let mut trackers = Vec::with_capacity(lists.len());
+        for target in lists {
+            match target.access.edit(add, remove) {
+                Ok(edit) => {
+                    if edit.added + edit.removed > 0 {
+                        log::info!(
+                            "admin API: {} access list: {} added, {} removed, {} entries",
+                            target.protocol,
+                            edit.added,
+                            edit.removed,
+                            edit.len
+                        );
+                    }
+                    trackers.push(json!({
+                        "tracker": target.protocol,
+                        "added": edit.added,
+                        "removed": edit.removed,
+                        "entries": edit.len,
+                    }));
+                }
+                Err(problem) => {
+                    trackers.push(json!({ "tracker": target.protocol, "refused": problem }));
+                }
+            }
+        }
+        let refused = trackers.iter().any(|t| t.get("refused").is_some());
+        answer["trackers"] = Value::Array(trackers);
+        Answer {
+            status: if refused { 409 } else { 200 },
+            body: answer,
+        }
+    }
+}
+
+/// A JSON body as `T`, or the answer saying what is wrong with it. The message names
+/// fields, never values: a misplaced passkey must not come back in an error.
+fn parse_body<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, Answer> {
+    serde_json::from_slice(body).map_err(|err| {
+        let detail = err.to_string();
+        let what = if detail.starts_with("unknown field") || detail.starts_with("missing field") {
+            detail
+                .split(" at line")
+                .next()
+                .unwrap_or_default()
+                .to_owned()
+        } else if err.is_data() {
+            "a field has a value of the wrong type or out of range".to_owned()
+        } else if err.is_eof() {
+            "the body ends too soon (send a whole JSON object)".to_owned()
+        } else {
+            "not JSON".to_owned()
+        };
+        Answer::error(
+            400,
+            format!(
+                "{what} (line {}, column {}; documents/admin-api.md)",
+                err.line(),
+                err.column()
+            ),
+        )
+    })
+}
+
+/// 201 for something created, 200 otherwise.
+fn changed(change: Change, body: Value) -> Answer {
+    Answer {
+        status: if change == Change::Created { 201 } else { 200 },
+        body,
+    }
+}
+
+/// Of two registries' changes, the one to report: created over updated over
+/// unchanged.
+fn strongest(a: Change, b: Change) -> Change {
+    let rank = |change| match change {
+        Change::Created => 2,
+        Change::Updated => 1,
+        Change::Unchanged => 0,
+    };
+    if rank(b) > rank(a) { b } else { a }
+}
+
+fn change_name(change: Change) -> &'static str {
+    match change {
+        Change::Created => "created",
+        Change::Updated => "updated",
+        Change::Unchanged => "unchanged",
+    }
+}
+
+fn log_change(what: &str, name: &str, change: Change) {
+    if change != Change::Unchanged {
+        log::info!("admin API: {what} {name} {}", change_name(change));
+    }
+}
+
+/// The ledger's live state of a user or torrent, as the API tells it.
+fn live_json(live: &shoal_private::Live) -> Value {
+    let pending = &live.pending;
+    json!({
+        "peers": live.peers,
+        "seeding": live.seeding,
+        "leeching": live.peers - live.seeding,
+        "pairs": live.pairs,
+        "pending": {
+            "uploaded": pending.uploaded,
+            "downloaded": pending.downloaded,
+            "credited_uploaded": pending.credited_uploaded,
+            "credited_downloaded": pending.credited_downloaded,
+            "seed_seconds": pending.seed_seconds,
+            "completed": pending.completed,
+        },
+    })
+}
+
+fn mode_name(mode: AccessListMode) -> &'static str {
+    match mode {
+        AccessListMode::Off => "off",
+        AccessListMode::Allow => "allow",
+        AccessListMode::Deny => "deny",
+    }
+}
+
+fn hex(hash: &[u8; 20]) -> String {
+    use std::fmt::Write as _;
+    hash.iter().fold(String::with_capacity(40), |mut out, b| {
+        let _ = write!(out, "{b:02x}");
+        out
+    })
+}
+
+#[cfg(test)]
+mod tests;
