@@ -762,3 +762,111 @@ use_ipv6 = false
         "{rest:#?}"
     );
 }
+
+/// `method path` with `body` on the admin API, with `token`: status line and body.
+fn admin(addr: SocketAddr, token: &str, method: &str, path: &str, body: &str) -> (String, String) {
+    let mut stream = TcpStream::connect(addr).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    write!(
+        stream,
+        "{method} {path} HTTP/1.1\r\nHost: test\r\nAuthorization: Bearer {token}\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut response = String::new();
+    let _ = stream.read_to_string(&mut response);
+    let (head, body) = response.split_once("\r\n\r\n").unwrap_or((&response, ""));
+    (
+        head.lines().next().unwrap_or_default().to_string(),
+        body.to_string(),
+    )
+}
+
+#[test]
+fn the_admin_api_changes_users_live_for_every_private_tracker() {
+    use std::os::unix::fs::PermissionsExt as _;
+    const TOKEN: &str = "f1e2d3c4b5a69788f1e2d3c4b5a69788";
+    const ALICE: &str = "6f0d1b2c3d4e5f60718293a4b5c6d7e8";
+    const BOB: &str = "a1b2c3d4e5f60718293a4b5c6d7e8f90";
+    let hash = "aa".repeat(20);
+    let files =
+        std::env::temp_dir().join(format!("shoal-operator-admin-files-{}", std::process::id()));
+    std::fs::create_dir_all(&files).unwrap();
+    let (users, torrents, token) = (
+        files.join("users"),
+        files.join("torrents"),
+        files.join("token"),
+    );
+    std::fs::write(&users, format!("17 {ALICE}\n")).unwrap();
+    std::fs::write(&torrents, format!("{hash} 1001\n")).unwrap();
+    std::fs::write(&token, format!("{TOKEN}\n")).unwrap();
+    std::fs::set_permissions(&token, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let private = format!(
+        "enabled = true\nusers_path = \"{}\"\ntorrents_path = \"{}\"\n",
+        users.display(),
+        torrents.display()
+    );
+    let config = format!(
+        "[admin]\nenabled = true\naddress = \"127.0.0.1:0\"\ntoken_path = \"{}\"\nmax_body_bytes = 4096\n{CONFIG}[udp.private]\n{private}[http.private]\n{private}",
+        token.display()
+    );
+    let shoal = Shoal::start("admin", &config, &[]);
+    // Addresses are logged as they are bound, the API's once the trackers serve.
+    let http = shoal.address_after("listening on http://");
+    let api = shoal.address_after("admin API on http://");
+    let announce = |key: &str| {
+        let reply = http_get(
+            http,
+            &format!(
+                "/{key}/announce?info_hash={}&peer_id=-TEST00-bbbbbbbbbbbb&port=7000&left=5&compact=1",
+                "%AA".repeat(20)
+            ),
+        );
+        String::from_utf8_lossy(&reply).into_owned()
+    };
+    assert!(announce(BOB).contains("passkey not recognised"));
+
+    // Bob is added through the API: the HTTP tracker serves him at once, and the UDP
+    // tracker, which names the same files, shares the registry.
+    let (status, body) = admin(
+        api,
+        TOKEN,
+        "PUT",
+        "/v1/users/18",
+        &format!(r#"{{"passkey":"{BOB}"}}"#),
+    );
+    assert_eq!(status, "HTTP/1.1 201 Created", "{body}");
+    assert!(announce(BOB).contains("8:intervali"), "{}", announce(BOB));
+    let (_, status_body) = admin(api, TOKEN, "GET", "/v1/status", "");
+    assert_eq!(
+        status_body.matches(r#""users":2"#).count(),
+        2,
+        "{status_body}"
+    );
+
+    // A reload sent for another file keeps him; the token is needed; bodies are bounded.
+    shoal.signal(libc::SIGUSR1);
+    shoal.line_with("reload");
+    assert!(announce(BOB).contains("8:intervali"));
+    let (status, _) = admin(api, "0".repeat(32).as_str(), "DELETE", "/v1/users/18", "");
+    assert_eq!(status, "HTTP/1.1 401 Unauthorized");
+    let (status, _) = admin(api, TOKEN, "PUT", "/v1/users/18", &"x".repeat(5000));
+    assert_eq!(status, "HTTP/1.1 413 Content Too Large");
+    // A crowd of silent connections does not lock the API out.
+    let silent: Vec<TcpStream> = (0..300).map(|_| TcpStream::connect(api).unwrap()).collect();
+    let (status, body) = admin(api, TOKEN, "DELETE", "/v1/users/18", "");
+    assert_eq!(status, "HTTP/1.1 200 OK", "{body}");
+    drop(silent);
+    assert!(announce(BOB).contains("passkey not recognised"));
+    assert!(announce(ALICE).contains("8:intervali"));
+    let rest = shoal.stop();
+    assert!(
+        !rest
+            .iter()
+            .any(|line| line.contains(BOB) || line.contains(TOKEN)),
+        "{rest:?}"
+    );
+    std::fs::remove_dir_all(&files).unwrap();
+}
