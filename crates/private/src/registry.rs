@@ -33,7 +33,6 @@ use hashbrown::HashMap;
 use crate::key::{DigestHasher, KeyDigest, Passkey};
 use crate::ledger::{Event, Report};
 use crate::shards::CowShards;
-use shoal_common::FileStamp;
 
 /// A user as the site registered them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -150,6 +149,29 @@ struct Files {
     users: PathBuf,
     torrents: PathBuf,
     read: Option<[FileStamp; 2]>,
+}
+
+/// A file's identity and version as far as the file system tells: inode, size and
+/// modification time; equal stamps mean the file was not written since. (The access
+/// list has the same check in `shoal_common`; this crate depends on no shoal crate,
+/// so that the protocol parsers can use it.)
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct FileStamp {
+    inode: u64,
+    len: u64,
+    modified: Option<std::time::SystemTime>,
+}
+
+impl FileStamp {
+    fn of(path: &Path) -> Option<Self> {
+        use std::os::unix::fs::MetadataExt as _;
+        let meta = std::fs::metadata(path).ok()?;
+        Some(Self {
+            inode: meta.ino(),
+            len: meta.len(),
+            modified: meta.modified().ok(),
+        })
+    }
 }
 
 /// The users and torrents of a pair of files, parsed.
