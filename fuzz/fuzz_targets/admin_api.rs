@@ -7,7 +7,7 @@
 use std::sync::Arc;
 
 use libfuzzer_sys::fuzz_target;
-use shoal_common::{AccessControl, AccessList, AccessListMode};
+use shoal_common::{AccessControl, AccessList, AccessListMode, ClientRules};
 use shoal_private::{KeyDigest, Registry};
 use shoal_process::{AdminApi, AdminTarget};
 
@@ -29,6 +29,7 @@ fuzz_target!(|data: &[u8]| {
     let targets = vec![AdminTarget {
         protocol: "udp",
         access: list.clone(),
+        clients: Arc::new(ClientRules::default()),
         registry: Some(registry.clone()),
         accounts: None,
     }];

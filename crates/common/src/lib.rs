@@ -45,6 +45,7 @@
 
 mod access_list;
 mod cli;
+mod client_rules;
 mod cluster_stats;
 mod config;
 mod cpu;
@@ -76,6 +77,10 @@ pub use access_list::{
 };
 pub use cli::{
     AppInfo, ExtraFlag, load_cli_config, run_cli, run_cli_with_args, run_cli_with_flags,
+};
+pub use client_rules::{
+    ClientConfig, ClientCounts, ClientRefusal, ClientRules, KNOWN_CLIENTS, OTHER_CLIENT, RuleSet,
+    SharedClientCounts,
 };
 pub use cluster_stats::ClusterStats;
 pub use config::{

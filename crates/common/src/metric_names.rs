@@ -11,6 +11,10 @@ pub const LATENCY_HELP: &str = "Time from reading a request to handing its respo
 pub const REFUSED: &str = "shoal_refused";
 /// Its help line.
 pub const REFUSED_HELP: &str = "Requests or connections refused or dropped on purpose, by reason (limits, access list, bad input).";
+/// Announces by client software (`shoal_common::KNOWN_CLIENTS`, or "other").
+pub const ANNOUNCES_BY_CLIENT: &str = "shoal_announces_by_client";
+/// Its help line.
+pub const ANNOUNCES_BY_CLIENT_HELP: &str = "Announces by client software, told by the start of the peer id (\"other\": none of those known).";
 /// The family of requests by action.
 pub const REQUESTS: &str = "shoal_requests";
 /// Its help line.

@@ -156,6 +156,9 @@ pub struct Config<T: TrackerKind> {
     pub access_list: AccessListConfig,
     /// Private mode: passkeys, registered users and torrents.
     pub private: PrivateConfig,
+    /// Which BitTorrent clients are served, by peer-id prefix (and User-Agent over
+    /// HTTP). Replaced live through the admin API.
+    pub clients: crate::ClientConfig,
     /// Pinning workers to CPU cores.
     pub cpu_pinning: CpuPinningConfig,
     /// Swarms kept across restarts.
@@ -180,6 +183,7 @@ impl<T: TrackerKind> Default for Config<T> {
             statistics: StatisticsConfig::default(),
             access_list: AccessListConfig::default(),
             private: PrivateConfig::default(),
+            clients: crate::ClientConfig::default(),
             cpu_pinning: CpuPinningConfig::default(),
             state: StateConfig::default(),
             cluster: ClusterConfig::default(),
@@ -289,6 +293,7 @@ impl<T: TrackerKind> TrackerConfig for Config<T> {
         problems.section("access_list", |p| self.access_list.validate(p));
         let access_list_on = self.access_list.mode != crate::AccessListMode::Off;
         problems.section("private", |p| self.private.validate(p, access_list_on));
+        problems.section("clients", |p| self.clients.validate(p));
         problems.section("cpu_pinning", |p| {
             self.cpu_pinning.validate(p);
             let (sockets, swarms) = self.worker_counts(available_cpus());

@@ -24,7 +24,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
-use shoal_common::{HeaderPosition, ReverseProxy as _};
+use shoal_common::{ClientRefusal, HeaderPosition, ReverseProxy as _};
 use shoal_http_protocol::request::ProxyHeader;
 use shoal_http_protocol::response::{write_failure_with_interval, write_head, write_scrape_body};
 use shoal_http_protocol::{
@@ -62,6 +62,8 @@ pub(crate) trait Host {
     fn allows(&self, info_hash: &InfoHash) -> bool;
     /// Whether the access list allows every one of `info_hashes`.
     fn allows_all(&self, info_hashes: &[InfoHash]) -> bool;
+    /// Whether the client rules serve a client with `peer_id` and `user_agent`.
+    fn check_client(&self, peer_id: &[u8; 20], user_agent: &[u8]) -> Result<(), ClientRefusal>;
     /// Private mode's decision on `request` with passkey `key` (downloading unless
     /// it says nothing is left); always `Ok` on a public tracker. Accepted announces
     /// go to accounting, when it is on.
@@ -466,10 +468,19 @@ impl Session {
                 host.count(|counters| {
                     counters.announces += 1;
                     counters.announces_v6 += ipv6;
+                    counters.clients.count(&request.peer_id);
                 });
                 if !host.allows(&request.info_hash) {
                     host.count(|counters| counters.access_denied += 1);
                     write_failure(&mut self.out, 200, NOT_ALLOWED, keep_alive);
+                    self.respond(Answered::Announce { keep_alive }, served, now);
+                    return None;
+                }
+                if let Err(refusal) =
+                    host.check_client(&request.peer_id, parsed.user_agent.as_bytes())
+                {
+                    host.count(|counters| counters.client_refused += 1);
+                    self.refuse_with_interval(refusal.reason(), host, keep_alive);
                     self.respond(Answered::Announce { keep_alive }, served, now);
                     return None;
                 }
@@ -521,10 +532,16 @@ impl Session {
     /// with a bad key would otherwise retry at once.
     fn refuse_privately(&mut self, refusal: Refusal, host: &impl Host, keep_alive: bool) {
         host.count(|counters| counters.private_refused += 1);
+        self.refuse_with_interval(refusal.reason(), host, keep_alive);
+    }
+
+    /// Writes a failure that carries the announce interval (clients that honour it
+    /// wait that long before trying again).
+    fn refuse_with_interval(&mut self, reason: &str, host: &impl Host, keep_alive: bool) {
         let protocol = &host.config().protocol;
         write_failure_with_interval(
             &mut self.out,
-            refusal.reason(),
+            reason,
             protocol.announce_interval,
             protocol.min_announce_interval,
             keep_alive,

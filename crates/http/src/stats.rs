@@ -38,11 +38,15 @@ shoal_common::counters! {
         /// Requests refused by private mode (no or unknown passkey, a disabled
         /// account, an unregistered torrent, a seeding-only account downloading).
         private_refused,
+        /// Announces refused by the client rules (`[clients]`).
+        client_refused,
         /// Requests not completed within the idle timeout.
         timeouts,
     }
     /// Connections and clients, as every TCP tracker counts them.
     group connections: ConnectionCounters;
+    /// Announces by client software.
+    group clients: shoal_common::ClientCounts;
 }
 
 /// A sum over all workers.
@@ -59,7 +63,7 @@ pub fn summary(now: &StatsSample, before: &StatsSample, seconds: f64) -> String 
         rate(d.scrapes),
         rate(d.connections.accepted),
         d.bad_requests,
-        d.access_denied + d.private_refused,
+        d.access_denied + d.private_refused + d.client_refused,
         d.timeouts,
         d.connections.line(now.requests.connections.open),
         now.capacity_line(before),
@@ -97,10 +101,12 @@ impl Observe for SocketTotals {
             ("bad_request", self.bad_requests),
             ("access_list", self.access_denied),
             ("private", self.private_refused),
+            ("client", self.client_refused),
         ] {
             out.counter(REFUSED, REFUSED_HELP, &[("reason", reason)], value);
         }
         out.counter(ERRORS, ERRORS_HELP, &[("kind", "timeout")], self.timeouts);
         self.connections.observe(out);
+        self.clients.observe(out);
     }
 }

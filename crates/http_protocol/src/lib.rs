@@ -18,7 +18,7 @@ pub mod response;
 
 pub use request::{
     AnnounceEvent, AnnounceRequest, ParseLimits, ParsedRequest, Request, RequestError,
-    ScrapeRequest, parse_request,
+    ScrapeRequest, USER_AGENT_PREFIX, UserAgent, parse_request,
 };
 pub use response::{
     AnnounceResponse, PeerList, ScrapeStats, write_announce, write_failure, write_scrape,

@@ -55,8 +55,59 @@ pub struct ParsedRequest {
     /// In private mode, the digest of the passkey the request carried (the key itself
     /// goes no further than the parser).
     pub key: Option<KeyDigest>,
+    /// The start of the `User-Agent` header, for client rules.
+    pub user_agent: UserAgent,
     /// Bytes of input the request took; the next request starts there.
     pub len: usize,
+}
+
+/// Bytes of a `User-Agent` kept: client rules compare prefixes up to this long.
+pub const USER_AGENT_PREFIX: usize = 64;
+
+/// The first [`USER_AGENT_PREFIX`] bytes of a request's `User-Agent` (empty without
+/// one), kept inline: no allocation per request.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct UserAgent {
+    len: u8,
+    bytes: [u8; USER_AGENT_PREFIX],
+}
+
+impl UserAgent {
+    /// None given.
+    pub const NONE: Self = Self {
+        len: 0,
+        bytes: [0; USER_AGENT_PREFIX],
+    };
+
+    /// The start of `value`.
+    pub fn new(value: &[u8]) -> Self {
+        let mut agent = Self::NONE;
+        let len = value.len().min(USER_AGENT_PREFIX);
+        agent.bytes[..len].copy_from_slice(&value[..len]);
+        agent.len = len as u8;
+        agent
+    }
+
+    /// The bytes kept.
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.bytes[..usize::from(self.len)]
+    }
+}
+
+impl Default for UserAgent {
+    fn default() -> Self {
+        Self::NONE
+    }
+}
+
+impl std::fmt::Debug for UserAgent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "UserAgent({:?})",
+            String::from_utf8_lossy(self.as_bytes())
+        )
+    }
 }
 
 /// An announce or a scrape.
@@ -171,8 +222,11 @@ pub fn parse_request(
     let mut close = false;
     let mut keep_alive_token = false;
     let mut forwarded: Option<&[u8]> = None;
+    let mut user_agent = UserAgent::NONE;
     for header in request.headers.iter() {
-        if header.name.eq_ignore_ascii_case("connection") {
+        if header.name.eq_ignore_ascii_case("user-agent") {
+            user_agent = UserAgent::new(header.value);
+        } else if header.name.eq_ignore_ascii_case("connection") {
             for token in header.value.split(|&b| b == b',') {
                 let token = token.trim_ascii();
                 close |= token.eq_ignore_ascii_case(b"close");
@@ -237,6 +291,7 @@ pub fn parse_request(
         keep_alive,
         forwarded_ip,
         key,
+        user_agent,
         len,
     }))
 }

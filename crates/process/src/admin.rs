@@ -19,7 +19,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context as _, bail};
-use shoal_common::{AccessControl, AdminConfig, Shutdown};
+use shoal_common::{AccessControl, AdminConfig, ClientRules, Shutdown};
 use shoal_private::{Accounts, KeyDigest, Registry};
 
 pub use api::AdminApi;
@@ -31,6 +31,8 @@ pub struct AdminTarget {
     pub protocol: &'static str,
     /// Its access list.
     pub access: Arc<AccessControl>,
+    /// Its client rules.
+    pub clients: Arc<ClientRules>,
     /// Private mode's users and torrents, when on (one registry may serve several
     /// trackers: they share it when they name the same files).
     pub registry: Option<Arc<Registry>>,

@@ -300,6 +300,7 @@ impl Endpoint {
                         "p999_at_most": bound(0.999),
                     },
                     "cluster": cluster_json(&observation),
+                    "clients": clients_json(&observation),
                     "largest_swarms": tracker.largest_swarms(LARGEST).iter().map(|swarm| serde_json::json!({
                         "info_hash": hex(&swarm.info_hash),
                         "seeders": swarm.seeders,
@@ -377,6 +378,18 @@ impl Endpoint {
                 );
             }
         }
+        page.push_str("</table><h2>Clients</h2><p>Announces by client software, told by the peer id.</p><table><tr><th>tracker</th><th>client</th><th>announces</th></tr>");
+        for t in &trackers {
+            for client in t["clients"].as_array().into_iter().flatten() {
+                let _ = write!(
+                    page,
+                    "<tr><td>{}</td><td>{}</td><td>{}</td></tr>",
+                    t["protocol"].as_str().unwrap_or(""),
+                    client["client"].as_str().unwrap_or(""),
+                    client["announces"],
+                );
+            }
+        }
         page.push_str("</table>\n");
         page
     }
@@ -387,6 +400,28 @@ impl Endpoint {
 /// read: a counter's `# HELP` and `# TYPE` lines name it with its `_total` suffix, as
 /// its samples do, and the `# EOF` line goes. Prometheus itself asks for OpenMetrics
 /// and gets it unchanged.
+/// Announces by client software in `/stats.json`: the clients seen, most first.
+fn clients_json(observation: &Observation) -> serde_json::Value {
+    let names = shoal_common::KNOWN_CLIENTS
+        .iter()
+        .map(|(_, name)| *name)
+        .chain([shoal_common::OTHER_CLIENT]);
+    let mut seen: Vec<(&str, u64)> = names
+        .map(|name| {
+            let count = observation.sum(
+                shoal_common::metric_names::ANNOUNCES_BY_CLIENT,
+                &[("client", name)],
+            );
+            (name, count as u64)
+        })
+        .filter(|&(_, count)| count > 0)
+        .collect();
+    seen.sort_by_key(|&(_, count)| std::cmp::Reverse(count));
+    seen.into_iter()
+        .map(|(name, count)| serde_json::json!({ "client": name, "announces": count }))
+        .collect()
+}
+
 /// A tracker's replication (`[cluster]`) in `/stats.json`; `null` while it is off.
 fn cluster_json(observation: &Observation) -> serde_json::Value {
     let on = observation

@@ -24,8 +24,9 @@ pub type Reload = Arc<dyn Fn() -> Option<String> + Send + Sync>;
 /// (the TLS config of the TCP trackers).
 pub struct RunningTracker<C: Counters, E = ()> {
     running: Running,
-    /// Private mode's users and torrents, for the admin API.
+    /// Private mode's users and torrents, and the client rules, for the admin API.
     private: Option<Arc<shoal_private::Registry>>,
+    clients: Arc<shoal_common::ClientRules>,
     clock: Arc<Clock>,
     stats: Arc<WorkerStats<C>>,
     listening: Vec<Listening>,
@@ -64,6 +65,7 @@ impl<C: Counters, E> RunningTracker<C, E> {
         Self {
             running,
             private: context.private.clone(),
+            clients: context.clients.clone(),
             clock: context.clock.clone(),
             stats: context.stats.clone(),
             listening,
@@ -108,6 +110,7 @@ impl<C: Counters, E> RunningTracker<C, E> {
         crate::AdminTarget {
             protocol,
             access: self.running.access_control().clone(),
+            clients: self.clients.clone(),
             registry: self.private.clone(),
             accounts: self.running.accounts().cloned(),
         }

@@ -256,6 +256,13 @@ fn one_file_runs_every_tracker_and_the_metrics_move_with_traffic() {
         after.contains("# TYPE shoal_requests_total counter"),
         "{after}"
     );
+    assert_eq!(
+        sample(
+            &after,
+            r#"shoal_announces_by_client_total{protocol="http",client="other"}"#
+        ),
+        1.0
+    );
     // By IP version: two connects over IPv4, one over IPv6.
     for (series, expected) in [
         (
@@ -352,6 +359,8 @@ fn one_file_runs_every_tracker_and_the_metrics_move_with_traffic() {
         "\"uptime_seconds\"",
         "\"largest_swarms\"",
         "\"latency_seconds\"",
+        // The HTTP announce's peer id (-TEST00-) is no client the tracker knows.
+        "\"clients\":[{\"announces\":1,\"client\":\"other\"}]",
     ] {
         assert!(json.contains(key), "{key} missing from {json}");
     }

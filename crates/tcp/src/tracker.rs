@@ -276,9 +276,7 @@ pub fn prepare<T: TcpTracker>(
     // their size as swarm worker 0.
     let context = Context::<T::Counters>::new(
         T::NAME,
-        &config.access_list,
-        &config.private,
-        config.cleaning.peer_timeout,
+        &config,
         clock,
         socket_workers,
         swarm_workers.max(1),

@@ -32,6 +32,8 @@ shoal_common::counters! {
         /// Requests refused by private mode (no or unknown passkey, a disabled
         /// account, an unregistered torrent, a seeding-only account downloading).
         private_refused,
+        /// Announces refused by the client rules (`[clients]`).
+        client_refused,
         /// Requests dropped because their client was over per_ip.requests_per_second.
         per_ip_limited,
         /// Requests dropped because their client was banned.
@@ -68,6 +70,8 @@ shoal_common::counters! {
         /// Receive buffers set back to their configured size after an overload.
         queue_restores,
     }
+    /// Announces by client software.
+    group clients: shoal_common::ClientCounts;
 }
 
 /// All workers' statistics.
@@ -97,7 +101,7 @@ pub fn summary(now: &StatsSample, before: &StatsSample, seconds: f64) -> String 
         ),
         delta.invalid_requests,
         delta.bad_connection_ids,
-        delta.access_denied + delta.private_refused,
+        delta.access_denied + delta.private_refused + delta.client_refused,
         delta.per_ip_limited,
         delta.banned,
         delta.bans,
@@ -142,6 +146,7 @@ impl Observe for SocketTotals {
             ("bad_connection_id", self.bad_connection_ids),
             ("access_list", self.access_denied),
             ("private", self.private_refused),
+            ("client", self.client_refused),
             ("rate_limit", self.per_ip_limited),
             ("banned", self.banned),
             ("shed", self.shed),
@@ -155,6 +160,7 @@ impl Observe for SocketTotals {
             out.counter(ERRORS, ERRORS_HELP, &[("kind", kind)], value);
         }
         out.counter(BANS, BANS_HELP, &[], self.bans);
+        self.clients.observe(out);
         out.counter(
             "shoal_datagrams_dropped",
             "UDP datagrams the kernel dropped before the tracker could read them, mostly \

@@ -22,7 +22,7 @@ use crate::config::Config;
 use crate::connection_id::ConnectionIds;
 use crate::messages::Job;
 use crate::shard::UdpShard;
-use crate::socket::dispatch::Dispatcher;
+use crate::socket::dispatch::{Dispatcher, Gates};
 use crate::socket::{
     LocalTorrents, QueueSizes, SocketWorker, SocketWorkerParts, WorkerSockets, bind_socket,
     recv_slot_len,
@@ -56,9 +56,7 @@ pub fn prepare(
     // their size as swarm worker 0.
     let context = Context::<SharedSocketCounters>::new(
         "udp",
-        &config.access_list,
-        &config.private,
-        config.cleaning.peer_timeout,
+        &config,
         clock,
         config.socket_worker_count(),
         config.swarm_worker_count().max(1),
@@ -193,9 +191,12 @@ impl Startup for UdpStartup {
             index,
             config,
             self.ids.clone(),
-            access.clone(),
-            private.clone(),
-            self.context.accounts.clone(),
+            Gates {
+                access: access.clone(),
+                client_rules: self.context.clients.clone(),
+                private: private.clone(),
+                accounts: self.context.accounts.clone(),
+            },
             senders,
         );
         let (worker, route) = SocketWorker::new(SocketWorkerParts {

@@ -72,7 +72,7 @@ pub use swarm_worker::{spawn_swarm_workers, swarm_channels};
 use std::sync::Arc;
 
 use anyhow::Context as _;
-use shoal_common::{AccessControl, AccessListConfig, PrivateConfig, Shutdown};
+use shoal_common::{AccessControl, ClientRules, Shutdown};
 use shoal_common::{Counters, WorkerStats};
 use shoal_private::{Accounts, Registry};
 use shoal_swarm::Clock;
@@ -84,6 +84,8 @@ pub struct Context<C> {
     pub clock: Arc<Clock>,
     /// The access list.
     pub access: Arc<AccessControl>,
+    /// Which clients are served (`[clients]`), replaceable through the admin API.
+    pub clients: Arc<ClientRules>,
     /// Private mode's users and torrents; `None` for a public tracker.
     pub private: Option<Arc<Registry>>,
     /// Private mode's accounting, when `private.export_directory` is set.
@@ -99,6 +101,7 @@ impl<C> Clone for Context<C> {
         Self {
             clock: self.clock.clone(),
             access: self.access.clone(),
+            clients: self.clients.clone(),
             private: self.private.clone(),
             accounts: self.accounts.clone(),
             stats: self.stats.clone(),
@@ -108,22 +111,23 @@ impl<C> Clone for Context<C> {
 }
 
 impl<C: Counters> Context<C> {
-    /// A tracker's shared state: its access list and (in private mode) its users and
-    /// torrents loaded, statistics for its workers, a fresh shutdown flag.
-    pub fn new(
+    /// A tracker's shared state: its access list, client rules and (in private mode)
+    /// its users and torrents loaded, statistics for its workers, a fresh shutdown flag.
+    pub fn new<K: shoal_common::TrackerKind>(
         name: &str,
-        access_list: &AccessListConfig,
-        private: &PrivateConfig,
-        peer_timeout: u32,
+        config: &shoal_common::Config<K>,
         clock: Arc<Clock>,
         socket_workers: usize,
         swarm_gauges: usize,
     ) -> anyhow::Result<Self> {
-        let access = AccessControl::from_config(access_list).context(
+        let peer_timeout = config.cleaning.peer_timeout;
+        let access = AccessControl::from_config(&config.access_list).context(
             "cannot load the access list (access_list.path: a readable file of hex info \
                  hashes, one per line; or access_list.mode = \"off\")",
         )?;
-        let settings = private;
+        let clients = ClientRules::from_config(&config.clients)
+            .map_err(|problem| anyhow::anyhow!("clients.{problem}"))?;
+        let settings = &config.private;
         let private = if settings.enabled {
             let registry = Registry::open(&settings.users_path, &settings.torrents_path)
                 .context("cannot load private mode's users and torrents (private.users_path, private.torrents_path)")?;
@@ -153,6 +157,7 @@ impl<C: Counters> Context<C> {
         Ok(Self {
             clock,
             access: Arc::new(access),
+            clients: Arc::new(clients),
             private,
             accounts,
             stats: WorkerStats::new(socket_workers, swarm_gauges),

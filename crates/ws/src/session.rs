@@ -91,6 +91,8 @@ pub(crate) trait Host {
     fn check_rate(&self, ip: IpAddr) -> Verdict;
     /// Whether the access list allows `info_hash`.
     fn allows(&self, info_hash: &[u8; 20]) -> bool;
+    /// Whether the client rules serve a client with `peer_id`.
+    fn check_client(&self, peer_id: &[u8; 20]) -> Result<(), shoal_common::ClientRefusal>;
     /// Private mode's decision on `announce` with passkey `key` (downloading unless
     /// it says nothing is left); always `Ok` on a public tracker. Accepted announces go
     /// to accounting, when it is on.
@@ -662,6 +664,7 @@ impl<'a, H: Host> Session<'a, H> {
             } else {
                 counters.announces += 1;
                 counters.announces_v6 += self.ipv6;
+                counters.clients.count(&announce.peer_id.0);
             }
         }
         // Answers count too: each is a message the tracker relays.
@@ -678,6 +681,10 @@ impl<'a, H: Host> Session<'a, H> {
         if !self.host.allows(&info_hash.0) {
             self.host.counters().access_denied += 1;
             return self.refuse(Action::Announce, Some(info_hash), NOT_ALLOWED);
+        }
+        if let Err(refusal) = self.host.check_client(&announce.peer_id.0) {
+            self.host.counters().client_refused += 1;
+            return self.refuse(Action::Announce, Some(info_hash), refusal.reason());
         }
         if let Err(refusal) = self.host.private_announce(self.key, &announce) {
             self.host.counters().private_refused += 1;

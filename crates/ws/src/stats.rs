@@ -80,6 +80,8 @@ shoal_common::counters! {
         /// a disabled account, an unregistered torrent, a seeding-only account
         /// downloading).
         private_refused,
+        /// Announces refused by the client rules (`[clients]`).
+        client_refused,
         /// Requests refused by limits.max_requests_per_second.
         rate_limited,
         /// Announces refused by limits.max_torrents_per_connection.
@@ -94,6 +96,8 @@ shoal_common::counters! {
     }
     /// Connections and clients, as every TCP tracker counts them.
     group connections: ConnectionCounters;
+    /// Announces by client software.
+    group clients: shoal_common::ClientCounts;
 }
 
 /// A sum over all workers.
@@ -120,7 +124,7 @@ pub fn summary(now: &StatsSample, before: &StatsSample, seconds: f64) -> String 
         d.peer_ids_taken,
         d.bad_messages,
         d.oversized_messages,
-        d.access_denied + d.private_refused,
+        d.access_denied + d.private_refused + d.client_refused,
         d.rate_limited,
         d.too_many_torrents,
         d.offers_over_budget,
@@ -182,6 +186,7 @@ impl Observe for SocketTotals {
             ("bad_handshake", self.bad_handshakes),
             ("access_list", self.access_denied),
             ("private", self.private_refused),
+            ("client", self.client_refused),
             ("connection_rate_limit", self.rate_limited),
             ("too_many_torrents", self.too_many_torrents),
             ("peer_id_taken", self.peer_ids_taken),
@@ -199,6 +204,7 @@ impl Observe for SocketTotals {
             out.counter(ERRORS, ERRORS_HELP, &[("kind", kind)], value);
         }
         self.connections.observe(out);
+        self.clients.observe(out);
         out.gauge(
             OUTGOING_BYTES,
             OUTGOING_BYTES_HELP,

@@ -28,6 +28,8 @@ pub(crate) struct TestHost {
     pub(crate) latencies: RefCell<Vec<Duration>>,
     /// Private mode's registry, when a test turns it on.
     pub(crate) private: Option<Registry>,
+    /// The client rules (none unless a test sets some).
+    pub(crate) client_rules: shoal_common::ClientRules,
 }
 
 impl TestHost {
@@ -42,6 +44,7 @@ impl TestHost {
             time: Cell::new(ServerTime(100)),
             latencies: RefCell::default(),
             private: None,
+            client_rules: shoal_common::ClientRules::default(),
         }
     }
 }
@@ -57,6 +60,14 @@ impl Host for TestHost {
 
     fn allows(&self, info_hash: &InfoHash) -> bool {
         !self.denied.borrow().contains(info_hash)
+    }
+
+    fn check_client(
+        &self,
+        peer_id: &[u8; 20],
+        user_agent: &[u8],
+    ) -> Result<(), shoal_common::ClientRefusal> {
+        self.client_rules.check(peer_id, user_agent)
     }
 
     fn allows_all(&self, info_hashes: &[InfoHash]) -> bool {

@@ -596,3 +596,46 @@ fn private_mode_takes_the_key_from_the_path_or_query_and_refuses_with_an_interva
     assert!(transcript.scrapes.is_empty());
     assert_eq!(host.counters.borrow().private_refused, 5);
 }
+
+#[test]
+fn client_rules_refuse_by_peer_id_or_user_agent_with_an_interval() {
+    let mut host = TestHost::new(Config::default(), 1);
+    host.client_rules = shoal_common::ClientRules::from_config(&shoal_common::ClientConfig {
+        deny_user_agents: vec!["Xunlei".into()],
+        deny_peer_ids: vec!["-qB3".into()],
+        ..Default::default()
+    })
+    .unwrap();
+    let served = run(
+        &host,
+        &[&announce(1, "", "User-Agent: qBittorrent/4.6.5\r\n")],
+        &mut compact_peer(),
+        AtEnd::Wait,
+    );
+    assert_eq!(served.announces.len(), 1);
+    let by_agent = run(
+        &host,
+        &[&announce(1, "", "User-Agent: Xunlei 0.0.1\r\n")],
+        &mut compact_peer(),
+        AtEnd::Wait,
+    );
+    assert!(by_agent.announces.is_empty(), "no swarm asked");
+    let reason = shoal_common::ClientRefusal::UserAgent.reason();
+    let reply = text(&by_agent.writes[0]);
+    assert!(
+        reply.ends_with(&format!(
+            "d14:failure reason{}:{reason}8:intervali1800e12:min intervali900ee",
+            reason.len()
+        )),
+        "{reply}"
+    );
+    let old = text(&announce(1, "", "")).replacen("-qB0000-", "-qB3190-", 1);
+    let by_peer_id = run(&host, &[old.as_bytes()], &mut compact_peer(), AtEnd::Wait);
+    assert!(text(&by_peer_id.writes[0]).contains(shoal_common::ClientRefusal::PeerId.reason()));
+    let counters = *host.counters.borrow();
+    assert_eq!(counters.client_refused, 2);
+    assert_eq!(
+        counters.clients.0[0], 3,
+        "three qBittorrent announces counted"
+    );
+}

@@ -108,6 +108,14 @@ impl Host for Worker {
         self.context.access.allows(info_hash)
     }
 
+    fn check_client(
+        &self,
+        peer_id: &[u8; 20],
+        user_agent: &[u8],
+    ) -> Result<(), shoal_common::ClientRefusal> {
+        self.context.clients.check(peer_id, user_agent)
+    }
+
     fn allows_all(&self, info_hashes: &[InfoHash]) -> bool {
         if self.context.access.mode() == shoal_common::AccessListMode::Off {
             return true;

@@ -7,7 +7,9 @@
 //! * `GET | PUT | DELETE /v1/users/<user id>`;
 //! * `GET | PUT | DELETE /v1/torrents/<info hash>`;
 //! * `GET | PUT | DELETE /v1/access-list/<info hash>`, and `POST /v1/access-list` with
-//!   `{"add": [...], "remove": [...]}` for many at once.
+//!   `{"add": [...], "remove": [...]}` for many at once;
+//! * `GET | PUT /v1/client-rules`: the peer-id and User-Agent prefixes served or
+//!   refused (`[clients]`), replaced whole.
 //!
 //! `PUT` and `DELETE` are idempotent: a repeated request changes nothing and says so
 //! (`"change": "unchanged"`, `"deleted": false`). Users and torrents are changed in
@@ -19,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use serde::Deserialize;
 use serde_json::{Value, json};
-use shoal_common::{AccessListMode, LogBudget, parse_hex_hash};
+use shoal_common::{AccessListMode, ClientConfig, LogBudget, RuleSet, parse_hex_hash};
 use shoal_private::{Change, Conflict, KeyDigest, Passkey, Registry, Torrent, User};
 
 use super::AdminTarget;
@@ -183,6 +185,7 @@ impl AdminApi {
                 Err(problem) => Answer::error(400, format!("info hash: {problem}")),
             },
             ("POST", ["v1", "access-list"]) => self.bulk_access(body),
+            (_, ["v1", "client-rules"]) => self.client_rules(method, body),
             (_, ["v1", "access-list", hash]) => match parse_hex_hash(hash) {
                 Ok(hash) => self.access(method, &hash),
                 Err(problem) => Answer::error(400, format!("info hash: {problem}")),
@@ -359,6 +362,54 @@ impl AdminApi {
                 Answer::ok(json!({ "info_hash": hex, "deleted": deleted }))
             }
             _ => Answer::error(405, "torrents take GET, PUT and DELETE"),
+        }
+    }
+
+    fn client_rules(&self, method: &str, body: &[u8]) -> Answer {
+        let rules_json = |target: &AdminTarget| {
+            let config = target.clients.current().to_config();
+            json!({
+                "tracker": target.protocol,
+                "allow_peer_ids": config.allow_peer_ids,
+                "deny_peer_ids": config.deny_peer_ids,
+                "deny_user_agents": config.deny_user_agents,
+            })
+        };
+        match method {
+            "GET" => {
+                let trackers: Vec<Value> = self.targets.iter().map(rules_json).collect();
+                Answer::ok(json!({ "trackers": trackers }))
+            }
+            "PUT" => {
+                let config: ClientConfig = match parse_body(body) {
+                    Ok(config) => config,
+                    Err(answer) => return answer,
+                };
+                let rules = match RuleSet::from_config(&config) {
+                    Ok(rules) => rules,
+                    Err(problem) => return Answer::error(400, problem),
+                };
+                let mut changed = false;
+                for target in &self.targets {
+                    changed |= target.clients.replace(rules.clone());
+                }
+                if changed {
+                    log::info!(
+                        "admin API: client rules replaced: {} allowed, {} denied peer-id prefixes, {} denied user agents",
+                        config.allow_peer_ids.len(),
+                        config.deny_peer_ids.len(),
+                        config.deny_user_agents.len()
+                    );
+                }
+                let change = if changed {
+                    Change::Updated
+                } else {
+                    Change::Unchanged
+                };
+                let trackers: Vec<Value> = self.targets.iter().map(rules_json).collect();
+                Answer::ok(json!({ "change": change_name(change), "trackers": trackers }))
+            }
+            _ => Answer::error(405, "client rules take GET and PUT"),
         }
     }
 

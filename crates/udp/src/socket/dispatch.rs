@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use crossbeam_channel::Sender;
-use shoal_common::{AccessControl, Traffic};
+use shoal_common::{AccessControl, ClientRules, Traffic};
 use shoal_private::{Accounts, Event as LedgerEvent, KeyPlaces, Passkey, Registry};
 use shoal_swarm::{AnnounceEvent, PeerAddress, PeerLimits, ServerTime};
 use shoal_udp_protocol::response::{write_connect, write_error};
@@ -51,12 +51,25 @@ struct PrivateGate {
     url: Vec<u8>,
 }
 
+/// What decides whether a request is served, shared by every socket worker.
+#[derive(Clone, Debug)]
+pub(crate) struct Gates {
+    pub(crate) access: Arc<AccessControl>,
+    pub(crate) client_rules: Arc<ClientRules>,
+    /// Private mode's users and torrents; `None` for a public tracker.
+    pub(crate) private: Option<Arc<Registry>>,
+    /// Private mode's accounting, when it is on.
+    pub(crate) accounts: Option<Arc<Accounts>>,
+}
+
 /// Per-datagram logic of one socket worker.
 #[derive(Debug)]
 pub(crate) struct Dispatcher {
     socket_worker: usize,
     pub(crate) ids: ConnectionIds,
     access: Arc<AccessControl>,
+    /// Which clients are served (`[clients]`).
+    client_rules: Arc<ClientRules>,
     /// Private mode; `None` for a public tracker.
     private: Option<PrivateGate>,
     peer_limits: PeerLimits,
@@ -83,15 +96,20 @@ impl Dispatcher {
         socket_worker: usize,
         config: &Config,
         ids: ConnectionIds,
-        access: Arc<AccessControl>,
-        private: Option<Arc<Registry>>,
-        accounts: Option<Arc<Accounts>>,
+        gates: Gates,
         swarms: Vec<Sender<Job>>,
     ) -> Self {
+        let Gates {
+            access,
+            client_rules,
+            private,
+            accounts,
+        } = gates;
         Self {
             socket_worker,
             ids,
             access,
+            client_rules,
             private: private.map(|registry| PrivateGate {
                 registry,
                 accounts,
@@ -210,9 +228,15 @@ impl Dispatcher {
 
     fn announce(&mut self, request: &AnnounceRequest<'_>, client: SocketAddr, out: &mut Replies) {
         let info_hash = request.info_hash.0;
+        self.counters.clients.count(&request.peer_id.0);
         if !self.access.allows(&info_hash) {
             self.counters.access_denied += 1;
             error_reply(out, client, request.transaction_id, NOT_ALLOWED);
+            return;
+        }
+        if let Err(refusal) = self.client_rules.check(&request.peer_id.0, b"") {
+            self.counters.client_refused += 1;
+            error_reply(out, client, request.transaction_id, refusal.reason());
             return;
         }
         if let Some(gate) = &mut self.private {

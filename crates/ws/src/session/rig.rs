@@ -34,6 +34,8 @@ pub(crate) struct TestHost {
     pub(crate) logged: Cell<u32>,
     /// Private mode's registry, when a test turns it on.
     pub(crate) private: Option<Registry>,
+    /// The client rules (none unless a test sets some).
+    pub(crate) client_rules: shoal_common::ClientRules,
 }
 
 impl TestHost {
@@ -58,6 +60,7 @@ impl TestHost {
             unregistered: RefCell::default(),
             logged: Cell::new(0),
             private: None,
+            client_rules: shoal_common::ClientRules::default(),
             config,
         }
     }
@@ -89,6 +92,10 @@ impl Host for TestHost {
 
     fn allows(&self, info_hash: &[u8; 20]) -> bool {
         !self.denied.borrow().contains(info_hash)
+    }
+
+    fn check_client(&self, peer_id: &[u8; 20]) -> Result<(), shoal_common::ClientRefusal> {
+        self.client_rules.check(peer_id, b"")
     }
 
     fn private_announce(

@@ -450,3 +450,39 @@ fn a_private_connection_announces_registered_torrents_with_its_key_only() {
     assert_eq!(host.submitted.borrow().len(), 3);
     assert_eq!(host.counters.borrow().private_refused, 3);
 }
+
+#[test]
+fn client_rules_refuse_by_peer_id_before_a_swarm_worker() {
+    let mut host = host();
+    host.client_rules = shoal_common::ClientRules::from_config(&shoal_common::ClientConfig {
+        allow_peer_ids: vec!["-WW".into()],
+        ..Default::default()
+    })
+    .unwrap();
+    let start = Instant::now();
+    let mut session = host.session(Vec::new(), start);
+    let mut transcript = Transcript::default();
+    let mut webtorrent = announce_of(1, 1);
+    webtorrent.peer_id.0[..8].copy_from_slice(b"-WW0208-");
+    session.received(&text_frame(&ClientMessage::Announce(webtorrent)), start);
+    session.received(&announce(2, 2), start);
+    step(&mut session, start, &mut transcript);
+    assert_eq!(
+        host.submitted.borrow().len(),
+        1,
+        "the WebTorrent client only"
+    );
+    let refused = transcript.frames.iter().any(|frame| {
+        frame
+            .text()
+            .contains(shoal_common::ClientRefusal::PeerId.reason())
+    });
+    assert!(refused);
+    let counters = host.counters.borrow();
+    assert_eq!(counters.client_refused, 1);
+    let webtorrent = shoal_common::KNOWN_CLIENTS
+        .iter()
+        .position(|(_, name)| *name == "WebTorrent")
+        .unwrap();
+    assert_eq!(counters.clients.0[webtorrent], 1);
+}

@@ -150,6 +150,10 @@ impl Host for Worker {
         self.context.access.allows(info_hash)
     }
 
+    fn check_client(&self, peer_id: &[u8; 20]) -> Result<(), shoal_common::ClientRefusal> {
+        self.context.clients.check(peer_id, b"")
+    }
+
     fn private_announce(
         &self,
         key: Option<KeyDigest>,

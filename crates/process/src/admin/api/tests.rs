@@ -1,7 +1,7 @@
 use std::sync::Arc;
 
 use serde_json::Value;
-use shoal_common::{AccessControl, AccessList, AccessListMode};
+use shoal_common::{AccessControl, AccessList, AccessListMode, ClientRules};
 use shoal_private::{KeyDigest, Passkey, Registry};
 
 use super::*;
@@ -22,6 +22,7 @@ fn api() -> (AdminApi, Arc<Registry>, Arc<AccessControl>) {
         AccessListMode::Allow,
         AccessList::parse(HASH).unwrap(),
     ));
+    let rules = Arc::new(ClientRules::default());
     let targets = vec![
         AdminTarget {
             protocol: "udp",
@@ -29,12 +30,14 @@ fn api() -> (AdminApi, Arc<Registry>, Arc<AccessControl>) {
                 AccessListMode::Off,
                 AccessList::default(),
             )),
+            clients: rules.clone(),
             registry: Some(registry.clone()),
             accounts: None,
         },
         AdminTarget {
             protocol: "http",
             access: list.clone(),
+            clients: rules.clone(),
             registry: None,
             accounts: None,
         },
@@ -275,6 +278,7 @@ fn without_private_trackers_or_lists_the_api_says_so() {
             AccessListMode::Off,
             AccessList::default(),
         )),
+        clients: Arc::new(ClientRules::default()),
         registry: None,
         accounts: None,
     }];
@@ -289,4 +293,63 @@ fn without_private_trackers_or_lists_the_api_says_so() {
     );
     let (status, _) = call(&mut api, "PUT", &format!("/v1/access-list/{HASH}"), "");
     assert_eq!(status, 409);
+}
+
+#[test]
+fn client_rules_are_replaced_whole_on_every_tracker() {
+    let targets: Vec<AdminTarget> = ["udp", "http"]
+        .into_iter()
+        .map(|protocol| AdminTarget {
+            protocol,
+            access: Arc::new(AccessControl::with_list(
+                AccessListMode::Off,
+                AccessList::default(),
+            )),
+            clients: Arc::new(ClientRules::default()),
+            registry: None,
+            accounts: None,
+        })
+        .collect();
+    let rules: Vec<Arc<ClientRules>> = targets.iter().map(|t| t.clients.clone()).collect();
+    let mut api = AdminApi::new(KeyDigest::of_secret(TOKEN.as_bytes()), targets);
+    let body = r#"{"deny_peer_ids":["-XL"],"deny_user_agents":["Xunlei"]}"#;
+    let (status, json) = call(&mut api, "PUT", "/v1/client-rules", body);
+    assert_eq!(
+        (status, json["change"].as_str()),
+        (200, Some("updated")),
+        "{json}"
+    );
+    let mut xunlei = [b'x'; 20];
+    xunlei[..4].copy_from_slice(b"-XL0");
+    for rules in &rules {
+        assert!(rules.check(&xunlei, b"").is_err());
+        assert!(rules.check(&[b'x'; 20], b"Xunlei 5").is_err());
+        assert!(rules.check(&[b'x'; 20], b"qBittorrent").is_ok());
+    }
+    assert_eq!(
+        call(&mut api, "PUT", "/v1/client-rules", body).1["change"],
+        "unchanged"
+    );
+    let (_, json) = call(&mut api, "GET", "/v1/client-rules", "");
+    assert_eq!(json["trackers"][1]["deny_peer_ids"][0], "-XL");
+    let (status, json) = call(
+        &mut api,
+        "PUT",
+        "/v1/client-rules",
+        r#"{"deny_peer_ids":[""]}"#,
+    );
+    assert_eq!(status, 400);
+    assert!(
+        json["error"].as_str().unwrap().contains("deny_peer_ids"),
+        "{json}"
+    );
+    assert!(
+        rules[0].check(&xunlei, b"").is_err(),
+        "a bad body changes nothing"
+    );
+    assert_eq!(
+        call(&mut api, "PUT", "/v1/client-rules", "{}").1["change"],
+        "updated"
+    );
+    assert!(rules[0].check(&xunlei, b"").is_ok());
 }

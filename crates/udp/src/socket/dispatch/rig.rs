@@ -45,7 +45,14 @@ pub(crate) fn rig_private(
         .map(|_| crossbeam_channel::bounded(queue_len))
         .unzip();
     let ids = ConnectionIds::with_keys((7, 8), config.protocol.connection_id_lifetime);
-    let dispatcher = Dispatcher::new(0, &config, ids, Arc::new(access), private, None, senders);
+    let rules = shoal_common::ClientRules::from_config(&config.clients).unwrap();
+    let gates = super::Gates {
+        access: Arc::new(access),
+        client_rules: Arc::new(rules),
+        private,
+        accounts: None,
+    };
+    let dispatcher = Dispatcher::new(0, &config, ids, gates, senders);
     let shards = (0..swarm_workers)
         .map(|i| {
             UdpShard::new(

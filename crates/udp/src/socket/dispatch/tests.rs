@@ -398,3 +398,45 @@ fn private_mode_serves_registered_users_and_torrents_only() {
     };
     assert_eq!((announce.seeders, announce.leechers), (1, 0));
 }
+
+#[test]
+fn client_rules_refuse_by_peer_id_and_every_announce_is_counted_by_client() {
+    let mut config = Config::default();
+    config.clients.deny_peer_ids = vec!["-XL".into()];
+    let mut rig = super::rig::rig_with(
+        1,
+        16,
+        AccessControl::with_list(AccessListMode::Off, AccessList::default()),
+        config,
+    );
+    let id = rig.connect(client(1));
+    let announce_as = |peer_id: &[u8]| {
+        let mut packet = keyed_announce(id, [5; 20], 1, "");
+        // BEP 15: the peer id follows the connection id, action, transaction id and
+        // info hash.
+        packet[36..36 + peer_id.len()].copy_from_slice(peer_id);
+        packet
+    };
+    let replies = rig.exchange(&announce_as(b"-XL0012-"), client(1));
+    match &replies[..] {
+        [(_, Response::Error(error))] => {
+            assert_eq!(error.message, shoal_common::ClientRefusal::PeerId.reason());
+        }
+        other => panic!("not refused: {other:?}"),
+    }
+    let replies = rig.exchange(&announce_as(b"-qB4650-"), client(1));
+    assert!(
+        matches!(&replies[..], [(_, Response::Announce(_))]),
+        "{replies:?}"
+    );
+    let counters = rig.dispatcher.counters;
+    assert_eq!(counters.client_refused, 1);
+    let index = |name| {
+        shoal_common::KNOWN_CLIENTS
+            .iter()
+            .position(|(_, known)| *known == name)
+            .unwrap()
+    };
+    assert_eq!(counters.clients.0[index("Xunlei")], 1);
+    assert_eq!(counters.clients.0[index("qBittorrent")], 1);
+}
