@@ -123,7 +123,7 @@ impl Grant {
 /// changes the site makes: whole files reloaded, or one user or torrent at a time
 /// through the admin API.
 ///
-/// Reads take no lock ([`CowShards`]); changes are serialized by `writer`, which
+/// Reads take no lock (`CowShards`); changes are serialized by `writer`, which
 /// also holds what only changes need (user ids to keys, the files' identities).
 #[derive(Debug)]
 pub struct Registry {
