@@ -34,6 +34,21 @@ pub struct PrivateConfig {
     pub export_directory: PathBuf,
     /// Seconds between accounting batches.
     pub export_interval: u32,
+    /// The site's HTTP endpoint each batch is POSTed to as JSON, with its id in
+    /// `Idempotency-Key` (`http://host:port/path`; https is not spoken: keep it on a
+    /// private network or behind a local TLS proxy). A batch leaves
+    /// `export_directory` once every target took it; while one cannot, batches wait
+    /// there (across restarts too) and are tried again with a growing wait. Empty:
+    /// none.
+    pub export_url: String,
+    /// A Redis or Valkey stream each batch is added to (`XADD <stream> * batch <id>
+    /// json <batch>`): `redis://[[user]:password@]host:port[/database]`. Empty: none.
+    pub export_redis: String,
+    /// The stream's key.
+    pub export_redis_stream: String,
+    /// Batches kept in `export_directory` while a target cannot take them (a day's
+    /// at the default interval); past it the oldest are deleted, logged and counted.
+    pub export_backlog: u32,
 }
 
 impl Default for PrivateConfig {
@@ -45,6 +60,10 @@ impl Default for PrivateConfig {
             key_parameter: "passkey".into(),
             export_directory: PathBuf::new(),
             export_interval: 10,
+            export_url: String::new(),
+            export_redis: String::new(),
+            export_redis_stream: "shoal:accounting".into(),
+            export_backlog: 8640,
         }
     }
 }
@@ -65,6 +84,23 @@ impl PrivateConfig {
             "must be 1 to 64 characters of A-Z, a-z, 0-9, _ and -",
         );
         problems.within("export_interval", self.export_interval, 1..=3600);
+        problems.within("export_backlog", self.export_backlog, 1..=1_000_000);
+        problems.check(
+            self.export_url.is_empty() || self.export_url.starts_with("http://"),
+            "export_url",
+            "must be an http:// URL (https is not spoken: use a local TLS proxy)",
+        );
+        problems.check(
+            self.export_redis.is_empty() || self.export_redis.starts_with("redis://"),
+            "export_redis",
+            "must be a redis:// URL",
+        );
+        let exporting = !self.export_url.is_empty() || !self.export_redis.is_empty();
+        problems.check(
+            !exporting || !self.export_directory.as_os_str().is_empty(),
+            "export_directory",
+            "must name a directory when export_url or export_redis is set: batches wait there",
+        );
         if !self.enabled {
             return;
         }

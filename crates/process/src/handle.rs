@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use shoal_common::{AccessControl, Shutdown, Supervisor};
 use shoal_private::Accounts;
+use shoal_worker::Exporter;
 
 /// A tracker whose sockets are bound and whose workers run.
 #[derive(Debug)]
@@ -18,8 +19,9 @@ pub struct Running {
     supervisor: Option<Supervisor>,
     access: Arc<AccessControl>,
     /// Private mode's accounting: its last batch is written once the workers have
-    /// stopped, before the process may exit.
+    /// stopped, before the process may exit, and then exported.
     accounts: Option<Arc<Accounts>>,
+    exporter: Option<Arc<Exporter>>,
 }
 
 impl Running {
@@ -31,12 +33,19 @@ impl Running {
             supervisor: Some(supervisor),
             access,
             accounts: None,
+            exporter: None,
         }
     }
 
-    /// With private mode's accounting, finished after the workers.
-    pub fn with_accounts(mut self, accounts: Option<Arc<Accounts>>) -> Self {
+    /// With private mode's accounting and its exporter, finished after the workers
+    /// (the exporter last, so that it tries to send the last batch).
+    pub fn with_accounting(
+        mut self,
+        accounts: Option<Arc<Accounts>>,
+        exporter: Option<Arc<Exporter>>,
+    ) -> Self {
         self.accounts = accounts;
+        self.exporter = exporter;
         self
     }
 
@@ -45,9 +54,17 @@ impl Running {
         self.accounts.as_ref()
     }
 
+    /// The exporter of the accounting batches, when it is on.
+    pub fn exporter(&self) -> Option<&Arc<Exporter>> {
+        self.exporter.as_ref()
+    }
+
     fn finish_accounts(&self) {
         if let Some(accounts) = &self.accounts {
             accounts.finish();
+        }
+        if let Some(exporter) = &self.exporter {
+            exporter.finish();
         }
     }
 

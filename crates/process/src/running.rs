@@ -256,6 +256,7 @@ where
                 urls: tracker.urls().iter().map(|url| url.to_string()).collect(),
                 stall_reported: std::sync::atomic::AtomicBool::new(false),
                 accounts: tracker.running.accounts().cloned(),
+                exporter: tracker.running.exporter().cloned(),
             }),
             tracker,
         }))
@@ -300,6 +301,8 @@ struct TrackerMonitor<C> {
     stall_reported: std::sync::atomic::AtomicBool,
     /// Private mode's accounting, when it is on.
     accounts: Option<Arc<shoal_private::Accounts>>,
+    /// Its exporter, when it is on.
+    exporter: Option<Arc<shoal_worker::Exporter>>,
 }
 
 impl<C: Counters> Monitored for TrackerMonitor<C>
@@ -321,6 +324,9 @@ where
         if let Some(accounts) = &self.accounts {
             observe_accounts(accounts, out);
         }
+        if let Some(exporter) = &self.exporter {
+            observe_exporter(&exporter.stats, out);
+        }
     }
 
     fn largest_swarms(&self, count: usize) -> Vec<LargeSwarm> {
@@ -334,6 +340,37 @@ where
     fn urls(&self) -> Vec<String> {
         self.urls.clone()
     }
+}
+
+/// The accounting exporter's counters.
+fn observe_exporter(stats: &shoal_worker::ExportStats, out: &mut Observation) {
+    use std::sync::atomic::Ordering::Relaxed;
+    for (target, outcome, value) in [
+        ("http", "sent", &stats.http_sent),
+        ("http", "failed", &stats.http_failed),
+        ("redis", "sent", &stats.redis_sent),
+        ("redis", "failed", &stats.redis_failed),
+    ] {
+        out.counter(
+            "shoal_accounting_exports_total",
+            "Accounting batches sent to the site, and tries that failed (the batch waits \
+             in the export directory and is tried again).",
+            &[("target", target), ("outcome", outcome)],
+            value.load(Relaxed),
+        );
+    }
+    out.counter(
+        "shoal_accounting_batches_dropped_total",
+        "Accounting batches deleted unsent: more than private.export_backlog were waiting.",
+        &[],
+        stats.dropped.load(Relaxed),
+    );
+    out.gauge(
+        "shoal_accounting_backlog_batches",
+        "Accounting batches waiting in the export directory to be sent.",
+        &[],
+        stats.backlog.load(Relaxed) as f64,
+    );
 }
 
 /// Private mode's accounting counters.
@@ -587,6 +624,21 @@ mod tests {
         );
         accounts.finish();
         std::fs::remove_dir_all(&dir).unwrap();
+        let stats = shoal_worker::ExportStats::default();
+        stats
+            .http_failed
+            .fetch_add(2, std::sync::atomic::Ordering::Relaxed);
+        let mut observation = Observation::default();
+        observe_exporter(&stats, &mut observation);
+        let failed = [("target", "http"), ("outcome", "failed")];
+        assert_eq!(
+            observation.sum("shoal_accounting_exports_total", &failed),
+            2.0
+        );
+        assert_eq!(
+            observation.sum("shoal_accounting_backlog_batches", &[]),
+            0.0
+        );
     }
 
     #[test]
@@ -599,6 +651,7 @@ mod tests {
             urls: Vec::new(),
             stall_reported: AtomicBool::new(false),
             accounts: None,
+            exporter: None,
         };
         let start = Instant::now();
         let at = |secs| start + Duration::from_secs(secs);

@@ -879,3 +879,101 @@ fn the_admin_api_changes_users_live_for_every_private_tracker() {
     );
     std::fs::remove_dir_all(&files).unwrap();
 }
+
+/// A site's batch endpoint on `listener`: answers 200 to every POST and hands each
+/// body to the receiver.
+fn batch_endpoint(listener: std::net::TcpListener) -> mpsc::Receiver<String> {
+    let (send, bodies) = mpsc::channel();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { return };
+            stream
+                .set_read_timeout(Some(Duration::from_secs(5)))
+                .unwrap();
+            let mut request = Vec::new();
+            let mut buffer = [0u8; 4096];
+            let body = loop {
+                match stream.read(&mut buffer) {
+                    Ok(0) | Err(_) => break None,
+                    Ok(read) => request.extend_from_slice(&buffer[..read]),
+                }
+                let text = String::from_utf8_lossy(&request).into_owned();
+                let Some((head, body)) = text.split_once("\r\n\r\n") else {
+                    continue;
+                };
+                let length: usize = head
+                    .lines()
+                    .find_map(|line| line.strip_prefix("Content-Length: "))
+                    .and_then(|n| n.parse().ok())
+                    .unwrap_or(0);
+                if body.len() >= length {
+                    break Some(body.to_owned());
+                }
+            };
+            let _ = stream.write_all(b"HTTP/1.1 204 No Content\r\n\r\n");
+            if let Some(body) = body
+                && send.send(body).is_err()
+            {
+                return;
+            }
+        }
+    });
+    bodies
+}
+
+#[test]
+fn accounting_batches_wait_for_a_site_that_is_down_across_a_restart() {
+    const KEY: &str = "6f0d1b2c3d4e5f60718293a4b5c6d7e8";
+    let hash = "aa".repeat(20);
+    let files = std::env::temp_dir().join(format!("shoal-operator-export-{}", std::process::id()));
+    let batches = files.join("batches");
+    std::fs::create_dir_all(&batches).unwrap();
+    std::fs::write(files.join("users"), format!("17 {KEY}\n")).unwrap();
+    std::fs::write(files.join("torrents"), format!("{hash} 1001\n")).unwrap();
+    // The site's address, with nothing listening on it yet.
+    let site = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let site_address = site.local_addr().unwrap();
+    drop(site);
+    let config = format!(
+        "{CONFIG}[http.private]\nenabled = true\nusers_path = \"{users}\"\ntorrents_path = \"{torrents}\"\n\
+         export_directory = \"{batches}\"\nexport_interval = 1\nexport_url = \"http://{site_address}/batches\"\n",
+        users = files.join("users").display(),
+        torrents = files.join("torrents").display(),
+        batches = batches.display(),
+    );
+    let shoal = Shoal::start("export-1", &config, &[]);
+    let http = shoal.address_after("listening on http://");
+    for (uploaded, event) in [(0, "&event=started"), (4096, "")] {
+        let reply = http_get(
+            http,
+            &format!(
+                "/{KEY}/announce?info_hash={}&peer_id=-qB4650-aaaaaaaaaaaa&port=6881&uploaded={uploaded}&downloaded=0&left=0{event}",
+                "%AA".repeat(20)
+            ),
+        );
+        assert!(
+            String::from_utf8_lossy(&reply).contains("8:intervali"),
+            "{}",
+            String::from_utf8_lossy(&reply)
+        );
+    }
+    shoal.stop();
+    let waiting: Vec<_> = std::fs::read_dir(&batches).unwrap().flatten().collect();
+    assert!(!waiting.is_empty(), "the batch waits in the directory");
+
+    // The site is up and the tracker starts again: the batch of the last run arrives.
+    let bodies = batch_endpoint(std::net::TcpListener::bind(site_address).unwrap());
+    let shoal = Shoal::start("export-2", &config, &[]);
+    let body = bodies.recv_timeout(Duration::from_secs(15)).unwrap();
+    assert!(
+        body.contains(r#""user":17,"torrent":1001,"uploaded":4096"#),
+        "{body}"
+    );
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while std::fs::read_dir(&batches).unwrap().count() > 0 {
+        assert!(Instant::now() < deadline, "the sent batch is deleted");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    shoal.stop();
+    std::fs::remove_dir_all(&files).unwrap();
+}

@@ -352,7 +352,7 @@ fn serve<T: TcpTracker>(
         reloads.push(Arc::new(move || tls.reload_and_log()) as Reload);
     }
     let running = Running::new(addrs, supervisor, context.access.clone())
-        .with_accounts(context.accounts.clone());
+        .with_accounting(context.accounts.clone(), context.exporter.clone());
     Ok(RunningTracker::new(
         running,
         &context,

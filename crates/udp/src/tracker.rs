@@ -120,7 +120,7 @@ fn serve(
     let supervisor = start_threads(threads, &mut startup)?;
     let reloads = list_reloads(&context, "udp");
     let running = Running::new(addrs, supervisor, context.access.clone())
-        .with_accounts(context.accounts.clone());
+        .with_accounting(context.accounts.clone(), context.exporter.clone());
     Ok(RunningTracker::new(
         running,
         &context,

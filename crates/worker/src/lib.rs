@@ -44,7 +44,10 @@
 //!   every transport's socket workers.
 //! * `state`: the restart file (a snapshot of every shard), read at start;
 //!   `snapshots`: the thread that writes it, a slice of a shard at a time.
+//! * `export`: private mode's accounting batches sent to the site (HTTP, a Redis
+//!   stream), the export directory as the backlog.
 
+mod export;
 mod link;
 mod local;
 mod outbox;
@@ -57,6 +60,7 @@ mod startup;
 mod state;
 mod swarm_worker;
 
+pub use export::{ExportStats, ExportTargets, Exporter, HttpTarget, RedisTarget};
 pub use link::SwarmLink;
 pub use local::LocalSwarm;
 pub use outbox::{Batch, Outboxes, ScrapeSplit, Sent, SwarmWorkerGone, shard_for};
@@ -90,6 +94,9 @@ pub struct Context<C> {
     pub private: Option<Arc<Registry>>,
     /// Private mode's accounting, when `private.export_directory` is set.
     pub accounts: Option<Arc<Accounts>>,
+    /// The exporter of its batches to the site, when `private.export_url` or
+    /// `export_redis` is set.
+    pub exporter: Option<Arc<Exporter>>,
     /// Statistics: counters per socket worker, gauges per swarm worker.
     pub stats: Arc<WorkerStats<C>>,
     /// The shutdown flag.
@@ -104,6 +111,7 @@ impl<C> Clone for Context<C> {
             clients: self.clients.clone(),
             private: self.private.clone(),
             accounts: self.accounts.clone(),
+            exporter: self.exporter.clone(),
             stats: self.stats.clone(),
             shutdown: self.shutdown.clone(),
         }
@@ -154,8 +162,13 @@ impl<C: Counters> Context<C> {
         } else {
             None
         };
+        let exporter = match &accounts {
+            Some(_) => start_exporter(name, settings)?,
+            None => None,
+        };
         Ok(Self {
             clock,
+            exporter,
             access: Arc::new(access),
             clients: Arc::new(clients),
             private,
@@ -164,6 +177,48 @@ impl<C: Counters> Context<C> {
             shutdown: Shutdown::new(),
         })
     }
+}
+
+/// Starts the exporter of private mode's batches when a target is configured.
+fn start_exporter(
+    name: &str,
+    settings: &shoal_common::PrivateConfig,
+) -> anyhow::Result<Option<Arc<Exporter>>> {
+    let mut targets = ExportTargets::default();
+    if !settings.export_url.is_empty() {
+        let target = HttpTarget::parse(&settings.export_url)
+            .map_err(|problem| anyhow::anyhow!("private.export_url: {problem}"))?;
+        targets.http = Some(target);
+    }
+    if !settings.export_redis.is_empty() {
+        let target = RedisTarget::parse(&settings.export_redis, &settings.export_redis_stream)
+            .map_err(|problem| anyhow::anyhow!("private.export_redis: {problem}"))?;
+        targets.redis = Some(target);
+    }
+    if !targets.any() {
+        return Ok(None);
+    }
+    let exporter = Exporter::start(
+        name,
+        &settings.export_directory,
+        targets,
+        settings.export_backlog as usize,
+    )
+    .context("cannot start the accounting exporter")?;
+    log::info!(
+        "{name}: accounting batches exported to{}{}",
+        if settings.export_url.is_empty() {
+            ""
+        } else {
+            " the site's HTTP endpoint"
+        },
+        if settings.export_redis.is_empty() {
+            ""
+        } else {
+            " a Redis stream"
+        },
+    );
+    Ok(Some(exporter))
 }
 
 /// How many torrents each client may start in one shard once it is half full

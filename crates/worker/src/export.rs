@@ -1,0 +1,428 @@
+//! Sending private mode's accounting batches to the site: every batch file the
+//! accounting thread writes into `private.export_directory` is POSTed to
+//! `private.export_url` and/or added to a Redis stream (`private.export_redis`),
+//! oldest first, and deleted once every target took it.
+//!
+//! The directory is the backlog. A batch is on disk (synced) before anything is sent,
+//! so a site that is down, or a tracker that restarts, loses nothing: the next pass,
+//! or the next run's exporter, sends what is there. The backlog is bounded
+//! (`private.export_backlog` batches): past it the oldest are deleted, logged and
+//! counted. A batch can reach a target twice (sent, then the tracker stopped before it
+//! heard the answer); each carries its id (`Idempotency-Key` over HTTP, the `batch`
+//! field in the stream) and the site applies an id once.
+
+use std::collections::HashMap;
+use std::io::{Read as _, Write as _};
+use std::net::{TcpStream, ToSocketAddrs as _};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use shoal_cluster::{Connection, StoreAddress};
+use shoal_common::LogBudget;
+
+/// How long a target may take to connect, and then to answer.
+const TIMEOUT: Duration = Duration::from_secs(10);
+/// The first wait after a failed pass; it doubles up to [`MAX_BACKOFF`].
+const FIRST_BACKOFF: Duration = Duration::from_secs(1);
+/// The longest wait between tries while a target fails.
+const MAX_BACKOFF: Duration = Duration::from_secs(60);
+/// How often the directory is looked at for new batches.
+const POLL: Duration = Duration::from_millis(250);
+/// The largest batch file read (a batch of a million entries is about 150 MB).
+const MAX_BATCH_FILE: u64 = 1 << 30;
+
+/// An HTTP endpoint of the site (`http://host:port/path`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HttpTarget {
+    /// `host:port`, as connected to and sent in `Host`.
+    authority: String,
+    /// The path and query POSTed to.
+    path: String,
+}
+
+impl HttpTarget {
+    /// Parses `http://host[:port][/path]`. HTTPS is not spoken: run the endpoint on
+    /// a private network, or a local TLS proxy in front of it.
+    pub fn parse(url: &str) -> Result<Self, String> {
+        let Some(rest) = url.strip_prefix("http://") else {
+            return Err(
+                "must start with http:// (https is not spoken: use a local TLS proxy)".into(),
+            );
+        };
+        let (authority, path) = match rest.find('/') {
+            Some(slash) => (&rest[..slash], &rest[slash..]),
+            None => (rest, "/"),
+        };
+        if authority.is_empty() || authority.contains('@') {
+            return Err("needs a host, and no user name or password in the URL".into());
+        }
+        if path.bytes().any(|b| b.is_ascii_control() || b == b' ') {
+            return Err("the path may not hold spaces or control characters".into());
+        }
+        let authority = if authority
+            .rsplit_once(':')
+            .is_some_and(|(_, port)| !port.is_empty() && port.bytes().all(|b| b.is_ascii_digit()))
+        {
+            authority.to_owned()
+        } else {
+            format!("{authority}:80")
+        };
+        Ok(Self {
+            authority,
+            path: path.to_owned(),
+        })
+    }
+
+    /// POSTs `body`, the batch `id`; `Ok` on any 2xx answer.
+    fn post(&self, id: &str, body: &[u8]) -> Result<(), String> {
+        let addresses = self
+            .authority
+            .to_socket_addrs()
+            .map_err(|err| format!("cannot resolve {}: {err}", self.authority))?;
+        let mut last = format!("{} resolves to no address", self.authority);
+        for address in addresses {
+            match TcpStream::connect_timeout(&address, TIMEOUT) {
+                Ok(stream) => return self.post_over(stream, id, body),
+                Err(err) => last = format!("cannot connect to {address}: {err}"),
+            }
+        }
+        Err(last)
+    }
+
+    fn post_over(&self, mut stream: TcpStream, id: &str, body: &[u8]) -> Result<(), String> {
+        let io = |err: std::io::Error| format!("{}: {err}", self.authority);
+        stream.set_write_timeout(Some(TIMEOUT)).map_err(io)?;
+        stream.set_read_timeout(Some(TIMEOUT)).map_err(io)?;
+        let head = format!(
+            "POST {} HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nIdempotency-Key: {id}\r\nUser-Agent: shoal/{}\r\nConnection: close\r\n\r\n",
+            self.path,
+            self.authority,
+            body.len(),
+            env!("CARGO_PKG_VERSION")
+        );
+        stream.write_all(head.as_bytes()).map_err(io)?;
+        stream.write_all(body).map_err(io)?;
+        // The status line is all that is read: "HTTP/1.1 200 OK".
+        let mut answer = Vec::with_capacity(64);
+        let mut buffer = [0u8; 256];
+        while !answer.contains(&b'\n') && answer.len() < 4096 {
+            match stream.read(&mut buffer).map_err(io)? {
+                0 => break,
+                read => answer.extend_from_slice(&buffer[..read]),
+            }
+        }
+        let line = String::from_utf8_lossy(&answer);
+        let line = line.lines().next().unwrap_or_default();
+        match line.split(' ').nth(1) {
+            Some(status) if status.len() == 3 && status.starts_with('2') => Ok(()),
+            _ if line.is_empty() => Err(format!("{} closed without an answer", self.authority)),
+            _ => Err(format!("{} answered {line:?}", self.authority)),
+        }
+    }
+}
+
+/// A Redis or Valkey stream the batches are added to.
+#[derive(Clone, Debug)]
+pub struct RedisTarget {
+    store: StoreAddress,
+    stream: String,
+}
+
+impl RedisTarget {
+    /// Parses `redis://[[user]:password@]host:port[/database]`; batches go to `stream`.
+    pub fn parse(url: &str, stream: &str) -> Result<Self, String> {
+        let Some(rest) = url.strip_prefix("redis://") else {
+            return Err("must start with redis://".into());
+        };
+        let (login, rest) = match rest.rsplit_once('@') {
+            Some((login, rest)) => (Some(login), rest),
+            None => (None, rest),
+        };
+        let (username, password) = match login.map(|login| login.split_once(':')) {
+            None => (String::new(), String::new()),
+            Some(Some((user, password))) => (user.to_owned(), password.to_owned()),
+            Some(None) => return Err("the login is user:password or :password".into()),
+        };
+        let (address, database) = match rest.split_once('/') {
+            Some((address, "")) => (address, 0),
+            Some((address, database)) => (
+                address,
+                database
+                    .parse()
+                    .map_err(|_| "the database after / is a number".to_owned())?,
+            ),
+            None => (rest, 0),
+        };
+        if !address.contains(':') {
+            return Err("needs host:port".into());
+        }
+        if stream.is_empty() {
+            return Err("the stream name is empty".into());
+        }
+        Ok(Self {
+            store: StoreAddress {
+                address: address.to_owned(),
+                username,
+                password,
+                database,
+                timeout: TIMEOUT,
+            },
+            stream: stream.to_owned(),
+        })
+    }
+}
+
+/// Where the batches go.
+#[derive(Clone, Debug, Default)]
+pub struct ExportTargets {
+    /// The site's HTTP endpoint.
+    pub http: Option<HttpTarget>,
+    /// A Redis stream.
+    pub redis: Option<RedisTarget>,
+}
+
+impl ExportTargets {
+    /// Whether there is anywhere to send batches to.
+    pub fn any(&self) -> bool {
+        self.http.is_some() || self.redis.is_some()
+    }
+}
+
+/// What the exporter did, for /metrics.
+#[derive(Debug, Default)]
+pub struct ExportStats {
+    /// Batches the HTTP endpoint took, and tries that failed.
+    pub http_sent: AtomicU64,
+    pub http_failed: AtomicU64,
+    /// Batches the Redis stream took, and tries that failed.
+    pub redis_sent: AtomicU64,
+    pub redis_failed: AtomicU64,
+    /// Batches deleted unsent because the backlog was full.
+    pub dropped: AtomicU64,
+    /// Batches waiting in the directory at the last look.
+    pub backlog: AtomicU64,
+}
+
+/// The export thread of one tracker; [`finish`](Self::finish) makes a last pass and
+/// ends it (batches still unsent stay in the directory for the next run).
+#[derive(Debug)]
+pub struct Exporter {
+    /// What it did.
+    pub stats: Arc<ExportStats>,
+    stop: Arc<AtomicBool>,
+    thread: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl Exporter {
+    /// Starts exporting tracker `name`'s batches in `directory` to `targets`, keeping
+    /// at most `max_backlog` batches.
+    pub fn start(
+        name: &str,
+        directory: &Path,
+        targets: ExportTargets,
+        max_backlog: usize,
+    ) -> anyhow::Result<Arc<Self>> {
+        let stats = Arc::new(ExportStats::default());
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut pass = Pass {
+            name: name.to_owned(),
+            directory: directory.to_owned(),
+            targets,
+            max_backlog: max_backlog.max(1),
+            stats: stats.clone(),
+            redis: None,
+            taken: HashMap::new(),
+            failures: LogBudget::new(3, Duration::from_secs(60)),
+        };
+        let stopping = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name(format!("{name}-export"))
+            .spawn(move || {
+                let mut backoff = FIRST_BACKOFF;
+                let mut next = Instant::now();
+                while !stopping.load(Relaxed) {
+                    if Instant::now() >= next {
+                        if pass.run() {
+                            backoff = FIRST_BACKOFF;
+                            next = Instant::now() + POLL;
+                        } else {
+                            next = Instant::now() + backoff;
+                            backoff = (backoff * 2).min(MAX_BACKOFF);
+                        }
+                    }
+                    std::thread::sleep(POLL.min(next.saturating_duration_since(Instant::now())));
+                }
+                // The last batch was written before the stop: one more pass.
+                pass.run();
+            })?;
+        Ok(Arc::new(Self {
+            stats,
+            stop,
+            thread: Mutex::new(Some(thread)),
+        }))
+    }
+
+    /// Makes a last pass (each target within its timeout) and ends the thread.
+    pub fn finish(&self) {
+        self.stop.store(true, Relaxed);
+        let thread = self.thread.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(thread) = thread {
+            let _ = thread.join();
+        }
+    }
+}
+
+impl Drop for Exporter {
+    fn drop(&mut self) {
+        self.finish();
+    }
+}
+
+/// One look at the directory and the sends it leads to.
+struct Pass {
+    name: String,
+    directory: PathBuf,
+    targets: ExportTargets,
+    max_backlog: usize,
+    stats: Arc<ExportStats>,
+    redis: Option<Connection>,
+    /// Batches one target took and another not yet: (HTTP took it, Redis took it).
+    taken: HashMap<PathBuf, (bool, bool)>,
+    failures: LogBudget,
+}
+
+impl Pass {
+    /// Sends every waiting batch, oldest first; `false` when a target failed (the
+    /// rest wait for the next try, so that the site sees batches in order).
+    fn run(&mut self) -> bool {
+        let mut batches = self.waiting();
+        if batches.len() > self.max_backlog {
+            let excess = batches.len() - self.max_backlog;
+            for (_, path) in batches.drain(..excess) {
+                if std::fs::remove_file(&path).is_ok() {
+                    self.stats.dropped.fetch_add(1, Relaxed);
+                    log::error!(
+                        "{}: accounting batch {} deleted unsent: more than {} batches waiting \
+                         (private.export_backlog); the site never gets its credits",
+                        self.name,
+                        path.display(),
+                        self.max_backlog
+                    );
+                }
+            }
+        }
+        self.stats.backlog.store(batches.len() as u64, Relaxed);
+        for (id, path) in batches {
+            match self.send(&id, &path) {
+                Ok(()) => {
+                    let _ = std::fs::remove_file(&path);
+                    self.taken.remove(&path);
+                    self.stats.backlog.fetch_sub(1, Relaxed);
+                }
+                Err(problem) => {
+                    if let Some(left_out) = self.failures.take(Instant::now()) {
+                        log::warn!(
+                            "{}: accounting batch {id} not exported ({problem}); kept, tried \
+                             again with a growing wait{}",
+                            self.name,
+                            shoal_common::left_out(left_out)
+                        );
+                    }
+                    return false;
+                }
+            }
+        }
+        true
+    }
+
+    /// This tracker's batch files, oldest first, with their ids.
+    fn waiting(&self) -> Vec<(String, PathBuf)> {
+        let Ok(entries) = std::fs::read_dir(&self.directory) else {
+            return Vec::new();
+        };
+        let prefix = format!("{}-", self.name);
+        let mut batches: Vec<((u64, u64, u64), String, PathBuf)> = entries
+            .flatten()
+            .filter_map(|entry| {
+                let name = entry.file_name().into_string().ok()?;
+                let id = name.strip_suffix(".json")?;
+                let order = batch_order(id.strip_prefix(&prefix)?)?;
+                Some((order, id.to_owned(), entry.path()))
+            })
+            .collect();
+        batches.sort_unstable_by_key(|(order, _, _)| *order);
+        batches
+            .into_iter()
+            .map(|(_, id, path)| (id, path))
+            .collect()
+    }
+
+    /// Sends one batch to every target that has not taken it yet.
+    fn send(&mut self, id: &str, path: &Path) -> Result<(), String> {
+        let body = shoal_common::read_bounded(path, MAX_BATCH_FILE)
+            .map_err(|err| format!("cannot read {}: {err}", path.display()))?;
+        let (mut http_done, mut redis_done) = self.taken.get(path).copied().unwrap_or_default();
+        if let Some(http) = &self.targets.http
+            && !http_done
+        {
+            match http.post(id, &body) {
+                Ok(()) => {
+                    http_done = true;
+                    self.stats.http_sent.fetch_add(1, Relaxed);
+                }
+                Err(problem) => {
+                    self.stats.http_failed.fetch_add(1, Relaxed);
+                    return Err(format!("HTTP: {problem}"));
+                }
+            }
+            self.taken.insert(path.to_owned(), (http_done, redis_done));
+        }
+        if let Some(redis) = &self.targets.redis
+            && !redis_done
+        {
+            match self.xadd(redis.clone(), id, &body) {
+                Ok(()) => {
+                    redis_done = true;
+                    self.stats.redis_sent.fetch_add(1, Relaxed);
+                }
+                Err(problem) => {
+                    self.redis = None;
+                    self.stats.redis_failed.fetch_add(1, Relaxed);
+                    return Err(format!("Redis: {problem:#}"));
+                }
+            }
+            self.taken.insert(path.to_owned(), (http_done, redis_done));
+        }
+        Ok(())
+    }
+
+    fn xadd(&mut self, target: RedisTarget, id: &str, body: &[u8]) -> anyhow::Result<()> {
+        let connection = match &mut self.redis {
+            Some(connection) => connection,
+            None => self.redis.insert(Connection::open(&target.store)?),
+        };
+        let reply = connection.command(&[
+            b"XADD",
+            target.stream.as_bytes(),
+            b"*",
+            b"batch",
+            id.as_bytes(),
+            b"json",
+            body,
+        ])?;
+        reply.ok().map(drop).map_err(|err| anyhow::anyhow!("{err}"))
+    }
+}
+
+/// The order of a batch id's part after the tracker: `<run start ms>-<pid>-<n>`.
+fn batch_order(rest: &str) -> Option<(u64, u64, u64)> {
+    let mut numbers = rest.split('-').map(|part| part.parse::<u64>().ok());
+    let order = (numbers.next()??, numbers.next()??, numbers.next()??);
+    numbers.next().is_none().then_some(order)
+}
+
+#[cfg(test)]
+mod tests;

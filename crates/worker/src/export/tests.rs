@@ -1,0 +1,227 @@
+use std::net::TcpListener;
+use std::sync::mpsc;
+
+use shoal_private::{Batch, Credit, write_batch};
+
+use super::*;
+
+/// A directory of its own under the temporary directory.
+fn directory(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("shoal-export-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn batch(id: &str, user: u32) -> Batch {
+    Batch {
+        id: id.into(),
+        from: 0,
+        to: 10,
+        entries: vec![(
+            user,
+            1001,
+            Credit {
+                uploaded: 4096,
+                ..Credit::default()
+            },
+        )],
+    }
+}
+
+/// A site's endpoint: answers each POST with the next of `statuses` (200 once they
+/// run out) and hands each request's head and body to the receiver.
+fn site(statuses: Vec<u16>) -> (String, mpsc::Receiver<(String, String)>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!(
+        "http://{}/tracker/batches?site=1",
+        listener.local_addr().unwrap()
+    );
+    let (send, received) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut statuses = statuses.into_iter();
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { return };
+            stream
+                .set_read_timeout(Some(Duration::from_secs(5)))
+                .unwrap();
+            let mut request = Vec::new();
+            let mut buffer = [0u8; 4096];
+            let (head, length) = loop {
+                let read = stream.read(&mut buffer).unwrap_or(0);
+                if read == 0 {
+                    break (String::new(), 0);
+                }
+                request.extend_from_slice(&buffer[..read]);
+                if let Some(end) = request.windows(4).position(|w| w == b"\r\n\r\n") {
+                    let head = String::from_utf8_lossy(&request[..end]).into_owned();
+                    let length: usize = head
+                        .lines()
+                        .find_map(|l| l.strip_prefix("Content-Length: "))
+                        .and_then(|n| n.parse().ok())
+                        .unwrap_or(0);
+                    request.drain(..end + 4);
+                    break (head, length);
+                }
+            };
+            while request.len() < length {
+                let read = stream.read(&mut buffer).unwrap_or(0);
+                if read == 0 {
+                    break;
+                }
+                request.extend_from_slice(&buffer[..read]);
+            }
+            let status = statuses.next().unwrap_or(200);
+            let _ = write!(stream, "HTTP/1.1 {status} X\r\nContent-Length: 0\r\n\r\n");
+            if send
+                .send((head, String::from_utf8_lossy(&request).into_owned()))
+                .is_err()
+            {
+                return;
+            }
+        }
+    });
+    (url, received)
+}
+
+fn wait_until(mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !done() {
+        assert!(Instant::now() < deadline, "not in time");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn files_in(dir: &Path) -> usize {
+    std::fs::read_dir(dir).unwrap().count()
+}
+
+#[test]
+fn batches_reach_the_site_in_order_after_it_was_down_and_leave_the_directory() {
+    let dir = directory("http");
+    // Two from an earlier run of this tracker, one from this one, and another
+    // tracker's, which is not this exporter's to send.
+    for id in [
+        "udp-1000-7-1",
+        "udp-1000-7-0",
+        "udp-2000-8-0",
+        "http-1000-7-0",
+    ] {
+        write_batch(&dir, &batch(id, 17)).unwrap();
+    }
+    let (url, received) = site(vec![503]);
+    let targets = ExportTargets {
+        http: Some(HttpTarget::parse(&url).unwrap()),
+        redis: None,
+    };
+    let exporter = Exporter::start("udp", &dir, targets, 100).unwrap();
+    let mut ids = Vec::new();
+    while ids.len() < 4 {
+        let (head, body) = received.recv_timeout(Duration::from_secs(10)).unwrap();
+        assert!(
+            head.starts_with("POST /tracker/batches?site=1 HTTP/1.1"),
+            "{head}"
+        );
+        let id = head
+            .lines()
+            .find_map(|l| l.strip_prefix("Idempotency-Key: "))
+            .unwrap()
+            .to_owned();
+        assert!(body.contains(&format!("\"batch\":\"{id}\"")), "{body}");
+        ids.push(id);
+    }
+    // The first try was refused (503) and repeated; then the rest, oldest first.
+    assert_eq!(
+        ids,
+        [
+            "udp-1000-7-0",
+            "udp-1000-7-0",
+            "udp-1000-7-1",
+            "udp-2000-8-0"
+        ]
+    );
+    wait_until(|| files_in(&dir) == 1);
+    assert!(dir.join("http-1000-7-0.json").exists());
+    assert_eq!(exporter.stats.http_sent.load(Relaxed), 3);
+    assert_eq!(exporter.stats.http_failed.load(Relaxed), 1);
+    exporter.finish();
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_site_that_stays_down_keeps_the_newest_batches_within_the_backlog() {
+    let dir = directory("down");
+    for n in 0..5 {
+        write_batch(&dir, &batch(&format!("ws-1-1-{n}"), n)).unwrap();
+    }
+    // A port nothing listens on.
+    let closed = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let targets = ExportTargets {
+        http: Some(HttpTarget::parse(&format!("http://{closed}/")).unwrap()),
+        redis: None,
+    };
+    let exporter = Exporter::start("ws", &dir, targets, 3).unwrap();
+    wait_until(|| exporter.stats.http_failed.load(Relaxed) >= 1);
+    exporter.finish();
+    assert_eq!(exporter.stats.dropped.load(Relaxed), 2);
+    let mut left: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    left.sort();
+    assert_eq!(left, ["ws-1-1-2.json", "ws-1-1-3.json", "ws-1-1-4.json"]);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn urls_are_checked() {
+    assert_eq!(
+        HttpTarget::parse("http://site.internal/batches").unwrap(),
+        HttpTarget {
+            authority: "site.internal:80".into(),
+            path: "/batches".into()
+        }
+    );
+    assert_eq!(HttpTarget::parse("http://10.0.0.5:8080").unwrap().path, "/");
+    for bad in [
+        "https://site/",
+        "site/",
+        "http://user:pw@site/",
+        "http:///x",
+        "http://s/a b",
+    ] {
+        assert!(HttpTarget::parse(bad).is_err(), "{bad}");
+    }
+    let redis = RedisTarget::parse("redis://:secret@10.0.0.5:6379/2", "shoal:accounting").unwrap();
+    assert_eq!(
+        (
+            redis.store.address.as_str(),
+            redis.store.password.as_str(),
+            redis.store.database
+        ),
+        ("10.0.0.5:6379", "secret", 2)
+    );
+    let redis = RedisTarget::parse("redis://shoal:pw@[::1]:6379", "s").unwrap();
+    assert_eq!(
+        (redis.store.username.as_str(), redis.store.address.as_str()),
+        ("shoal", "[::1]:6379")
+    );
+    for bad in [
+        "http://x:1",
+        "redis://host",
+        "redis://h:1/x",
+        "redis://secret@h:1",
+    ] {
+        assert!(RedisTarget::parse(bad, "s").is_err(), "{bad}");
+    }
+    assert!(RedisTarget::parse("redis://h:1", "").is_err());
+    assert_eq!(
+        batch_order("1700000000000-42-7"),
+        Some((1_700_000_000_000, 42, 7))
+    );
+    assert_eq!(batch_order("1-2"), None);
+    assert_eq!(batch_order("1-2-3-4"), None);
+}
