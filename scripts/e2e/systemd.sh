@@ -58,7 +58,14 @@ announce() { in_net /usr/bin/python3 "$E2E_DIR/lib/announce.py" "$@"; }
 show() { inside systemctl show -p "$1" --value shoal.service; }
 journal() { inside journalctl --no-pager -o cat -u shoal.service "$@"; }
 
-state=$(inside timeout 60 systemctl is-system-running --wait) || true
+# Asked too early, before systemd listens on its bus, systemctl fails at once
+# ("Failed to connect to bus") instead of waiting: ask again until it answers.
+state=""
+for _ in $(seq 120); do
+    state=$(inside timeout 60 systemctl is-system-running --wait 2>/dev/null) || true
+    [ -n "$state" ] && break
+    sleep 0.5
+done
 case $state in
 running | degraded) say "container booted: systemd $(inside systemctl --version | head -n1 | cut -d' ' -f2), system $state" ;;
 *) fail "the container's systemd did not finish booting: '$state'" ;;
