@@ -76,7 +76,22 @@ impl Accounts {
         // Tracker, run start and process id: two processes writing into one
         // directory cannot make the same id.
         let run = format!("{name}-{run_started_ms}-{}", std::process::id());
-        let ledger = Ledger::new(run, peer_timeout, unix_now());
+        let mut ledger = Ledger::new(run, peer_timeout, unix_now());
+        let saved = saved_ledger(directory, name);
+        match std::fs::read(&saved) {
+            Ok(bytes) => match ledger.restore(&bytes, unix_now()) {
+                Ok(peers) => log::info!(
+                    "{name}: accounting baselines of {peers} peers kept from the last run"
+                ),
+                Err(problem) => log::warn!(
+                    "{name}: accounting baselines in {} not read ({problem}); every peer \
+                     starts from its next announce",
+                    saved.display()
+                ),
+            },
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => {}
+            Err(err) => log::warn!("{name}: cannot read {}: {err}", saved.display()),
+        }
         let thread = Thread {
             name: name.to_owned(),
             directory: directory.to_owned(),
@@ -198,12 +213,21 @@ impl Thread {
                 default(wait) => {}
             }
         }
-        // What is still queued, then the last batch.
+        // What is still queued, then the last batch, then the baselines for the next
+        // run.
         while let Ok(mut report) = self.receiver.try_recv() {
             report.at = unix_now();
             self.ledger.record(&report);
         }
         self.flush();
+        let saved = saved_ledger(&self.directory, &self.name);
+        if let Err(err) = write_private(&saved, &self.ledger.save()) {
+            log::warn!(
+                "{}: accounting baselines not kept for the next run ({}: {err})",
+                self.name,
+                saved.display()
+            );
+        }
     }
 
     fn flush(&mut self) {
@@ -262,6 +286,35 @@ impl Thread {
     }
 }
 
+/// Where tracker `name`'s ledger baselines wait between runs: a hidden file beside the
+/// batches (a site that reads the directory takes `*.json` only).
+fn saved_ledger(directory: &Path, name: &str) -> PathBuf {
+    directory.join(format!(".{name}.ledger"))
+}
+
+/// Writes `bytes` to `path` whole (a temporary file renamed over it), readable by the
+/// tracker's user only: the baselines name users and torrents.
+fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let partial = path.with_extension("ledger.partial");
+    let written = (|| {
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&partial)?;
+        file.write_all(bytes)?;
+        file.sync_all()?;
+        std::fs::rename(&partial, path)
+    })();
+    if written.is_err() {
+        let _ = std::fs::remove_file(&partial);
+    }
+    written
+}
+
 /// Writes `batch` as `<id>.json` in `directory`, whole or not at all, and never over
 /// an existing file.
 pub fn write_batch(directory: &Path, batch: &Batch) -> std::io::Result<PathBuf> {
@@ -317,11 +370,22 @@ mod tests {
         );
         assert_eq!(accounts.live_torrent(1001).unwrap().pairs, 1);
         accounts.finish();
-        let files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
             .unwrap()
             .map(|entry| entry.unwrap().path())
             .collect();
-        assert_eq!(files.len(), 1, "{files:?}");
+        files.sort();
+        // The batch, and the baselines kept for the next run.
+        assert_eq!(files.len(), 2, "{files:?}");
+        assert!(files[0].ends_with(".udp.ledger"), "{files:?}");
+        use std::os::unix::fs::PermissionsExt as _;
+        let mode = std::fs::metadata(&files[0]).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+        let files = &files[1..];
+        // The next run starts from them: one peer restored.
+        let next = Accounts::start("udp", &dir, Duration::from_secs(3600), 3600).unwrap();
+        assert_eq!(next.live_user(17).unwrap().peers, 1);
+        next.finish();
         let text = std::fs::read_to_string(&files[0]).unwrap();
         assert!(
             text.contains("\"user\":17,\"torrent\":1001,\"uploaded\":4096"),
@@ -358,7 +422,11 @@ mod tests {
         assert!(accounts.failed.load(Relaxed) >= 1);
         std::fs::create_dir_all(&dir).unwrap();
         accounts.finish();
-        let files: Vec<_> = std::fs::read_dir(&dir).unwrap().flatten().collect();
+        let files: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap()
+            .flatten()
+            .filter(|file| !file.file_name().to_string_lossy().ends_with(".ledger"))
+            .collect();
         assert_eq!(
             files.len(),
             1,

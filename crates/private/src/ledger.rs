@@ -14,7 +14,9 @@
 //! * the two info hashes of a hybrid torrent share the site's torrent id, so they are
 //!   one entry too;
 //! * the first announce a ledger sees of a peer only sets its baseline: its totals may
-//!   include what an earlier run of the tracker credited already;
+//!   include what an earlier run of the tracker credited already. The baselines are
+//!   kept across a restart ([`Ledger::save`], [`Ledger::restore`]), so a client that
+//!   announced before a restart is credited from its last totals after it;
 //! * a completion is counted once per entry; seeding time accrues between announces
 //!   made with nothing left, gaps longer than the peer timeout excepted, and once per
 //!   (user, torrent) however many peer ids seed it at the same time;
@@ -94,6 +96,18 @@ pub struct Batch {
     pub to: u64,
     /// (user, torrent, credit), ordered by user then torrent.
     pub entries: Vec<(u32, u32, Credit)>,
+}
+
+/// The first line of a saved ledger: the format and its version.
+const SAVED_MAGIC: &[u8] = b"shoal ledger 1\n";
+/// Bytes per saved peer: user, torrent, peer id, uploaded, downloaded, last seen, flags.
+const SAVED_RECORD: usize = 4 + 4 + 20 + 8 + 8 + 8 + 1;
+
+/// FNV-1a over `bytes`: enough to tell a cut or damaged file from a whole one.
+fn checksum(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, &byte| {
+        (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3)
+    })
 }
 
 /// Whose live state to tell.
@@ -341,6 +355,84 @@ impl Ledger {
         live
     }
 
+    /// The baselines (every peer's last totals), to be read back by
+    /// [`restore`](Self::restore) in the next run. Credits are not in it: take the
+    /// last batch first.
+    pub fn save(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(SAVED_MAGIC.len() + 16 + self.peers.len() * SAVED_RECORD);
+        out.extend_from_slice(SAVED_MAGIC);
+        out.extend_from_slice(&(self.peers.len() as u64).to_le_bytes());
+        for (&(user, torrent, peer_id), peer) in &self.peers {
+            out.extend_from_slice(&user.to_le_bytes());
+            out.extend_from_slice(&torrent.to_le_bytes());
+            out.extend_from_slice(&peer_id);
+            out.extend_from_slice(&peer.uploaded.to_le_bytes());
+            out.extend_from_slice(&peer.downloaded.to_le_bytes());
+            out.extend_from_slice(&peer.last_seen.to_le_bytes());
+            out.push(u8::from(peer.seeding) | u8::from(peer.completed) << 1);
+        }
+        let sum = checksum(&out);
+        out.extend_from_slice(&sum.to_le_bytes());
+        out
+    }
+
+    /// Takes the baselines of `saved` (what [`save`](Self::save) wrote in an earlier
+    /// run) for peers heard from within the peer timeout before `now`. Returns how
+    /// many were restored; a file that is cut short, changed or of another format is
+    /// refused whole.
+    pub fn restore(&mut self, saved: &[u8], now: u64) -> Result<usize, &'static str> {
+        let body = saved
+            .len()
+            .checked_sub(8)
+            .map(|end| (&saved[..end], &saved[end..]))
+            .filter(|(body, _)| body.starts_with(SAVED_MAGIC));
+        let Some((body, sum)) = body else {
+            return Err("not a ledger file");
+        };
+        if checksum(body).to_le_bytes() != sum {
+            return Err("its checksum does not match: cut short or changed");
+        }
+        let records = &body[SAVED_MAGIC.len()..];
+        let (count, records) = records.split_at_checked(8).ok_or("cut short")?;
+        let count = u64::from_le_bytes(count.try_into().unwrap_or_default());
+        if records.len() as u64 != count.saturating_mul(SAVED_RECORD as u64) {
+            return Err("its record count does not match its length");
+        }
+        let mut restored = 0;
+        for record in records.chunks_exact(SAVED_RECORD) {
+            let word =
+                |at: usize| u64::from_le_bytes(record[at..at + 8].try_into().unwrap_or_default());
+            let half =
+                |at: usize| u32::from_le_bytes(record[at..at + 4].try_into().unwrap_or_default());
+            let (user, torrent) = (half(0), half(4));
+            let mut peer_id = [0u8; 20];
+            peer_id.copy_from_slice(&record[8..28]);
+            let peer = Peer {
+                uploaded: word(28),
+                downloaded: word(36),
+                last_seen: word(44),
+                seeding: record[52] & 1 != 0,
+                completed: record[52] & 2 != 0,
+            };
+            if now.saturating_sub(peer.last_seen) > self.peer_timeout
+                || self.peers.contains_key(&(user, torrent, peer_id))
+            {
+                continue;
+            }
+            let entry = self.entries.entry((user, torrent)).or_default();
+            if entry.peers >= MAX_PEERS_PER_ENTRY {
+                continue;
+            }
+            entry.peers += 1;
+            if peer.seeding {
+                entry.seeded_until = entry.seeded_until.max(peer.last_seen);
+            }
+            self.peers.insert((user, torrent, peer_id), peer);
+            restored += 1;
+        }
+        Ok(restored)
+    }
+
     /// Peers followed.
     pub fn peers(&self) -> usize {
         self.peers.len()
@@ -561,5 +653,48 @@ mod tests {
         let torrent = ledger.live(Whose::Torrent(1));
         assert_eq!((torrent.peers, torrent.seeding, torrent.pairs), (2, 1, 2));
         assert_eq!(ledger.live(Whose::User(99)), Live::default());
+    }
+
+    #[test]
+    fn baselines_survive_a_restart_and_a_damaged_file_is_refused() {
+        let report = |peer: u8, uploaded, left, event, at| Report {
+            user: 17,
+            torrent: 1001,
+            up_factor: 100,
+            down_factor: 100,
+            peer_id: [peer; 20],
+            uploaded,
+            downloaded: 0,
+            left,
+            event,
+            at,
+        };
+        let mut before = Ledger::new("udp-1", 3600, 0);
+        before.record(&report(1, 0, 0, Event::Started, 100));
+        before.record(&report(1, 1000, 0, Event::None, 200));
+        before.record(&report(2, 50, 10, Event::Started, 10));
+        let saved = before.save();
+        // The next run: peer 1's next announce is credited from 1000; peer 2, last
+        // heard 3,690 s before (past the peer timeout), starts from scratch.
+        let mut after = Ledger::new("udp-2", 3600, 500);
+        assert_eq!(after.restore(&saved, 3700), Ok(1));
+        after.record(&report(1, 1500, 0, Event::None, 3700));
+        after.record(&report(2, 80, 10, Event::None, 3700));
+        let batch = after.take_batch(3700).unwrap();
+        assert_eq!(batch.entries.len(), 1);
+        assert_eq!(batch.entries[0].2.uploaded, 500, "{batch:?}");
+        let mut damaged = saved.clone();
+        damaged[30] ^= 1;
+        assert!(Ledger::new("x", 3600, 0).restore(&damaged, 0).is_err());
+        assert!(
+            Ledger::new("x", 3600, 0)
+                .restore(&saved[..saved.len() - 1], 0)
+                .is_err()
+        );
+        assert!(Ledger::new("x", 3600, 0).restore(b"", 0).is_err());
+        assert_eq!(
+            Ledger::new("x", 3600, 0).restore(&Ledger::new("y", 1, 0).save(), 0),
+            Ok(0)
+        );
     }
 }
