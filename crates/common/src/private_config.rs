@@ -34,6 +34,13 @@ pub struct PrivateConfig {
     pub export_directory: PathBuf,
     /// Seconds between accounting batches.
     pub export_interval: u32,
+    /// Refuse an announce (with the interval) that comes sooner than this many
+    /// seconds after the same client's last one for the same torrent, over the same
+    /// IP version; `started`, `completed` and `stopped` announces always pass. 0:
+    /// none refused. Set it to what the tracker announces as its minimum interval
+    /// (HTTP's `protocol.min_announce_interval`); WebTorrent clients announce again
+    /// whenever they want more peers, so keep it low there.
+    pub min_interval: u32,
     /// The site's HTTP endpoint each batch is POSTed to as JSON, with its id in
     /// `Idempotency-Key` (`http://host:port/path`; https is not spoken: keep it on a
     /// private network or behind a local TLS proxy). A batch leaves
@@ -60,6 +67,7 @@ impl Default for PrivateConfig {
             key_parameter: "passkey".into(),
             export_directory: PathBuf::new(),
             export_interval: 10,
+            min_interval: 0,
             export_url: String::new(),
             export_redis: String::new(),
             export_redis_stream: "shoal:accounting".into(),
@@ -84,6 +92,7 @@ impl PrivateConfig {
             "must be 1 to 64 characters of A-Z, a-z, 0-9, _ and -",
         );
         problems.within("export_interval", self.export_interval, 1..=3600);
+        problems.within("min_interval", self.min_interval, 0..=86_400);
         problems.within("export_backlog", self.export_backlog, 1..=1_000_000);
         problems.check(
             self.export_url.is_empty() || self.export_url.starts_with("http://"),

@@ -9,7 +9,9 @@
 //! * `ledger`: accounting, the deltas of each user's uploads and downloads per
 //!   torrent, duplicates absorbed, handed out in [`Batch`]es;
 //! * `accounting`: the thread that keeps the ledger and writes each batch as a file
-//!   for the site.
+//!   for the site;
+//! * `sessions`: the clients each user has in each torrent now, for the per-user peer
+//!   cap and the enforced minimum interval.
 //!
 //! Nothing here touches a socket or a swarm: the trackers ask [`Registry`] before a
 //! request reaches a swarm worker, so a refused request changes no state.
@@ -18,9 +20,11 @@ mod accounting;
 mod key;
 mod ledger;
 mod registry;
+mod sessions;
 mod shards;
 
 pub use accounting::{Accounts, MAX_UNWRITTEN, QUEUE_LEN, write_batch};
 pub use key::{KeyDigest, KeyPlaces, Located, MAX_KEY_LEN, MIN_KEY_LEN, Passkey};
 pub use ledger::{Batch, Credit, Event, Ledger, Live, MAX_PEERS_PER_ENTRY, Report, Whose};
 pub use registry::{Change, Conflict, Grant, MAX_FILE, Refusal, Registry, Torrent, User};
+pub use sessions::{MAX_CLIENTS, Sessions};

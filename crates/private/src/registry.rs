@@ -71,6 +71,11 @@ pub enum Refusal {
     Unregistered,
     /// The user may not download.
     CannotLeech,
+    /// The same client announced the same torrent less than the enforced minimum
+    /// interval ago (`Sessions`).
+    TooEarly,
+    /// A new client past the user's peer cap in this torrent (`Sessions`).
+    OverCap,
 }
 
 impl Refusal {
@@ -82,6 +87,8 @@ impl Refusal {
             Self::Disabled => "account disabled",
             Self::Unregistered => "torrent not registered with this tracker",
             Self::CannotLeech => "downloading is disabled for your account",
+            Self::TooEarly => "announced too soon: wait for the interval",
+            Self::OverCap => "too many clients on this torrent for your account",
         }
     }
 }

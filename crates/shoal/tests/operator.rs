@@ -985,3 +985,42 @@ fn accounting_batches_wait_for_a_site_that_is_down_across_a_restart() {
     shoal.stop();
     std::fs::remove_dir_all(&files).unwrap();
 }
+
+#[test]
+fn a_private_http_tracker_caps_a_users_clients_and_enforces_the_minimum_interval() {
+    const KEY: &str = "6f0d1b2c3d4e5f60718293a4b5c6d7e8";
+    let files =
+        std::env::temp_dir().join(format!("shoal-operator-cap-files-{}", std::process::id()));
+    std::fs::create_dir_all(&files).unwrap();
+    std::fs::write(files.join("users"), format!("17 {KEY} peers=1\n")).unwrap();
+    std::fs::write(
+        files.join("torrents"),
+        format!("{} 1001\n", "aa".repeat(20)),
+    )
+    .unwrap();
+    let config = format!(
+        "{CONFIG}[http.private]\nenabled = true\nusers_path = \"{}\"\ntorrents_path = \"{}\"\nmin_interval = 900\n",
+        files.join("users").display(),
+        files.join("torrents").display(),
+    );
+    let shoal = Shoal::start("cap", &config, &[]);
+    let http = shoal.address_after("listening on http://");
+    let announce = |peer: char, event: &str| {
+        let reply = http_get(
+            http,
+            &format!(
+                "/{KEY}/announce?info_hash={}&peer_id=-qB4650-{}&port=6881&uploaded=0&downloaded=0&left=0{event}",
+                "%AA".repeat(20),
+                peer.to_string().repeat(12)
+            ),
+        );
+        String::from_utf8_lossy(&reply).into_owned()
+    };
+    assert!(announce('a', "&event=started").contains("8:intervali"));
+    assert!(announce('b', "&event=started").contains("too many clients"));
+    assert!(announce('a', "").contains("announced too soon"));
+    assert!(announce('a', "&event=stopped").contains("8:intervali"));
+    assert!(announce('b', "&event=started").contains("8:intervali"));
+    shoal.stop();
+    std::fs::remove_dir_all(&files).unwrap();
+}

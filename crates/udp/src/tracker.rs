@@ -195,6 +195,7 @@ impl Startup for UdpStartup {
                 access: access.clone(),
                 client_rules: self.context.clients.clone(),
                 private: private.clone(),
+                sessions: self.context.sessions.clone(),
                 accounts: self.context.accounts.clone(),
             },
             senders,

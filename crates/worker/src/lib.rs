@@ -78,7 +78,7 @@ use std::sync::Arc;
 use anyhow::Context as _;
 use shoal_common::{AccessControl, ClientRules, Shutdown};
 use shoal_common::{Counters, WorkerStats};
-use shoal_private::{Accounts, Registry};
+use shoal_private::{Accounts, Registry, Sessions};
 use shoal_swarm::Clock;
 
 /// What every worker of one running tracker shares.
@@ -92,6 +92,9 @@ pub struct Context<C> {
     pub clients: Arc<ClientRules>,
     /// Private mode's users and torrents; `None` for a public tracker.
     pub private: Option<Arc<Registry>>,
+    /// Private mode's clients per user and torrent (the peer cap, the enforced
+    /// minimum interval); `None` for a public tracker.
+    pub sessions: Option<Arc<Sessions>>,
     /// Private mode's accounting, when `private.export_directory` is set.
     pub accounts: Option<Arc<Accounts>>,
     /// The exporter of its batches to the site, when `private.export_url` or
@@ -111,6 +114,7 @@ impl<C> Clone for Context<C> {
             clients: self.clients.clone(),
             private: self.private.clone(),
             accounts: self.accounts.clone(),
+            sessions: self.sessions.clone(),
             exporter: self.exporter.clone(),
             stats: self.stats.clone(),
             shutdown: self.shutdown.clone(),
@@ -166,9 +170,13 @@ impl<C: Counters> Context<C> {
             Some(_) => start_exporter(name, settings)?,
             None => None,
         };
+        let sessions = settings
+            .enabled
+            .then(|| Arc::new(Sessions::new(peer_timeout, settings.min_interval)));
         Ok(Self {
             clock,
             exporter,
+            sessions,
             access: Arc::new(access),
             clients: Arc::new(clients),
             private,

@@ -100,6 +100,7 @@ pub(crate) trait Host {
         &self,
         key: Option<KeyDigest>,
         announce: &AnnounceRequest,
+        ipv6: bool,
     ) -> Result<(), PrivateRefusal>;
     /// Private mode's decision on a scrape of `info_hashes`.
     fn private_scrape(
@@ -686,7 +687,10 @@ impl<'a, H: Host> Session<'a, H> {
             self.host.counters().client_refused += 1;
             return self.refuse(Action::Announce, Some(info_hash), refusal.reason());
         }
-        if let Err(refusal) = self.host.private_announce(self.key, &announce) {
+        if let Err(refusal) = self
+            .host
+            .private_announce(self.key, &announce, self.ipv6 != 0)
+        {
             self.host.counters().private_refused += 1;
             return self.refuse(Action::Announce, Some(info_hash), refusal.reason());
         }

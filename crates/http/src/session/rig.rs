@@ -78,6 +78,7 @@ impl Host for TestHost {
         &self,
         key: Option<KeyDigest>,
         request: &AnnounceRequest,
+        _ipv6: bool,
     ) -> Result<(), Refusal> {
         match &self.private {
             Some(registry) => registry

@@ -128,19 +128,31 @@ impl Host for Worker {
         &self,
         key: Option<KeyDigest>,
         request: &AnnounceRequest,
+        ipv6: bool,
     ) -> Result<(), Refusal> {
         let Some(registry) = &self.context.private else {
             return Ok(());
         };
         let leeching = request.left != Some(0);
         let grant = registry.announce(key, &request.info_hash, leeching)?;
+        let event = match request.event {
+            AnnounceEvent::None => LedgerEvent::None,
+            AnnounceEvent::Started => LedgerEvent::Started,
+            AnnounceEvent::Completed => LedgerEvent::Completed,
+            AnnounceEvent::Stopped => LedgerEvent::Stopped,
+        };
+        if let Some(sessions) = &self.context.sessions {
+            let now = self.server_time().0;
+            sessions.admit(
+                &grant,
+                &request.peer_id,
+                &request.info_hash,
+                ipv6,
+                event,
+                now,
+            )?;
+        }
         if let Some(accounts) = &self.context.accounts {
-            let event = match request.event {
-                AnnounceEvent::None => LedgerEvent::None,
-                AnnounceEvent::Started => LedgerEvent::Started,
-                AnnounceEvent::Completed => LedgerEvent::Completed,
-                AnnounceEvent::Stopped => LedgerEvent::Stopped,
-            };
             // Absent `left`: not done, as for the decision.
             accounts.report(grant.report(
                 request.peer_id,

@@ -15,7 +15,7 @@ use std::time::Instant;
 
 use crossbeam_channel::Sender;
 use shoal_common::{AccessControl, ClientRules, Traffic};
-use shoal_private::{Accounts, Event as LedgerEvent, KeyPlaces, Passkey, Registry};
+use shoal_private::{Accounts, Event as LedgerEvent, KeyPlaces, Passkey, Registry, Sessions};
 use shoal_swarm::{AnnounceEvent, PeerAddress, PeerLimits, ServerTime};
 use shoal_udp_protocol::response::{write_connect, write_error};
 use shoal_udp_protocol::{AnnounceRequest, Request, ScrapeRequest, TransactionId};
@@ -43,6 +43,8 @@ pub(crate) const PRIVATE_SCRAPE: &str = "scrape needs a passkey: scrape over HTT
 #[derive(Debug)]
 struct PrivateGate {
     registry: Arc<Registry>,
+    /// The clients of each user in each torrent: the peer cap, the minimum interval.
+    sessions: Option<Arc<Sessions>>,
     /// Accounting, when it is on.
     accounts: Option<Arc<Accounts>>,
     /// The query parameter that may carry the key.
@@ -58,6 +60,8 @@ pub(crate) struct Gates {
     pub(crate) client_rules: Arc<ClientRules>,
     /// Private mode's users and torrents; `None` for a public tracker.
     pub(crate) private: Option<Arc<Registry>>,
+    /// Private mode's clients per user and torrent.
+    pub(crate) sessions: Option<Arc<Sessions>>,
     /// Private mode's accounting, when it is on.
     pub(crate) accounts: Option<Arc<Accounts>>,
 }
@@ -103,6 +107,7 @@ impl Dispatcher {
             access,
             client_rules,
             private,
+            sessions,
             accounts,
         } = gates;
         Self {
@@ -112,6 +117,7 @@ impl Dispatcher {
             client_rules,
             private: private.map(|registry| PrivateGate {
                 registry,
+                sessions,
                 accounts,
                 parameter: config.private.key_parameter.clone(),
                 url: Vec::new(),
@@ -169,7 +175,7 @@ impl Dispatcher {
                 self.counters.announce_requests += 1;
                 self.counters.announce_requests_v6 += ipv6;
                 if self.proven(request.connection_id, client, now) {
-                    self.announce(&request, client, out);
+                    self.announce(&request, client, now, out);
                 }
             }
             Ok(Request::Scrape(request)) => {
@@ -226,7 +232,13 @@ impl Dispatcher {
         }
     }
 
-    fn announce(&mut self, request: &AnnounceRequest<'_>, client: SocketAddr, out: &mut Replies) {
+    fn announce(
+        &mut self,
+        request: &AnnounceRequest<'_>,
+        client: SocketAddr,
+        now: ServerTime,
+        out: &mut Replies,
+    ) {
         let info_hash = request.info_hash.0;
         self.counters.clients.count(&request.peer_id.0);
         if !self.access.allows(&info_hash) {
@@ -252,7 +264,19 @@ impl Dispatcher {
                 bare: true,
             };
             let key = places.locate(&gate.url).key.map(Passkey::digest);
-            let decision = gate.registry.announce(key, &info_hash, request.left > 0);
+            let event = ledger_event(request.event);
+            let decision = gate
+                .registry
+                .announce(key, &info_hash, request.left > 0)
+                .and_then(|grant| match &gate.sessions {
+                    Some(sessions) => {
+                        let peer_id = &request.peer_id.0;
+                        let ipv6 = client.is_ipv6();
+                        sessions.admit(&grant, peer_id, &info_hash, ipv6, event, now.0)?;
+                        Ok(grant)
+                    }
+                    None => Ok(grant),
+                });
             match decision {
                 Ok(grant) => {
                     if let Some(accounts) = &gate.accounts {
@@ -261,7 +285,7 @@ impl Dispatcher {
                             request.uploaded,
                             request.downloaded,
                             request.left,
-                            ledger_event(request.event),
+                            event,
                         ));
                     }
                 }

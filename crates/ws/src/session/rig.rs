@@ -102,6 +102,7 @@ impl Host for TestHost {
         &self,
         key: Option<KeyDigest>,
         announce: &AnnounceRequest,
+        _ipv6: bool,
     ) -> Result<(), PrivateRefusal> {
         match &self.private {
             Some(registry) => {

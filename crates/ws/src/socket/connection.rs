@@ -158,6 +158,7 @@ impl Host for Worker {
         &self,
         key: Option<KeyDigest>,
         announce: &AnnounceRequest,
+        ipv6: bool,
     ) -> Result<(), PrivateRefusal> {
         let Some(registry) = &self.context.private else {
             return Ok(());
@@ -172,17 +173,22 @@ impl Host for Worker {
         }
         let leeching = announce.left != Some(0);
         let grant = registry.announce(key, &announce.info_hash.0, leeching)?;
+        let event = match announce.event {
+            AnnounceEvent::Update => LedgerEvent::None,
+            AnnounceEvent::Started => LedgerEvent::Started,
+            AnnounceEvent::Completed => LedgerEvent::Completed,
+            AnnounceEvent::Stopped => LedgerEvent::Stopped,
+        };
+        if let Some(sessions) = &self.context.sessions {
+            let (peer_id, info_hash) = (&announce.peer_id.0, &announce.info_hash.0);
+            let now = self.server_time().0;
+            sessions.admit(&grant, peer_id, info_hash, ipv6, event, now)?;
+        }
         // Counters left out (some clients send none): nothing to credit from.
         let (Some(uploaded), Some(downloaded)) = (announce.uploaded, announce.downloaded) else {
             return Ok(());
         };
         if let Some(accounts) = &self.context.accounts {
-            let event = match announce.event {
-                AnnounceEvent::Update => LedgerEvent::None,
-                AnnounceEvent::Started => LedgerEvent::Started,
-                AnnounceEvent::Completed => LedgerEvent::Completed,
-                AnnounceEvent::Stopped => LedgerEvent::Stopped,
-            };
             accounts.report(grant.report(
                 announce.peer_id.0,
                 uploaded,

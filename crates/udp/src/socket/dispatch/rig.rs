@@ -46,10 +46,17 @@ pub(crate) fn rig_private(
         .unzip();
     let ids = ConnectionIds::with_keys((7, 8), config.protocol.connection_id_lifetime);
     let rules = shoal_common::ClientRules::from_config(&config.clients).unwrap();
+    let sessions = private.as_ref().map(|_| {
+        Arc::new(shoal_private::Sessions::new(
+            config.cleaning.peer_timeout,
+            config.private.min_interval,
+        ))
+    });
     let gates = super::Gates {
         access: Arc::new(access),
         client_rules: Arc::new(rules),
         private,
+        sessions,
         accounts: None,
     };
     let dispatcher = Dispatcher::new(0, &config, ids, gates, senders);

@@ -440,3 +440,51 @@ fn client_rules_refuse_by_peer_id_and_every_announce_is_counted_by_client() {
     assert_eq!(counters.clients.0[index("Xunlei")], 1);
     assert_eq!(counters.clients.0[index("qBittorrent")], 1);
 }
+
+#[test]
+fn private_mode_caps_a_users_clients_and_refuses_announces_too_early() {
+    const KEY: &str = "6f0d1b2c3d4e5f60718293a4b5c6d7e8";
+    let registry = shoal_private::Registry::parse(
+        &format!("17 {KEY} peers=1\n"),
+        &format!("{} 1001\n", "05".repeat(20)),
+    )
+    .unwrap();
+    let mut config = Config::default();
+    config.private.min_interval = 900;
+    let mut rig = super::rig::rig_private(
+        1,
+        16,
+        AccessControl::with_list(AccessListMode::Off, AccessList::default()),
+        config,
+        Some(Arc::new(registry)),
+    );
+    let id = rig.connect(client(1));
+    // BEP 15 offsets: the peer id at 36, the event at 80 (0: none, 2: started).
+    let announce = |id, peer: u8, event: u8| {
+        let mut packet = keyed_announce(id, [5; 20], 0, &format!("/{KEY}/announce"));
+        packet[36..56].copy_from_slice(&[peer; 20]);
+        packet[80..84].copy_from_slice(&u32::from(event).to_be_bytes());
+        packet
+    };
+    let answer = |rig: &mut super::rig::Rig, packet: &[u8]| -> Option<String> {
+        match &rig.exchange(packet, client(1))[..] {
+            [(_, Response::Announce(_))] => None,
+            [(_, Response::Error(error))] => Some(error.message.to_string()),
+            other => panic!("{other:?}"),
+        }
+    };
+    assert_eq!(answer(&mut rig, &announce(id, 1, 2)), None);
+    assert_eq!(
+        answer(&mut rig, &announce(id, 2, 2)).as_deref(),
+        Some(shoal_private::Refusal::OverCap.reason())
+    );
+    assert_eq!(
+        answer(&mut rig, &announce(id, 1, 0)).as_deref(),
+        Some(shoal_private::Refusal::TooEarly.reason())
+    );
+    // The interval later (with a new connection id: the old one expired).
+    rig.now = ServerTime(rig.now.0 + 900);
+    let id = rig.connect(client(1));
+    assert_eq!(answer(&mut rig, &announce(id, 1, 0)), None);
+    assert_eq!(rig.dispatcher.counters.private_refused, 2);
+}
