@@ -41,6 +41,10 @@ pub struct PrivateConfig {
     /// (HTTP's `protocol.min_announce_interval`); WebTorrent clients announce again
     /// whenever they want more peers, so keep it low there.
     pub min_interval: u32,
+    /// Peer lists one user may be sent per minute, over all their clients and
+    /// torrents (a minute's worth at once, then the rate); past it their announces
+    /// are served and credited, without peers. 0: no cap.
+    pub peer_lists_per_minute: u32,
     /// The site's HTTP endpoint each batch is POSTed to as JSON, with its id in
     /// `Idempotency-Key` (`http://host:port/path`; https is not spoken: keep it on a
     /// private network or behind a local TLS proxy). A batch leaves
@@ -68,6 +72,7 @@ impl Default for PrivateConfig {
             export_directory: PathBuf::new(),
             export_interval: 10,
             min_interval: 0,
+            peer_lists_per_minute: 0,
             export_url: String::new(),
             export_redis: String::new(),
             export_redis_stream: "shoal:accounting".into(),
@@ -93,6 +98,11 @@ impl PrivateConfig {
         );
         problems.within("export_interval", self.export_interval, 1..=3600);
         problems.within("min_interval", self.min_interval, 0..=86_400);
+        problems.within(
+            "peer_lists_per_minute",
+            self.peer_lists_per_minute,
+            0..=1_000_000,
+        );
         problems.within("export_backlog", self.export_backlog, 1..=1_000_000);
         problems.check(
             self.export_url.is_empty() || self.export_url.starts_with("http://"),

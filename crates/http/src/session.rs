@@ -65,14 +65,15 @@ pub(crate) trait Host {
     /// Whether the client rules serve a client with `peer_id` and `user_agent`.
     fn check_client(&self, peer_id: &[u8; 20], user_agent: &[u8]) -> Result<(), ClientRefusal>;
     /// Private mode's decision on `request` with passkey `key` (downloading unless
-    /// it says nothing is left), from an IPv6 client when `ipv6`; always `Ok` on a
+    /// it says nothing is left), from an IPv6 client when `ipv6`: whether it may be
+    /// sent peers (not past its user's peer lists per minute); always `Ok(true)` on a
     /// public tracker. Accepted announces go to accounting, when it is on.
     fn private_announce(
         &self,
         key: Option<KeyDigest>,
         request: &AnnounceRequest,
         ipv6: bool,
-    ) -> Result<(), Refusal>;
+    ) -> Result<bool, Refusal>;
     /// Private mode's decision on a scrape of `info_hashes` (none: a full scrape).
     fn private_scrape(
         &self,
@@ -485,10 +486,15 @@ impl Session {
                     self.respond(Answered::Announce { keep_alive }, served, now);
                     return None;
                 }
-                if let Err(refusal) = host.private_announce(key, &request, ip.is_ipv6()) {
-                    self.refuse_privately(refusal, host, keep_alive);
-                    self.respond(Answered::Announce { keep_alive }, served, now);
-                    return None;
+                let mut request = request;
+                match host.private_announce(key, &request, ip.is_ipv6()) {
+                    Ok(true) => {}
+                    Ok(false) => request.numwant = Some(0),
+                    Err(refusal) => {
+                        self.refuse_privately(refusal, host, keep_alive);
+                        self.respond(Answered::Announce { keep_alive }, served, now);
+                        return None;
+                    }
                 }
                 let call = announce_call(&request, ip, keep_alive, host);
                 self.phase = Phase::Asking(served);

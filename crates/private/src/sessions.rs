@@ -1,6 +1,6 @@
-//! The clients each user has in each torrent now: the per-user peer cap (`peers=N`)
-//! and the enforced minimum interval are decided here, before an announce reaches a
-//! swarm.
+//! The clients each user has in each torrent now: the per-user peer cap (`peers=N`),
+//! the enforced minimum interval and the cap on peer lists per user are decided here,
+//! before an announce reaches a swarm.
 //!
 //! A client is its peer id within a (user, torrent). One client counts once against
 //! the cap however it announces: over IPv4 and IPv6, under both hashes of a hybrid
@@ -9,6 +9,8 @@
 //! hashes, at the same moment. `started`, `completed` and `stopped` announces are
 //! never too early (a client sends them when something happened).
 //!
+//! Only clients of users with a cap are followed, and every client when a minimum
+//! interval is enforced; otherwise an announce passes without touching the table.
 //! The table is split in [`SHARDS`] parts, each behind its own lock held for one
 //! lookup; a client not heard from for the peer timeout is forgotten (on its next
 //! touch of the table, or by the sweep that every announce advances a little). At
@@ -47,38 +49,127 @@ struct Client {
 /// One part of the table: the clients of each (user, torrent) in it.
 type Part = HashMap<(u32, u32), Vec<Client>>;
 
+/// What the table needs of one announce.
+#[derive(Clone, Copy, Debug)]
+pub struct ClientAnnounce<'a> {
+    /// The client's peer id.
+    pub peer_id: &'a [u8; 20],
+    /// The torrent's info hash (a hybrid torrent has two).
+    pub info_hash: &'a [u8; 20],
+    /// Over IPv6.
+    pub ipv6: bool,
+    /// What it says happened.
+    pub event: Event,
+    /// Whether it asks for peers (BitTorrent's `numwant`, WebTorrent's offers).
+    pub wants_peers: bool,
+}
+
+/// An announce the table lets through.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Admitted {
+    /// Whether it may be sent peers: `false` when its user is past
+    /// `private.peer_lists_per_minute` (it is served, and counted, without peers).
+    pub peers: bool,
+}
+
+/// A user's allowance of peer lists: tokens, and when they were last counted.
+#[derive(Clone, Copy, Debug)]
+struct Allowance {
+    tokens: f32,
+    at: u32,
+}
+
 /// The clients of every (user, torrent).
 #[derive(Debug)]
 pub struct Sessions {
     shards: Box<[Mutex<Part>]>,
     peer_timeout: u32,
     min_interval: u32,
+    /// Peer lists each user may fetch per minute; 0: no cap.
+    peer_lists_per_minute: u32,
+    /// Each capped user's allowance, in parts by user id.
+    allowances: Box<[Mutex<HashMap<u32, Allowance>>]>,
     announces: AtomicU64,
 }
 
 impl Sessions {
     /// A table forgetting clients after `peer_timeout` seconds, refusing announces
-    /// less than `min_interval` seconds apart (0: none refused).
-    pub fn new(peer_timeout: u32, min_interval: u32) -> Self {
+    /// less than `min_interval` seconds apart (0: none refused), and sending each user
+    /// at most `peer_lists_per_minute` peer lists (0: no cap; a burst of a minute's
+    /// worth, then the rate).
+    pub fn new(peer_timeout: u32, min_interval: u32, peer_lists_per_minute: u32) -> Self {
         Self {
             shards: (0..SHARDS).map(|_| Mutex::default()).collect(),
             peer_timeout,
             min_interval,
+            peer_lists_per_minute,
+            allowances: (0..SHARDS).map(|_| Mutex::default()).collect(),
             announces: AtomicU64::new(0),
         }
     }
 
-    /// Decides an announce `grant` accepted, from `peer_id` over IPv6 when `ipv6`,
-    /// for `info_hash`, at `now` (seconds of any clock the caller always uses).
+    /// Decides an announce `grant` accepted, at `now` (seconds of any clock the caller
+    /// always uses).
     pub fn admit(
         &self,
         grant: &Grant,
-        peer_id: &[u8; 20],
-        info_hash: &[u8; 20],
-        ipv6: bool,
-        event: Event,
+        announce: ClientAnnounce<'_>,
+        now: u32,
+    ) -> Result<Admitted, Refusal> {
+        self.admit_client(grant, &announce, now)?;
+        let peers = !announce.wants_peers
+            || announce.event == Event::Stopped
+            || self.take_peer_list(grant.user.id, now);
+        Ok(Admitted { peers })
+    }
+
+    /// Whether user `id` may be sent one more peer list now (and counts it).
+    fn take_peer_list(&self, id: u32, now: u32) -> bool {
+        let per_minute = self.peer_lists_per_minute;
+        if per_minute == 0 {
+            return true;
+        }
+        let burst = per_minute as f32;
+        let part = &self.allowances[(id as usize).wrapping_mul(0x9e37_79b9) >> 24 & (SHARDS - 1)];
+        let mut part = part.lock().unwrap_or_else(|e| e.into_inner());
+        // Allowances back at the full burst are forgotten: nothing to remember.
+        if part.len() > 4 * SHARDS {
+            part.retain(|_, a| a.tokens + now.saturating_sub(a.at) as f32 * burst / 60.0 < burst);
+        }
+        let allowance = part.entry(id).or_insert(Allowance {
+            tokens: burst,
+            at: now,
+        });
+        let refill = now.saturating_sub(allowance.at) as f32 * burst / 60.0;
+        allowance.tokens = (allowance.tokens + refill).min(burst);
+        allowance.at = now;
+        if allowance.tokens >= 1.0 {
+            allowance.tokens -= 1.0;
+            true
+        } else {
+            false
+        }
+    }
+
+    fn admit_client(
+        &self,
+        grant: &Grant,
+        announce: &ClientAnnounce<'_>,
         now: u32,
     ) -> Result<(), Refusal> {
+        // Without a cap on the user or an interval to enforce there is nothing to
+        // decide: such clients are not followed at all, so a site that uses neither
+        // pays nothing for them.
+        if grant.user.peer_cap == 0 && self.min_interval == 0 {
+            return Ok(());
+        }
+        let ClientAnnounce {
+            peer_id,
+            info_hash,
+            ipv6,
+            event,
+            ..
+        } = *announce;
         self.sweep_a_little(now);
         let key = (grant.user.id, grant.torrent.id);
         let tag = u32::from_be_bytes([info_hash[0], info_hash[1], info_hash[2], info_hash[3]])
@@ -211,13 +302,74 @@ mod tests {
         }
     }
 
+    fn announce<'a>(
+        peer_id: &'a [u8; 20],
+        info_hash: &'a [u8; 20],
+        ipv6: bool,
+        event: Event,
+    ) -> ClientAnnounce<'a> {
+        ClientAnnounce {
+            peer_id,
+            info_hash,
+            ipv6,
+            event,
+            wants_peers: true,
+        }
+    }
+
+    #[test]
+    fn peer_lists_per_user_are_capped_and_come_back_at_the_rate() {
+        let sessions = Sessions::new(3600, 0, 60);
+        let lists = |now: u32| {
+            (0..100)
+                .filter(|&n| {
+                    let peer = [n as u8; 20];
+                    let asked = announce(&peer, &[1; 20], false, Event::Started);
+                    sessions.admit(&grant(0), asked, now).unwrap().peers
+                })
+                .count()
+        };
+        // A minute's worth at once, then one a second.
+        assert_eq!(lists(10), 60);
+        assert_eq!(lists(15), 5);
+        // Announces that want none are never short of any.
+        let quiet = ClientAnnounce {
+            wants_peers: false,
+            ..announce(&[200; 20], &[1; 20], false, Event::Started)
+        };
+        assert!(sessions.admit(&grant(0), quiet, 15).unwrap().peers);
+        assert!(
+            Sessions::new(3600, 0, 0)
+                .admit(
+                    &grant(0),
+                    announce(&[1; 20], &[1; 20], false, Event::None),
+                    1
+                )
+                .unwrap()
+                .peers
+        );
+    }
+
+    #[test]
+    fn without_a_cap_or_an_interval_no_client_is_followed() {
+        let sessions = Sessions::new(3600, 0, 0);
+        for peer in 0..10u8 {
+            let peer_id = [peer; 20];
+            let started = announce(&peer_id, &[1; 20], false, Event::Started);
+            assert!(sessions.admit(&grant(0), started, 5).is_ok());
+        }
+        assert_eq!(sessions.clients(), 0);
+    }
+
     #[test]
     fn the_cap_counts_clients_once_however_they_announce() {
-        let sessions = Sessions::new(3600, 0);
+        let sessions = Sessions::new(3600, 0, 0);
         let capped = grant(2);
         let (v1, v2) = ([1; 20], [2; 20]);
         let admit = |peer: u8, hash: &[u8; 20], ipv6: bool, event: Event, now: u32| {
-            sessions.admit(&capped, &[peer; 20], hash, ipv6, event, now)
+            sessions
+                .admit(&capped, announce(&[peer; 20], hash, ipv6, event), now)
+                .map(drop)
         };
         assert_eq!(admit(1, &v1, false, Event::Started, 10), Ok(()));
         // Dual-stack, and the other hash of a hybrid torrent: the same client.
@@ -239,10 +391,12 @@ mod tests {
 
     #[test]
     fn an_announce_within_the_minimum_interval_is_too_early_per_family_and_hash() {
-        let sessions = Sessions::new(3600, 900);
+        let sessions = Sessions::new(3600, 900, 0);
         let open = grant(0);
         let admit = |hash: u8, ipv6: bool, event: Event, now: u32| {
-            sessions.admit(&open, &[1; 20], &[hash; 20], ipv6, event, now)
+            sessions
+                .admit(&open, announce(&[1; 20], &[hash; 20], ipv6, event), now)
+                .map(drop)
         };
         assert_eq!(admit(1, false, Event::Started, 100), Ok(()));
         assert_eq!(admit(1, true, Event::Started, 100), Ok(()));
@@ -259,12 +413,12 @@ mod tests {
     }
 
     #[test]
-    fn uncapped_users_grow_no_list_past_its_bound_and_the_sweep_forgets() {
-        let sessions = Sessions::new(60, 0);
+    fn lists_grow_no_longer_than_their_bound_and_the_sweep_forgets() {
+        let sessions = Sessions::new(60, 1, 0);
         for peer in 0..100u8 {
-            let admitted =
-                sessions.admit(&grant(0), &[peer; 20], &[1; 20], false, Event::Started, 5);
-            assert_eq!(admitted, Ok(()));
+            let peer_id = [peer; 20];
+            let started = announce(&peer_id, &[1; 20], false, Event::Started);
+            assert!(sessions.admit(&grant(0), started, 5).is_ok());
         }
         assert_eq!(sessions.clients(), MAX_CLIENTS);
         // Enough announces of other pairs, long after, to sweep every part.
@@ -276,14 +430,8 @@ mod tests {
             ..grant(0)
         };
         for n in 0..(SWEEP_EVERY * SHARDS as u64) as u32 {
-            let _ = sessions.admit(
-                &other(1000 + n % 7),
-                &[9; 20],
-                &[1; 20],
-                false,
-                Event::Stopped,
-                1000,
-            );
+            let stopped = announce(&[9; 20], &[1; 20], false, Event::Stopped);
+            let _ = sessions.admit(&other(1000 + n % 7), stopped, 1000);
         }
         assert_eq!(sessions.clients(), 0);
     }

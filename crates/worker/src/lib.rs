@@ -170,9 +170,13 @@ impl<C: Counters> Context<C> {
             Some(_) => start_exporter(name, settings)?,
             None => None,
         };
-        let sessions = settings
-            .enabled
-            .then(|| Arc::new(Sessions::new(peer_timeout, settings.min_interval)));
+        let sessions = settings.enabled.then(|| {
+            Arc::new(Sessions::new(
+                peer_timeout,
+                settings.min_interval,
+                settings.peer_lists_per_minute,
+            ))
+        });
         Ok(Self {
             clock,
             exporter,

@@ -94,14 +94,15 @@ pub(crate) trait Host {
     /// Whether the client rules serve a client with `peer_id`.
     fn check_client(&self, peer_id: &[u8; 20]) -> Result<(), shoal_common::ClientRefusal>;
     /// Private mode's decision on `announce` with passkey `key` (downloading unless
-    /// it says nothing is left); always `Ok` on a public tracker. Accepted announces go
-    /// to accounting, when it is on.
+    /// it says nothing is left), from an IPv6 client when `ipv6`: whether its offers
+    /// may be relayed (not past its user's peer lists per minute); always `Ok(true)`
+    /// on a public tracker. Accepted announces go to accounting, when it is on.
     fn private_announce(
         &self,
         key: Option<KeyDigest>,
         announce: &AnnounceRequest,
         ipv6: bool,
-    ) -> Result<(), PrivateRefusal>;
+    ) -> Result<bool, PrivateRefusal>;
     /// Private mode's decision on a scrape of `info_hashes`.
     fn private_scrape(
         &self,
@@ -687,12 +688,17 @@ impl<'a, H: Host> Session<'a, H> {
             self.host.counters().client_refused += 1;
             return self.refuse(Action::Announce, Some(info_hash), refusal.reason());
         }
-        if let Err(refusal) = self
+        match self
             .host
             .private_announce(self.key, &announce, self.ipv6 != 0)
         {
-            self.host.counters().private_refused += 1;
-            return self.refuse(Action::Announce, Some(info_hash), refusal.reason());
+            Ok(true) => {}
+            // Past its user's peer lists: served, its offers relayed to no one.
+            Ok(false) => announce.offers.clear(),
+            Err(refusal) => {
+                self.host.counters().private_refused += 1;
+                return self.refuse(Action::Announce, Some(info_hash), refusal.reason());
+            }
         }
         // Session descriptions are relayed untouched: only sizes a browser sends, and
         // JSON objects, are.

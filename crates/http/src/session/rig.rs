@@ -79,12 +79,12 @@ impl Host for TestHost {
         key: Option<KeyDigest>,
         request: &AnnounceRequest,
         _ipv6: bool,
-    ) -> Result<(), Refusal> {
+    ) -> Result<bool, Refusal> {
         match &self.private {
             Some(registry) => registry
                 .announce(key, &request.info_hash, request.left != Some(0))
-                .map(drop),
-            None => Ok(()),
+                .map(|_| true),
+            None => Ok(true),
         }
     }
 

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use futures_lite::{AsyncRead, AsyncReadExt as _, AsyncWrite, AsyncWriteExt as _};
 use shoal_http_protocol::InfoHash;
 use shoal_http_protocol::{AnnounceEvent, AnnounceRequest};
-use shoal_private::{Event as LedgerEvent, KeyDigest, Refusal};
+use shoal_private::{ClientAnnounce, Event as LedgerEvent, KeyDigest, Refusal};
 use shoal_swarm::ServerTime;
 use shoal_tcp::{Place, within, write_all_before};
 use shoal_worker::Verdict;
@@ -129,9 +129,9 @@ impl Host for Worker {
         key: Option<KeyDigest>,
         request: &AnnounceRequest,
         ipv6: bool,
-    ) -> Result<(), Refusal> {
+    ) -> Result<bool, Refusal> {
         let Some(registry) = &self.context.private else {
-            return Ok(());
+            return Ok(true);
         };
         let leeching = request.left != Some(0);
         let grant = registry.announce(key, &request.info_hash, leeching)?;
@@ -141,16 +141,18 @@ impl Host for Worker {
             AnnounceEvent::Completed => LedgerEvent::Completed,
             AnnounceEvent::Stopped => LedgerEvent::Stopped,
         };
+        let mut peers = true;
         if let Some(sessions) = &self.context.sessions {
-            let now = self.server_time().0;
-            sessions.admit(
-                &grant,
-                &request.peer_id,
-                &request.info_hash,
+            let announce = ClientAnnounce {
+                peer_id: &request.peer_id,
+                info_hash: &request.info_hash,
                 ipv6,
                 event,
-                now,
-            )?;
+                wants_peers: request.numwant != Some(0),
+            };
+            peers = sessions
+                .admit(&grant, announce, self.server_time().0)?
+                .peers;
         }
         if let Some(accounts) = &self.context.accounts {
             // Absent `left`: not done, as for the decision.
@@ -162,7 +164,7 @@ impl Host for Worker {
                 event,
             ));
         }
-        Ok(())
+        Ok(peers)
     }
 
     fn private_scrape(

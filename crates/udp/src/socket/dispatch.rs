@@ -15,7 +15,9 @@ use std::time::Instant;
 
 use crossbeam_channel::Sender;
 use shoal_common::{AccessControl, ClientRules, Traffic};
-use shoal_private::{Accounts, Event as LedgerEvent, KeyPlaces, Passkey, Registry, Sessions};
+use shoal_private::{
+    Accounts, ClientAnnounce, Event as LedgerEvent, KeyPlaces, Passkey, Registry, Sessions,
+};
 use shoal_swarm::{AnnounceEvent, PeerAddress, PeerLimits, ServerTime};
 use shoal_udp_protocol::response::{write_connect, write_error};
 use shoal_udp_protocol::{AnnounceRequest, Request, ScrapeRequest, TransactionId};
@@ -251,6 +253,7 @@ impl Dispatcher {
             error_reply(out, client, request.transaction_id, refusal.reason());
             return;
         }
+        let mut peers_wanted = self.peer_limits.resolve(i64::from(request.peers_wanted)) as u16;
         if let Some(gate) = &mut self.private {
             // The key travels in the BEP 41 URL data: the announce URL's path and
             // query, split over options when longer than one.
@@ -270,9 +273,17 @@ impl Dispatcher {
                 .announce(key, &info_hash, request.left > 0)
                 .and_then(|grant| match &gate.sessions {
                     Some(sessions) => {
-                        let peer_id = &request.peer_id.0;
-                        let ipv6 = client.is_ipv6();
-                        sessions.admit(&grant, peer_id, &info_hash, ipv6, event, now.0)?;
+                        let announce = ClientAnnounce {
+                            peer_id: &request.peer_id.0,
+                            info_hash: &info_hash,
+                            ipv6: client.is_ipv6(),
+                            event,
+                            wants_peers: peers_wanted > 0,
+                        };
+                        let admitted = sessions.admit(&grant, announce, now.0)?;
+                        if !admitted.peers {
+                            peers_wanted = 0;
+                        }
                         Ok(grant)
                     }
                     None => Ok(grant),
@@ -301,7 +312,7 @@ impl Dispatcher {
             peer: PeerAddress::new(client.ip(), request.port),
             event: swarm_event(request.event),
             seeder: request.left == 0,
-            peers_wanted: self.peer_limits.resolve(i64::from(request.peers_wanted)) as u16,
+            peers_wanted,
         };
         let worker = shard_for(&info_hash, self.outboxes.shards());
         self.push(

@@ -103,15 +103,15 @@ impl Host for TestHost {
         key: Option<KeyDigest>,
         announce: &AnnounceRequest,
         _ipv6: bool,
-    ) -> Result<(), PrivateRefusal> {
+    ) -> Result<bool, PrivateRefusal> {
         match &self.private {
             Some(registry) => {
                 let leeching = announce.answer.is_none() && announce.left != Some(0);
                 registry
                     .announce(key, &announce.info_hash.0, leeching)
-                    .map(drop)
+                    .map(|_| true)
             }
-            None => Ok(()),
+            None => Ok(true),
         }
     }
 

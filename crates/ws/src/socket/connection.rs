@@ -11,7 +11,7 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use futures_lite::{AsyncRead, AsyncReadExt as _, AsyncWrite, AsyncWriteExt as _};
-use shoal_private::{Event as LedgerEvent, KeyDigest, Refusal as PrivateRefusal};
+use shoal_private::{ClientAnnounce, Event as LedgerEvent, KeyDigest, Refusal as PrivateRefusal};
 use shoal_swarm::ServerTime;
 use shoal_tcp::{Place, within, write_all_before as write_all};
 use shoal_worker::Verdict;
@@ -159,9 +159,9 @@ impl Host for Worker {
         key: Option<KeyDigest>,
         announce: &AnnounceRequest,
         ipv6: bool,
-    ) -> Result<(), PrivateRefusal> {
+    ) -> Result<bool, PrivateRefusal> {
         let Some(registry) = &self.context.private else {
-            return Ok(());
+            return Ok(true);
         };
         // An answer relays a WebRTC answer to an offer: it needs a user and a
         // registered torrent (a seeding-only user answers leechers), carries no
@@ -169,7 +169,7 @@ impl Host for Worker {
         if announce.answer.is_some() {
             return registry
                 .announce(key, &announce.info_hash.0, false)
-                .map(drop);
+                .map(|_| true);
         }
         let leeching = announce.left != Some(0);
         let grant = registry.announce(key, &announce.info_hash.0, leeching)?;
@@ -179,14 +179,20 @@ impl Host for Worker {
             AnnounceEvent::Completed => LedgerEvent::Completed,
             AnnounceEvent::Stopped => LedgerEvent::Stopped,
         };
+        let mut peers = true;
         if let Some(sessions) = &self.context.sessions {
-            let (peer_id, info_hash) = (&announce.peer_id.0, &announce.info_hash.0);
-            let now = self.server_time().0;
-            sessions.admit(&grant, peer_id, info_hash, ipv6, event, now)?;
+            let client = ClientAnnounce {
+                peer_id: &announce.peer_id.0,
+                info_hash: &announce.info_hash.0,
+                ipv6,
+                event,
+                wants_peers: !announce.offers.is_empty(),
+            };
+            peers = sessions.admit(&grant, client, self.server_time().0)?.peers;
         }
         // Counters left out (some clients send none): nothing to credit from.
         let (Some(uploaded), Some(downloaded)) = (announce.uploaded, announce.downloaded) else {
-            return Ok(());
+            return Ok(peers);
         };
         if let Some(accounts) = &self.context.accounts {
             accounts.report(grant.report(
@@ -197,7 +203,7 @@ impl Host for Worker {
                 event,
             ));
         }
-        Ok(())
+        Ok(peers)
     }
 
     fn private_scrape(

@@ -50,6 +50,7 @@ pub(crate) fn rig_private(
         Arc::new(shoal_private::Sessions::new(
             config.cleaning.peer_timeout,
             config.private.min_interval,
+            config.private.peer_lists_per_minute,
         ))
     });
     let gates = super::Gates {

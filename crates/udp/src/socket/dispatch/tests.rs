@@ -488,3 +488,37 @@ fn private_mode_caps_a_users_clients_and_refuses_announces_too_early() {
     assert_eq!(answer(&mut rig, &announce(id, 1, 0)), None);
     assert_eq!(rig.dispatcher.counters.private_refused, 2);
 }
+
+#[test]
+fn a_user_past_their_peer_lists_per_minute_is_served_without_peers() {
+    const KEY: &str = "6f0d1b2c3d4e5f60718293a4b5c6d7e8";
+    let registry = shoal_private::Registry::parse(
+        &format!("17 {KEY}\n"),
+        &format!("{} 1001\n", "05".repeat(20)),
+    )
+    .unwrap();
+    let mut config = Config::default();
+    config.private.peer_lists_per_minute = 2;
+    let mut rig = super::rig::rig_private(
+        1,
+        16,
+        AccessControl::with_list(AccessListMode::Off, AccessList::default()),
+        config,
+        Some(Arc::new(registry)),
+    );
+    // Three clients of one user, each from its own address, leeching (left = 1).
+    let peers_sent = (1..=3u8)
+        .map(|n| {
+            let id = rig.connect(client(n));
+            let mut packet = keyed_announce(id, [5; 20], 1, &format!("/{KEY}/announce"));
+            packet[36..56].copy_from_slice(&[n; 20]);
+            match &rig.exchange(&packet, client(n))[..] {
+                [(_, Response::Announce(announce))] => (announce.peers.len(), announce.leechers),
+                other => panic!("{other:?}"),
+            }
+        })
+        .collect::<Vec<_>>();
+    // The first finds no one, the second the first; the third is in the swarm
+    // (three leechers) but past the allowance: no peers.
+    assert_eq!(peers_sent, [(0, 1), (1, 2), (0, 3)]);
+}
