@@ -84,6 +84,9 @@ wt_scrape_expect() {
 
 # wt_transfer NAME TRACKER_URL
 #
+# With WT_ON_TORRENT set, that function is called with the info hash once the torrent
+# is made, before anything announces (a private tracker's test registers it).
+#
 # The steps and what each checks (seeders, leechers, downloads):
 #   1. a random 6 MiB file and a .torrent whose only tracker is TRACKER_URL
 #   2. scrape: the tracker does not know the torrent yet            0, 0, 0
@@ -113,6 +116,8 @@ wt_transfer() {
     info_hash=$("${WT_TOOLS[@]}" make-torrent "$dir/seed/data.bin" "$url" "$dir/test.torrent") ||
         fail "could not make the torrent"
     say "torrent $info_hash"
+    # A private tracker serves registered torrents only: the caller registers it.
+    if [ -n "${WT_ON_TORRENT:-}" ]; then "$WT_ON_TORRENT" "$info_hash"; fi
     wt_scrape_expect "$url" "$info_hash" 0,0,0 "before any announce"
 
     start_bg "$name-seeder" "${WT_PEER[@]}" seed "$dir/test.torrent" "$dir/seed" \
