@@ -5,7 +5,12 @@
 //! One map swapped whole would make a change to one user of a million copy all of
 //! them (tens of milliseconds and a second copy's memory); a lock per part would make
 //! every read write to a shared cache line. Here a read is one `ArcSwap` load and one
-//! lookup, and a change copies one part: at a million entries, about 4,000.
+//! lookup, and a change copies one part: at a million entries, about 31,000.
+//!
+//! Why 32 parts: each part's table header is one more cache line a lookup needs. With
+//! 256 parts per table those lines fell out of the caches under a million random
+//! lookups, and private-mode announces lost 8% against public mode
+//! (documents/benchmarks/private-2026-11-27.md); 32 stay cached.
 
 use std::hash::{BuildHasher, Hash};
 use std::sync::Arc;
@@ -13,8 +18,8 @@ use std::sync::Arc;
 use arc_swap::ArcSwap;
 use hashbrown::HashMap;
 
-/// Parts per map.
-pub(crate) const SHARDS: usize = 256;
+/// Parts per map (see the module's notes for why 32).
+pub(crate) const SHARDS: usize = 32;
 
 /// A map in [`SHARDS`] parts swapped whole. Writes must not run concurrently (their
 /// owner serializes them; see `Registry`): two at once could each copy a part and one
