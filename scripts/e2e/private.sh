@@ -11,6 +11,10 @@
 #    lib/libtorrent.bash, scrapes (`/scrape?passkey=KEY`, derived by BEP 48) at every
 #    step. (libtorrent refuses a loopback tracker whose path is not /announce, an SSRF
 #    guard, so the path forms of the key are covered by the integration tests.)
+# 2b. aria2 over HTTP, `http://127.0.0.1:PORT/KEY/announce`: aria2c downloads from a
+#    libtorrent seeder (whose .torrent has the query form) with the key in the path
+#    (aria2 has no loopback guard); DHT, LPD and PEX off, so the tracker is the only
+#    way the two meet.
 # 3. Accounting: both trackers write batches into one export directory; the bytes
 #    credited to the user per torrent are what libtorrent reported (the leecher's
 #    download of the whole file, the seeder's upload of it), and every batch id is
@@ -22,12 +26,13 @@
 # Torrents are registered the way a site does it: the line is appended to the
 # torrents file and the tracker reloaded with SIGUSR1.
 #
-# Needs: python3-libtorrent (installed when missing, as root).
+# Needs: python3-libtorrent and aria2 (installed when missing, as root).
 source "$(dirname "$0")/lib/common.bash"
 source "$E2E_DIR/lib/libtorrent.bash"
 e2e_init private
 
 libtorrent_deps
+need_apt aria2
 shoal=$(tracker_bin shoal)
 
 KEY=6f0d1b2c3d4e5f60718293a4b5c6d7e8
@@ -140,6 +145,30 @@ dir="$WORK/http-private"
     "$dir/bad.torrent" >/dev/null || fail "could not make the bad-key torrent"
 refused http-bad-key "$dir/bad.torrent" "$dir/bad" "passkey not recognised"
 
+# --- 2b. aria2 over HTTP: the key in the path ----------------------------------------------
+dir="$WORK/aria2"
+mkdir -p "$dir/seed" "$dir/leech"
+random_file "$dir/seed/data.bin" 6
+# The seeder's .torrent has the query form (libtorrent's loopback guard wants the
+# path /announce), aria2's the path form; the info hash is the same.
+hash=$("${LT_CLIENT[@]}" make-torrent "$dir/seed/data.bin" "http://127.0.0.1:$http_port/announce?passkey=$KEY" \
+    "$dir/seed.torrent") || fail "could not make the torrent"
+"${LT_CLIENT[@]}" make-torrent "$dir/seed/data.bin" "http://127.0.0.1:$http_port/$KEY/announce" \
+    "$dir/test.torrent" >/dev/null || fail "could not make the torrent"
+register "$hash"
+start_bg aria2-seeder "${LT_CLIENT[@]}" seed "$dir/seed.torrent" "$dir/seed" --ip 127.0.0.1 --status "$dir/seeder.status"
+wait_for_line "$dir/seeder.status" announced 20 aria2-seeder tracker
+# --seed-time=0: aria2 announces completed and stopped as soon as it has the file,
+# then exits; its own port on loopback only.
+timeout 60 aria2c --dir="$dir/leech" --seed-time=0 --enable-dht=false --enable-dht6=false \
+    --bt-enable-lpd=false --enable-peer-exchange=false --listen-port=51413-51420 \
+    --bt-external-ip=127.0.0.1 --bt-stop-timeout=50 --summary-interval=0 --console-log-level=warn \
+    --follow-torrent=mem "$dir/test.torrent" >"$WORK/aria2.log" 2>&1 ||
+    fail "aria2c did not download through the private tracker (see aria2.log)"
+same_sha256 "$dir/seed/data.bin" "$dir/leech/data.bin"
+say "aria2 over HTTP: downloaded from the libtorrent seeder with the key in the path"
+stop_bg aria2-seeder
+
 ! grep -q "$KEY" "$WORK/tracker.log" || fail "the tracker's log holds a passkey"
 stop_bg tracker
 
@@ -157,9 +186,10 @@ for path in sorted(glob.glob(sys.argv[1] + "/*.json")):
         for field in total:
             total[field] += entry[field]
 assert len(ids) == len(set(ids)), f"batch ids repeat: {ids}"
-# Torrent 1001 went over UDP, 1002 over HTTP: one download and one upload of the file
-# each (libtorrent counts payload; a piece fetched twice may add a little).
-for torrent in (1001, 1002):
+# Torrent 1001 went over UDP, 1002 over HTTP, 1003 over HTTP to aria2: one download
+# and one upload of the file each (clients count payload; a piece fetched twice may
+# add a little).
+for torrent in (1001, 1002, 1003):
     total = totals.get(torrent)
     assert total, f"no credit for torrent {torrent}: {totals}"
     assert size <= total["downloaded"] < size * 1.1, (torrent, total)

@@ -17,7 +17,8 @@
 //!   include what an earlier run of the tracker credited already. The baselines are
 //!   kept across a restart ([`Ledger::save`], [`Ledger::restore`]), so a client that
 //!   announced before a restart is credited from its last totals after it;
-//! * a completion is counted once per entry; seeding time accrues between announces
+//! * a completion (a `completed` announce, or a leecher's bytes left reaching 0) is
+//!   counted once per entry; seeding time accrues between announces
 //!   made with nothing left, gaps longer than the peer timeout excepted, and once per
 //!   (user, torrent) however many peer ids seed it at the same time;
 //! * a user's peer ids per torrent are followed up to [`MAX_PEERS_PER_ENTRY`]: a
@@ -237,7 +238,11 @@ impl Ledger {
             seed_seconds = report.at.saturating_sub(from);
             entry.seeded_until = entry.seeded_until.max(report.at);
         }
-        let completed = report.event == Event::Completed && !peer.completed;
+        // A completion is announced as one (`completed`), or shows as the peer's
+        // bytes left reaching 0: aria2, told to stop once it has the file, sends only
+        // `stopped` with nothing left.
+        let finished = report.event == Event::Completed || (!peer.seeding && seeding);
+        let completed = finished && !peer.completed;
         peer.seeding = seeding;
         peer.completed |= completed;
         peer.last_seen = peer.last_seen.max(report.at);
@@ -696,5 +701,36 @@ mod tests {
             Ledger::new("x", 3600, 0).restore(&Ledger::new("y", 1, 0).save(), 0),
             Ok(0)
         );
+    }
+
+    #[test]
+    fn a_leecher_that_reaches_nothing_left_has_completed_once() {
+        let mut ledger = Ledger::new("http-1", 3600, 0);
+        let at = |left, event, at| Report {
+            user: 17,
+            torrent: 1003,
+            up_factor: 100,
+            down_factor: 100,
+            peer_id: [3; 20],
+            uploaded: 0,
+            downloaded: 100 - left,
+            left,
+            event,
+            at,
+        };
+        ledger.record(&at(100, Event::Started, 10));
+        // aria2 with --seed-time=0: straight to stopped with nothing left.
+        ledger.record(&at(0, Event::Stopped, 20));
+        assert_eq!(only(&ledger.take_batch(30).unwrap()).completed, 1);
+        // Another: nothing left announced, then `completed` too: one completion.
+        let other = |left, event, when| Report {
+            peer_id: [4; 20],
+            ..at(left, event, when)
+        };
+        ledger.record(&other(100, Event::Started, 40));
+        ledger.record(&other(0, Event::None, 50));
+        ledger.record(&other(0, Event::Completed, 60));
+        ledger.record(&other(0, Event::Stopped, 70));
+        assert_eq!(only(&ledger.take_batch(80).unwrap()).completed, 1);
     }
 }
