@@ -24,6 +24,12 @@ pub struct PrivateConfig {
     /// [up=PERCENT] [down=PERCENT]` (the two hashes of a hybrid torrent share its id).
     /// Read at start and again on SIGUSR1.
     pub torrents_path: PathBuf,
+    /// File holding a secret of at least 32 bytes shared with the site: then a
+    /// passkey may also be a stateless key, `<user id>-<version>-<mac>`, that the
+    /// site derives without telling the tracker (documents/private.md, "Stateless
+    /// keys"). Read at start. Empty: passkeys come from the users file and the API
+    /// only.
+    pub key_secret_path: PathBuf,
     /// The query parameter that may carry the passkey (`/announce?passkey=KEY`),
     /// besides the paths `/KEY/announce` and `/announce/KEY`.
     pub key_parameter: String,
@@ -68,6 +74,7 @@ impl Default for PrivateConfig {
             enabled: false,
             users_path: PathBuf::new(),
             torrents_path: PathBuf::new(),
+            key_secret_path: PathBuf::new(),
             key_parameter: "passkey".into(),
             export_directory: PathBuf::new(),
             export_interval: 10,
@@ -138,6 +145,11 @@ impl PrivateConfig {
             } else if let Some(problem) = crate::files::unreadable(path) {
                 problems.add(key, problem);
             }
+        }
+        if !self.key_secret_path.as_os_str().is_empty()
+            && let Some(problem) = crate::files::unreadable(&self.key_secret_path)
+        {
+            problems.add("key_secret_path", problem);
         }
         problems.check(
             !access_list_on,

@@ -40,9 +40,13 @@ impl<'a> Passkey<'a> {
             .then_some(Self(bytes))
     }
 
-    /// Its digest, what the registry is keyed by.
+    /// Its digest, what the registry is keyed by: for a stateless key whose MAC is
+    /// right (`stateless`), its user and version; for any other, a keyed hash.
     pub fn digest(self) -> KeyDigest {
-        KeyDigest::of(self.0)
+        match crate::stateless::verify(self.0) {
+            Some((user, version)) => KeyDigest::derived(user, version),
+            None => KeyDigest::of(self.0),
+        }
     }
 
     /// The first four characters and the length, for logs: enough to tell two keys
@@ -67,13 +71,17 @@ impl std::fmt::Debug for Passkey<'_> {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct KeyDigest([u64; 2]);
 
-/// A digest is already a keyed hash of its key: tables use its first word as their
-/// hash (`DigestHasher`) instead of hashing it again.
+/// A digest is already a keyed hash of its key: tables use it as their hash
+/// (`DigestHasher`) instead of hashing it again. The second word is mixed in for the
+/// digests of stateless keys, whose first word is the same for every user.
 impl std::hash::Hash for KeyDigest {
     fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        state.write_u64(self.0[0]);
+        state.write_u64(self.0[0] ^ self.0[1].wrapping_mul(0x9e37_79b9_7f4a_7c15));
     }
 }
+
+/// The first word of a stateless key's digest (`stateless`): "STATELES".
+const STATELESS: u64 = 0x5354_4154_454c_4553;
 
 /// The hasher of tables keyed by [`KeyDigest`]: the digest's first word, as it is.
 /// Safe only for keys that are outputs of a secret-keyed hash, as digests are (no
@@ -99,6 +107,22 @@ impl std::hash::Hasher for DigestHasher {
 }
 
 impl KeyDigest {
+    /// The digest of a verified stateless key of `user` at `version`.
+    pub(crate) fn derived(user: u32, version: u16) -> Self {
+        Self([STATELESS, u64::from(version) << 32 | u64::from(user)])
+    }
+
+    /// The user and version of a stateless key's digest.
+    pub(crate) fn stateless(self) -> Option<(u32, u16)> {
+        (self.0[0] == STATELESS).then_some((self.0[1] as u32, (self.0[1] >> 32) as u16))
+    }
+
+    /// Where a user registered for stateless keys is kept in the users table: their
+    /// id, whatever the version.
+    pub(crate) fn stateless_user(user: u32) -> Self {
+        Self::derived(user, 0)
+    }
+
     /// The digest of any secret (the admin API's token too): two digests are equal
     /// when their secrets are, and comparing them tells a timing observer nothing
     /// about either secret, which no one outside the process can hash.

@@ -10,6 +10,7 @@
 //!   torrent, duplicates absorbed, handed out in [`Batch`]es;
 //! * `accounting`: the thread that keeps the ledger and writes each batch as a file
 //!   for the site;
+//! * `stateless`: keys a site derives from a user id and a shared secret (no sync);
 //! * `sessions`: the clients each user has in each torrent now, for the per-user peer
 //!   cap and the enforced minimum interval.
 //!
@@ -22,9 +23,11 @@ mod ledger;
 mod registry;
 mod sessions;
 mod shards;
+mod stateless;
 
 pub use accounting::{Accounts, MAX_UNWRITTEN, QUEUE_LEN, write_batch};
 pub use key::{KeyDigest, KeyPlaces, Located, MAX_KEY_LEN, MIN_KEY_LEN, Passkey};
 pub use ledger::{Batch, Credit, Event, Ledger, Live, MAX_PEERS_PER_ENTRY, Report, Whose};
 pub use registry::{Change, Conflict, Grant, MAX_FILE, Refusal, Registry, Torrent, User};
 pub use sessions::{Admitted, ClientAnnounce, MAX_CLIENTS, Sessions};
+pub use stateless::{MIN_SECRET, derive_key, set_secret};

@@ -9,7 +9,7 @@
 //! Users file, one user per line, `#` comments and blank lines ignored:
 //!
 //! ```text
-//! # <user id> <passkey> [noleech] [disabled] [peers=N]
+//! # <user id> <passkey or - for stateless keys> [noleech] [disabled] [peers=N] [version=N]
 //! 17 6f0d1b2c3d4e5f60718293a4b5c6d7e8
 //! 18 a1b2c3d4e5f60718293a4b5c6d7e8f90 noleech peers=3
 //! ```
@@ -45,6 +45,22 @@ pub struct User {
     pub disabled: bool,
     /// Peers they may have in one torrent at once; 0: no cap.
     pub peer_cap: u16,
+    /// The oldest version of their stateless key still accepted (`stateless`); a site
+    /// retires a leaked key by raising it. 0 for keys from the users file.
+    pub min_key_version: u16,
+}
+
+impl User {
+    /// A user nobody registered, known by a stateless key: no restriction.
+    pub fn unrestricted(id: u32) -> Self {
+        Self {
+            id,
+            can_leech: true,
+            disabled: false,
+            peer_cap: 0,
+            min_key_version: 0,
+        }
+    }
 }
 
 /// A torrent as the site registered it.
@@ -274,7 +290,21 @@ impl Registry {
     /// The user a key (its digest) belongs to.
     pub fn user(&self, key: Option<KeyDigest>) -> Result<User, Refusal> {
         let key = key.ok_or(Refusal::MissingKey)?;
-        let user = self.users.get(&key).ok_or(Refusal::UnknownKey)?;
+        let user = match key.stateless() {
+            // A stateless key's MAC was checked when it was digested: its user is
+            // known, registered (to restrict them) or not.
+            Some((id, version)) => {
+                let user = self
+                    .users
+                    .get(&KeyDigest::stateless_user(id))
+                    .unwrap_or(User::unrestricted(id));
+                if version < user.min_key_version {
+                    return Err(Refusal::UnknownKey);
+                }
+                user
+            }
+            None => self.users.get(&key).ok_or(Refusal::UnknownKey)?,
+        };
         if user.disabled {
             return Err(Refusal::Disabled);
         }
@@ -318,10 +348,15 @@ impl Registry {
         self.users.get(&key)
     }
 
-    /// Sets user `user.id`, whose key is `key`: a new user, or new settings or a new
-    /// key (the old one stops working) for one already there.
-    pub fn put_user(&self, user: User, key: Passkey<'_>) -> Result<Change, Conflict> {
-        let digest = key.digest();
+    /// Sets user `user.id`, whose key is `key` (`None`: they use stateless keys): a
+    /// new user, or new settings or a new key (the old one stops working) for one
+    /// already there.
+    pub fn put_user(&self, user: User, key: Option<Passkey<'_>>) -> Result<Change, Conflict> {
+        let digest = match key {
+            Some(key) => key.digest(),
+            // A user of stateless keys, registered to restrict them.
+            None => KeyDigest::stateless_user(user.id),
+        };
         let mut writer = self.writer();
         if let Some(owner) = self.users.get(&digest)
             && owner.id != user.id
@@ -462,19 +497,20 @@ fn parse_users(reader: impl BufRead, mut tables: Tables) -> anyhow::Result<Table
         let Ok(id) = id.parse::<u32>() else {
             bail!("line {number}: the first word is not a user id (a number up to 4294967295)");
         };
-        let Some(key) = Passkey::new(key.as_bytes()) else {
+        let stateless = key == "-";
+        let key = if stateless {
+            None
+        } else {
+            Passkey::new(key.as_bytes())
+        };
+        if !stateless && key.is_none() {
             bail!(
                 "line {number}: user {id}'s passkey must be {} to {} characters of A-Z, a-z, 0-9, - and _",
                 crate::key::MIN_KEY_LEN,
                 crate::key::MAX_KEY_LEN
             );
         };
-        let mut user = User {
-            id,
-            can_leech: true,
-            disabled: false,
-            peer_cap: 0,
-        };
+        let mut user = User::unrestricted(id);
         for (word, option) in words.enumerate() {
             match option.split_once('=') {
                 None if option == "noleech" => user.can_leech = false,
@@ -485,13 +521,23 @@ fn parse_users(reader: impl BufRead, mut tables: Tables) -> anyhow::Result<Table
                     };
                     user.peer_cap = cap;
                 }
+                Some(("version", version)) if stateless => {
+                    let Ok(version) = version.parse() else {
+                        bail!("line {number}: version= takes a number up to 65535");
+                    };
+                    user.min_key_version = version;
+                }
                 _ => bail!(
-                    "line {number}: word {} is not an option (known: noleech, disabled, peers=N)",
+                    "line {number}: word {} is not an option (known: noleech, disabled, \
+                     peers=N, and version=N for a stateless user, `-` as the passkey)",
                     word + 3
                 ),
             }
         }
-        let digest = key.digest();
+        let digest = match key {
+            Some(key) => key.digest(),
+            None => KeyDigest::stateless_user(id),
+        };
         if tables.keys.insert(id, digest).is_some() {
             bail!("line {number}: user {id} is listed twice");
         }
@@ -736,7 +782,7 @@ mod tests {
     fn users_and_torrents_change_one_at_a_time() {
         let registry = registry();
         let alice = registry.user_by_id(17).unwrap();
-        let passkey = |text: &'static str| Passkey::new(text.as_bytes()).unwrap();
+        let passkey = |text: &'static str| Passkey::new(text.as_bytes());
         assert_eq!(
             registry.put_user(alice, passkey(ALICE)),
             Ok(Change::Unchanged)
@@ -756,6 +802,7 @@ mod tests {
             can_leech: false,
             disabled: false,
             peer_cap: 2,
+            min_key_version: 0,
         };
         assert_eq!(registry.put_user(dave, passkey(ALICE)), Ok(Change::Created));
         assert_eq!(registry.user(key(ALICE)), Ok(dave));
@@ -809,9 +856,9 @@ mod tests {
             can_leech: true,
             disabled: false,
             peer_cap: 0,
+            min_key_version: 0,
         };
-        udp.put_user(bob, Passkey::new(BOB.as_bytes()).unwrap())
-            .unwrap();
+        udp.put_user(bob, Passkey::new(BOB.as_bytes())).unwrap();
         assert_eq!(http.user(key(BOB)).unwrap().id, 18);
         // Files unchanged: the change made through the API stays.
         assert_eq!(
@@ -832,5 +879,44 @@ mod tests {
         let again = Registry::open(&users, &torrents).unwrap();
         assert_eq!(again.counts(), (2, 1));
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn stateless_keys_need_no_registration_and_old_versions_can_be_retired() {
+        const SECRET: &[u8] = b"0123456789abcdef0123456789abcdef: a test secret";
+        crate::set_secret(SECRET).unwrap();
+        assert!(crate::set_secret(SECRET).is_ok(), "the same secret again");
+        assert!(crate::set_secret(b"another secret, at least 32 bytes long").is_err());
+        assert!(crate::set_secret(b"short").is_err());
+        let registry =
+            Registry::parse(&format!("17 {ALICE}\n18 - noleech version=2\n"), "").unwrap();
+        let digest = |text: &str| Passkey::new(text.as_bytes()).map(Passkey::digest);
+        let key42 = crate::derive_key(SECRET, 42, 1);
+        assert_eq!(registry.user(digest(&key42)), Ok(User::unrestricted(42)));
+        // A MAC with one digit changed, or another user's id on it: no user.
+        let mut forged = key42.clone().into_bytes();
+        let last = forged.len() - 1;
+        forged[last] = if forged[last] == b'0' { b'1' } else { b'0' };
+        let forged = String::from_utf8(forged).unwrap();
+        assert_eq!(registry.user(digest(&forged)), Err(Refusal::UnknownKey));
+        let moved = key42.replacen("42-", "43-", 1);
+        assert_eq!(registry.user(digest(&moved)), Err(Refusal::UnknownKey));
+        // User 18 is registered to restrict them: seeding only, version 1 retired.
+        let old = crate::derive_key(SECRET, 18, 1);
+        assert_eq!(registry.user(digest(&old)), Err(Refusal::UnknownKey));
+        let bob = registry
+            .user(digest(&crate::derive_key(SECRET, 18, 2)))
+            .unwrap();
+        assert!(!bob.can_leech);
+        // Registered through the API without a key: disabled.
+        let disabled = User {
+            disabled: true,
+            ..User::unrestricted(42)
+        };
+        assert_eq!(registry.put_user(disabled, None), Ok(Change::Created));
+        assert_eq!(registry.user(digest(&key42)), Err(Refusal::Disabled));
+        assert_eq!(registry.user_by_id(42), Some(disabled));
+        // Keys from the users file work as before.
+        assert_eq!(registry.user(key(ALICE)).unwrap().id, 17);
     }
 }

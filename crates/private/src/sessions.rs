@@ -293,6 +293,7 @@ mod tests {
                 can_leech: true,
                 disabled: false,
                 peer_cap: cap,
+                min_key_version: 0,
             },
             torrent: Torrent {
                 id: 1001,

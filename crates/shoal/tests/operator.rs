@@ -1024,3 +1024,46 @@ fn a_private_http_tracker_caps_a_users_clients_and_enforces_the_minimum_interval
     shoal.stop();
     std::fs::remove_dir_all(&files).unwrap();
 }
+
+#[test]
+fn stateless_keys_are_served_without_registration() {
+    use std::os::unix::fs::PermissionsExt as _;
+    const SECRET: &str = "an operator's secret shared with the site, 32+ bytes";
+    let files = std::env::temp_dir().join(format!(
+        "shoal-operator-secret-files-{}",
+        std::process::id()
+    ));
+    std::fs::create_dir_all(&files).unwrap();
+    std::fs::write(files.join("users"), "# nobody: the keys are stateless\n").unwrap();
+    std::fs::write(
+        files.join("torrents"),
+        format!("{} 1001\n", "aa".repeat(20)),
+    )
+    .unwrap();
+    std::fs::write(files.join("secret"), format!("{SECRET}\n")).unwrap();
+    std::fs::set_permissions(files.join("secret"), std::fs::Permissions::from_mode(0o600)).unwrap();
+    let config = format!(
+        "{CONFIG}[http.private]\nenabled = true\nusers_path = \"{}\"\ntorrents_path = \"{}\"\nkey_secret_path = \"{}\"\n",
+        files.join("users").display(),
+        files.join("torrents").display(),
+        files.join("secret").display(),
+    );
+    let shoal = Shoal::start("secret", &config, &[]);
+    let http = shoal.address_after("listening on http://");
+    let announce = |key: &str| {
+        let reply = http_get(
+            http,
+            &format!(
+                "/{key}/announce?info_hash={}&peer_id=-qB4650-aaaaaaaaaaaa&port=6881&left=0",
+                "%AA".repeat(20)
+            ),
+        );
+        String::from_utf8_lossy(&reply).into_owned()
+    };
+    let key = shoal_private::derive_key(SECRET.as_bytes(), 42, 1);
+    assert!(announce(&key).contains("8:intervali"), "{}", announce(&key));
+    let wrong = shoal_private::derive_key(b"not the operator's secret, also 32+ bytes", 42, 1);
+    assert!(announce(&wrong).contains("passkey not recognised"));
+    shoal.stop();
+    std::fs::remove_dir_all(&files).unwrap();
+}

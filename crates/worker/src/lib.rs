@@ -140,6 +140,16 @@ impl<C: Counters> Context<C> {
         let clients = ClientRules::from_config(&config.clients)
             .map_err(|problem| anyhow::anyhow!("clients.{problem}"))?;
         let settings = &config.private;
+        if settings.enabled && !settings.key_secret_path.as_os_str().is_empty() {
+            let path = &settings.key_secret_path;
+            let secret = shoal_common::read_bounded(path, 4096).with_context(|| {
+                format!("cannot read private.key_secret_path {}", path.display())
+            })?;
+            let secret = secret.trim_ascii_end();
+            shoal_private::set_secret(secret)
+                .map_err(|problem| anyhow::anyhow!("private.key_secret_path: {problem}"))?;
+            log::info!("private mode: stateless keys accepted (private.key_secret_path)");
+        }
         let private = if settings.enabled {
             let registry = Registry::open(&settings.users_path, &settings.torrents_path)
                 .context("cannot load private mode's users and torrents (private.users_path, private.torrents_path)")?;

@@ -64,7 +64,12 @@ impl Answer {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct UserBody {
-    passkey: String,
+    /// Absent: the user announces with stateless keys and is registered to be
+    /// restricted (or to retire old key versions).
+    #[serde(default)]
+    passkey: Option<String>,
+    #[serde(default)]
+    min_key_version: u16,
     #[serde(default = "yes")]
     can_leech: bool,
     #[serde(default)]
@@ -252,6 +257,7 @@ impl AdminApi {
                     "can_leech": user.can_leech,
                     "disabled": user.disabled,
                     "peer_cap": user.peer_cap,
+                    "min_key_version": user.min_key_version,
                     "accounting": live,
                 }))
             }
@@ -260,7 +266,11 @@ impl AdminApi {
                     Ok(body) => body,
                     Err(answer) => return answer,
                 };
-                let Some(passkey) = Passkey::new(body.passkey.as_bytes()) else {
+                let passkey = body
+                    .passkey
+                    .as_deref()
+                    .map(|text| Passkey::new(text.as_bytes()));
+                let Some(passkey) = passkey.map_or(Some(None), |key| key.map(Some)) else {
                     return Answer::error(
                         400,
                         format!(
@@ -275,6 +285,7 @@ impl AdminApi {
                     can_leech: body.can_leech,
                     disabled: body.disabled,
                     peer_cap: body.peer_cap,
+                    min_key_version: body.min_key_version,
                 };
                 let mut change = Change::Unchanged;
                 for registry in registries {

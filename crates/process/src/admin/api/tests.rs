@@ -140,6 +140,28 @@ fn users_are_put_read_and_deleted_idempotently() {
 }
 
 #[test]
+fn a_user_of_stateless_keys_is_registered_without_a_key() {
+    let (mut api, registry, _) = api();
+    let (status, json) = call(
+        &mut api,
+        "PUT",
+        "/v1/users/42",
+        r#"{"can_leech":false,"min_key_version":3}"#,
+    );
+    assert_eq!(
+        (status, json["change"].as_str()),
+        (201, Some("created")),
+        "{json}"
+    );
+    let user = registry.user_by_id(42).unwrap();
+    assert_eq!((user.can_leech, user.min_key_version), (false, 3));
+    assert_eq!(
+        call(&mut api, "GET", "/v1/users/42", "").1["min_key_version"],
+        3
+    );
+}
+
+#[test]
 fn torrents_are_put_read_and_deleted() {
     let (mut api, registry, _) = api();
     let path = format!("/v1/torrents/{OTHER}");
@@ -199,10 +221,10 @@ fn bad_requests_say_what_is_wrong_without_echoing_values() {
         ),
         (
             "PUT",
-            "/v1/users/18",
-            r#"{"can_leech":true}"#,
+            "/v1/torrents/0123456789abcdef0123456789abcdef01234567",
+            r#"{"up_factor":100}"#,
             400,
-            "missing field `passkey`",
+            "missing field `id`",
         ),
         (
             "PUT",

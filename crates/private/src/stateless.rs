@@ -1,0 +1,119 @@
+//! Stateless passkeys: a key the site derives from a user id, a key version and a
+//! secret it shares with the tracker, so that a new user needs no sync at all.
+//!
+//! `key = <user id>-<version>-<mac>`, where `mac` is the first 16 bytes, as 32
+//! lowercase hex digits, of HMAC-SHA256(secret, "shoal passkey 1" 0x00 user id (4 bytes,
+//! big-endian) version (2 bytes, big-endian)). The tracker checks the MAC (in
+//! constant time) and knows the user without a registry entry; the site registers a
+//! user only to restrict them (disabled, seeding only, a peer cap) or to retire old
+//! keys (`min_key_version`). Keys of users in the users file work as before.
+//!
+//! The secret is process-wide ([`set_secret`], once at start): a key names a user, not
+//! a tracker, and the trackers of one process share one users table.
+
+use std::sync::OnceLock;
+
+use ring::hmac;
+
+/// The secret and the HMAC key made of it.
+struct Secret {
+    key: hmac::Key,
+    /// A digest of the secret, to tell a second tracker's secret from the first's.
+    fingerprint: [u8; 32],
+}
+
+static SECRET: OnceLock<Secret> = OnceLock::new();
+
+/// The shortest secret accepted, in bytes.
+pub const MIN_SECRET: usize = 32;
+
+/// Makes `secret` the process's; a second call with the same secret is fine, with
+/// another it is an error (two trackers of one process must share one).
+pub fn set_secret(secret: &[u8]) -> Result<(), &'static str> {
+    if secret.len() < MIN_SECRET {
+        return Err("the key secret must be at least 32 bytes");
+    }
+    let fingerprint = fingerprint(secret);
+    let set = SECRET.get_or_init(|| Secret {
+        key: hmac::Key::new(hmac::HMAC_SHA256, secret),
+        fingerprint,
+    });
+    if set.fingerprint == fingerprint {
+        Ok(())
+    } else {
+        Err("the trackers of one process must share one key secret")
+    }
+}
+
+fn fingerprint(secret: &[u8]) -> [u8; 32] {
+    let digest = ring::digest::digest(&ring::digest::SHA256, secret);
+    let mut out = [0u8; 32];
+    out.copy_from_slice(digest.as_ref());
+    out
+}
+
+/// The key of `user` at `version` under `secret`: what a site hands out.
+pub fn derive_key(secret: &[u8], user: u32, version: u16) -> String {
+    let key = hmac::Key::new(hmac::HMAC_SHA256, secret);
+    format!("{user}-{version}-{}", hex(&mac(&key, user, version)))
+}
+
+fn mac(key: &hmac::Key, user: u32, version: u16) -> [u8; 16] {
+    let mut message = [0u8; 22];
+    message[..16].copy_from_slice(b"shoal passkey 1\0");
+    message[16..20].copy_from_slice(&user.to_be_bytes());
+    message[20..].copy_from_slice(&version.to_be_bytes());
+    let tag = hmac::sign(key, &message);
+    let mut out = [0u8; 16];
+    out.copy_from_slice(&tag.as_ref()[..16]);
+    out
+}
+
+fn hex(bytes: &[u8]) -> String {
+    use std::fmt::Write as _;
+    bytes.iter().fold(String::with_capacity(32), |mut out, b| {
+        let _ = write!(out, "{b:02x}");
+        out
+    })
+}
+
+/// The user and version `key` was derived for, if it has the form of a derived key
+/// and its MAC is right under the process's secret; `None` without a secret.
+pub(crate) fn verify(key: &[u8]) -> Option<(u32, u16)> {
+    let secret = SECRET.get()?;
+    let text = std::str::from_utf8(key).ok()?;
+    let mut parts = text.splitn(3, '-');
+    let user: u32 = parts.next()?.parse().ok()?;
+    let version: u16 = parts.next()?.parse().ok()?;
+    let given = parts.next()?;
+    if given.len() != 32 {
+        return None;
+    }
+    let mut tag = [0u8; 16];
+    for (out, pair) in tag.iter_mut().zip(given.as_bytes().chunks(2)) {
+        let digit = |b: u8| (b as char).to_digit(16);
+        *out = (digit(pair[0])? * 16 + digit(pair[1])?) as u8;
+    }
+    // Compared in constant time: how much of a guess matched must not show.
+    let expected = mac(&secret.key, user, version);
+    let same = expected
+        .iter()
+        .zip(&tag)
+        .fold(0u8, |diff, (a, b)| diff | (a ^ b))
+        == 0;
+    same.then_some((user, version))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_match_the_documented_recipe() {
+        // documents/private.md's Python recipe, run on the same inputs.
+        assert_eq!(
+            derive_key(b"0123456789abcdef0123456789abcdef", 42, 1),
+            "42-1-cbd08a8ce91685077e63a73b298da097"
+        );
+    }
+}
