@@ -20,6 +20,68 @@ pub fn eventually(mut condition: impl FnMut() -> bool) -> bool {
     condition()
 }
 
+/// An HTTP endpoint on a free loopback port that takes POSTs, as a site's does:
+/// answers each request with the next of `statuses` (200 once they run out) and hands
+/// each one's head and body to the receiver. Its thread ends when the receiver is
+/// dropped and the next request comes, or with the test.
+pub fn post_endpoint(
+    statuses: Vec<u16>,
+) -> (
+    std::net::SocketAddr,
+    std::sync::mpsc::Receiver<(String, String)>,
+) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a loopback port");
+    post_endpoint_on(listener, statuses)
+}
+
+/// [`post_endpoint`] on a listener of the caller's (a port it chose before).
+pub fn post_endpoint_on(
+    listener: std::net::TcpListener,
+    statuses: Vec<u16>,
+) -> (
+    std::net::SocketAddr,
+    std::sync::mpsc::Receiver<(String, String)>,
+) {
+    use std::io::{Read as _, Write as _};
+    let address = listener.local_addr().expect("a bound listener");
+    let (send, received) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut statuses = statuses.into_iter();
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { return };
+            let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
+            let mut request = Vec::new();
+            let mut buffer = [0u8; 4096];
+            let whole = loop {
+                match stream.read(&mut buffer) {
+                    Ok(0) | Err(_) => break None,
+                    Ok(read) => request.extend_from_slice(&buffer[..read]),
+                }
+                let text = String::from_utf8_lossy(&request).into_owned();
+                let Some((head, body)) = text.split_once("\r\n\r\n") else {
+                    continue;
+                };
+                let length: usize = head
+                    .lines()
+                    .find_map(|line| line.strip_prefix("Content-Length: "))
+                    .and_then(|n| n.parse().ok())
+                    .unwrap_or(0);
+                if body.len() >= length {
+                    break Some((head.to_owned(), body.to_owned()));
+                }
+            };
+            let status = statuses.next().unwrap_or(200);
+            let _ = write!(stream, "HTTP/1.1 {status} X\r\nContent-Length: 0\r\n\r\n");
+            if let Some(request) = whole
+                && send.send(request).is_err()
+            {
+                return;
+            }
+        }
+    });
+    (address, received)
+}
+
 /// A real `redis-server` on a free loopback port, for the cluster tests; stopped (by
 /// its PID) when dropped. `./scripts/test.sh` installs Debian's `redis-server`.
 #[derive(Debug)]

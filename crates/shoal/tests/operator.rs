@@ -880,47 +880,6 @@ fn the_admin_api_changes_users_live_for_every_private_tracker() {
     std::fs::remove_dir_all(&files).unwrap();
 }
 
-/// A site's batch endpoint on `listener`: answers 200 to every POST and hands each
-/// body to the receiver.
-fn batch_endpoint(listener: std::net::TcpListener) -> mpsc::Receiver<String> {
-    let (send, bodies) = mpsc::channel();
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(mut stream) = stream else { return };
-            stream
-                .set_read_timeout(Some(Duration::from_secs(5)))
-                .unwrap();
-            let mut request = Vec::new();
-            let mut buffer = [0u8; 4096];
-            let body = loop {
-                match stream.read(&mut buffer) {
-                    Ok(0) | Err(_) => break None,
-                    Ok(read) => request.extend_from_slice(&buffer[..read]),
-                }
-                let text = String::from_utf8_lossy(&request).into_owned();
-                let Some((head, body)) = text.split_once("\r\n\r\n") else {
-                    continue;
-                };
-                let length: usize = head
-                    .lines()
-                    .find_map(|line| line.strip_prefix("Content-Length: "))
-                    .and_then(|n| n.parse().ok())
-                    .unwrap_or(0);
-                if body.len() >= length {
-                    break Some(body.to_owned());
-                }
-            };
-            let _ = stream.write_all(b"HTTP/1.1 204 No Content\r\n\r\n");
-            if let Some(body) = body
-                && send.send(body).is_err()
-            {
-                return;
-            }
-        }
-    });
-    bodies
-}
-
 #[test]
 fn accounting_batches_wait_for_a_site_that_is_down_across_a_restart() {
     const KEY: &str = "6f0d1b2c3d4e5f60718293a4b5c6d7e8";
@@ -969,10 +928,11 @@ fn accounting_batches_wait_for_a_site_that_is_down_across_a_restart() {
     assert!(batches.join(".http.ledger").is_file(), "baselines kept");
 
     // The site is up and the tracker starts again: the batch of the last run arrives.
-    let bodies = batch_endpoint(std::net::TcpListener::bind(site_address).unwrap());
+    let listener = std::net::TcpListener::bind(site_address).unwrap();
+    let (_, bodies) = shoal_common::testing::post_endpoint_on(listener, vec![204]);
     let shoal = Shoal::start("export-2", &config, &[]);
     shoal.line_with("http: accounting baselines of 1 peers kept from the last run");
-    let body = bodies.recv_timeout(Duration::from_secs(15)).unwrap();
+    let (_, body) = bodies.recv_timeout(Duration::from_secs(15)).unwrap();
     assert!(
         body.contains(r#""user":17,"torrent":1001,"uploaded":4096"#),
         "{body}"

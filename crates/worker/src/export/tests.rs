@@ -32,64 +32,12 @@ fn batch(id: &str, user: u32) -> Batch {
 /// A site's endpoint: answers each POST with the next of `statuses` (200 once they
 /// run out) and hands each request's head and body to the receiver.
 fn site(statuses: Vec<u16>) -> (String, mpsc::Receiver<(String, String)>) {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!(
-        "http://{}/tracker/batches?site=1",
-        listener.local_addr().unwrap()
-    );
-    let (send, received) = mpsc::channel();
-    std::thread::spawn(move || {
-        let mut statuses = statuses.into_iter();
-        for stream in listener.incoming() {
-            let Ok(mut stream) = stream else { return };
-            stream
-                .set_read_timeout(Some(Duration::from_secs(5)))
-                .unwrap();
-            let mut request = Vec::new();
-            let mut buffer = [0u8; 4096];
-            let (head, length) = loop {
-                let read = stream.read(&mut buffer).unwrap_or(0);
-                if read == 0 {
-                    break (String::new(), 0);
-                }
-                request.extend_from_slice(&buffer[..read]);
-                if let Some(end) = request.windows(4).position(|w| w == b"\r\n\r\n") {
-                    let head = String::from_utf8_lossy(&request[..end]).into_owned();
-                    let length: usize = head
-                        .lines()
-                        .find_map(|l| l.strip_prefix("Content-Length: "))
-                        .and_then(|n| n.parse().ok())
-                        .unwrap_or(0);
-                    request.drain(..end + 4);
-                    break (head, length);
-                }
-            };
-            while request.len() < length {
-                let read = stream.read(&mut buffer).unwrap_or(0);
-                if read == 0 {
-                    break;
-                }
-                request.extend_from_slice(&buffer[..read]);
-            }
-            let status = statuses.next().unwrap_or(200);
-            let _ = write!(stream, "HTTP/1.1 {status} X\r\nContent-Length: 0\r\n\r\n");
-            if send
-                .send((head, String::from_utf8_lossy(&request).into_owned()))
-                .is_err()
-            {
-                return;
-            }
-        }
-    });
-    (url, received)
+    let (address, received) = shoal_common::testing::post_endpoint(statuses);
+    (format!("http://{address}/tracker/batches?site=1"), received)
 }
 
-fn wait_until(mut done: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !done() {
-        assert!(Instant::now() < deadline, "not in time");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+fn wait_until(done: impl FnMut() -> bool) {
+    assert!(shoal_common::testing::eventually(done), "not in time");
 }
 
 fn files_in(dir: &Path) -> usize {

@@ -320,7 +320,6 @@ fn keyed_announce(
 
 #[test]
 fn private_mode_serves_registered_users_and_torrents_only() {
-    const KEY: &str = "6f0d1b2c3d4e5f60718293a4b5c6d7e8";
     const SEEDER_ONLY: &str = "a1b2c3d4e5f60718293a4b5c6d7e8f90";
     let registry = shoal_private::Registry::parse(
         &format!("17 {KEY}\n18 {SEEDER_ONLY} noleech\n"),
@@ -410,13 +409,7 @@ fn client_rules_refuse_by_peer_id_and_every_announce_is_counted_by_client() {
         config,
     );
     let id = rig.connect(client(1));
-    let announce_as = |peer_id: &[u8]| {
-        let mut packet = keyed_announce(id, [5; 20], 1, "");
-        // BEP 15: the peer id follows the connection id, action, transaction id and
-        // info hash.
-        packet[36..36 + peer_id.len()].copy_from_slice(peer_id);
-        packet
-    };
+    let announce_as = |peer_id: &[u8]| with_peer_id(keyed_announce(id, [5; 20], 1, ""), peer_id);
     let replies = rig.exchange(&announce_as(b"-XL0012-"), client(1));
     match &replies[..] {
         [(_, Response::Error(error))] => {
@@ -441,28 +434,39 @@ fn client_rules_refuse_by_peer_id_and_every_announce_is_counted_by_client() {
     assert_eq!(counters.clients.0[index("qBittorrent")], 1);
 }
 
-#[test]
-fn private_mode_caps_a_users_clients_and_refuses_announces_too_early() {
-    const KEY: &str = "6f0d1b2c3d4e5f60718293a4b5c6d7e8";
-    let registry = shoal_private::Registry::parse(
-        &format!("17 {KEY} peers=1\n"),
-        &format!("{} 1001\n", "05".repeat(20)),
-    )
-    .unwrap();
-    let mut config = Config::default();
-    config.private.min_interval = 900;
-    let mut rig = super::rig::rig_private(
+/// The passkey of the one user of [`one_user_rig`].
+const KEY: &str = "6f0d1b2c3d4e5f60718293a4b5c6d7e8";
+
+/// A private rig with the users file `users` and torrent `05…05` registered.
+fn one_user_rig(users: &str, config: Config) -> super::rig::Rig {
+    let torrents = format!("{} 1001\n", "05".repeat(20));
+    let registry = shoal_private::Registry::parse(users, &torrents).unwrap();
+    super::rig::rig_private(
         1,
         16,
         AccessControl::with_list(AccessListMode::Off, AccessList::default()),
         config,
         Some(Arc::new(registry)),
-    );
+    )
+}
+
+/// `packet`, an announce, with the peer id `peer_id` starts with (BEP 15: the peer
+/// id follows the connection id, action, transaction id and info hash, at 36).
+fn with_peer_id(mut packet: Vec<u8>, peer_id: &[u8]) -> Vec<u8> {
+    packet[36..36 + peer_id.len()].copy_from_slice(peer_id);
+    packet
+}
+
+#[test]
+fn private_mode_caps_a_users_clients_and_refuses_announces_too_early() {
+    let mut config = Config::default();
+    config.private.min_interval = 900;
+    let mut rig = one_user_rig(&format!("17 {KEY} peers=1\n"), config);
     let id = rig.connect(client(1));
-    // BEP 15 offsets: the peer id at 36, the event at 80 (0: none, 2: started).
+    // BEP 15: the event at 80 (0: none, 2: started).
     let announce = |id, peer: u8, event: u8| {
-        let mut packet = keyed_announce(id, [5; 20], 0, &format!("/{KEY}/announce"));
-        packet[36..56].copy_from_slice(&[peer; 20]);
+        let packet = keyed_announce(id, [5; 20], 0, &format!("/{KEY}/announce"));
+        let mut packet = with_peer_id(packet, &[peer; 20]);
         packet[80..84].copy_from_slice(&u32::from(event).to_be_bytes());
         packet
     };
@@ -491,27 +495,15 @@ fn private_mode_caps_a_users_clients_and_refuses_announces_too_early() {
 
 #[test]
 fn a_user_past_their_peer_lists_per_minute_is_served_without_peers() {
-    const KEY: &str = "6f0d1b2c3d4e5f60718293a4b5c6d7e8";
-    let registry = shoal_private::Registry::parse(
-        &format!("17 {KEY}\n"),
-        &format!("{} 1001\n", "05".repeat(20)),
-    )
-    .unwrap();
     let mut config = Config::default();
     config.private.peer_lists_per_minute = 2;
-    let mut rig = super::rig::rig_private(
-        1,
-        16,
-        AccessControl::with_list(AccessListMode::Off, AccessList::default()),
-        config,
-        Some(Arc::new(registry)),
-    );
+    let mut rig = one_user_rig(&format!("17 {KEY}\n"), config);
     // Three clients of one user, each from its own address, leeching (left = 1).
     let peers_sent = (1..=3u8)
         .map(|n| {
             let id = rig.connect(client(n));
-            let mut packet = keyed_announce(id, [5; 20], 1, &format!("/{KEY}/announce"));
-            packet[36..56].copy_from_slice(&[n; 20]);
+            let packet = keyed_announce(id, [5; 20], 1, &format!("/{KEY}/announce"));
+            let packet = with_peer_id(packet, &[n; 20]);
             match &rig.exchange(&packet, client(n))[..] {
                 [(_, Response::Announce(announce))] => (announce.peers.len(), announce.leechers),
                 other => panic!("{other:?}"),
