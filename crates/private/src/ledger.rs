@@ -30,6 +30,12 @@
 
 use hashbrown::HashMap;
 
+mod pair;
+mod shared;
+
+use pair::{Accrued, Pair, Peer};
+pub use shared::{MAX_SHARED_ATTEMPTS, SharedError, SharedPairs};
+
 /// Peer ids followed per (user, torrent); more are not credited (and counted).
 pub const MAX_PEERS_PER_ENTRY: u16 = 32;
 
@@ -132,33 +138,69 @@ pub struct Live {
     pub pending: Credit,
 }
 
-/// What a (user, torrent) has across its peer ids.
-#[derive(Clone, Copy, Debug, Default)]
-struct Entry {
-    peers: u16,
-    seeded_until: u64,
+/// Pairs and the credits they earned: a ledger's state, and the scratch a shared
+/// ledger works in before the store takes its changes.
+#[derive(Debug, Default)]
+struct Book {
+    pairs: HashMap<(u32, u32), Pair>,
+    credits: HashMap<(u32, u32), Credit>,
+    /// Reports of peer ids past [`MAX_PEERS_PER_ENTRY`], not credited.
+    untracked: u64,
 }
 
-/// The last totals of one (user, torrent, peer id).
-#[derive(Clone, Copy, Debug)]
-struct Peer {
-    uploaded: u64,
-    downloaded: u64,
-    seeding: bool,
-    completed: bool,
-    last_seen: u64,
+impl Book {
+    fn record(&mut self, report: &Report, peer_timeout: u64) {
+        let key = (report.user, report.torrent);
+        let pair = self.pairs.entry(key).or_default();
+        let accrued = pair.record(report, peer_timeout);
+        if pair.peers.is_empty() {
+            self.pairs.remove(&key);
+        }
+        match accrued {
+            None => self.untracked += 1,
+            Some(accrued) if accrued == Accrued::default() => {}
+            Some(accrued) => {
+                let credit = self.credits.entry(key).or_default();
+                credit.add(&accrued, report.up_factor, report.down_factor);
+            }
+        }
+    }
+}
+
+impl Credit {
+    fn add(&mut self, accrued: &Accrued, up_factor: u16, down_factor: u16) {
+        let (up_factor, down_factor) = (u64::from(up_factor), u64::from(down_factor));
+        self.uploaded = self.uploaded.saturating_add(accrued.uploaded);
+        self.downloaded = self.downloaded.saturating_add(accrued.downloaded);
+        self.credited_uploaded = self
+            .credited_uploaded
+            .saturating_add(accrued.uploaded.saturating_mul(up_factor) / 100);
+        self.credited_downloaded = self
+            .credited_downloaded
+            .saturating_add(accrued.downloaded.saturating_mul(down_factor) / 100);
+        self.seed_seconds = self.seed_seconds.saturating_add(accrued.seed_seconds);
+        self.completed = self.completed.saturating_add(u32::from(accrued.completed));
+    }
+
+    /// Adds what another credit holds, factors applied already.
+    fn merge(&mut self, other: &Credit) {
+        self.uploaded = self.uploaded.saturating_add(other.uploaded);
+        self.downloaded = self.downloaded.saturating_add(other.downloaded);
+        self.credited_uploaded = self
+            .credited_uploaded
+            .saturating_add(other.credited_uploaded);
+        self.credited_downloaded = self
+            .credited_downloaded
+            .saturating_add(other.credited_downloaded);
+        self.seed_seconds = self.seed_seconds.saturating_add(other.seed_seconds);
+        self.completed = self.completed.saturating_add(other.completed);
+    }
 }
 
 /// Deltas per peer, credits per (user, torrent).
 #[derive(Debug)]
 pub struct Ledger {
-    peers: HashMap<(u32, u32, [u8; 20]), Peer>,
-    /// Per (user, torrent): peer ids followed, and the time up to which seeding has
-    /// been credited.
-    entries: HashMap<(u32, u32), Entry>,
-    credits: HashMap<(u32, u32), Credit>,
-    /// Reports of peer ids past [`MAX_PEERS_PER_ENTRY`], not credited.
-    untracked: u64,
+    book: Book,
     /// Seconds after which a peer is forgotten, and the longest gap seeding time
     /// counts across.
     peer_timeout: u64,
@@ -172,10 +214,7 @@ impl Ledger {
     /// batch id), whose peers time out after `peer_timeout` seconds.
     pub fn new(run: impl Into<String>, peer_timeout: u64, now: u64) -> Self {
         Self {
-            peers: HashMap::new(),
-            entries: HashMap::new(),
-            credits: HashMap::new(),
-            untracked: 0,
+            book: Book::default(),
             peer_timeout,
             run: run.into(),
             next_batch: 0,
@@ -185,128 +224,31 @@ impl Ledger {
 
     /// Credits what `report` adds to its peer's last totals.
     pub fn record(&mut self, report: &Report) {
-        let key = (report.user, report.torrent, report.peer_id);
-        let pair = (report.user, report.torrent);
-        let seeding = report.left == 0;
-        let Some(peer) = self.peers.get_mut(&key) else {
-            // First sight: a baseline only (see the module's notes), but a completion
-            // announced now is one.
-            if report.event != Event::Stopped {
-                let entry = self.entries.entry(pair).or_default();
-                if entry.peers >= MAX_PEERS_PER_ENTRY {
-                    self.untracked += 1;
-                    return;
-                }
-                entry.peers += 1;
-                self.peers.insert(
-                    key,
-                    Peer {
-                        uploaded: report.uploaded,
-                        downloaded: report.downloaded,
-                        seeding,
-                        completed: report.event == Event::Completed,
-                        last_seen: report.at,
-                    },
-                );
-            }
-            if report.event == Event::Completed {
-                self.credit(report).completed += 1;
-            }
-            return;
-        };
-        let restarted = report.event == Event::Started;
-        let advance = |last: &mut u64, now: u64| -> u64 {
-            if now >= *last {
-                std::mem::replace(last, now).abs_diff(now)
-            } else {
-                // Lower: a new session only when the client says it started one;
-                // otherwise the higher baseline stays and nothing is credited.
-                if restarted {
-                    *last = now;
-                }
-                0
-            }
-        };
-        let uploaded = advance(&mut peer.uploaded, report.uploaded);
-        let downloaded = advance(&mut peer.downloaded, report.downloaded);
-        // Seeding since its last announce, if that was within the peer timeout;
-        // counted once per (user, torrent) for time several peer ids seed at once.
-        let mut seed_seconds = 0;
-        if peer.seeding && report.at.saturating_sub(peer.last_seen) <= self.peer_timeout {
-            let entry = self.entries.entry(pair).or_default();
-            let from = peer.last_seen.max(entry.seeded_until);
-            seed_seconds = report.at.saturating_sub(from);
-            entry.seeded_until = entry.seeded_until.max(report.at);
-        }
-        // A completion is announced as one (`completed`), or shows as the peer's
-        // bytes left reaching 0: aria2, told to stop once it has the file, sends only
-        // `stopped` with nothing left.
-        let finished = report.event == Event::Completed || (!peer.seeding && seeding);
-        let completed = finished && !peer.completed;
-        peer.seeding = seeding;
-        peer.completed |= completed;
-        peer.last_seen = peer.last_seen.max(report.at);
-        if report.event == Event::Stopped {
-            self.peers.remove(&key);
-            self.forget_peer(pair);
-        }
-        let (up_factor, down_factor) = (u64::from(report.up_factor), u64::from(report.down_factor));
-        let credit = self.credit(report);
-        credit.uploaded = credit.uploaded.saturating_add(uploaded);
-        credit.downloaded = credit.downloaded.saturating_add(downloaded);
-        credit.credited_uploaded = credit
-            .credited_uploaded
-            .saturating_add(uploaded.saturating_mul(up_factor) / 100);
-        credit.credited_downloaded = credit
-            .credited_downloaded
-            .saturating_add(downloaded.saturating_mul(down_factor) / 100);
-        credit.seed_seconds = credit.seed_seconds.saturating_add(seed_seconds);
-        credit.completed = credit.completed.saturating_add(u32::from(completed));
-    }
-
-    /// One peer id of `pair` is gone.
-    fn forget_peer(&mut self, pair: (u32, u32)) {
-        if let Some(entry) = self.entries.get_mut(&pair) {
-            entry.peers = entry.peers.saturating_sub(1);
-            if entry.peers == 0 {
-                self.entries.remove(&pair);
-            }
-        }
-    }
-
-    fn credit(&mut self, report: &Report) -> &mut Credit {
-        self.credits
-            .entry((report.user, report.torrent))
-            .or_default()
+        self.book.record(report, self.peer_timeout);
     }
 
     /// Forgets peers not heard from for the peer timeout (their clients left without
     /// a stopped announce). Returns how many.
     pub fn expire(&mut self, now: u64) -> usize {
         let timeout = self.peer_timeout;
-        let mut gone = Vec::new();
-        self.peers.retain(|&(user, torrent, _), peer| {
-            let keep = now.saturating_sub(peer.last_seen) <= timeout;
-            if !keep {
-                gone.push((user, torrent));
-            }
-            keep
+        let mut gone = 0;
+        self.book.pairs.retain(|_, pair| {
+            gone += pair.expire(now, timeout);
+            !pair.peers.is_empty()
         });
-        for &pair in &gone {
-            self.forget_peer(pair);
-        }
-        gone.len()
+        gone
     }
 
     /// Reports not credited because their (user, torrent) had
     /// [`MAX_PEERS_PER_ENTRY`] peer ids already, so far.
     pub fn untracked(&self) -> u64 {
-        self.untracked
+        self.book.untracked
     }
 
     /// The credits since the last batch, as a batch; `None` when there are none.
     pub fn take_batch(&mut self, now: u64) -> Option<Batch> {
         let mut entries: Vec<(u32, u32, Credit)> = self
+            .book
             .credits
             .drain()
             .filter(|(_, credit)| !credit.is_empty())
@@ -327,7 +269,7 @@ impl Ledger {
         })
     }
 
-    /// The live state of a user or a torrent: a walk over every peer followed, for
+    /// The live state of a user or a torrent: a walk over every pair followed, for
     /// the admin API (tens of milliseconds at a million peers), never for announces.
     pub fn live(&self, whose: Whose) -> Live {
         let matches = |user: u32, torrent: u32| match whose {
@@ -335,26 +277,16 @@ impl Ledger {
             Whose::Torrent(id) => torrent == id,
         };
         let mut live = Live::default();
-        for (&(user, torrent, _), peer) in &self.peers {
+        for (&(user, torrent), pair) in &self.book.pairs {
             if matches(user, torrent) {
-                live.peers += 1;
-                live.seeding += usize::from(peer.seeding);
+                live.pairs += 1;
+                live.peers += pair.peers.len();
+                live.seeding += pair.peers.iter().filter(|peer| peer.seeding).count();
             }
         }
-        live.pairs = self.entries.keys().filter(|&&(u, t)| matches(u, t)).count();
-        for (&(user, torrent), credit) in &self.credits {
+        for (&(user, torrent), credit) in &self.book.credits {
             if matches(user, torrent) {
-                let sum = &mut live.pending;
-                sum.uploaded = sum.uploaded.saturating_add(credit.uploaded);
-                sum.downloaded = sum.downloaded.saturating_add(credit.downloaded);
-                sum.credited_uploaded = sum
-                    .credited_uploaded
-                    .saturating_add(credit.credited_uploaded);
-                sum.credited_downloaded = sum
-                    .credited_downloaded
-                    .saturating_add(credit.credited_downloaded);
-                sum.seed_seconds = sum.seed_seconds.saturating_add(credit.seed_seconds);
-                sum.completed = sum.completed.saturating_add(credit.completed);
+                live.pending.merge(credit);
             }
         }
         live
@@ -364,17 +296,20 @@ impl Ledger {
     /// [`restore`](Self::restore) in the next run. Credits are not in it: take the
     /// last batch first.
     pub fn save(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(SAVED_MAGIC.len() + 16 + self.peers.len() * SAVED_RECORD);
+        let peers = self.peers();
+        let mut out = Vec::with_capacity(SAVED_MAGIC.len() + 16 + peers * SAVED_RECORD);
         out.extend_from_slice(SAVED_MAGIC);
-        out.extend_from_slice(&(self.peers.len() as u64).to_le_bytes());
-        for (&(user, torrent, peer_id), peer) in &self.peers {
-            out.extend_from_slice(&user.to_le_bytes());
-            out.extend_from_slice(&torrent.to_le_bytes());
-            out.extend_from_slice(&peer_id);
-            out.extend_from_slice(&peer.uploaded.to_le_bytes());
-            out.extend_from_slice(&peer.downloaded.to_le_bytes());
-            out.extend_from_slice(&peer.last_seen.to_le_bytes());
-            out.push(u8::from(peer.seeding) | u8::from(peer.completed) << 1);
+        out.extend_from_slice(&(peers as u64).to_le_bytes());
+        for (&(user, torrent), pair) in &self.book.pairs {
+            for peer in &pair.peers {
+                out.extend_from_slice(&user.to_le_bytes());
+                out.extend_from_slice(&torrent.to_le_bytes());
+                out.extend_from_slice(&peer.id);
+                out.extend_from_slice(&peer.uploaded.to_le_bytes());
+                out.extend_from_slice(&peer.downloaded.to_le_bytes());
+                out.extend_from_slice(&peer.last_seen.to_le_bytes());
+                out.push(u8::from(peer.seeding) | u8::from(peer.completed) << 1);
+            }
         }
         let sum = checksum(&out);
         out.extend_from_slice(&sum.to_le_bytes());
@@ -409,30 +344,27 @@ impl Ledger {
                 |at: usize| u64::from_le_bytes(record[at..at + 8].try_into().unwrap_or_default());
             let half =
                 |at: usize| u32::from_le_bytes(record[at..at + 4].try_into().unwrap_or_default());
-            let (user, torrent) = (half(0), half(4));
-            let mut peer_id = [0u8; 20];
-            peer_id.copy_from_slice(&record[8..28]);
             let peer = Peer {
+                id: record[8..28].try_into().unwrap_or_default(),
                 uploaded: word(28),
                 downloaded: word(36),
                 last_seen: word(44),
                 seeding: record[52] & 1 != 0,
                 completed: record[52] & 2 != 0,
             };
-            if now.saturating_sub(peer.last_seen) > self.peer_timeout
-                || self.peers.contains_key(&(user, torrent, peer_id))
+            if now.saturating_sub(peer.last_seen) > self.peer_timeout {
+                continue;
+            }
+            let pair = self.book.pairs.entry((half(0), half(4))).or_default();
+            if pair.peers.len() >= usize::from(MAX_PEERS_PER_ENTRY)
+                || pair.peers.iter().any(|known| known.id == peer.id)
             {
                 continue;
             }
-            let entry = self.entries.entry((user, torrent)).or_default();
-            if entry.peers >= MAX_PEERS_PER_ENTRY {
-                continue;
-            }
-            entry.peers += 1;
             if peer.seeding {
-                entry.seeded_until = entry.seeded_until.max(peer.last_seen);
+                pair.seeded_until = pair.seeded_until.max(peer.last_seen);
             }
-            self.peers.insert((user, torrent, peer_id), peer);
+            pair.peers.push(peer);
             restored += 1;
         }
         Ok(restored)
@@ -440,7 +372,7 @@ impl Ledger {
 
     /// Peers followed.
     pub fn peers(&self) -> usize {
-        self.peers.len()
+        self.book.pairs.values().map(|pair| pair.peers.len()).sum()
     }
 }
 
@@ -476,261 +408,4 @@ impl Batch {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    const PEER: [u8; 20] = *b"-qB4620-aaaaaaaaaaaa";
-
-    fn report(uploaded: u64, downloaded: u64, left: u64, event: Event, at: u64) -> Report {
-        Report {
-            user: 17,
-            torrent: 1001,
-            up_factor: 100,
-            down_factor: 100,
-            peer_id: PEER,
-            uploaded,
-            downloaded,
-            left,
-            event,
-            at,
-        }
-    }
-
-    fn only(batch: &Batch) -> Credit {
-        assert_eq!(batch.entries.len(), 1, "{batch:?}");
-        batch.entries[0].2
-    }
-
-    #[test]
-    fn deltas_are_credited_and_a_smaller_total_is_a_new_session() {
-        let mut ledger = Ledger::new("udp-1700000000000", 3600, 0);
-        ledger.record(&report(0, 0, 1000, Event::Started, 0));
-        ledger.record(&report(100, 400, 600, Event::None, 60));
-        ledger.record(&report(250, 1000, 0, Event::Completed, 120));
-        // The client restarted: totals from zero again.
-        ledger.record(&report(30, 0, 0, Event::Started, 180));
-        ledger.record(&report(80, 0, 0, Event::None, 240));
-        let credit = only(&ledger.take_batch(300).unwrap());
-        assert_eq!((credit.uploaded, credit.downloaded), (250 + 50, 1000));
-        assert_eq!(credit.completed, 1);
-        // Seeding from the completion on: 120 -> 180 -> 240.
-        assert_eq!(credit.seed_seconds, 120);
-        assert_eq!(ledger.take_batch(301), None, "a batch is handed out once");
-    }
-
-    #[test]
-    fn a_dual_stack_client_and_a_hybrid_torrent_are_credited_once() {
-        let mut ledger = Ledger::new("udp-1", 3600, 0);
-        ledger.record(&report(0, 0, 1000, Event::Started, 0));
-        // The same counters over IPv4 and IPv6, and under the v2 hash (same ids).
-        for at in [60, 61, 62] {
-            ledger.record(&report(500, 200, 800, Event::None, at));
-        }
-        ledger.record(&report(500, 1000, 0, Event::Completed, 100));
-        ledger.record(&report(500, 1000, 0, Event::Completed, 101));
-        let credit = only(&ledger.take_batch(200).unwrap());
-        assert_eq!(
-            (credit.uploaded, credit.downloaded, credit.completed),
-            (500, 1000, 1)
-        );
-    }
-
-    #[test]
-    fn factors_apply_and_a_first_sight_is_a_baseline() {
-        let mut ledger = Ledger::new("udp-1", 3600, 0);
-        // First seen mid-session (a tracker restart): its totals are not credited.
-        let freeleech = |uploaded, downloaded, at| Report {
-            up_factor: 200,
-            down_factor: 0,
-            ..report(uploaded, downloaded, 10, Event::None, at)
-        };
-        ledger.record(&freeleech(5000, 5000, 0));
-        ledger.record(&freeleech(6000, 7000, 60));
-        let credit = only(&ledger.take_batch(60).unwrap());
-        assert_eq!((credit.uploaded, credit.downloaded), (1000, 2000));
-        assert_eq!(
-            (credit.credited_uploaded, credit.credited_downloaded),
-            (2000, 0)
-        );
-    }
-
-    #[test]
-    fn stopped_peers_leave_and_silent_ones_expire_without_seed_time() {
-        let mut ledger = Ledger::new("udp-1", 100, 0);
-        ledger.record(&report(0, 0, 0, Event::Started, 0));
-        ledger.record(&report(10, 0, 0, Event::Stopped, 50));
-        assert_eq!(ledger.peers(), 0);
-        ledger.record(&report(0, 0, 0, Event::Started, 60));
-        // A gap past the timeout counts no seeding time.
-        ledger.record(&report(0, 0, 0, Event::None, 400));
-        let credit = only(&ledger.take_batch(400).unwrap());
-        assert_eq!((credit.uploaded, credit.seed_seconds), (10, 50));
-        assert_eq!(ledger.expire(600), 1);
-        assert_eq!(ledger.peers(), 0);
-    }
-
-    #[test]
-    fn a_lower_total_without_a_restart_credits_nothing_twice() {
-        let mut ledger = Ledger::new("udp-1", 3600, 0);
-        ledger.record(&report(0, 0, 1000, Event::Started, 0));
-        // Two sockets' reports crossing: 1010, then an older 1000, then 2000.
-        ledger.record(&report(1010, 0, 1000, Event::None, 10));
-        ledger.record(&report(1000, 0, 1000, Event::None, 11));
-        ledger.record(&report(2000, 0, 1000, Event::None, 20));
-        // Two machines sharing a peer id, 100 GB and 1 GB alternating.
-        ledger.record(&report(100_000, 0, 1000, Event::None, 30));
-        ledger.record(&report(1_000, 0, 1000, Event::None, 31));
-        ledger.record(&report(100_000, 0, 1000, Event::None, 32));
-        let credit = only(&ledger.take_batch(40).unwrap());
-        assert_eq!(credit.uploaded, 100_000);
-    }
-
-    #[test]
-    fn seed_time_counts_once_and_peer_ids_are_capped() {
-        let mut ledger = Ledger::new("udp-1", 3600, 0);
-        let seeder = |id: u8, at| Report {
-            peer_id: [id; 20],
-            ..report(0, 0, 0, Event::None, at)
-        };
-        // Three peer ids seeding the same hours: one user's seed time, once.
-        for id in 0..3 {
-            ledger.record(&seeder(id, 0));
-        }
-        for id in 0..3 {
-            ledger.record(&seeder(id, 600));
-        }
-        let credit = only(&ledger.take_batch(600).unwrap());
-        assert_eq!(credit.seed_seconds, 600);
-        // A client changing its peer id at every announce stops being followed.
-        for id in 3..100 {
-            ledger.record(&seeder(id, 700));
-        }
-        assert_eq!(ledger.peers(), usize::from(MAX_PEERS_PER_ENTRY));
-        assert_eq!(ledger.untracked(), 100 - u64::from(MAX_PEERS_PER_ENTRY));
-        assert_eq!(ledger.expire(700 + 3601), usize::from(MAX_PEERS_PER_ENTRY));
-        ledger.record(&seeder(200, 5000));
-        assert_eq!(ledger.peers(), 1, "expiry frees the places");
-    }
-
-    #[test]
-    fn batches_have_unique_ids_and_read_as_json() {
-        let mut ledger = Ledger::new("udp-1700000000123", 3600, 0);
-        ledger.record(&report(0, 0, 1000, Event::Started, 0));
-        ledger.record(&report(10, 20, 980, Event::None, 5));
-        let first = ledger.take_batch(10).unwrap();
-        ledger.record(&report(15, 20, 980, Event::None, 15));
-        let second = ledger.take_batch(20).unwrap();
-        assert_eq!(
-            (first.id.as_str(), second.id.as_str()),
-            ("udp-1700000000123-0", "udp-1700000000123-1")
-        );
-        assert_eq!((second.from, second.to), (10, 20));
-        assert_eq!(
-            first.to_json(),
-            "{\"batch\":\"udp-1700000000123-0\",\"from\":0,\"to\":10,\"entries\":[{\"user\":17,\
-             \"torrent\":1001,\"uploaded\":10,\"downloaded\":20,\"credited_uploaded\":10,\
-             \"credited_downloaded\":20,\"seed_seconds\":0,\"completed\":0}]}"
-        );
-    }
-
-    #[test]
-    fn live_state_is_told_per_user_and_per_torrent() {
-        let mut ledger = Ledger::new("udp-1", 3600, 0);
-        let at = |user, torrent, peer: u8, uploaded, left, event| Report {
-            user,
-            torrent,
-            up_factor: 100,
-            down_factor: 100,
-            peer_id: [peer; 20],
-            uploaded,
-            downloaded: 0,
-            left,
-            event,
-            at: 10,
-        };
-        ledger.record(&at(17, 1, 1, 0, 0, Event::Started));
-        ledger.record(&at(17, 1, 1, 500, 0, Event::None));
-        ledger.record(&at(17, 2, 2, 0, 10, Event::Started));
-        ledger.record(&at(18, 1, 3, 0, 10, Event::Started));
-        let user = ledger.live(Whose::User(17));
-        assert_eq!((user.peers, user.seeding, user.pairs), (2, 1, 2));
-        assert_eq!(user.pending.uploaded, 500);
-        let torrent = ledger.live(Whose::Torrent(1));
-        assert_eq!((torrent.peers, torrent.seeding, torrent.pairs), (2, 1, 2));
-        assert_eq!(ledger.live(Whose::User(99)), Live::default());
-    }
-
-    #[test]
-    fn baselines_survive_a_restart_and_a_damaged_file_is_refused() {
-        let report = |peer: u8, uploaded, left, event, at| Report {
-            user: 17,
-            torrent: 1001,
-            up_factor: 100,
-            down_factor: 100,
-            peer_id: [peer; 20],
-            uploaded,
-            downloaded: 0,
-            left,
-            event,
-            at,
-        };
-        let mut before = Ledger::new("udp-1", 3600, 0);
-        before.record(&report(1, 0, 0, Event::Started, 100));
-        before.record(&report(1, 1000, 0, Event::None, 200));
-        before.record(&report(2, 50, 10, Event::Started, 10));
-        let saved = before.save();
-        // The next run: peer 1's next announce is credited from 1000; peer 2, last
-        // heard 3,690 s before (past the peer timeout), starts from scratch.
-        let mut after = Ledger::new("udp-2", 3600, 500);
-        assert_eq!(after.restore(&saved, 3700), Ok(1));
-        after.record(&report(1, 1500, 0, Event::None, 3700));
-        after.record(&report(2, 80, 10, Event::None, 3700));
-        let batch = after.take_batch(3700).unwrap();
-        assert_eq!(batch.entries.len(), 1);
-        assert_eq!(batch.entries[0].2.uploaded, 500, "{batch:?}");
-        let mut damaged = saved.clone();
-        damaged[30] ^= 1;
-        assert!(Ledger::new("x", 3600, 0).restore(&damaged, 0).is_err());
-        assert!(
-            Ledger::new("x", 3600, 0)
-                .restore(&saved[..saved.len() - 1], 0)
-                .is_err()
-        );
-        assert!(Ledger::new("x", 3600, 0).restore(b"", 0).is_err());
-        assert_eq!(
-            Ledger::new("x", 3600, 0).restore(&Ledger::new("y", 1, 0).save(), 0),
-            Ok(0)
-        );
-    }
-
-    #[test]
-    fn a_leecher_that_reaches_nothing_left_has_completed_once() {
-        let mut ledger = Ledger::new("http-1", 3600, 0);
-        let at = |left, event, at| Report {
-            user: 17,
-            torrent: 1003,
-            up_factor: 100,
-            down_factor: 100,
-            peer_id: [3; 20],
-            uploaded: 0,
-            downloaded: 100 - left,
-            left,
-            event,
-            at,
-        };
-        ledger.record(&at(100, Event::Started, 10));
-        // aria2 with --seed-time=0: straight to stopped with nothing left.
-        ledger.record(&at(0, Event::Stopped, 20));
-        assert_eq!(only(&ledger.take_batch(30).unwrap()).completed, 1);
-        // Another: nothing left announced, then `completed` too: one completion.
-        let other = |left, event, when| Report {
-            peer_id: [4; 20],
-            ..at(left, event, when)
-        };
-        ledger.record(&other(100, Event::Started, 40));
-        ledger.record(&other(0, Event::None, 50));
-        ledger.record(&other(0, Event::Completed, 60));
-        ledger.record(&other(0, Event::Stopped, 70));
-        assert_eq!(only(&ledger.take_batch(80).unwrap()).completed, 1);
-    }
-}
+mod tests;

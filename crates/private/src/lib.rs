@@ -27,7 +27,10 @@ mod stateless;
 
 pub use accounting::{Accounts, MAX_UNWRITTEN, QUEUE_LEN, write_batch};
 pub use key::{KeyDigest, KeyPlaces, Located, MAX_KEY_LEN, MIN_KEY_LEN, Passkey};
-pub use ledger::{Batch, Credit, Event, Ledger, Live, MAX_PEERS_PER_ENTRY, Report, Whose};
+pub use ledger::{
+    Batch, Credit, Event, Ledger, Live, MAX_PEERS_PER_ENTRY, MAX_SHARED_ATTEMPTS, Report,
+    SharedError, SharedPairs, Whose,
+};
 pub use registry::{Change, Conflict, Grant, MAX_FILE, Refusal, Registry, Torrent, User};
 pub use sessions::{Admitted, ClientAnnounce, MAX_CLIENTS, Sessions};
 pub use stateless::{MIN_SECRET, derive_key, set_secret};

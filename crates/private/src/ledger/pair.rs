@@ -1,0 +1,216 @@
+//! One (user, torrent) of the ledger: the last totals of each of its peer ids, and
+//! the time up to which its seeding has been credited. The rules of the module above
+//! are applied here, one report at a time, so that a local ledger and a ledger shared
+//! by a cluster's nodes credit alike.
+
+use super::{Event, MAX_PEERS_PER_ENTRY, Report};
+
+/// The last totals of one peer id.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Peer {
+    pub(super) id: [u8; 20],
+    pub(super) uploaded: u64,
+    pub(super) downloaded: u64,
+    pub(super) seeding: bool,
+    pub(super) completed: bool,
+    pub(super) last_seen: u64,
+}
+
+/// A (user, torrent): its peer ids (at most [`MAX_PEERS_PER_ENTRY`]) and the time up
+/// to which seeding has been credited, once for all of them.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(super) struct Pair {
+    pub(super) seeded_until: u64,
+    pub(super) peers: Vec<Peer>,
+}
+
+/// What one report earned, before the torrent's factors.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(super) struct Accrued {
+    pub(super) uploaded: u64,
+    pub(super) downloaded: u64,
+    pub(super) seed_seconds: u64,
+    pub(super) completed: bool,
+}
+
+/// The version byte of [`Pair::encode`]'s form.
+const ENCODED_VERSION: u8 = 1;
+/// Bytes per peer in that form: id, uploaded, downloaded, last seen, flags.
+const ENCODED_PEER: usize = 20 + 8 + 8 + 8 + 1;
+/// Bytes before the peers: version, seeded until, count.
+const ENCODED_HEAD: usize = 1 + 8 + 1;
+
+impl Pair {
+    /// Applies `report`; `None` when its peer id is new and the pair follows
+    /// [`MAX_PEERS_PER_ENTRY`] already (not credited).
+    pub(super) fn record(&mut self, report: &Report, peer_timeout: u64) -> Option<Accrued> {
+        let seeding = report.left == 0;
+        let Some(index) = self.peers.iter().position(|peer| peer.id == report.peer_id) else {
+            // First sight: a baseline only (see the module's notes), but a completion
+            // announced now is one.
+            if report.event != Event::Stopped {
+                if self.peers.len() >= usize::from(MAX_PEERS_PER_ENTRY) {
+                    return None;
+                }
+                self.peers.push(Peer {
+                    id: report.peer_id,
+                    uploaded: report.uploaded,
+                    downloaded: report.downloaded,
+                    seeding,
+                    completed: report.event == Event::Completed,
+                    last_seen: report.at,
+                });
+            }
+            return Some(Accrued {
+                completed: report.event == Event::Completed,
+                ..Accrued::default()
+            });
+        };
+        let peer = &mut self.peers[index];
+        let restarted = report.event == Event::Started;
+        let advance = |last: &mut u64, now: u64| -> u64 {
+            if now >= *last {
+                std::mem::replace(last, now).abs_diff(now)
+            } else {
+                // Lower: a new session only when the client says it started one;
+                // otherwise the higher baseline stays and nothing is credited.
+                if restarted {
+                    *last = now;
+                }
+                0
+            }
+        };
+        let uploaded = advance(&mut peer.uploaded, report.uploaded);
+        let downloaded = advance(&mut peer.downloaded, report.downloaded);
+        // Seeding since its last announce, if that was within the peer timeout;
+        // counted once per (user, torrent) for time several peer ids seed at once.
+        let mut seed_seconds = 0;
+        if peer.seeding && report.at.saturating_sub(peer.last_seen) <= peer_timeout {
+            let from = peer.last_seen.max(self.seeded_until);
+            seed_seconds = report.at.saturating_sub(from);
+            self.seeded_until = self.seeded_until.max(report.at);
+        }
+        // A completion is announced as one (`completed`), or shows as the peer's
+        // bytes left reaching 0: aria2, told to stop once it has the file, sends only
+        // `stopped` with nothing left.
+        let finished = report.event == Event::Completed || (!peer.seeding && seeding);
+        let completed = finished && !peer.completed;
+        peer.seeding = seeding;
+        peer.completed |= completed;
+        peer.last_seen = peer.last_seen.max(report.at);
+        if report.event == Event::Stopped {
+            self.peers.swap_remove(index);
+        }
+        Some(Accrued {
+            uploaded,
+            downloaded,
+            seed_seconds,
+            completed,
+        })
+    }
+
+    /// Forgets the peers not heard from for `peer_timeout` seconds before `now`;
+    /// returns how many.
+    pub(super) fn expire(&mut self, now: u64, peer_timeout: u64) -> usize {
+        let before = self.peers.len();
+        self.peers
+            .retain(|peer| now.saturating_sub(peer.last_seen) <= peer_timeout);
+        before - self.peers.len()
+    }
+
+    /// The pair in the compact form a cluster's store keeps:
+    /// `[version, seeded_until (8), count, count × (id, uploaded, downloaded, last_seen, flags)]`,
+    /// integers little-endian.
+    pub(super) fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(ENCODED_HEAD + self.peers.len() * ENCODED_PEER);
+        out.push(ENCODED_VERSION);
+        out.extend_from_slice(&self.seeded_until.to_le_bytes());
+        // At most MAX_PEERS_PER_ENTRY (32): fits a byte.
+        out.push(self.peers.len().min(usize::from(u8::MAX)) as u8);
+        for peer in self.peers.iter().take(usize::from(u8::MAX)) {
+            out.extend_from_slice(&peer.id);
+            out.extend_from_slice(&peer.uploaded.to_le_bytes());
+            out.extend_from_slice(&peer.downloaded.to_le_bytes());
+            out.extend_from_slice(&peer.last_seen.to_le_bytes());
+            out.push(u8::from(peer.seeding) | u8::from(peer.completed) << 1);
+        }
+        out
+    }
+
+    /// Reads what [`encode`](Self::encode) wrote; `None` for anything else (another
+    /// version, a cut or padded value).
+    pub(super) fn decode(bytes: &[u8]) -> Option<Self> {
+        let (&version, rest) = bytes.split_first()?;
+        let (seeded_until, rest) = rest.split_first_chunk::<8>()?;
+        let (&count, records) = rest.split_first()?;
+        if version != ENCODED_VERSION
+            || count > MAX_PEERS_PER_ENTRY as u8
+            || records.len() != usize::from(count) * ENCODED_PEER
+        {
+            return None;
+        }
+        let word = |record: &[u8], at: usize| {
+            u64::from_le_bytes(record[at..at + 8].try_into().unwrap_or_default())
+        };
+        let peers = records
+            .chunks_exact(ENCODED_PEER)
+            .map(|record| Peer {
+                id: record[..20].try_into().unwrap_or_default(),
+                uploaded: word(record, 20),
+                downloaded: word(record, 28),
+                last_seen: word(record, 36),
+                seeding: record[44] & 1 != 0,
+                completed: record[44] & 2 != 0,
+            })
+            .collect();
+        Some(Self {
+            seeded_until: u64::from_le_bytes(*seeded_until),
+            peers,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_stored_form_reads_back_and_nothing_else_does() {
+        let pair = Pair {
+            seeded_until: 1_700_000_000,
+            peers: vec![
+                Peer {
+                    id: *b"-qB4620-aaaaaaaaaaaa",
+                    uploaded: u64::MAX,
+                    downloaded: 7,
+                    seeding: true,
+                    completed: false,
+                    last_seen: 42,
+                },
+                Peer {
+                    id: [0; 20],
+                    uploaded: 0,
+                    downloaded: 0,
+                    seeding: false,
+                    completed: true,
+                    last_seen: 0,
+                },
+            ],
+        };
+        let encoded = pair.encode();
+        assert_eq!(encoded.len(), ENCODED_HEAD + 2 * ENCODED_PEER);
+        assert_eq!(Pair::decode(&encoded), Some(pair.clone()));
+        assert_eq!(
+            Pair::decode(&Pair::default().encode()),
+            Some(Pair::default())
+        );
+        assert_eq!(Pair::decode(&encoded[..encoded.len() - 1]), None);
+        let mut padded = encoded.clone();
+        padded.push(0);
+        assert_eq!(Pair::decode(&padded), None);
+        let mut other_version = encoded;
+        other_version[0] = 2;
+        assert_eq!(Pair::decode(&other_version), None);
+        assert_eq!(Pair::decode(b""), None);
+    }
+}
