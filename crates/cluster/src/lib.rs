@@ -25,10 +25,13 @@
 //!
 //! * [`resp`]: the RESP2 protocol, both ways, bounded.
 //! * [`store`]: one blocking connection with timeouts.
+//! * [`values`]: keys several nodes read and then replace together, or not at all
+//!   (private mode's ledger in a cluster).
 //! * `publisher`, `reader`: the two threads.
 
 pub mod resp;
 pub mod store;
+pub mod values;
 
 mod publisher;
 mod reader;
@@ -41,6 +44,7 @@ use shoal_common::ClusterStats;
 use shoal_common::{ClusterConfig, Shutdown, Supervisor};
 
 pub use store::{Connection, StoreAddress};
+pub use values::SharedValues;
 
 /// Changes one shard owner hands to the publisher.
 #[derive(Debug)]
@@ -107,19 +111,31 @@ pub const RETRY_AFTER: Duration = Duration::from_secs(1);
 impl ClusterStart<'_> {
     /// The store's address and login.
     fn store(&self) -> StoreAddress {
-        StoreAddress {
-            address: self.config.store.clone(),
-            username: self.config.username.clone(),
-            password: self.config.password.clone(),
-            database: self.config.database,
-            timeout: Duration::from_millis(u64::from(self.config.timeout_ms)),
-        }
+        store_address(self.config)
     }
 
     /// The stream this tracker's nodes share.
     pub fn key(&self) -> String {
         stream_key(&self.config.name, self.protocol)
     }
+}
+
+/// The store `[cluster]` names, and how to log in.
+pub fn store_address(config: &ClusterConfig) -> StoreAddress {
+    StoreAddress {
+        address: config.store.clone(),
+        username: config.username.clone(),
+        password: config.password.clone(),
+        database: config.database,
+        timeout: Duration::from_millis(u64::from(config.timeout_ms)),
+    }
+}
+
+/// Where cluster `name` keeps private mode's ledger pair of (`user`, `torrent`):
+/// one key for the UDP and HTTP trackers alike, so a client announcing to both is
+/// credited once.
+pub fn ledger_key(name: &str, user: u32, torrent: u32) -> Vec<u8> {
+    format!("{name}:ledger:{user}:{torrent}").into_bytes()
 }
 
 /// The stream of cluster `name`'s `protocol` tracker.

@@ -96,3 +96,85 @@ fn peers_with_their_ids_and_downloads_reach_the_other_node() {
     a.stop().unwrap();
     b.stop().unwrap();
 }
+
+/// The sum of `field` over the batch files in `dir`.
+fn credited(dir: &std::path::Path, field: &str) -> u64 {
+    let pattern = format!("\"{field}\":");
+    let mut sum = 0;
+    for file in std::fs::read_dir(dir).unwrap().flatten() {
+        if file.path().extension().is_none_or(|ext| ext != "json") {
+            continue;
+        }
+        let text = std::fs::read_to_string(file.path()).unwrap();
+        for (at, _) in text.match_indices(&pattern) {
+            let digits: String = text[at + pattern.len()..]
+                .chars()
+                .take_while(char::is_ascii_digit)
+                .collect();
+            sum += digits.parse::<u64>().unwrap();
+        }
+    }
+    sum
+}
+
+#[test]
+fn a_private_client_announcing_to_two_nodes_is_credited_once() {
+    const KEY: &str = "0a1b2c3d4e5f60718293a4b5c6d7e8f9";
+    let redis = RedisServer::start();
+    let dir =
+        std::env::temp_dir().join(format!("shoal-http-cluster-private-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let hex: String = TORRENT.iter().map(|b| format!("{b:02x}")).collect();
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("users"), format!("17 {KEY}\n")).unwrap();
+    std::fs::write(dir.join("torrents"), format!("{hex} 1001\n")).unwrap();
+    let private_node = |name: &str| {
+        let export = dir.join(name);
+        std::fs::create_dir_all(&export).unwrap();
+        let mut config = loopback_config(false);
+        config.cluster.store = redis.address();
+        config.cluster.node = name.into();
+        config.private.enabled = true;
+        config.private.users_path = dir.join("users");
+        config.private.torrents_path = dir.join("torrents");
+        config.private.export_directory = export;
+        shoal_http::start(config).expect("node starts")
+    };
+    let (a, b) = (private_node("a"), private_node("b"));
+    // One client (one peer id) announcing every time to both nodes, as a dual-stack
+    // client does with round-robin DNS: the same counters at the same moment.
+    let keyed = |extra: &str| format!("{}&passkey={KEY}", announce(&TORRENT, 6881, extra));
+    let (mut on_a, mut on_b) = (Connection::open(addr(&a)), Connection::open(addr(&b)));
+    for extra in [
+        "&event=started",
+        "&uploaded=3000&downloaded=100",
+        "&uploaded=9000&downloaded=100&left=0&event=completed",
+    ] {
+        for connection in [&mut on_a, &mut on_b] {
+            let reply = connection.get(&keyed(extra));
+            assert!(
+                reply.body.get("failure reason").is_none(),
+                "{:?}",
+                reply.body
+            );
+        }
+        // Past the accounting thread's round (200 ms): each step applied by both.
+        std::thread::sleep(Duration::from_millis(400));
+    }
+    a.stop().unwrap();
+    b.stop().unwrap();
+    let (dir_a, dir_b) = (dir.join("a"), dir.join("b"));
+    assert_eq!(
+        credited(&dir_a, "uploaded") + credited(&dir_b, "uploaded"),
+        9000
+    );
+    assert_eq!(
+        credited(&dir_a, "downloaded") + credited(&dir_b, "downloaded"),
+        100
+    );
+    assert_eq!(
+        credited(&dir_a, "completed") + credited(&dir_b, "completed"),
+        1
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}

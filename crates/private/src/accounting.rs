@@ -10,6 +10,14 @@
 //! restarts. A batch that cannot be written (a full disk, a directory gone) is kept
 //! and tried again at every flush and at the end, up to [`MAX_UNWRITTEN`] batches;
 //! reports dropped for a full queue are logged at each flush.
+//!
+//! In a cluster ([`Accounts::start`] with a store), the thread keeps no baselines of
+//! its own: it gathers reports for up to [`SHARED_ROUND`] and applies them to the
+//! pairs kept in the store as one transaction ([`Ledger::record_shared`]), so a
+//! client announcing to several nodes is credited once. While the store is away the
+//! reports wait (up to [`MAX_SHARED_PENDING`]; past it new ones are dropped and
+//! counted). A dropped report loses no bytes there: the baselines are in the store,
+//! so the client's next report is credited from the last one applied.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -19,7 +27,19 @@ use std::time::{Duration, Instant, SystemTime};
 
 use crossbeam_channel::{Receiver, Sender, TrySendError};
 
-use crate::ledger::{Batch, Ledger, Live, Report, Whose};
+use crate::ledger::{Batch, Ledger, Live, Report, SharedError, SharedPairs, Whose};
+
+/// A cluster's store of ledger pairs, as the accounting thread holds it.
+pub type SharedStore = Box<dyn SharedPairs + Send>;
+
+/// How long reports are gathered before they are applied to a cluster's store.
+pub const SHARED_ROUND: Duration = Duration::from_millis(200);
+/// Reports applied in one transaction at most.
+const SHARED_CHUNK: usize = 4096;
+/// Reports waiting for a cluster's store at most.
+pub const MAX_SHARED_PENDING: usize = 1 << 20;
+/// The wait before a store that failed is tried again.
+const SHARED_RETRY: Duration = Duration::from_secs(1);
 
 /// A question for the accounting thread, with where its answer goes.
 type Query = (Whose, Sender<Live>);
@@ -45,18 +65,28 @@ pub struct Accounts {
     /// Batches written, and those that could not be.
     pub written: AtomicU64,
     pub failed: AtomicU64,
+    /// In a cluster: transactions applied to the store, those that lost to other
+    /// nodes at every try, and those the store failed; reports waiting for it.
+    pub shared_applied: AtomicU64,
+    pub shared_contended: AtomicU64,
+    pub shared_failed: AtomicU64,
+    pub shared_pending: AtomicU64,
+    /// Whether the ledger is a cluster's (the counters above move).
+    pub shared: bool,
     thread: Mutex<Option<JoinHandle<()>>>,
     stop: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl Accounts {
     /// Starts the thread for tracker `name`, writing a batch into `directory` every
-    /// `interval`; peers time out after `peer_timeout` seconds.
+    /// `interval`; peers time out after `peer_timeout` seconds. With `shared`, the
+    /// ledger's pairs are those of a cluster's store (see the module's notes).
     pub fn start(
         name: &str,
         directory: &Path,
         interval: Duration,
         peer_timeout: u64,
+        shared: Option<SharedStore>,
     ) -> anyhow::Result<Arc<Self>> {
         let (sender, receiver) = crossbeam_channel::bounded(QUEUE_LEN);
         let (queries, questions) = crossbeam_channel::bounded(16);
@@ -67,6 +97,11 @@ impl Accounts {
             dropped: AtomicU64::new(0),
             written: AtomicU64::new(0),
             failed: AtomicU64::new(0),
+            shared_applied: AtomicU64::new(0),
+            shared_contended: AtomicU64::new(0),
+            shared_failed: AtomicU64::new(0),
+            shared_pending: AtomicU64::new(0),
+            shared: shared.is_some(),
             thread: Mutex::new(None),
             stop: stop.clone(),
         });
@@ -79,6 +114,8 @@ impl Accounts {
         let mut ledger = Ledger::new(run, peer_timeout, unix_now());
         let saved = saved_ledger(directory, name);
         match std::fs::read(&saved) {
+            // The store holds a cluster's baselines.
+            _ if shared.is_some() => {}
             Ok(bytes) => match ledger.restore(&bytes, unix_now()) {
                 Ok(peers) => log::info!(
                     "{name}: accounting baselines of {peers} peers kept from the last run"
@@ -103,6 +140,12 @@ impl Accounts {
             stop,
             unwritten: Vec::new(),
             dropped_logged: 0,
+            shared: shared.map(|store| Shared {
+                store,
+                pending: Vec::new(),
+                next_round: Instant::now(),
+                failing: false,
+            }),
         };
         let handle = std::thread::Builder::new()
             .name(format!("{name}-accounting"))
@@ -183,6 +226,19 @@ struct Thread {
     unwritten: Vec<Batch>,
     /// Dropped reports already logged.
     dropped_logged: u64,
+    /// In a cluster: the store, and the reports waiting for it.
+    shared: Option<Shared>,
+}
+
+/// A cluster's store of pairs, as the thread works with it.
+struct Shared {
+    store: SharedStore,
+    /// Reports not applied yet, oldest first.
+    pending: Vec<Report>,
+    /// When they are applied next.
+    next_round: Instant,
+    /// Whether the last round failed (logged once until it succeeds).
+    failing: bool,
 }
 
 impl Thread {
@@ -193,16 +249,24 @@ impl Thread {
                 self.flush();
                 next_flush = Instant::now() + self.interval;
             }
+            let mut wake = next_flush;
+            if let Some(shared) = &self.shared {
+                if !shared.pending.is_empty() && Instant::now() >= shared.next_round {
+                    self.apply_shared();
+                }
+                if let Some(shared) = &self.shared
+                    && !shared.pending.is_empty()
+                {
+                    wake = wake.min(shared.next_round);
+                }
+            }
             // Wakes at least every second to notice a stop.
-            let wait = next_flush
+            let wait = wake
                 .saturating_duration_since(Instant::now())
                 .min(Duration::from_secs(1));
             crossbeam_channel::select! {
                 recv(self.receiver) -> report => match report {
-                    Ok(mut report) => {
-                        report.at = unix_now();
-                        self.ledger.record(&report);
-                    }
+                    Ok(report) => self.take(report),
                     Err(_) => break,
                 },
                 recv(self.questions) -> query => {
@@ -214,12 +278,22 @@ impl Thread {
             }
         }
         // What is still queued, then the last batch, then the baselines for the next
-        // run.
-        while let Ok(mut report) = self.receiver.try_recv() {
-            report.at = unix_now();
-            self.ledger.record(&report);
+        // run (a cluster's are in its store).
+        while let Ok(report) = self.receiver.try_recv() {
+            self.take(report);
         }
         self.flush();
+        if let Some(shared) = &self.shared {
+            if !shared.pending.is_empty() {
+                log::warn!(
+                    "{}: {} accounting reports not applied to the cluster's store at stop: \
+                     those clients are credited from their last applied report",
+                    self.name,
+                    shared.pending.len()
+                );
+            }
+            return;
+        }
         let saved = saved_ledger(&self.directory, &self.name);
         if let Err(err) = write_private(&saved, &self.ledger.save()) {
             log::warn!(
@@ -230,7 +304,93 @@ impl Thread {
         }
     }
 
+    /// Records a report, or queues it for the cluster's store.
+    fn take(&mut self, mut report: Report) {
+        report.at = unix_now();
+        let Some(shared) = &mut self.shared else {
+            self.ledger.record(&report);
+            return;
+        };
+        if shared.pending.len() >= MAX_SHARED_PENDING {
+            if let Some(accounts) = self.accounts.upgrade() {
+                accounts.dropped.fetch_add(1, Relaxed);
+            }
+            return;
+        }
+        shared.pending.push(report);
+        if shared.pending.len() >= SHARED_CHUNK && !shared.failing {
+            self.apply_shared();
+        }
+    }
+
+    /// Applies the waiting reports to the cluster's store, a chunk per transaction;
+    /// what fails waits for the next round.
+    fn apply_shared(&mut self) {
+        let Some(shared) = &mut self.shared else {
+            return;
+        };
+        let accounts = self.accounts.upgrade();
+        let count = |counter: fn(&Accounts) -> &AtomicU64| {
+            if let Some(accounts) = &accounts {
+                counter(accounts).fetch_add(1, Relaxed);
+            }
+        };
+        let now = unix_now();
+        let mut applied = 0;
+        let mut outcome = Ok(());
+        for chunk in shared.pending.chunks(SHARED_CHUNK) {
+            match self.ledger.record_shared(chunk, shared.store.as_mut(), now) {
+                Ok(_) => {
+                    applied += chunk.len();
+                    count(|accounts| &accounts.shared_applied);
+                }
+                Err(problem) => {
+                    count(match problem {
+                        SharedError::Contended => |accounts: &Accounts| &accounts.shared_contended,
+                        SharedError::Store(_) => |accounts: &Accounts| &accounts.shared_failed,
+                    });
+                    outcome = Err(problem);
+                    break;
+                }
+            }
+        }
+        shared.pending.drain(..applied);
+        shared.next_round = Instant::now()
+            + match outcome {
+                Ok(()) => SHARED_ROUND,
+                Err(SharedError::Contended) => SHARED_ROUND,
+                Err(SharedError::Store(_)) => SHARED_RETRY,
+            };
+        match outcome {
+            Ok(()) if shared.failing => {
+                shared.failing = false;
+                log::info!(
+                    "{}: the cluster's accounting store answers again",
+                    self.name
+                );
+            }
+            Err(problem) if !shared.failing => {
+                shared.failing = true;
+                log::warn!(
+                    "{}: accounting reports not applied ({problem}); {} wait and are tried \
+                     again",
+                    self.name,
+                    shared.pending.len()
+                );
+            }
+            _ => {}
+        }
+        if let Some(accounts) = &accounts {
+            accounts
+                .shared_pending
+                .store(shared.pending.len() as u64, Relaxed);
+        }
+    }
+
     fn flush(&mut self) {
+        if self.shared.is_some() {
+            self.apply_shared();
+        }
         let now = unix_now();
         self.ledger.expire(now);
         if let Some(batch) = self.ledger.take_batch(now) {
@@ -341,7 +501,7 @@ mod tests {
     fn reports_become_batch_files_and_the_last_one_is_written_at_the_end() {
         let dir = std::env::temp_dir().join(format!("shoal-accounting-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
-        let accounts = Accounts::start("udp", &dir, Duration::from_secs(3600), 3600).unwrap();
+        let accounts = Accounts::start("udp", &dir, Duration::from_secs(3600), 3600, None).unwrap();
         let report = |uploaded, event| Report {
             user: 17,
             torrent: 1001,
@@ -383,7 +543,7 @@ mod tests {
         assert_eq!(mode & 0o777, 0o600);
         let files = &files[1..];
         // The next run starts from them: one peer restored.
-        let next = Accounts::start("udp", &dir, Duration::from_secs(3600), 3600).unwrap();
+        let next = Accounts::start("udp", &dir, Duration::from_secs(3600), 3600, None).unwrap();
         assert_eq!(next.live_user(17).unwrap().peers, 1);
         next.finish();
         let text = std::fs::read_to_string(&files[0]).unwrap();
@@ -401,7 +561,8 @@ mod tests {
         let dir =
             std::env::temp_dir().join(format!("shoal-accounting-gone-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
-        let accounts = Accounts::start("http", &dir, Duration::from_millis(200), 3600).unwrap();
+        let accounts =
+            Accounts::start("http", &dir, Duration::from_millis(200), 3600, None).unwrap();
         std::fs::remove_dir_all(&dir).unwrap();
         let report = |uploaded, event| Report {
             user: 18,

@@ -9,6 +9,8 @@
 //!   other announce (reports of one client crossing on two sockets, two machines
 //!   sharing a peer id) credits nothing and keeps the higher baseline, so no byte is
 //!   credited twice;
+//! * a report older than the peer's last one (a cluster node's, applied late) changes
+//!   no totals and credits nothing: its bytes were seen, or its session is over;
 //! * the same client announcing over IPv4 and over IPv6 (dual-stack clients do, with
 //!   the same peer id and counters) is one entry, so the second announce adds nothing;
 //! * the two info hashes of a hybrid torrent share the site's torrent id, so they are

@@ -25,7 +25,9 @@ mod sessions;
 mod shards;
 mod stateless;
 
-pub use accounting::{Accounts, MAX_UNWRITTEN, QUEUE_LEN, write_batch};
+pub use accounting::{
+    Accounts, MAX_SHARED_PENDING, MAX_UNWRITTEN, QUEUE_LEN, SHARED_ROUND, SharedStore, write_batch,
+};
 pub use key::{KeyDigest, KeyPlaces, Located, MAX_KEY_LEN, MIN_KEY_LEN, Passkey};
 pub use ledger::{
     Batch, Credit, Event, Ledger, Live, MAX_PEERS_PER_ENTRY, MAX_SHARED_ATTEMPTS, Report,

@@ -394,6 +394,29 @@ fn observe_accounts(accounts: &shoal_private::Accounts, out: &mut Observation) {
             value,
         );
     }
+    if !accounts.shared {
+        return;
+    }
+    for (outcome, value) in [
+        ("applied", &accounts.shared_applied),
+        ("contended", &accounts.shared_contended),
+        ("failed", &accounts.shared_failed),
+    ] {
+        out.counter(
+            "shoal_accounting_shared_total",
+            "In a cluster: transactions of accounting reports on the store's ledger \
+             (contended: other nodes changed the same pairs at every try; failed: the \
+             store did not answer; both keep the reports for the next round).",
+            &[("outcome", outcome)],
+            value.load(Relaxed),
+        );
+    }
+    out.gauge(
+        "shoal_accounting_shared_pending",
+        "In a cluster: accounting reports waiting to be applied to the store's ledger.",
+        &[],
+        accounts.shared_pending.load(Relaxed) as f64,
+    );
 }
 
 impl<C> TrackerMonitor<C> {
@@ -609,7 +632,8 @@ mod tests {
             std::env::temp_dir().join(format!("shoal-monitor-accounts-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let accounts =
-            shoal_private::Accounts::start("udp", &dir, Duration::from_secs(3600), 3600).unwrap();
+            shoal_private::Accounts::start("udp", &dir, Duration::from_secs(3600), 3600, None)
+                .unwrap();
         let mut observation = Observation::default();
         observe_accounts(&accounts, &mut observation);
         let names: Vec<&str> = observation.families().iter().map(|f| f.name).collect();

@@ -55,6 +55,7 @@ mod per_ip;
 mod replica;
 mod reply;
 mod shard;
+mod shared_ledger;
 mod snapshots;
 mod startup;
 mod state;
@@ -68,6 +69,7 @@ pub use per_ip::{ClientKey, ConnectionSlot, ConnectionsPerIp, OverLimit, RateTab
 pub use replica::{REPLICA_POLL, Replica, ShardDuties, start_replicas};
 pub use reply::{ReplyRoute, Wake, reply_capacity, reply_channel};
 pub use shard::{BitTorrentShard, ByWorker, CleaningSchedule, Shard, status_of};
+pub use shared_ledger::StorePairs;
 pub use snapshots::observe as observe_snapshots;
 pub use startup::{ReadySocketWorker, Startup, Threads, load_snapshot, start_threads};
 pub use state::{Snapshot, restore_shard, write_snapshot};
@@ -160,11 +162,23 @@ impl<C: Counters> Context<C> {
             None
         };
         let accounts = if settings.enabled && !settings.export_directory.as_os_str().is_empty() {
+            // In a cluster the ledger's pairs are the store's, shared by every node.
+            let shared = config
+                .cluster
+                .enabled()
+                .then(|| Box::new(StorePairs::new(&config.cluster)) as shoal_private::SharedStore);
+            if shared.is_some() {
+                log::info!(
+                    "{name}: accounting shared with the cluster's other nodes through {}",
+                    config.cluster.store
+                );
+            }
             let accounts = Accounts::start(
                 name,
                 &settings.export_directory,
                 std::time::Duration::from_secs(settings.export_interval.into()),
                 peer_timeout.into(),
+                shared,
             )
             .context("cannot start the accounting thread")?;
             log::info!(

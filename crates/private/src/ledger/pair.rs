@@ -80,8 +80,19 @@ impl Pair {
                 0
             }
         };
-        let uploaded = advance(&mut peer.uploaded, report.uploaded);
-        let downloaded = advance(&mut peer.downloaded, report.downloaded);
+        // A report older than the last one applied (another node's, late: a cluster's
+        // nodes apply reports in rounds, their clocks a little apart) tells nothing
+        // new of the totals: its bytes were seen already or belong to a session that
+        // has restarted since, and its `started` is no restart.
+        let stale = report.at < peer.last_seen;
+        let (uploaded, downloaded) = if stale {
+            (0, 0)
+        } else {
+            (
+                advance(&mut peer.uploaded, report.uploaded),
+                advance(&mut peer.downloaded, report.downloaded),
+            )
+        };
         // Seeding since its last announce, if that was within the peer timeout;
         // counted once per (user, torrent) for time several peer ids seed at once.
         let mut seed_seconds = 0;

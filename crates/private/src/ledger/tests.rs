@@ -399,3 +399,19 @@ mod shared {
         assert_eq!(b.peers(), 0);
     }
 }
+
+#[test]
+fn a_late_report_restarts_nothing_and_credits_nothing() {
+    let mut ledger = Ledger::new("udp-1", 3600, 0);
+    ledger.record(&report(0, 0, 1000, Event::Started, 100));
+    ledger.record(&report(500, 0, 1000, Event::None, 200));
+    // Another node's `started` of second 100, applied after second 200's report.
+    ledger.record(&report(0, 0, 1000, Event::Started, 100));
+    ledger.record(&report(600, 0, 1000, Event::None, 300));
+    assert_eq!(only(&ledger.take_batch(300).unwrap()).uploaded, 600);
+    // A real restart, then the old session's last report, late: not credited.
+    ledger.record(&report(0, 0, 1000, Event::Started, 400));
+    ledger.record(&report(900, 0, 1000, Event::None, 350));
+    ledger.record(&report(50, 0, 1000, Event::None, 500));
+    assert_eq!(only(&ledger.take_batch(500).unwrap()).uploaded, 50);
+}
