@@ -21,9 +21,12 @@ use shoal_worker::StorePairs;
 /// Reports applied per transaction, as the accounting thread does.
 const CHUNK: usize = 4096;
 
+#[allow(clippy::print_stdout)] // the figures are the output
 fn main() {
     let mut args = std::env::args().skip(1);
-    let address = args.next().expect("usage: ADDRESS [REPORTS [PAIRS [NODES]]]");
+    let address = args
+        .next()
+        .expect("usage: ADDRESS [REPORTS [PAIRS [NODES]]]");
     let mut number = |default: u64| args.next().map_or(default, |arg| arg.parse().unwrap());
     let reports = number(400_000);
     let pairs = number(100_000).max(1);
@@ -64,7 +67,10 @@ fn main() {
     // run must credit, once.
     let mut last = std::collections::HashMap::new();
     for report in &stream {
-        last.insert((report.user, report.torrent, report.peer_id), report.uploaded);
+        last.insert(
+            (report.user, report.torrent, report.peer_id),
+            report.uploaded,
+        );
     }
     let expected: u64 = last.values().sum();
     let started = Instant::now();
