@@ -28,7 +28,8 @@ use super::{Book, Ledger, Pair, Report};
 pub const MAX_SHARED_ATTEMPTS: u32 = 8;
 
 /// Where a cluster keeps its ledger's pairs: one value per (user, torrent), in the
-/// form [`Pair::encode`] writes, opaque to the store.
+/// compact binary form the ledger writes (versioned; see documents/private.md), opaque
+/// to the store.
 pub trait SharedPairs {
     /// The stored value of each of `keys`, in order (`None`: nothing stored).
     fn load(&mut self, keys: &[(u32, u32)]) -> Result<Vec<Option<Vec<u8>>>, String>;
