@@ -22,11 +22,14 @@ pub(crate) const STALLED_AFTER: Duration = Duration::from_secs(10);
 /// first round is caught by the start-up timeout instead).
 const NOT_STARTED: u64 = u64::MAX;
 
-/// One stamp per worker, in milliseconds since the set was made.
+/// One stamp per worker, in milliseconds since the set was made, and the time each
+/// worker has spent working (not waiting for work), in nanoseconds since it started:
+/// how busy it is, for the adaptive interval.
 #[derive(Debug)]
 pub(crate) struct Heartbeats {
     epoch: Instant,
     slots: Box<[CachePadded<AtomicU64>]>,
+    busy: Box<[CachePadded<AtomicU64>]>,
     names: Box<[String]>,
 }
 
@@ -39,6 +42,7 @@ impl Heartbeats {
                 .iter()
                 .map(|_| CachePadded(AtomicU64::new(NOT_STARTED)))
                 .collect(),
+            busy: names.iter().map(|_| CachePadded::default()).collect(),
             names: names.into_boxed_slice(),
         }
     }
@@ -47,6 +51,18 @@ impl Heartbeats {
     pub(crate) fn beat(&self, index: usize, now: Instant) {
         let millis = now.saturating_duration_since(self.epoch).as_millis();
         self.slots[index].store(u64::try_from(millis).unwrap_or(NOT_STARTED - 1), Relaxed);
+    }
+
+    /// Worker `index` worked for `busy` more (only that worker adds to its slot).
+    pub(crate) fn add_busy(&self, index: usize, busy: Duration) {
+        let slot = &self.busy[index];
+        let nanos = u64::try_from(busy.as_nanos()).unwrap_or(u64::MAX);
+        slot.store(slot.load(Relaxed).saturating_add(nanos), Relaxed);
+    }
+
+    /// Nanoseconds each worker has worked, in slot order.
+    pub(crate) fn busy(&self) -> Vec<u64> {
+        self.busy.iter().map(|slot| slot.load(Relaxed)).collect()
     }
 
     /// The workers that have not gone round their loop for `limit` at `now`, with how

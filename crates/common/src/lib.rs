@@ -112,6 +112,6 @@ pub use tracker_config::loopback_networks;
 #[doc(hidden)]
 pub use tracker_config::validate_addresses;
 pub use tracker_config::{
-    Config, HeaderPosition, IoBackend, Listen, PerIpConfig, QueueLimits, ReverseProxy, TcpNetwork,
-    TrackerFile, TrackerKind,
+    Config, HeaderPosition, IntervalConfig, IoBackend, LONGEST_INTERVAL, Listen, PerIpConfig,
+    QueueLimits, ReverseProxy, TcpNetwork, TrackerFile, TrackerKind,
 };

@@ -284,6 +284,23 @@ impl<C> WorkerStats<C> {
         self.beats.beat(self.sockets.len() + index, now);
     }
 
+    /// Socket worker `index` spent `busy` working (not waiting for requests).
+    pub fn socket_busy(&self, index: usize, busy: std::time::Duration) {
+        self.beats.add_busy(index, busy);
+    }
+
+    /// Swarm worker `index` spent `busy` working.
+    pub fn swarm_busy(&self, index: usize, busy: std::time::Duration) {
+        self.beats.add_busy(self.sockets.len() + index, busy);
+    }
+
+    /// Nanoseconds each socket worker, then each swarm worker, has worked so far.
+    pub fn busy_nanos(&self) -> (Vec<u64>, Vec<u64>) {
+        let mut all = self.beats.busy();
+        let swarms = all.split_off(self.sockets.len().min(all.len()));
+        (all, swarms)
+    }
+
     /// The workers that have not gone round their loop for
     /// `heartbeat::STALLED_AFTER`, with how long it has been.
     pub fn stalled(&self) -> Vec<(&str, std::time::Duration)> {

@@ -98,6 +98,18 @@ pub trait TrackerKind: Clone + Debug + Default + PartialEq + Eq + Send + Sync + 
     /// Seconds between announces that clients are told, which peers must outlive.
     fn announce_interval(protocol: &Self::Protocol) -> u32;
 
+    /// The shortest time between announces clients are told to keep (HTTP's
+    /// `min interval`); half the interval where the protocol has no such key.
+    fn min_announce_interval(protocol: &Self::Protocol) -> u32 {
+        Self::announce_interval(protocol) / 2
+    }
+
+    /// The longest interval the transport allows, jitter included (WebTorrent closes
+    /// connections quiet for longer than its idle timeout).
+    fn interval_ceiling(_network: &Self::Network) -> u32 {
+        u32::MAX
+    }
+
     /// Checks the tracker's own sections; `problems` is at the top level, so keys are
     /// named with their section (`problems.section("network", …)`).
     fn validate(config: &Config<Self>, problems: &mut Problems);
@@ -150,6 +162,10 @@ pub struct Config<T: TrackerKind> {
     /// Limits and queue sizes. Each one is counted when it triggers; work over a limit
     /// is refused or dropped, never waited for.
     pub limits: T::Limits,
+    /// The announce interval, adapted to load: raised when the tracker is busy, so
+    /// clients come back later instead of being dropped, and lowered when it is not
+    /// (documents/overload.md).
+    pub interval: IntervalConfig,
     /// Periodic statistics in the log.
     pub statistics: StatisticsConfig,
     /// Which torrents are served.
@@ -180,6 +196,7 @@ impl<T: TrackerKind> Default for Config<T> {
             capacity: T::default_capacity(),
             per_ip: T::default_per_ip(),
             limits: T::Limits::default(),
+            interval: IntervalConfig::default(),
             statistics: StatisticsConfig::default(),
             access_list: AccessListConfig::default(),
             private: PrivateConfig::default(),
@@ -289,6 +306,7 @@ impl<T: TrackerKind> TrackerConfig for Config<T> {
         T::validate(self, problems);
         problems.section("cleaning", |p| self.cleaning.validate(p, interval));
         problems.section("capacity", |p| self.capacity.validate(p));
+        problems.section("interval", |p| self.interval.validate(p, interval));
         problems.section("per_ip", |p| self.per_ip.validate(p));
         problems.section("access_list", |p| self.access_list.validate(p));
         let access_list_on = self.access_list.mode != crate::AccessListMode::Off;
@@ -384,6 +402,71 @@ impl CapacityConfig {
             "new_torrents_burst",
             "must be at least 1 when new_torrents_per_second is set",
         );
+    }
+}
+
+/// The announce interval, adapted to load.
+///
+/// Each second the tracker measures how much of its capacity it used (its busiest
+/// worker, requests it had to shed or the kernel dropped) and how many peers it
+/// keeps, and sets the interval at which those peers would use `target_load_percent`
+/// of it: never under the protocol's `announce_interval`, never over `max`. It rises
+/// at once and falls slowly (as fast as the spare capacity allows), so clients told a
+/// shorter interval never crowd in together. Peers live as long as the interval they
+/// were given plus the grace `cleaning.peer_timeout` leaves over `announce_interval`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, TomlConfig)]
+#[serde(default, deny_unknown_fields)]
+pub struct IntervalConfig {
+    /// Adapt the interval to load; false always gives `announce_interval` (jitter
+    /// still applies).
+    pub adaptive: bool,
+    /// The longest interval given, in seconds. 0: six times `announce_interval`, at
+    /// most 10800 (3 hours, the longest newTrackon lists a tracker with).
+    pub max: u32,
+    /// The share of its capacity the tracker aims to use, in percent (10 to 95): the
+    /// rest absorbs bursts.
+    pub target_load_percent: u32,
+    /// Each announce reply's interval is moved at random by up to this percentage
+    /// either way (0 to 50), so clients that announce together (libtorrent announces
+    /// all torrents that share a tracker at once) spread out.
+    pub jitter_percent: u32,
+}
+
+impl Default for IntervalConfig {
+    fn default() -> Self {
+        Self {
+            adaptive: true,
+            max: 0,
+            target_load_percent: 70,
+            jitter_percent: 10,
+        }
+    }
+}
+
+/// The longest interval newTrackon accepts, and the default bound.
+pub const LONGEST_INTERVAL: u32 = 10_800;
+
+impl IntervalConfig {
+    /// The longest interval given with `announce_interval` as the shortest.
+    pub fn max_for(&self, announce_interval: u32) -> u32 {
+        match self.max {
+            0 => announce_interval
+                .saturating_mul(6)
+                .min(LONGEST_INTERVAL)
+                .max(announce_interval),
+            max => max,
+        }
+    }
+
+    /// Records problems; `announce_interval` is the protocol's.
+    pub fn validate(&self, problems: &mut Problems, announce_interval: u32) {
+        problems.check(
+            self.max == 0 || (announce_interval..=86_400).contains(&self.max),
+            "max",
+            format!("must be 0 or from announce_interval ({announce_interval}) to 86400"),
+        );
+        problems.within("target_load_percent", self.target_load_percent, 10..=95);
+        problems.within("jitter_percent", self.jitter_percent, 0..=50);
     }
 }
 

@@ -136,6 +136,10 @@ impl TrackerKind for Http {
         protocol.announce_interval
     }
 
+    fn min_announce_interval(protocol: &ProtocolConfig) -> u32 {
+        protocol.min_announce_interval
+    }
+
     fn validate(config: &Config, problems: &mut Problems) {
         let network = &config.network;
         problems.section("network", |p| {

@@ -47,8 +47,8 @@ use crate::stats::SocketCounters;
 pub(crate) const NOT_ALLOWED: &str = "info hash not allowed";
 /// Reply to a client over per_ip.requests_per_second.
 pub(crate) const RATE_LIMITED: &str = "too many requests, slow down";
-/// Reply when a swarm worker's queue is full.
-pub(crate) const BUSY: &str = "tracker busy, try again later";
+/// Reply when a swarm worker's queue is full, with an interval to come back after.
+pub(crate) const BUSY: &str = "tracker busy, come back later";
 
 /// What a session needs from the socket worker that runs it: the config, the
 /// worker's per-client rates, the access list, its counters and its full-scrape
@@ -90,6 +90,12 @@ pub(crate) trait Host {
     fn server_time(&self) -> ServerTime;
     /// Records how long a request took from its whole head to its written response.
     fn record_latency(&self, latency: Duration);
+    /// The `interval` and `min interval` of an announce reply to a client over IPv6
+    /// when `ipv6`: adapted to load, jittered.
+    fn reply_interval(&self, ipv6: bool) -> (u32, u32);
+    /// The same for a backoff reply (the request was shed): spread over one to two
+    /// intervals.
+    fn backoff_interval(&self, ipv6: bool) -> (u32, u32);
 }
 
 /// The last full-scrape reply body of one socket worker.
@@ -181,7 +187,10 @@ enum Answered {
     Announce { keep_alive: bool },
     /// A scrape (with counts or a failure reason).
     Scrape { keep_alive: bool },
-    /// A request refused before it was served (malformed, late, over its rate, busy);
+    /// A request shed (a swarm worker's queue was full), answered with a failure that
+    /// carries the interval to come back after.
+    Backoff { keep_alive: bool },
+    /// A request refused before it was served (malformed, late, over its rate);
     /// the connection closes.
     Error,
 }
@@ -189,7 +198,9 @@ enum Answered {
 impl Answered {
     fn keeps_alive(self) -> bool {
         match self {
-            Self::Announce { keep_alive } | Self::Scrape { keep_alive } => keep_alive,
+            Self::Announce { keep_alive }
+            | Self::Scrape { keep_alive }
+            | Self::Backoff { keep_alive } => keep_alive,
             Self::Error => false,
         }
     }
@@ -333,7 +344,7 @@ impl Session {
         };
         let keep_alive = call.keep_alive;
         match answer {
-            Err(CallError::Busy) => return self.busy(served, now),
+            Err(CallError::Busy) => return self.busy(served, host, keep_alive, now),
             Ok(AnnounceAnswer::Refused(reason)) => {
                 write_failure(&mut self.out, 200, reason, keep_alive);
             }
@@ -342,11 +353,12 @@ impl Session {
                 incomplete,
                 peers,
             }) => {
-                let protocol = &host.config().protocol;
+                let (interval, min_interval) =
+                    host.reply_interval(served.client_ip.to_canonical().is_ipv6());
                 with_peer_list(&peers, call.compact, call.work.peer, |peers| {
                     let response = AnnounceResponse {
-                        interval: protocol.announce_interval,
-                        min_interval: protocol.min_announce_interval,
+                        interval,
+                        min_interval,
                         complete,
                         incomplete,
                         peers,
@@ -375,7 +387,7 @@ impl Session {
         }
         let counts = match answer {
             Ok(counts) => counts,
-            Err(CallError::Busy) => return self.busy(served, now),
+            Err(CallError::Busy) => return self.busy(served, host, call.keep_alive, now),
         };
         let mut files = counts
             .into_iter()
@@ -482,7 +494,7 @@ impl Session {
                     host.check_client(&request.peer_id, parsed.user_agent.as_bytes())
                 {
                     host.count(|counters| counters.client_refused += 1);
-                    self.refuse_with_interval(refusal.reason(), host, keep_alive);
+                    self.refuse_with_interval(refusal.reason(), host, keep_alive, ip.is_ipv6());
                     self.respond(Answered::Announce { keep_alive }, served, now);
                     return None;
                 }
@@ -491,7 +503,7 @@ impl Session {
                     Ok(true) => {}
                     Ok(false) => request.numwant = Some(0),
                     Err(refusal) => {
-                        self.refuse_privately(refusal, host, keep_alive);
+                        self.refuse_privately(refusal, host, keep_alive, ip.is_ipv6());
                         self.respond(Answered::Announce { keep_alive }, served, now);
                         return None;
                     }
@@ -506,7 +518,7 @@ impl Session {
                     counters.scrapes_v6 += ipv6;
                 });
                 if let Err(refusal) = host.private_scrape(key, &request.info_hashes) {
-                    self.refuse_privately(refusal, host, keep_alive);
+                    self.refuse_privately(refusal, host, keep_alive, ip.is_ipv6());
                     self.respond(Answered::Scrape { keep_alive }, served, now);
                     return None;
                 }
@@ -537,22 +549,28 @@ impl Session {
 
     /// Writes private mode's refusal, with the interval to come back after: a client
     /// with a bad key would otherwise retry at once.
-    fn refuse_privately(&mut self, refusal: Refusal, host: &impl Host, keep_alive: bool) {
+    fn refuse_privately(
+        &mut self,
+        refusal: Refusal,
+        host: &impl Host,
+        keep_alive: bool,
+        ipv6: bool,
+    ) {
         host.count(|counters| counters.private_refused += 1);
-        self.refuse_with_interval(refusal.reason(), host, keep_alive);
+        self.refuse_with_interval(refusal.reason(), host, keep_alive, ipv6);
     }
 
     /// Writes a failure that carries the announce interval (clients that honour it
     /// wait that long before trying again).
-    fn refuse_with_interval(&mut self, reason: &str, host: &impl Host, keep_alive: bool) {
-        let protocol = &host.config().protocol;
-        write_failure_with_interval(
-            &mut self.out,
-            reason,
-            protocol.announce_interval,
-            protocol.min_announce_interval,
-            keep_alive,
-        );
+    fn refuse_with_interval(
+        &mut self,
+        reason: &str,
+        host: &impl Host,
+        keep_alive: bool,
+        ipv6: bool,
+    ) {
+        let (interval, min_interval) = host.reply_interval(ipv6);
+        write_failure_with_interval(&mut self.out, reason, interval, min_interval, keep_alive);
     }
 
     /// Full scrapes are built at most once per `full_scrape_interval` per socket
@@ -609,12 +627,17 @@ impl Session {
         }))
     }
 
-    /// A swarm worker's queue was full: 503, and the connection closes.
-    fn busy(&mut self, served: Served, now: Instant) {
+    /// A swarm worker's queue was full: a failure that carries the interval to come
+    /// back after, spread over one to two intervals (libtorrent, Transmission and
+    /// rtorrent wait that long; a 503 or a closed connection is retried within
+    /// seconds). The connection stays open.
+    fn busy(&mut self, served: Served, host: &impl Host, keep_alive: bool, now: Instant) {
         self.out.clear();
         self.shared_body = None;
-        write_failure(&mut self.out, 503, BUSY, false);
-        self.respond(Answered::Error, served, now);
+        let (interval, min_interval) =
+            host.backoff_interval(served.client_ip.to_canonical().is_ipv6());
+        write_failure_with_interval(&mut self.out, BUSY, interval, min_interval, keep_alive);
+        self.respond(Answered::Backoff { keep_alive }, served, now);
     }
 
     /// `out` (and a shared body) answer the request being served.
@@ -730,6 +753,10 @@ fn count_response(host: &impl Host, answered: Answered, ip: IpAddr) {
             Answered::Scrape { .. } => (
                 &mut counters.scrape_responses,
                 &mut counters.scrape_responses_v6,
+            ),
+            Answered::Backoff { .. } => (
+                &mut counters.backoff_responses,
+                &mut counters.backoff_responses_v6,
             ),
             Answered::Error => (
                 &mut counters.error_responses,

@@ -28,6 +28,8 @@ pub(crate) struct HttpShard {
     replies: ByWorker<SwarmReply>,
     /// Changes for the other nodes, when the swarms are shared (`[cluster]`).
     changes: Option<ChangeLog>,
+    /// The announce interval given now: peers outlive it.
+    interval: Option<std::sync::Arc<shoal_worker::AnnounceInterval>>,
 }
 
 impl BitTorrentShard for HttpShard {
@@ -41,6 +43,10 @@ impl BitTorrentShard for HttpShard {
         now: ServerTime,
         reply: &mut impl FnMut(usize, Vec<SwarmReply>),
     ) {
+        // Peers live as long as the longest interval a reply gives now, plus the grace.
+        if let Some(interval) = &self.interval {
+            self.torrents.set_peer_timeout(interval.peer_timeout());
+        }
         for request in batch {
             let kind = self.serve(request.kind, now);
             let to = request.reply_to;
@@ -77,7 +83,17 @@ impl HttpShard {
             rng: rand::make_rng(),
             replies: ByWorker::default(),
             changes: shared.then(ChangeLog::default),
+            interval: None,
         }
+    }
+
+    /// With the announce interval the tracker gives (peers outlive it).
+    pub(crate) fn with_interval(
+        mut self,
+        interval: std::sync::Arc<shoal_worker::AnnounceInterval>,
+    ) -> Self {
+        self.interval = Some(interval);
+        self
     }
 
     /// Answers one request at `now`.

@@ -27,7 +27,12 @@ shoal_common::counters! {
         scrape_responses,
         /// Of `scrape_responses`, those to IPv6 clients.
         scrape_responses_v6,
-        /// Error responses written (malformed, late, over the rate, busy).
+        /// Failures with an interval to come back after, for requests shed because a
+        /// swarm worker's queue was full.
+        backoff_responses,
+        /// Of `backoff_responses`, those to IPv6 clients.
+        backoff_responses_v6,
+        /// Error responses written (malformed, late, over the rate).
         error_responses,
         /// Of `error_responses`, those to IPv6 clients.
         error_responses_v6,
@@ -88,6 +93,7 @@ impl Observe for SocketTotals {
             ),
             ("scrape", self.scrape_responses, self.scrape_responses_v6),
             ("error", self.error_responses, self.error_responses_v6),
+            ("backoff", self.backoff_responses, self.backoff_responses_v6),
         ] {
             out.counter_by_ip_version(RESPONSES, RESPONSES_HELP, &[("action", action)], all, ipv6);
         }
@@ -108,5 +114,32 @@ impl Observe for SocketTotals {
         out.counter(ERRORS, ERRORS_HELP, &[("kind", "timeout")], self.timeouts);
         self.connections.observe(out);
         self.clients.observe(out);
+    }
+}
+
+impl shoal_worker::LoadCounters for SocketTotals {
+    /// Shed requests are not counted per family: both families see all of them.
+    fn load_counts(&self) -> [shoal_worker::FamilyCounts; 2] {
+        let served_v6 = self.announce_responses_v6
+            + self.scrape_responses_v6
+            + self.error_responses_v6
+            + self.backoff_responses_v6;
+        let served = self.announce_responses
+            + self.scrape_responses
+            + self.error_responses
+            + self.backoff_responses;
+        let lost = self.connections.shed;
+        [
+            shoal_worker::FamilyCounts {
+                announces: self.announce_responses - self.announce_responses_v6,
+                served: served - served_v6,
+                lost,
+            },
+            shoal_worker::FamilyCounts {
+                announces: self.announce_responses_v6,
+                served: served_v6,
+                lost,
+            },
+        ]
     }
 }

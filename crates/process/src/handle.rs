@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use shoal_common::{AccessControl, Shutdown, Supervisor};
 use shoal_private::Accounts;
-use shoal_worker::Exporter;
+use shoal_worker::{AnnounceInterval, Exporter};
 
 /// A tracker whose sockets are bound and whose workers run.
 #[derive(Debug)]
@@ -22,6 +22,8 @@ pub struct Running {
     /// stopped, before the process may exit, and then exported.
     accounts: Option<Arc<Accounts>>,
     exporter: Option<Arc<Exporter>>,
+    /// The announce interval it gives now.
+    interval: Option<Arc<AnnounceInterval>>,
 }
 
 impl Running {
@@ -34,7 +36,19 @@ impl Running {
             access,
             accounts: None,
             exporter: None,
+            interval: None,
         }
+    }
+
+    /// With the announce interval it gives (shown in /metrics and /stats).
+    pub fn with_interval(mut self, interval: Arc<AnnounceInterval>) -> Self {
+        self.interval = Some(interval);
+        self
+    }
+
+    /// The announce interval it gives now.
+    pub fn interval(&self) -> Option<&Arc<AnnounceInterval>> {
+        self.interval.as_ref()
     }
 
     /// With private mode's accounting and its exporter, finished after the workers

@@ -257,6 +257,7 @@ where
                 stall_reported: std::sync::atomic::AtomicBool::new(false),
                 accounts: tracker.running.accounts().cloned(),
                 exporter: tracker.running.exporter().cloned(),
+                interval: tracker.running.interval().cloned(),
             }),
             tracker,
         }))
@@ -303,6 +304,8 @@ struct TrackerMonitor<C> {
     accounts: Option<Arc<shoal_private::Accounts>>,
     /// Its exporter, when it is on.
     exporter: Option<Arc<shoal_worker::Exporter>>,
+    /// The announce interval it gives.
+    interval: Option<Arc<shoal_worker::AnnounceInterval>>,
 }
 
 impl<C: Counters> Monitored for TrackerMonitor<C>
@@ -327,6 +330,9 @@ where
         if let Some(exporter) = &self.exporter {
             observe_exporter(&exporter.stats, out);
         }
+        if let Some(interval) = &self.interval {
+            observe_interval(interval, out);
+        }
     }
 
     fn largest_swarms(&self, count: usize) -> Vec<LargeSwarm> {
@@ -340,6 +346,42 @@ where
     fn urls(&self) -> Vec<String> {
         self.urls.clone()
     }
+}
+
+/// The adaptive announce interval: what it is now, and what it is made from.
+fn observe_interval(interval: &shoal_worker::AnnounceInterval, out: &mut Observation) {
+    use std::sync::atomic::Ordering::Relaxed;
+    for family in shoal_worker::Family::ALL {
+        out.gauge(
+            "shoal_announce_interval_seconds",
+            "The announce interval given now, before each reply's jitter: raised under \
+             load ([interval]), at most interval.max.",
+            &[("ip_version", family.label())],
+            f64::from(interval.current(family)),
+        );
+    }
+    out.gauge(
+        "shoal_announce_interval_max_seconds",
+        "The longest announce interval the tracker gives (interval.max).",
+        &[],
+        f64::from(interval.settings().max),
+    );
+    let gauges = interval.gauges();
+    out.gauge(
+        "shoal_load",
+        "The share of its capacity the tracker used in the last second: its busiest \
+         worker's busy time, above 1 when requests were shed or dropped (offered over \
+         served).",
+        &[],
+        gauges.load_per_mille.load(Relaxed) as f64 / 1000.0,
+    );
+    out.gauge(
+        "shoal_capacity_announces_per_second",
+        "Announces a second the tracker could answer fully busy, as learnt from its \
+         announces and busy time over the last minute; 0 until it has seen load.",
+        &[],
+        gauges.capacity.load(Relaxed) as f64,
+    );
 }
 
 /// The accounting exporter's counters.
@@ -676,6 +718,7 @@ mod tests {
             stall_reported: AtomicBool::new(false),
             accounts: None,
             exporter: None,
+            interval: None,
         };
         let start = Instant::now();
         let at = |secs| start + Duration::from_secs(secs);

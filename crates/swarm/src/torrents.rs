@@ -457,6 +457,12 @@ impl<S: PeerSet> TorrentMap<S> {
         self.peer_timeout
     }
 
+    /// Sets how long peers announcing from now on live (the adaptive interval gives
+    /// longer intervals under load; peers must outlive them).
+    pub fn set_peer_timeout(&mut self, peer_timeout: u32) {
+        self.peer_timeout = peer_timeout;
+    }
+
     /// When a peer that announces at `now` expires.
     pub fn expiry(&self, now: ServerTime) -> ServerTime {
         now.plus(self.peer_timeout)

@@ -98,6 +98,44 @@ pub(crate) fn run_executor<T: 'static>(
     }
 }
 
+/// The work time of the calling thread's executor, read in steps: on io_uring
+/// glommio's count of the time its tasks ran (which it resets at each reading); on
+/// epoll the time not spent waiting in epoll.
+#[derive(Debug)]
+pub(crate) struct BusyClock {
+    last_at: Instant,
+    last_waited: Duration,
+}
+
+impl BusyClock {
+    /// Starts counting now, on the executor's thread.
+    pub(crate) fn start() -> Self {
+        let mut clock = Self {
+            last_at: Instant::now(),
+            last_waited: Duration::ZERO,
+        };
+        clock.since_last();
+        clock
+    }
+
+    /// Time spent working since the last reading.
+    pub(crate) fn since_last(&mut self) -> Duration {
+        let now = Instant::now();
+        let busy = if poll::is_running() {
+            let waited = poll::waited();
+            let busy = now
+                .saturating_duration_since(self.last_at)
+                .saturating_sub(waited.saturating_sub(self.last_waited));
+            self.last_waited = waited;
+            busy
+        } else {
+            glommio::executor().executor_stats().executor_runtime()
+        };
+        self.last_at = now;
+        busy
+    }
+}
+
 /// Spawns `future` on the calling thread's executor, to run after the tasks that are
 /// ready now.
 pub fn spawn_local(future: impl Future<Output = ()> + 'static) {

@@ -47,6 +47,13 @@ thread_local! {
     /// Socket operations the task now running may still complete before it must
     /// yield ([`TASK_BUDGET`] at each poll).
     static BUDGET: Cell<u32> = const { Cell::new(TASK_BUDGET) };
+    /// Time the executor has spent waiting in epoll since it started.
+    static WAITED: Cell<Duration> = const { Cell::new(Duration::ZERO) };
+}
+
+/// Time this thread's epoll executor has spent waiting for events so far.
+pub(crate) fn waited() -> Duration {
+    WAITED.get()
 }
 
 /// Socket operations (reads, writes, accepts) one task may complete in one poll.
@@ -353,7 +360,9 @@ impl Executor {
             } else {
                 Some(Duration::ZERO)
             };
+            let waiting_from = Instant::now();
             let polled = self.poll.borrow_mut().poll(&mut events, timeout);
+            WAITED.set(WAITED.get() + waiting_from.elapsed());
             self.queue.sleeping.store(false, Ordering::Release);
             match polled {
                 Ok(()) => self.dispatch(&events),

@@ -36,8 +36,9 @@ use shoal_swarm::{Clock, Restored, ServerTime};
 
 use shoal_process::{Listening, Prepared, Reload, RunningTracker, list_reloads};
 use shoal_worker::{
-    ClientKey, ConnectionsPerIp, Context, LocalSwarm, RateTable, ReadySocketWorker, Shard,
-    Snapshot, Startup, Threads, Verdict, load_snapshot, reply_capacity, start_threads,
+    AnnounceInterval, ClientKey, ConnectionsPerIp, Context, LocalSwarm, RateTable,
+    ReadySocketWorker, Shard, Snapshot, Startup, Threads, Verdict, load_snapshot, reply_capacity,
+    start_threads,
 };
 
 use crate::backend::{
@@ -95,7 +96,9 @@ pub trait TcpTracker: Sized + 'static {
     type Shard: Shard;
     /// Its shared counters, which embed the [`ConnectionCounters`] every TCP tracker keeps
     /// (`group connections: ConnectionCounters;` in its `counters!`).
-    type Counters: Embeds<ConnectionCounters> + 'static;
+    type Counters: Embeds<ConnectionCounters>
+        + shoal_common::Counters<Totals: shoal_worker::LoadCounters>
+        + 'static;
     /// What one socket worker's connection tasks share besides [`Worker`]'s fields:
     /// the router, caches.
     type Shared: 'static;
@@ -106,8 +109,8 @@ pub trait TcpTracker: Sized + 'static {
     /// Sizes and deadlines from the config.
     fn settings(config: &Config<Self::Kind>) -> TcpSettings;
 
-    /// An empty shard.
-    fn shard(config: &Config<Self::Kind>) -> Self::Shard;
+    /// An empty shard, giving `interval` (adapted to load).
+    fn shard(config: &Config<Self::Kind>, interval: &Arc<AnnounceInterval>) -> Self::Shard;
 
     /// Fills `shard`, number `index` of `shards`, from `snapshot` at `now`.
     fn restore(
@@ -352,7 +355,8 @@ fn serve<T: TcpTracker>(
         reloads.push(Arc::new(move || tls.reload_and_log()) as Reload);
     }
     let running = Running::new(addrs, supervisor, context.access.clone())
-        .with_accounting(context.accounts.clone(), context.exporter.clone());
+        .with_accounting(context.accounts.clone(), context.exporter.clone())
+        .with_interval(context.interval.clone());
     Ok(RunningTracker::new(
         running,
         &context,
@@ -383,7 +387,7 @@ impl<T: TcpTracker> Startup for TcpStartup<T> {
     type Shard = T::Shard;
 
     fn shard(&self) -> T::Shard {
-        T::shard(&self.config)
+        T::shard(&self.config, &self.context.interval)
     }
 
     fn restore(
@@ -492,14 +496,18 @@ impl<T: TcpTracker> SocketWorker<T> {
         } else {
             Shutdown::POLL_INTERVAL
         };
+        let mut busy = crate::backend::BusyClock::start();
         while !worker.context.shutdown.is_requested() {
             sleep(every).await;
             // Stamped only when the executor gets round to this task: a connection
             // task that never yields stalls it (shoal_common::heartbeat).
+            let now = std::time::Instant::now();
+            worker.context.stats.socket_beat(worker.index, now);
+            // Busy time, for the adaptive interval.
             worker
                 .context
                 .stats
-                .socket_beat(worker.index, std::time::Instant::now());
+                .socket_busy(worker.index, busy.since_last());
             T::tick(&worker);
             shared.flush(&mut worker.counters.borrow_mut());
             worker.traffic.borrow_mut().flush_into(traffic);

@@ -183,6 +183,9 @@ pub(crate) enum ReplyKind {
     Scrape,
     /// An error reply.
     Error,
+    /// An announce reply made by a socket worker for an announce it had to shed: the
+    /// interval, no peers.
+    Backoff,
 }
 
 impl Replies {

@@ -5,6 +5,9 @@
 //! socket worker it came from. The worker core (`shoal_worker`) runs it on a swarm worker
 //! thread, or inside the socket worker when that keeps the torrents itself.
 
+use std::sync::Arc;
+
+use rand::RngExt as _;
 use rand::rngs::SmallRng;
 use shoal_swarm::{
     Announce, BitTorrentMap, ChangeLog, DualStack, ListIn, Located, PREFETCH_STEPS, PeerAddr,
@@ -14,7 +17,7 @@ use shoal_udp_protocol::TransactionId;
 use shoal_udp_protocol::response::{
     write_announce_header, write_error, write_scrape_entry, write_scrape_header,
 };
-use shoal_worker::BitTorrentShard;
+use shoal_worker::{AnnounceInterval, BitTorrentShard, Family};
 
 /// Error reply to an announce that would start a torrent when the tracker is full.
 pub(crate) const TRACKER_FULL: &str = "tracker full: no new torrents accepted";
@@ -28,8 +31,8 @@ use crate::messages::{
 pub(crate) struct UdpShard {
     pub(crate) torrents: BitTorrentMap<()>,
     pub(crate) rng: SmallRng,
-    /// The announce interval told to clients.
-    pub(crate) interval: u32,
+    /// The announce interval told to clients now (adapted to load).
+    pub(crate) interval: Arc<AnnounceInterval>,
     /// Changes for the other nodes, when the swarms are shared (`[cluster]`).
     pub(crate) changes: Option<ChangeLog>,
     /// The torrent of each announce of the batch being served, hashed once for the
@@ -61,11 +64,11 @@ impl BitTorrentShard for UdpShard {
 }
 
 impl UdpShard {
-    /// A shard with `torrents`, telling clients to announce every `interval` seconds.
+    /// A shard with `torrents`, telling clients to announce every `interval`.
     pub(crate) fn new(
         torrents: BitTorrentMap<()>,
         rng: SmallRng,
-        interval: u32,
+        interval: Arc<AnnounceInterval>,
         changes: Option<ChangeLog>,
     ) -> Self {
         Self {
@@ -85,6 +88,9 @@ impl UdpShard {
             replies,
             ..
         } = job;
+        // Peers live as long as the longest interval a reply gives now, plus the
+        // grace: one told to come back later is not forgotten before it does.
+        self.torrents.set_peer_timeout(self.interval.peer_timeout());
         // With a million torrents nearly every announce misses the cache on its
         // torrent's slot and again on its peers: ask for the batch's memory level by
         // level first, so the misses overlap instead of queueing one request at a time
@@ -171,7 +177,13 @@ impl UdpShard {
         out: &mut Vec<u8>,
     ) -> bool {
         let header = out.len();
-        write_announce_header(out, transaction_id, self.interval, 0, 0);
+        let family = if addr.socket_addr().is_ipv6() {
+            Family::V6
+        } else {
+            Family::V4
+        };
+        let interval = self.interval.for_reply(family, self.rng.random::<u32>());
+        write_announce_header(out, transaction_id, interval, 0, 0);
         let announce = Announce {
             key: addr,
             extra: (),

@@ -40,9 +40,16 @@ shoal_common::counters! {
         banned,
         /// Bans started (sustained abuse from a proven address).
         bans,
-        /// Requests dropped because a swarm worker's queue or the pending-scrape table
-        /// was full.
+        /// Requests shed because a swarm worker's queue or the pending-scrape table
+        /// was full (announces among them answered with a backoff reply).
         shed,
+        /// Of `shed`, those over IPv6.
+        shed_v6,
+        /// Shed announces answered with a backoff reply: the current interval spread
+        /// over one to two, no peers, nothing stored.
+        backoff_replies,
+        /// Of `backoff_replies`, those over IPv6.
+        backoff_replies_v6,
         /// Scrapes whose parts did not all come back in time.
         scrapes_timed_out,
         /// Connect replies sent.
@@ -65,6 +72,8 @@ shoal_common::counters! {
         send_failures,
         /// Datagrams the kernel dropped, mostly for a full receive queue.
         kernel_drops,
+        /// Of `kernel_drops`, those of the IPv6 socket.
+        kernel_drops_v6,
         /// Receive buffers shrunk for a queue that kept overflowing.
         queue_shrinks,
         /// Receive buffers set back to their configured size after an overload.
@@ -138,6 +147,7 @@ impl Observe for SocketTotals {
             ("announce", self.announce_replies, self.announce_replies_v6),
             ("scrape", self.scrape_replies, self.scrape_replies_v6),
             ("error", self.error_replies, self.error_replies_v6),
+            ("backoff", self.backoff_replies, self.backoff_replies_v6),
         ] {
             out.counter_by_ip_version(RESPONSES, RESPONSES_HELP, &[("action", action)], all, ipv6);
         }
@@ -180,5 +190,31 @@ impl Observe for SocketTotals {
                 value,
             );
         }
+    }
+}
+
+impl shoal_worker::LoadCounters for SocketTotals {
+    fn load_counts(&self) -> [shoal_worker::FamilyCounts; 2] {
+        let served_v6 = self.connect_replies_v6
+            + self.announce_replies_v6
+            + self.scrape_replies_v6
+            + self.error_replies_v6
+            + self.backoff_replies_v6;
+        let served = self.connect_replies
+            + self.announce_replies
+            + self.scrape_replies
+            + self.error_replies
+            + self.backoff_replies;
+        let v6 = shoal_worker::FamilyCounts {
+            announces: self.announce_replies_v6,
+            served: served_v6,
+            lost: self.shed_v6 + self.kernel_drops_v6,
+        };
+        let v4 = shoal_worker::FamilyCounts {
+            announces: self.announce_replies.saturating_sub(v6.announces),
+            served: served.saturating_sub(served_v6),
+            lost: (self.shed + self.kernel_drops).saturating_sub(v6.lost),
+        };
+        [v4, v6]
     }
 }

@@ -120,7 +120,8 @@ fn serve(
     let supervisor = start_threads(threads, &mut startup)?;
     let reloads = list_reloads(&context, "udp");
     let running = Running::new(addrs, supervisor, context.access.clone())
-        .with_accounting(context.accounts.clone(), context.exporter.clone());
+        .with_accounting(context.accounts.clone(), context.exporter.clone())
+        .with_interval(context.interval.clone());
     Ok(RunningTracker::new(
         running,
         &context,
@@ -148,7 +149,7 @@ impl Startup for UdpStartup {
         UdpShard::new(
             shoal_worker::shard_map(&self.config),
             rand::make_rng(),
-            self.config.protocol.announce_interval,
+            self.context.interval.clone(),
             self.config.cluster.enabled().then(ChangeLog::default),
         )
     }
@@ -197,6 +198,7 @@ impl Startup for UdpStartup {
                 private: private.clone(),
                 sessions: self.context.sessions.clone(),
                 accounts: self.context.accounts.clone(),
+                interval: self.context.interval.clone(),
             },
             senders,
         );

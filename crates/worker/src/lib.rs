@@ -46,8 +46,11 @@
 //!   `snapshots`: the thread that writes it, a slice of a shard at a time.
 //! * `export`: private mode's accounting batches sent to the site (HTTP, a Redis
 //!   stream), the export directory as the backlog.
+//! * `interval`: the announce interval adapted to load ([`AnnounceInterval`], read
+//!   per reply; its [`Controller`] and the thread that ticks it).
 
 mod export;
+mod interval;
 mod link;
 mod local;
 mod outbox;
@@ -62,6 +65,10 @@ mod state;
 mod swarm_worker;
 
 pub use export::{ExportStats, ExportTargets, Exporter, HttpTarget, RedisTarget};
+pub use interval::{
+    AnnounceInterval, Controller, Family, FamilyCounts, FamilySample, IntervalGauges,
+    IntervalSettings, LoadCounters, LoadSample, TICK as INTERVAL_TICK, spawn_controller,
+};
 pub use link::SwarmLink;
 pub use local::LocalSwarm;
 pub use outbox::{Batch, Outboxes, ScrapeSplit, Sent, SwarmWorkerGone, shard_for};
@@ -92,6 +99,8 @@ pub struct Context<C> {
     pub access: Arc<AccessControl>,
     /// Which clients are served (`[clients]`), replaceable through the admin API.
     pub clients: Arc<ClientRules>,
+    /// The announce interval given now, adapted to load (`[interval]`).
+    pub interval: Arc<AnnounceInterval>,
     /// Private mode's users and torrents; `None` for a public tracker.
     pub private: Option<Arc<Registry>>,
     /// Private mode's clients per user and torrent (the peer cap, the enforced
@@ -114,6 +123,7 @@ impl<C> Clone for Context<C> {
             clock: self.clock.clone(),
             access: self.access.clone(),
             clients: self.clients.clone(),
+            interval: self.interval.clone(),
             private: self.private.clone(),
             accounts: self.accounts.clone(),
             sessions: self.sessions.clone(),
@@ -201,12 +211,18 @@ impl<C: Counters> Context<C> {
                 settings.peer_lists_per_minute,
             ))
         });
+        let interval = AnnounceInterval::new(AnnounceInterval::settings_for(
+            config,
+            K::min_announce_interval(&config.protocol),
+            K::interval_ceiling(&config.network),
+        ));
         Ok(Self {
             clock,
             exporter,
             sessions,
             access: Arc::new(access),
             clients: Arc::new(clients),
+            interval: Arc::new(interval),
             private,
             accounts,
             stats: WorkerStats::new(socket_workers, swarm_gauges),

@@ -102,6 +102,7 @@ pub fn start_threads<K, C, T>(
 where
     K: TrackerKind,
     C: Counters + 'static,
+    C::Totals: crate::LoadCounters,
     T: Startup,
 {
     let Threads {
@@ -117,6 +118,12 @@ where
     let swarm_workers = config.swarm_worker_count();
     let shards = swarm_workers.max(1);
     let mut supervisor = Supervisor::new(context.shutdown.clone()).named(name);
+    crate::spawn_controller(
+        &mut supervisor,
+        name,
+        context.interval.clone(),
+        context.stats.clone(),
+    )?;
     let snapshots = match K::STATE {
         Some(kind) => start_snapshots(
             &mut supervisor,

@@ -93,7 +93,11 @@ impl<S: Shard, C> SwarmWorker<S, C> {
             } else {
                 self.duties.longest_wait(Shutdown::POLL_INTERVAL)
             };
-            match self.requests.recv_timeout(wait) {
+            let received = self.requests.recv_timeout(wait);
+            // Everything from here to the next wait is work (busy time, for the
+            // adaptive interval).
+            let working_since = std::time::Instant::now();
+            match received {
                 Ok(batch) => {
                     let routes = &self.routes;
                     self.shard.handle(batch, clock.now(), &mut |worker, reply| {
@@ -114,6 +118,9 @@ impl<S: Shard, C> SwarmWorker<S, C> {
                 publish(&self.shard, &self.gauges);
             }
             self.duties.step(&mut self.shard, clock.now());
+            self.context
+                .stats
+                .swarm_busy(self.index, working_since.elapsed());
         }
         self.duties.finish(&mut self.shard, clock.now());
         Ok(())

@@ -207,6 +207,11 @@ impl TrackerKind for Ws {
         protocol.announce_interval
     }
 
+    /// A connection quiet for `idle_timeout` is closed: the interval stays under it.
+    fn interval_ceiling(network: &Self::Network) -> u32 {
+        network.idle_timeout.saturating_sub(1)
+    }
+
     fn validate(config: &Config, problems: &mut Problems) {
         let protocol = &config.protocol;
         let network = &config.network;

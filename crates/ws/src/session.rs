@@ -43,7 +43,7 @@ use crate::stats::SocketCounters;
 /// Error reply to a refused info hash.
 pub(crate) const NOT_ALLOWED: &str = "info hash not allowed";
 /// Error reply when a swarm worker's queue is full.
-pub(crate) const BUSY: &str = "tracker busy, try again later";
+pub(crate) const BUSY: &str = "tracker busy, come back later";
 /// Error reply past limits.max_requests_per_second.
 pub(crate) const RATE_LIMITED: &str = "too many requests, slow down";
 /// Error reply past per_ip.requests_per_second (all of a client's connections).
@@ -123,6 +123,9 @@ pub(crate) trait Host {
     fn note_receiving(&self, queue: &ConnectionQueue, bytes: usize);
     /// Forgets a closed connection.
     fn unregister(&self, connection: ConnectionRef);
+    /// Seconds a client whose request was shed is told to wait: the current interval
+    /// spread over one to two.
+    fn backoff_interval(&self) -> u32;
     /// Whether a close may be logged at `now` (clients can provoke closes at will),
     /// with the number of closes left out of the log since the last one logged.
     fn may_log_close(&self, now: Instant) -> Option<u32>;
@@ -652,6 +655,7 @@ impl<'a, H: Host> Session<'a, H> {
             action: Some(action),
             info_hash,
             reason: reason.into(),
+            interval: None,
         });
     }
 
@@ -873,14 +877,21 @@ impl<'a, H: Host> Session<'a, H> {
                 info_hash,
                 scrape_id,
             } => {
+                // Told when to come back (the WebTorrent client waits for the interval
+                // of an error, as of an announce reply).
+                let interval = Some(u64::from(self.host.backoff_interval()));
                 let Some(scrape_id) = scrape_id else {
                     self.answered(Awaited::Announce, now);
-                    return self.write_message(&error_message(Action::Announce, info_hash, BUSY));
+                    return self.write_message(&busy_message(
+                        Action::Announce,
+                        info_hash,
+                        interval,
+                    ));
                 };
                 match self.scrapes.get_mut(&scrape_id) {
                     None => {
                         self.answered(Awaited::Scrape, now);
-                        error_message(Action::Scrape, None, BUSY)
+                        busy_message(Action::Scrape, None, interval)
                     }
                     Some(pending) => {
                         // One busy part fails the whole scrape, with one error.
@@ -894,7 +905,7 @@ impl<'a, H: Host> Session<'a, H> {
                             return;
                         }
                         self.answered(Awaited::Scrape, now);
-                        error_message(Action::Scrape, None, BUSY)
+                        busy_message(Action::Scrape, None, interval)
                     }
                 }
             }
@@ -946,6 +957,11 @@ impl<'a, H: Host> Session<'a, H> {
                     &mut counters.scrape_responses,
                     &mut counters.scrape_responses_v6,
                 ),
+                // A busy reply carries the interval to come back after.
+                ServerMessage::Error(error) if error.interval.is_some() => (
+                    &mut counters.backoff_responses,
+                    &mut counters.backoff_responses_v6,
+                ),
                 ServerMessage::Error(_) => (
                     &mut counters.error_responses,
                     &mut counters.error_responses_v6,
@@ -987,6 +1003,17 @@ fn error_message(action: Action, info_hash: Option<Id20>, reason: &'static str) 
         action: Some(action),
         info_hash,
         reason: reason.into(),
+        interval: None,
+    })
+}
+
+/// The reply to a shed request: busy, with the `interval` to come back after.
+fn busy_message(action: Action, info_hash: Option<Id20>, interval: Option<u64>) -> ServerMessage {
+    ServerMessage::Error(ErrorResponse {
+        action: Some(action),
+        info_hash,
+        reason: BUSY.into(),
+        interval,
     })
 }
 

@@ -50,6 +50,11 @@ shoal_common::counters! {
         scrape_responses,
         /// Of `scrape_responses`, those to IPv6 clients.
         scrape_responses_v6,
+        /// Busy replies written, with the interval to come back after, for requests
+        /// shed because a swarm worker's queue was full.
+        backoff_responses,
+        /// Of `backoff_responses`, those to IPv6 clients.
+        backoff_responses_v6,
         /// Error replies written.
         error_responses,
         /// Of `error_responses`, those to IPv6 clients.
@@ -160,6 +165,7 @@ impl Observe for SocketTotals {
             ("answer", self.answer_responses, self.answer_responses_v6),
             ("scrape", self.scrape_responses, self.scrape_responses_v6),
             ("error", self.error_responses, self.error_responses_v6),
+            ("backoff", self.backoff_responses, self.backoff_responses_v6),
         ] {
             out.counter_by_ip_version(RESPONSES, RESPONSES_HELP, &[("action", action)], all, ipv6);
         }
@@ -217,5 +223,24 @@ impl Observe for SocketTotals {
             &[],
             self.incoming_bytes as f64,
         );
+    }
+}
+
+impl shoal_worker::LoadCounters for SocketTotals {
+    /// Shed requests are not counted per family: both families see all of them. A
+    /// WebTorrent tracker gives one interval to both (the first family's).
+    fn load_counts(&self) -> [shoal_worker::FamilyCounts; 2] {
+        let served = self.announce_responses
+            + self.offer_responses
+            + self.answer_responses
+            + self.scrape_responses
+            + self.error_responses
+            + self.backoff_responses;
+        let both = shoal_worker::FamilyCounts {
+            announces: self.announce_responses,
+            served,
+            lost: self.connections.shed,
+        };
+        [both, both]
     }
 }

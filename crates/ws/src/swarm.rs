@@ -36,10 +36,11 @@ use siphasher::sip::SipHasher13;
 use crate::messages::{ConnectionRef, Delivery, RequestKind, SwarmRequest, ToConnection};
 
 /// Timing the swarms need.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub(crate) struct SwarmSettings {
-    /// Seconds between announces, told to clients.
-    pub announce_interval: u32,
+    /// Seconds between announces told to clients now (adapted to load); WebTorrent
+    /// clients get one interval whatever their address family.
+    pub interval: std::sync::Arc<shoal_worker::AnnounceInterval>,
     /// Seconds after its last announce that a peer is dropped.
     pub peer_timeout: u32,
     /// Seconds an offer can be answered.
@@ -186,6 +187,9 @@ impl WsShard {
         now: ServerTime,
         out: &mut Vec<(ConnectionRef, ToConnection)>,
     ) {
+        // Peers live as long as the longest interval a reply gives now, plus the grace.
+        self.torrents
+            .set_peer_timeout(self.settings.interval.peer_timeout());
         let from = request.from;
         match request.kind {
             RequestKind::Announce(announce) => self.announce(*announce, from, now, out),
@@ -294,7 +298,13 @@ impl WsShard {
                     leechers: counts.leechers,
                     downloads: 0,
                 };
-                announce_reply(info_hash, scrape_file(counts), &self.settings)
+                announce_reply(
+                    info_hash,
+                    scrape_file(counts),
+                    self.settings
+                        .interval
+                        .for_reply(shoal_worker::Family::V4, self.rng.random()),
+                )
             }
             Err(Refused::PeerTaken) => ToConnection::PeerIdTaken(info_hash),
             // A WebTorrent peer id carries no address: no allowance is kept for it.
@@ -395,12 +405,12 @@ fn scrape_file(stats: ScrapeStats) -> ScrapeFile {
     }
 }
 
-fn announce_reply(info_hash: Id20, counts: ScrapeFile, settings: &SwarmSettings) -> ToConnection {
+fn announce_reply(info_hash: Id20, counts: ScrapeFile, interval: u32) -> ToConnection {
     ToConnection::Message(ServerMessage::AnnounceResponse(AnnounceResponse {
         info_hash,
         complete: counts.complete,
         incomplete: counts.incomplete,
-        interval: settings.announce_interval.into(),
+        interval: interval.into(),
     }))
 }
 
@@ -412,16 +422,28 @@ mod tests {
 
     use super::*;
 
-    const SETTINGS: SwarmSettings = SwarmSettings {
-        announce_interval: 120,
-        peer_timeout: 300,
-        offer_lifetime: 60,
-        max_pending_offers: 3,
-    };
+    fn settings() -> SwarmSettings {
+        SwarmSettings {
+            interval: std::sync::Arc::new(shoal_worker::AnnounceInterval::new(
+                shoal_worker::IntervalSettings {
+                    adaptive: false,
+                    min: 120,
+                    max: 120,
+                    target_load: 0.7,
+                    jitter_percent: 0,
+                    grace: 180,
+                    min_share: 0.5,
+                },
+            )),
+            peer_timeout: 300,
+            offer_lifetime: 60,
+            max_pending_offers: 3,
+        }
+    }
     const HASH: Id20 = Id20([7; 20]);
 
     fn swarms() -> WsShard {
-        WsShard::new(SETTINGS, Capacity::UNLIMITED, SmallRng::seed_from_u64(1))
+        WsShard::new(settings(), Capacity::UNLIMITED, SmallRng::seed_from_u64(1))
     }
 
     fn conn(id: u64) -> ConnectionRef {

@@ -118,6 +118,7 @@ mod tests {
                 action: Some(Action::Announce),
                 info_hash: Some(hash),
                 reason: "too many requests".into(),
+                interval: None,
             }),
         ];
         let mut counters = Counters::default();

@@ -78,6 +78,8 @@ pub struct ErrorResponse {
     pub info_hash: Option<Id20>,
     /// Why, for people.
     pub reason: Cow<'static, str>,
+    /// Seconds to wait before trying again, when the tracker says (it is busy).
+    pub interval: Option<u64>,
 }
 
 impl From<ParseError> for ErrorResponse {
@@ -86,6 +88,7 @@ impl From<ParseError> for ErrorResponse {
             action: err.action,
             info_hash: err.info_hash,
             reason: err.reason,
+            interval: None,
         }
     }
 }
@@ -126,6 +129,7 @@ pub fn write_server_message(message: &ServerMessage, out: &mut Vec<u8>) {
             action: error.action,
             info_hash: error.info_hash.map(OneOrManyOut::One),
             failure_reason: Some(&error.reason),
+            interval: error.interval,
             ..WireOut::default()
         },
     };
@@ -148,6 +152,7 @@ pub fn parse_server_message(bytes: &[u8]) -> Result<ServerMessage, ParseError> {
             action: wire.action,
             info_hash,
             reason: Cow::Owned(reason),
+            interval: wire.interval,
         }));
     }
     let missing = |what: &'static str| ParseError {

@@ -95,6 +95,7 @@ proptest! {
                 action: Some(shoal_ws_protocol::Action::Announce),
                 info_hash: Some(info_hash),
                 reason: "nope \"quoted\"".into(),
+                interval: (counts.0 % 2 == 1).then_some(u64::from(counts.0)),
             }),
         };
         let mut out = Vec::new();
@@ -204,6 +205,7 @@ fn error_replies_are_what_the_reference_client_reads() {
             action: Some(shoal_ws_protocol::Action::Announce),
             info_hash: Some(Id20([b'z'; 20])),
             reason: "info hash not allowed".into(),
+            interval: None,
         }),
         &mut out,
     );

@@ -118,6 +118,21 @@ impl Host for TestHost {
     fn record_latency(&self, latency: Duration) {
         self.latencies.borrow_mut().push(latency);
     }
+
+    /// The configured intervals, unjittered: tests read exact values.
+    fn reply_interval(&self, _ipv6: bool) -> (u32, u32) {
+        let protocol = &self.config.protocol;
+        (protocol.announce_interval, protocol.min_announce_interval)
+    }
+
+    /// Twice the configured intervals: tests tell a backoff reply by it.
+    fn backoff_interval(&self, _ipv6: bool) -> (u32, u32) {
+        let protocol = &self.config.protocol;
+        (
+            2 * protocol.announce_interval,
+            2 * protocol.min_announce_interval,
+        )
+    }
 }
 
 /// What a driven session did.

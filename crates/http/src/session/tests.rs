@@ -296,24 +296,40 @@ fn a_refused_info_hash_gets_a_failure_and_the_connection_stays() {
 }
 
 #[test]
-fn a_shed_request_gets_503_and_closes() {
+fn a_shed_request_is_told_when_to_come_back_and_keeps_the_connection() {
     let host = host();
     let mut busy = compact_peer();
     busy.announce = Err(CallError::Busy);
     let transcript = run(&host, &[&announce(1, "", "")], &mut busy, AtEnd::Wait);
     let write = text(&transcript.writes[0]);
+    // A failure with the backoff interval (the rig's: twice the configured ones),
+    // which libtorrent, Transmission and rtorrent wait for; a 503 is retried at once.
     assert!(
-        write.starts_with("HTTP/1.1 503") && write.contains(BUSY),
+        write.starts_with("HTTP/1.1 200") && write.contains(BUSY),
         "{write}"
     );
-    assert!(transcript.closed);
-    assert_eq!(host.counters.borrow().error_responses, 1);
+    assert!(
+        write.contains("8:intervali3600e12:min intervali1800e"),
+        "{write}"
+    );
+    assert!(!transcript.closed);
+    let counters = host.counters.borrow();
+    assert_eq!(
+        (counters.backoff_responses, counters.error_responses),
+        (1, 0)
+    );
+    drop(counters);
 
     let host = self::host();
     let mut busy = compact_peer();
     busy.scrape_busy = true;
     let transcript = run(&host, &[&scrape(&[1])], &mut busy, AtEnd::Wait);
-    assert!(text(&transcript.writes[0]).starts_with("HTTP/1.1 503"));
+    let write = text(&transcript.writes[0]);
+    assert!(
+        write.starts_with("HTTP/1.1 200") && write.contains(BUSY),
+        "{write}"
+    );
+    assert!(write.contains("8:intervali3600e"), "{write}");
 }
 
 #[test]

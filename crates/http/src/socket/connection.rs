@@ -197,4 +197,24 @@ impl Host for Worker {
     fn record_latency(&self, latency: Duration) {
         self.traffic.borrow_mut().record_latency(latency, 1);
     }
+
+    fn reply_interval(&self, ipv6: bool) -> (u32, u32) {
+        let interval = &self.context.interval;
+        let given = interval.for_reply(family(ipv6), rand::random());
+        (given, interval.min_interval(given))
+    }
+
+    fn backoff_interval(&self, ipv6: bool) -> (u32, u32) {
+        let interval = &self.context.interval;
+        let given = interval.for_backoff(family(ipv6), rand::random());
+        (given, interval.min_interval(given))
+    }
+}
+
+fn family(ipv6: bool) -> shoal_worker::Family {
+    if ipv6 {
+        shoal_worker::Family::V6
+    } else {
+        shoal_worker::Family::V4
+    }
 }

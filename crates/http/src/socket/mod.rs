@@ -71,8 +71,12 @@ impl TcpTracker for HttpTracker {
         }
     }
 
-    fn shard(config: &Config<Http>) -> HttpShard {
+    fn shard(
+        config: &Config<Http>,
+        interval: &std::sync::Arc<shoal_worker::AnnounceInterval>,
+    ) -> HttpShard {
         HttpShard::new(shoal_worker::shard_map(config), config.cluster.enabled())
+            .with_interval(interval.clone())
     }
 
     fn restore(

@@ -19,9 +19,12 @@ use shoal_private::{
     Accounts, ClientAnnounce, Event as LedgerEvent, KeyPlaces, Passkey, Registry, Sessions,
 };
 use shoal_swarm::{AnnounceEvent, PeerAddress, PeerLimits, ServerTime};
-use shoal_udp_protocol::response::{write_connect, write_error};
+use shoal_udp_protocol::response::{write_announce_header, write_connect, write_error};
 use shoal_udp_protocol::{AnnounceRequest, Request, ScrapeRequest, TransactionId};
-use shoal_worker::{Outboxes, RateTable, ScrapeSplit, Sent, SwarmWorkerGone, Verdict, shard_for};
+use shoal_worker::{
+    AnnounceInterval, Family, Outboxes, RateTable, ScrapeSplit, Sent, SwarmWorkerGone, Verdict,
+    shard_for,
+};
 
 use crate::config::Config;
 use crate::connection_id::ConnectionIds;
@@ -66,6 +69,8 @@ pub(crate) struct Gates {
     pub(crate) sessions: Option<Arc<Sessions>>,
     /// Private mode's accounting, when it is on.
     pub(crate) accounts: Option<Arc<Accounts>>,
+    /// The announce interval given now (backoff replies carry it).
+    pub(crate) interval: Arc<AnnounceInterval>,
 }
 
 /// Per-datagram logic of one socket worker.
@@ -94,6 +99,10 @@ pub(crate) struct Dispatcher {
     pub(crate) batch_read_at: Instant,
     /// Scratch: the scrape being split by swarm worker.
     split: ScrapeSplit,
+    /// The announce interval given now, for backoff replies.
+    interval: Arc<AnnounceInterval>,
+    /// Spreads backoff replies' intervals (xorshift; not a secret).
+    spread: u64,
 }
 
 impl Dispatcher {
@@ -111,6 +120,7 @@ impl Dispatcher {
             private,
             sessions,
             accounts,
+            interval,
         } = gates;
         Self {
             socket_worker,
@@ -136,6 +146,8 @@ impl Dispatcher {
             traffic: Traffic::default(),
             batch_read_at: Instant::now(),
             split: ScrapeSplit::default(),
+            interval,
+            spread: 0x9e37_79b9_7f4a_7c15 ^ (socket_worker as u64 + 1).wrapping_mul(0xff51_afd7),
         }
     }
 
@@ -322,6 +334,7 @@ impl Dispatcher {
                 transaction_id: request.transaction_id,
                 kind: RequestKind::Announce(work),
             },
+            out,
         );
     }
 
@@ -402,6 +415,7 @@ impl Dispatcher {
                     transaction_id: request.transaction_id,
                     kind,
                 },
+                out,
             );
         }
         self.split = split;
@@ -412,7 +426,7 @@ impl Dispatcher {
         self.outboxes.open(worker, || Job::new(socket_worker))
     }
 
-    fn push(&mut self, worker: usize, request: SwarmRequest) {
+    fn push(&mut self, worker: usize, request: SwarmRequest, out: &mut Replies) {
         let read_at = self.batch_read_at;
         let job = self.open_job(worker);
         if job.requests.is_empty() {
@@ -422,31 +436,55 @@ impl Dispatcher {
         if job.requests.len() >= MAX_JOB_REQUESTS {
             // A full job goes now; a gone swarm worker surfaces at the next flush.
             if let Ok(Sent::Full(job)) = self.outboxes.send(worker) {
-                self.shed(job);
+                self.shed(job, out);
             }
         }
     }
 
-    /// Sends every open job to its swarm worker.
-    pub(crate) fn flush_jobs(&mut self) -> Result<(), SwarmWorkerGone> {
+    /// Sends every open job to its swarm worker; backoff replies for the announces
+    /// of a job that could not go go into `out`.
+    pub(crate) fn flush_jobs(&mut self, out: &mut Replies) -> Result<(), SwarmWorkerGone> {
         let mut shed = Vec::new();
         self.outboxes.send_all(|_, job| shed.push(job))?;
         for job in shed {
-            self.shed(job);
+            self.shed(job, out);
         }
         Ok(())
     }
 
-    /// Drops a job whose swarm worker's queue was full: its requests are counted as
-    /// shed, and scrapes waiting for a part of it are cancelled.
-    fn shed(&mut self, job: Job) {
-        self.counters.shed += job.requests.len() as u64;
+    /// Sheds a job whose swarm worker's queue was full. Its announces are answered
+    /// here with a backoff reply: the current interval spread over one to two (so
+    /// clients answered faster than the swarm workers serve come back no faster than
+    /// they can), no peers, nothing stored; libtorrent and the others wait that long,
+    /// where an unanswered announce is retried within seconds. Its scrapes are dropped
+    /// (a scrape reply has no interval, and made-up counts would mislead), and the
+    /// scrapes waiting for a part of it cancelled. Every request is counted as shed.
+    fn shed(&mut self, job: Job, out: &mut Replies) {
         for request in &job.requests {
-            if let RequestKind::ScrapePart { slot, .. } = &request.kind {
-                self.scrapes.cancel(*slot);
+            let ipv6 = request.client.is_ipv6();
+            self.counters.shed += 1;
+            self.counters.shed_v6 += u64::from(ipv6);
+            match &request.kind {
+                RequestKind::Announce(_) => {
+                    let family = if ipv6 { Family::V6 } else { Family::V4 };
+                    let spread = self.next_spread();
+                    let interval = self.interval.for_backoff(family, spread);
+                    write_announce_header(&mut out.bytes, request.transaction_id, interval, 0, 0);
+                    out.finish_packet(request.client, ReplyKind::Backoff);
+                }
+                RequestKind::ScrapePart { slot, .. } => self.scrapes.cancel(*slot),
+                RequestKind::Scrape { .. } => {}
             }
         }
         self.outboxes.recycle(job);
+    }
+
+    /// The next number of the spread of backoff intervals (xorshift64*).
+    fn next_spread(&mut self) -> u32 {
+        self.spread ^= self.spread >> 12;
+        self.spread ^= self.spread << 25;
+        self.spread ^= self.spread >> 27;
+        (self.spread.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 32) as u32
     }
 
     /// Merges the scrape parts a job brought back from a swarm worker into `out`.

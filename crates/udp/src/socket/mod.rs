@@ -100,6 +100,8 @@ pub(crate) struct SocketWorker {
     queues: [Option<QueueGuard>; 2],
     /// When the queues are looked at next.
     next_queue_check: Instant,
+    /// When the worker last stopped waiting for datagrams.
+    working_since: Instant,
 }
 
 impl std::fmt::Debug for SocketWorker {
@@ -173,6 +175,7 @@ impl SocketWorker {
             own_replies: Replies::default(),
             queues,
             next_queue_check: Instant::now(),
+            working_since: Instant::now(),
         };
         Ok((worker, route))
     }
@@ -238,7 +241,14 @@ impl SocketWorker {
                 writable: e.wants_writable(),
             })
         });
+        // The time since the last wait was work: the adaptive interval's busy share.
+        let waiting_from = Instant::now();
+        self.shared_counters.socket_busy(
+            self.index,
+            waiting_from.saturating_duration_since(self.working_since),
+        );
         let ready = wait_for_sockets(wants, &self.doorbell, timeout).context("poll failed")?;
+        self.working_since = Instant::now();
         self.wake.awake();
         for (endpoint, ready) in self.endpoints.iter_mut().zip(ready) {
             if let Some(endpoint) = endpoint {
@@ -307,7 +317,7 @@ impl SocketWorker {
     /// Sends the open jobs (serving them here when this worker keeps the torrents),
     /// then every reply that is ready.
     fn hand_off(&mut self) -> anyhow::Result<()> {
-        self.dispatcher.flush_jobs()?;
+        self.dispatcher.flush_jobs(&mut self.own_replies)?;
         if let Some(local) = &mut self.local {
             while let Ok(job) = local.requests.try_recv() {
                 local.swarm.handle(job, &mut |_, job| self.ready.push(job));
@@ -359,11 +369,15 @@ impl SocketWorker {
             return;
         }
         self.next_queue_check = now + overload::CHECK_INTERVAL;
-        for (endpoint, queue) in self.endpoints.iter().zip(&mut self.queues) {
+        // Slot 1 is the IPv6 socket (`outbound::Endpoints`).
+        for (slot, (endpoint, queue)) in self.endpoints.iter().zip(&mut self.queues).enumerate() {
             if let (Some(endpoint), Some(queue)) = (endpoint, queue) {
                 let checked = queue.check(&endpoint.socket, now);
                 let counters = &mut self.dispatcher.counters;
                 counters.kernel_drops += checked.drops;
+                if slot == 1 {
+                    counters.kernel_drops_v6 += checked.drops;
+                }
                 counters.queue_shrinks += u64::from(checked.shrunk);
                 counters.queue_restores += u64::from(checked.restored);
             }

@@ -211,6 +211,10 @@ fn count_reply(counters: &mut SocketCounters, kind: ReplyKind, slot: usize) {
             &mut counters.scrape_replies_v6,
         ),
         ReplyKind::Error => (&mut counters.error_replies, &mut counters.error_replies_v6),
+        ReplyKind::Backoff => (
+            &mut counters.backoff_replies,
+            &mut counters.backoff_replies_v6,
+        ),
     };
     *all += 1;
     *ipv6 += slot as u64;

@@ -157,6 +157,11 @@ impl Host for TestHost {
         self.unregistered.borrow_mut().push(connection);
     }
 
+    /// Twice the configured interval: tests tell a backoff reply by it.
+    fn backoff_interval(&self) -> u32 {
+        2 * self.config.protocol.announce_interval
+    }
+
     fn may_log_close(&self, _: Instant) -> Option<u32> {
         self.logged.set(self.logged.get() + 1);
         Some(0)

@@ -247,6 +247,12 @@ impl Host for Worker {
         self.shared.router.borrow_mut().unregister(connection);
     }
 
+    fn backoff_interval(&self) -> u32 {
+        self.context
+            .interval
+            .for_backoff(shoal_worker::Family::V4, rand::random())
+    }
+
     fn may_log_close(&self, now: Instant) -> Option<u32> {
         self.shared.overflow_log.borrow_mut().take(now)
     }

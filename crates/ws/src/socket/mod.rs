@@ -78,9 +78,12 @@ impl TcpTracker for WsTracker {
         }
     }
 
-    fn shard(config: &Config<Ws>) -> WsShard {
+    fn shard(
+        config: &Config<Ws>,
+        interval: &std::sync::Arc<shoal_worker::AnnounceInterval>,
+    ) -> WsShard {
         let settings = SwarmSettings {
-            announce_interval: config.protocol.announce_interval,
+            interval: interval.clone(),
             peer_timeout: config.cleaning.peer_timeout,
             offer_lifetime: config.protocol.offer_lifetime,
             max_pending_offers: config.protocol.max_pending_offers,

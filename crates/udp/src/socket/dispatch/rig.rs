@@ -53,12 +53,21 @@ pub(crate) fn rig_private(
             config.private.peer_lists_per_minute,
         ))
     });
+    // No jitter: tests read exact intervals.
+    let mut settings = shoal_worker::AnnounceInterval::settings_for(
+        &config,
+        config.protocol.announce_interval / 2,
+        u32::MAX,
+    );
+    settings.jitter_percent = 0;
+    let interval = Arc::new(shoal_worker::AnnounceInterval::new(settings));
     let gates = super::Gates {
         access: Arc::new(access),
         client_rules: Arc::new(rules),
         private,
         sessions,
         accounts: None,
+        interval: interval.clone(),
     };
     let dispatcher = Dispatcher::new(0, &config, ids, gates, senders);
     let shards = (0..swarm_workers)
@@ -69,7 +78,7 @@ pub(crate) fn rig_private(
                     shoal_swarm::Capacity::UNLIMITED,
                 ),
                 SmallRng::seed_from_u64(i as u64),
-                config.protocol.announce_interval,
+                interval.clone(),
                 None,
             )
         })
@@ -107,7 +116,7 @@ impl Rig {
         let mut out = Replies::default();
         self.dispatcher
             .handle_packet(packet, from, self.now, &mut out);
-        self.dispatcher.flush_jobs().unwrap();
+        self.dispatcher.flush_jobs(&mut out).unwrap();
         for (queue, shard) in self.queues.iter().zip(&mut self.shards) {
             while let Ok(mut job) = queue.try_recv() {
                 shard.serve(&mut job, self.now);

@@ -190,7 +190,7 @@ fn oversized_scrapes_get_an_error() {
 }
 
 #[test]
-fn a_full_swarm_queue_sheds_requests_without_waiting() {
+fn a_full_swarm_queue_answers_announces_with_a_backoff_reply_without_waiting() {
     let mut rig = rig_with(
         1,
         1,
@@ -208,11 +208,30 @@ fn a_full_swarm_queue_sheds_requests_without_waiting() {
             rig.now,
             &mut out,
         );
-        rig.dispatcher.flush_jobs().unwrap();
+        rig.dispatcher.flush_jobs(&mut out).unwrap();
     }
     assert_eq!(rig.dispatcher.counters.shed, 4);
     assert_eq!(rig.queues[0].len(), 1);
-    assert!(out.packets.is_empty());
+    // The four shed announces are answered here: the interval spread over one to two
+    // (1,800 to 3,600 s), no peers; libtorrent waits that long.
+    assert_eq!(out.packets.len(), 4);
+    let mut intervals = Vec::new();
+    for (bytes, packet) in out.iter_packets() {
+        assert_eq!(packet.kind, ReplyKind::Backoff);
+        let Ok(Response::Announce(reply)) = Response::parse(bytes, PeerFamily::V4) else {
+            panic!("{bytes:?}")
+        };
+        assert!(reply.peers.is_empty());
+        assert_eq!((reply.leechers, reply.seeders), (0, 0));
+        intervals.push(reply.interval);
+    }
+    assert!(
+        intervals.iter().all(|i| (1800..=3600).contains(i)),
+        "{intervals:?}"
+    );
+    intervals.dedup();
+    assert!(intervals.len() > 1, "spread: {intervals:?}");
+    let mut out = Replies::default();
 
     // Connects are still answered while the swarm worker is stuck.
     let mut connect = Vec::new();
@@ -238,11 +257,11 @@ fn a_shed_scrape_part_frees_its_pending_slot() {
     let mut out = Replies::default();
     rig.dispatcher
         .handle_packet(&scrape_packet(id, &hashes), client(1), rig.now, &mut out);
-    rig.dispatcher.flush_jobs().unwrap();
+    rig.dispatcher.flush_jobs(&mut out).unwrap();
     assert_eq!(rig.dispatcher.scrapes.len(), 1);
     rig.dispatcher
         .handle_packet(&scrape_packet(id, &hashes), client(1), rig.now, &mut out);
-    rig.dispatcher.flush_jobs().unwrap();
+    rig.dispatcher.flush_jobs(&mut out).unwrap();
     assert_eq!(
         rig.dispatcher.counters.shed, 2,
         "both parts of the second scrape"

@@ -1,0 +1,407 @@
+//! The announce interval, adapted to load (`[interval]`).
+//!
+//! A tracker's load is set by the interval it gives: P peers told to come back every I
+//! seconds send P/I announces a second. Past its capacity a tracker that drops requests
+//! makes clients retry sooner (libtorrent after 17 s, then 55 s, ...), which adds to
+//! the load; telling them to come back later is the lever clients obey. It acts with a
+//! dead time: a client told I now comes back at now + I, and the clients arriving now
+//! were told their interval one interval ago.
+//!
+//! The [`Controller`], ticked once a second per IP family:
+//!
+//! 1. **Load** ℓ: the share of the tracker's capacity the tick used (the busiest
+//!    socket worker, the busiest swarm worker, the fullest swarm queue) and, when
+//!    requests were lost (shed, or dropped by the kernel), offered over served (above 1).
+//! 2. **Demand** D = ℓ × Ĩ, where Ĩ is the interval the clients arriving now were
+//!    given: found in the controller's own history, the tick s with s + I(s) = now. For
+//!    one population D does not depend on the interval (load falls as the interval
+//!    rises): it is the interval at which the load would be 1. Ticks no client was told
+//!    to come back at (after the interval rose, the old clients are back before the
+//!    new ones) tell nothing and are skipped. D is smoothed over [`SMOOTHING`] ticks.
+//! 3. **Target** I* = D / `target_load`, within [`min`, `max`].
+//! 4. **Moves**: up at once (a longer interval only makes clients come back later);
+//!    down with a slope a ≤ 1 − ℓ/`target_load` (and ≤ [`MAX_DOWN_SLOPE`]): clients told
+//!    a shorter interval arrive together with those told a longer one before them, so
+//!    arrivals grow by 1/(1 − a) while it lasts, which the headroom left covers.
+//!
+//! Each reply adds jitter (± `jitter_percent`), so clients that announce in lockstep
+//! (libtorrent announces the torrents sharing a tracker together) spread out. Peers live
+//! as long as the interval they were given plus the configured grace
+//! (`cleaning.peer_timeout` − `announce_interval`), so a longer interval never makes
+//! peers expire before they come back.
+//!
+//! One interval for every swarm: a client in a small swarm gains the most from an
+//! announce (each new peer matters there), one in a large swarm the least (it knows
+//! enough peers, and finds more through PEX and the DHT), so if anything large swarms
+//! should wait longer; but swarm sizes are skewed (a few large swarms hold most peers),
+//! so sparing the small ones would barely change the load. Not done: see
+//! documents/overload.md.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
+
+mod driver;
+
+pub use driver::{FamilyCounts, IntervalGauges, LoadCounters, TICK, spawn_controller};
+
+/// Ticks over which the demand is smoothed (an exponential average).
+pub(crate) const SMOOTHING: f64 = 10.0;
+/// The fastest the interval falls: half a second per second.
+pub(crate) const MAX_DOWN_SLOPE: f64 = 0.5;
+
+/// An IP family's index in per-family arrays.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Family {
+    V4 = 0,
+    V6 = 1,
+}
+
+impl Family {
+    /// Both, in index order.
+    pub const ALL: [Family; 2] = [Family::V4, Family::V6];
+
+    /// The family's `ip_version` label in metrics.
+    pub fn label(self) -> &'static str {
+        match self {
+            Family::V4 => "4",
+            Family::V6 => "6",
+        }
+    }
+}
+
+/// The bounds and aims of the adaptive interval, in seconds.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct IntervalSettings {
+    /// Whether the interval adapts; when not, it stays at `min`.
+    pub adaptive: bool,
+    /// The interval at no load: the protocol's `announce_interval`.
+    pub min: u32,
+    /// The longest interval given.
+    pub max: u32,
+    /// The share of its capacity the tracker aims to use (0.1 to 0.95).
+    pub target_load: f64,
+    /// Each reply's interval is moved by up to this share either way, at random.
+    pub jitter_percent: u32,
+    /// How long a peer outlives the interval it was given.
+    pub grace: u32,
+    /// HTTP's `min interval` as a share of the interval (the configured
+    /// `min_announce_interval` / `announce_interval`).
+    pub min_share: f64,
+}
+
+/// The interval the socket and swarm workers give now, per family: set by the
+/// [`Controller`]'s thread (or a reload), read with one relaxed load per reply.
+#[derive(Debug)]
+pub struct AnnounceInterval {
+    seconds: [AtomicU32; 2],
+    settings: IntervalSettings,
+    gauges: IntervalGauges,
+}
+
+impl AnnounceInterval {
+    /// At `settings.min` for both families.
+    pub fn new(settings: IntervalSettings) -> Self {
+        Self {
+            seconds: [AtomicU32::new(settings.min), AtomicU32::new(settings.min)],
+            settings,
+            gauges: IntervalGauges::default(),
+        }
+    }
+
+    /// The settings of a tracker configured with `config`: its protocol's
+    /// `announce_interval` the shortest, `min_interval` HTTP's `min interval`, and
+    /// `ceiling` the longest interval the transport allows (WebTorrent connections
+    /// that stay quiet longer are closed).
+    pub fn settings_for<K: shoal_common::TrackerKind>(
+        config: &shoal_common::Config<K>,
+        min_interval: u32,
+        ceiling: u32,
+    ) -> IntervalSettings {
+        let base = K::announce_interval(&config.protocol).max(1);
+        let jitter = config.interval.jitter_percent;
+        // The longest reply, jitter included, stays under the ceiling.
+        let ceiling = (u64::from(ceiling) * 100 / (100 + u64::from(jitter))) as u32;
+        IntervalSettings {
+            adaptive: config.interval.adaptive,
+            min: base,
+            max: config.interval.max_for(base).min(ceiling).max(base),
+            target_load: f64::from(config.interval.target_load_percent) / 100.0,
+            jitter_percent: jitter,
+            // At rest a peer lives `cleaning.peer_timeout`, its longest reply included.
+            grace: config
+                .cleaning
+                .peer_timeout
+                .saturating_sub(base)
+                .saturating_sub(base * jitter.min(50) / 100),
+            min_share: f64::from(min_interval.min(base)) / f64::from(base),
+        }
+    }
+
+    /// What the controller saw last.
+    pub fn gauges(&self) -> &IntervalGauges {
+        &self.gauges
+    }
+
+    /// The settings it was made with.
+    pub fn settings(&self) -> &IntervalSettings {
+        &self.settings
+    }
+
+    /// The interval now, before jitter.
+    pub fn current(&self, family: Family) -> u32 {
+        self.seconds[family as usize].load(Relaxed)
+    }
+
+    /// Sets the interval of `family` (the controller, a runtime override).
+    pub fn set(&self, family: Family, seconds: u32) {
+        self.seconds[family as usize].store(seconds, Relaxed);
+    }
+
+    /// The interval for one reply: the current one moved by `random` (any 32 bits)
+    /// within ± `jitter_percent`, never under 1.
+    pub fn for_reply(&self, family: Family, random: u32) -> u32 {
+        jittered(self.current(family), self.settings.jitter_percent, random)
+    }
+
+    /// The interval for a backoff reply (the request was shed: answered without being
+    /// stored): spread over one to two current intervals, so that clients answered
+    /// faster than the swarm workers can serve come back no faster than they can.
+    pub fn for_backoff(&self, family: Family, random: u32) -> u32 {
+        let interval = u64::from(self.current(family));
+        (interval + u64::from(random) % (interval + 1)).min(u64::from(u32::MAX)) as u32
+    }
+
+    /// HTTP's `min interval` to go with `interval`.
+    pub fn min_interval(&self, interval: u32) -> u32 {
+        ((f64::from(interval) * self.settings.min_share) as u32).clamp(1, interval.max(1))
+    }
+
+    /// How long a peer that announces now lives: the longest interval a reply that
+    /// stores it can carry now (either family, jitter included) plus the grace.
+    pub fn peer_timeout(&self) -> u32 {
+        let longest = Family::ALL
+            .iter()
+            .map(|&family| self.current(family))
+            .max()
+            .unwrap_or(self.settings.min);
+        let jitter = u64::from(longest) * u64::from(self.settings.jitter_percent) / 100;
+        (u64::from(longest) + jitter + u64::from(self.settings.grace)).min(u64::from(u32::MAX))
+            as u32
+    }
+}
+
+/// `interval` moved by up to `percent`% either way, chosen by `random`.
+fn jittered(interval: u32, percent: u32, random: u32) -> u32 {
+    let spread = u64::from(interval) * u64::from(percent.min(50)) / 100;
+    if spread == 0 {
+        return interval.max(1);
+    }
+    let offset = u64::from(random) % (2 * spread + 1);
+    (u64::from(interval) + offset - spread).clamp(1, u64::from(u32::MAX)) as u32
+}
+
+/// What one second measured of one IP family.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct FamilySample {
+    /// Announces answered.
+    pub announces: u64,
+    /// Requests of every kind answered (announces, scrapes, connects).
+    pub served: u64,
+    /// Requests lost: shed (a swarm queue was full) or dropped by the kernel (the
+    /// receive queue was full).
+    pub lost: u64,
+}
+
+/// What one second measured of the tracker.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct LoadSample {
+    /// The busiest socket worker's share of the second spent working (0 to 1);
+    /// `None` where the transport does not measure it.
+    pub socket_busy: Option<f64>,
+    /// The busiest swarm worker's share of the second spent working.
+    pub swarm_busy: f64,
+    /// Peers stored, at the end of the second: the clients that announce once per
+    /// interval.
+    pub peers: u64,
+    /// Per family, in [`Family`] order.
+    pub families: [FamilySample; 2],
+}
+
+impl LoadSample {
+    /// The share of the tracker's capacity the second used: its busiest worker's.
+    pub fn busy(&self) -> f64 {
+        self.socket_busy
+            .unwrap_or(0.0)
+            .max(self.swarm_busy)
+            .clamp(0.0, 1.0)
+    }
+
+    /// The load to show: the busy share, or offered over served when requests were
+    /// lost (above 1).
+    pub fn busy_or_load(&self) -> f64 {
+        let lost = self.total(|family| family.lost);
+        let served = self.total(|family| family.served);
+        if lost == 0 {
+            return self.busy();
+        }
+        self.busy().max(1.0) * (served + lost) as f64 / served.max(1) as f64
+    }
+
+    fn total(&self, field: impl Fn(&FamilySample) -> u64) -> u64 {
+        self.families.iter().map(field).sum()
+    }
+}
+
+/// Busy shares under this teach nothing of the capacity (fixed costs dominate).
+const MIN_BUSY_TO_LEARN: f64 = 0.02;
+/// Seconds over which the capacity estimate is averaged.
+const CAPACITY_WINDOW: f64 = 60.0;
+
+/// The adaptive interval of both families (see the module's notes); no clock, no
+/// I/O: [`tick`](Self::tick) once a second with what the second measured.
+#[derive(Debug)]
+pub struct Controller {
+    settings: IntervalSettings,
+    /// Announces per second and busy share, averaged: their ratio is the capacity.
+    announces_rate: f64,
+    busy_rate: f64,
+    families: [FamilyState; 2],
+}
+
+/// One family's interval and history.
+#[derive(Debug)]
+struct FamilyState {
+    /// The interval given now, in seconds (fractional while it falls).
+    current: f64,
+    /// The smoothed demand, in seconds: the interval at which the load would be 1.
+    demand: Option<f64>,
+    /// Seconds since requests were last lost. The interval falls only once a whole
+    /// interval has passed since: the clients answered meanwhile (some with a reply
+    /// that stored nothing) are then back, and counted among the peers.
+    since_loss: u32,
+    /// The interval given in each of the last seconds, newest last, as many as the
+    /// longest interval.
+    history: VecDeque<u32>,
+}
+
+impl Controller {
+    /// At the shortest interval, with no history.
+    pub fn new(settings: IntervalSettings) -> Self {
+        let family = || FamilyState {
+            current: f64::from(settings.min),
+            demand: None,
+            since_loss: u32::MAX,
+            history: VecDeque::new(),
+        };
+        Self {
+            settings,
+            announces_rate: 0.0,
+            busy_rate: 0.0,
+            families: [family(), family()],
+        }
+    }
+
+    /// Announces a second the tracker would answer fully busy, as learnt so far.
+    pub fn capacity(&self) -> Option<f64> {
+        (self.busy_rate > MIN_BUSY_TO_LEARN / CAPACITY_WINDOW)
+            .then(|| self.announces_rate / self.busy_rate)
+    }
+
+    /// The intervals to give from now on, per family, after a second that measured
+    /// `sample`.
+    pub fn tick(&mut self, sample: &LoadSample) -> [u32; 2] {
+        let settings = self.settings;
+        if !settings.adaptive {
+            return [settings.min; 2];
+        }
+        let busy = sample.busy();
+        let announces = sample.total(|family| family.announces) as f64;
+        self.announces_rate += (announces - self.announces_rate) / CAPACITY_WINDOW;
+        self.busy_rate += (busy - self.busy_rate) / CAPACITY_WINDOW;
+        let capacity = self.capacity();
+        let peers = sample.peers as f64;
+        let mut given = [settings.min; 2];
+        for family in Family::ALL {
+            let measured = sample.families[family as usize];
+            let state = &mut self.families[family as usize];
+            // The population's demand: every peer announces once an interval, so at
+            // interval I the load is peers / (I × capacity).
+            let mut now = capacity.map(|capacity| peers / capacity);
+            state.since_loss = state.since_loss.saturating_add(1);
+            if measured.lost > 0 {
+                state.since_loss = 0;
+                // Losing requests: the peers stored are only those answered. The
+                // arrivals tell the rest: they come at the load's pace times the
+                // interval they were given.
+                let offered = (measured.served + measured.lost) as f64;
+                let load = busy.max(1.0) * offered / measured.served.max(1) as f64;
+                let from_arrivals = state
+                    .arrivals(settings.min)
+                    .map(|(told, cohorts)| load * f64::from(told) / f64::from(cohorts));
+                now = match (now, from_arrivals) {
+                    (Some(a), Some(b)) => Some(a.max(b)),
+                    (a, b) => a.or(b),
+                };
+            }
+            if let Some(now) = now {
+                state.demand = Some(match state.demand {
+                    Some(before) => before + (now - before) / SMOOTHING,
+                    None => now,
+                });
+            }
+            given[family as usize] = state.step(&settings, busy);
+        }
+        given
+    }
+}
+
+impl FamilyState {
+    /// Moves the interval toward the demand's: up at once, down no faster than the
+    /// headroom allows; records and returns the interval given.
+    fn step(&mut self, settings: &IntervalSettings, busy: f64) -> u32 {
+        let (min, max) = (f64::from(settings.min), f64::from(settings.max));
+        if let Some(demand) = self.demand {
+            let target = (demand / settings.target_load).clamp(min, max);
+            if target >= self.current {
+                self.current = target;
+            } else if self.since_loss > self.current as u32 {
+                let slope = (1.0 - busy / settings.target_load).clamp(0.0, MAX_DOWN_SLOPE);
+                self.current = (self.current - slope).max(target);
+            }
+        }
+        let given = self.current.round() as u32;
+        self.history.push_back(given);
+        while self.history.len() > settings.max as usize + 1 {
+            self.history.pop_front();
+        }
+        given
+    }
+
+    /// The interval the clients arriving in the second being closed were given, and
+    /// how many seconds' clients come back in it: those of the seconds whose interval
+    /// brings them back now (two or more while the interval falls). Before any
+    /// second's clients can be back, those arriving were told before the controller
+    /// started: the shortest interval, `min`. `None` when no second's clients come
+    /// back now (the interval rose: they come back later).
+    fn arrivals(&self, min: u32) -> Option<(u32, u32)> {
+        // Seconds are numbered from the oldest kept; the one being closed is `now`,
+        // and second `at`'s clients come back at `at + interval`.
+        let now = self.history.len();
+        let mut found = None;
+        let mut cohorts = 0;
+        for (at, &interval) in self.history.iter().enumerate() {
+            if at + interval as usize == now {
+                found = Some(interval);
+                cohorts += 1;
+            }
+        }
+        match found {
+            Some(interval) => Some((interval, cohorts)),
+            None if now < min as usize => Some((min, 1)),
+            None => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
