@@ -8,6 +8,8 @@
 //!   shared `main`.
 //! * `config`: the config root every load tester declares ([`load_test_config!`](crate::load_test_config)).
 //! * `latency`: per-request latency in a histogram, summarized as percentiles.
+//! * `obeying`: simulated clients that obey the tracker's intervals and back off as
+//!   libtorrent does (the offered load follows what the tracker says).
 //! * `popularity`: drawing torrents by a power-law popularity in O(1).
 //! * `population`: the simulated torrents and peers of a run, the same every run.
 //! * `report`: sampling counters every second, progress lines, and the summary of
@@ -20,6 +22,7 @@
 mod cli;
 mod config;
 mod latency;
+mod obeying;
 mod popularity;
 mod population;
 mod report;
@@ -32,6 +35,7 @@ mod tls;
 pub use cli::validate_schedule;
 pub use cli::{LoadTester, main};
 pub use latency::{LatencyRecorder, LatencySummary};
+pub use obeying::{ClientsConfig, Obeying, ObeyingSettings, Outcomes};
 pub use population::{PeerPicker, Population, PopulationShape};
 pub use report::ReportSchedule;
 pub use run::{RunShape, RunSummary, run_workers};

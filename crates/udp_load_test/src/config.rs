@@ -21,6 +21,9 @@ shoal_load_test_common::load_test_config! {
         pub network: NetworkConfig,
         /// What to send.
         pub requests: RequestConfig,
+        /// Simulated clients that obey the tracker's intervals (instead of a window
+        /// of requests or a fixed rate): the load follows what the tracker says.
+        pub clients: shoal_load_test_common::ClientsConfig,
     }
 }
 
@@ -166,6 +169,14 @@ impl TrackerConfig for Config {
             );
         });
         let requests = &self.requests;
+        problems.section("clients", |p| {
+            self.clients.validate(p, self.requests.peers);
+            p.check(
+                self.clients.count == 0 || self.network.requests_per_second == 0,
+                "count",
+                "obeying clients send when they are due: leave network.requests_per_second at 0",
+            );
+        });
         problems.section("requests", |p| {
             p.check(requests.torrents >= 1, "torrents", "must be at least 1");
             p.check(requests.peers >= 1, "peers", "must be at least 1");

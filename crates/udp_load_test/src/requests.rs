@@ -100,6 +100,18 @@ impl RequestWriter {
         out: &mut Vec<u8>,
     ) {
         let index = self.peers.next(population, &mut self.rng);
+        self.announce_for(population, index, connection_id, transaction_id, out);
+    }
+
+    /// Appends an announce of simulated peer `index`.
+    pub fn announce_for(
+        &mut self,
+        population: &Population,
+        index: usize,
+        connection_id: ConnectionId,
+        transaction_id: TransactionId,
+        out: &mut Vec<u8>,
+    ) {
         let peer = population.peer(index);
         // Private mode: peer `index` is user `index % passkeys`, whose key goes in the
         // URL data as libtorrent sends it.

@@ -25,8 +25,11 @@ shoal_common::counters! {
         invalid_replies,
         /// Peers in all announce replies.
         peers_received,
-        /// Windows given up on after the response timeout.
+        /// Windows given up on after the response timeout; with obeying clients,
+        /// announces given up on.
         timeouts,
+        /// Obeying clients: the intervals of the announce replies, summed (seconds).
+        interval_sum,
         /// Requests not sent at a fixed rate: the worker fell too far behind, or the
         /// send failed (a full send buffer, or an error such as ECONNREFUSED left by an
         /// ICMP message).
@@ -69,6 +72,11 @@ pub struct Summary {
     pub unanswered: f64,
     /// Requests skipped per second (fixed-rate mode).
     pub skipped_per_second: f64,
+    /// Requests given up on per second (obeying clients: announces unanswered within
+    /// their timeout).
+    pub timeouts_per_second: f64,
+    /// Obeying clients: the average interval announce replies gave, in seconds.
+    pub mean_interval: f64,
     /// Reply latency over the same stretch (filled in at the end of the run).
     pub latency: LatencySummary,
 }
@@ -100,17 +108,29 @@ impl RunSummary for Summary {
                 (1.0 - d.replies() as f64 / requests as f64).max(0.0)
             },
             skipped_per_second: per_second(d.skipped),
+            timeouts_per_second: per_second(d.timeouts),
+            mean_interval: if d.announce_replies == 0 {
+                0.0
+            } else {
+                d.interval_sum as f64 / d.announce_replies as f64
+            },
             latency: LatencySummary::default(),
         }
     }
 
     /// One progress line.
     fn line(&self) -> String {
-        let skipped = if self.skipped_per_second > 0.0 {
+        let mut skipped = if self.skipped_per_second > 0.0 {
             format!(", {:.0}/s skipped", self.skipped_per_second)
         } else {
             String::new()
         };
+        if self.mean_interval > 0.0 {
+            skipped += &format!(
+                ", {:.1}/s timed out, interval {:.0} s",
+                self.timeouts_per_second, self.mean_interval
+            );
+        }
         format!(
             "requests {:.0}/s, replies {:.0}/s (connect {:.0}, announce {:.0}, scrape {:.0}, error {:.0}), \
              {:.1} peers/announce, {:.2}% unanswered{skipped}",
@@ -185,6 +205,18 @@ impl shoal_load_test_common::Summary for Summary {
                 "skipped (fixed rate)",
                 self.skipped_per_second,
                 Unit::PerSecond,
+            ),
+            Figure::new(
+                "timeouts_per_second",
+                "timed out",
+                self.timeouts_per_second,
+                Unit::PerSecond,
+            ),
+            Figure::new(
+                "mean_interval",
+                "interval given (obeying clients)",
+                self.mean_interval,
+                Unit::Average,
             ),
         ]
     }

@@ -17,6 +17,12 @@
 //! A request's transaction id is the time it was sent, in microseconds since the
 //! worker started (wrapping every 71 minutes): the tracker echoes it, so each reply's
 //! latency is known without keeping anything per request.
+//!
+//! With obeying clients (`[clients]`), the worker owns its share of them instead: it
+//! sends the announces [`Obeying`] has due (over its connected sockets in turn), a
+//! client's announce carrying the client's number as its transaction id, and hands
+//! each reply back to the client, which comes back after the interval it was given
+//! (or backs off).
 
 use std::io::ErrorKind;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
@@ -35,6 +41,7 @@ use crate::config::Config;
 use shoal_load_test_common::FixedRate;
 use shoal_load_test_common::LatencyRecorder;
 use shoal_load_test_common::Population;
+use shoal_load_test_common::{Obeying, ObeyingSettings};
 
 use crate::requests::{Kind, RequestWriter};
 use crate::stats::{Counters, SharedCounters};
@@ -79,6 +86,20 @@ impl Rate {
     }
 }
 
+/// A worker's obeying clients.
+#[derive(Debug)]
+struct Clients {
+    obeying: Obeying,
+    /// The population index of the first.
+    first: usize,
+    /// Scratch: the clients due now.
+    due: Vec<u32>,
+    /// The socket the next chunk goes to.
+    next_socket: usize,
+    /// When (microseconds) one client in how many announces again at once.
+    restart: Option<(u64, usize)>,
+}
+
 struct LoadSocket {
     socket: UdpSocket,
     connection_id: Option<(ConnectionId, Instant)>,
@@ -109,6 +130,8 @@ pub struct Worker {
     /// Transaction ids count microseconds from here.
     epoch: Instant,
     latency: LatencyRecorder,
+    /// Obeying clients, when `[clients]` has some.
+    clients: Option<Clients>,
 }
 
 impl std::fmt::Debug for Worker {
@@ -184,6 +207,19 @@ impl Worker {
             ends: Vec::with_capacity(SEND_CHUNK),
             epoch: Instant::now(),
             latency,
+            clients: (config.clients.count > 0).then(|| {
+                let (first, settings): (usize, ObeyingSettings) =
+                    config.clients.share(index, config.workers);
+                let restart = config.clients.restart_at;
+                Clients {
+                    obeying: Obeying::new(settings),
+                    first,
+                    due: Vec::new(),
+                    next_socket: 0,
+                    restart: (restart > 0)
+                        .then(|| (u64::from(restart) * 1_000_000, config.clients.restart_every)),
+                }
+            }),
         })
     }
 
@@ -194,10 +230,15 @@ impl Worker {
             let now = Instant::now();
             self.maintain(now);
             let connected = self.sockets.iter().any(|s| s.connection_id.is_some());
-            let wait = match &self.rate {
+            let wait = match (&self.rate, &self.clients) {
                 // Rounded up to a whole millisecond by epoll: the rate's tick. Until a
                 // connect is answered nothing can be sent, so no tick is needed.
-                Some(rate) if connected => rate.schedule.next().saturating_duration_since(now),
+                (Some(rate), _) if connected => rate.schedule.next().saturating_duration_since(now),
+                (_, Some(clients)) if connected => {
+                    clients.obeying.next_event().map_or(POLL_INTERVAL, |at| {
+                        Duration::from_micros(at.saturating_sub(self.micros64(now)))
+                    })
+                }
                 _ => POLL_INTERVAL,
             };
             match self.poll.poll(&mut events, Some(wait.min(POLL_INTERVAL))) {
@@ -210,6 +251,9 @@ impl Worker {
             }
             if self.rate.is_some() {
                 self.send_due(Instant::now());
+            }
+            if self.clients.is_some() {
+                self.send_clients(Instant::now());
             }
             self.counters.flush_into(&self.shared);
         }
@@ -231,8 +275,8 @@ impl Worker {
                 socket.connect_sent_at = Some(now);
                 self.send_connect(index);
             }
-            if self.rate.is_some() {
-                // A fixed rate sends on schedule, never to refill a window.
+            if self.rate.is_some() || self.clients.is_some() {
+                // A fixed rate and clients send on schedule, never to refill a window.
                 continue;
             }
             let socket = &mut self.sockets[index];
@@ -263,7 +307,17 @@ impl Worker {
                     let now = Instant::now();
                     let now_micros = self.micros(now);
                     for datagram in self.recv.iter() {
-                        if let Some(sent) = datagram.bytes.get(4..8) {
+                        if let Some(clients) = &mut self.clients {
+                            let micros = now_micros64(self.epoch, now);
+                            obey(
+                                clients,
+                                &mut self.counters,
+                                &mut self.latency,
+                                datagram.bytes,
+                                now,
+                                micros,
+                            );
+                        } else if let Some(sent) = datagram.bytes.get(4..8) {
                             let sent = u32::from_be_bytes(sent.try_into().expect("4 bytes"));
                             let micros = now_micros.wrapping_sub(sent);
                             self.latency.record_micros(now, u64::from(micros));
@@ -281,7 +335,7 @@ impl Worker {
                     socket.last_reply = now;
                 }
                 Err(err) if err.kind() == ErrorKind::WouldBlock => {
-                    if self.rate.is_none() {
+                    if self.rate.is_none() && self.clients.is_none() {
                         self.top_up(index);
                     }
                     return;
@@ -339,6 +393,71 @@ impl Worker {
         }
         if let Some(rate) = &mut self.rate {
             rate.next_socket = index;
+        }
+    }
+
+    /// Sends the announces of the clients due at `now`, a chunk per connected socket
+    /// in turn; an announce that cannot go out is lost as a dropped datagram would be
+    /// (its client times out and backs off). Starts a restart wave when it is due.
+    fn send_clients(&mut self, now: Instant) {
+        let now_micros = self.micros64(now);
+        let Some(clients) = &mut self.clients else {
+            return;
+        };
+        if let Some((at, every)) = clients.restart
+            && now_micros >= at
+        {
+            let restarted = clients
+                .obeying
+                .restart(now_micros, every, Duration::from_secs(1));
+            log::info!("{restarted} clients restart at once");
+            clients.restart = None;
+        }
+        if !self.sockets.iter().any(|s| s.connection_id.is_some()) {
+            return;
+        }
+        loop {
+            let Some(clients) = &mut self.clients else {
+                return;
+            };
+            clients.due.clear();
+            clients
+                .obeying
+                .due(now_micros, SEND_CHUNK, &mut clients.due);
+            self.counters.timeouts += clients.obeying.take_outcomes().timeouts;
+            if clients.due.is_empty() {
+                return;
+            }
+            let mut index = clients.next_socket;
+            let connection_id = loop {
+                index = (index + 1) % self.sockets.len();
+                if let Some((id, _)) = self.sockets[index].connection_id {
+                    break id;
+                }
+            };
+            clients.next_socket = index;
+            self.out.clear();
+            self.ends.clear();
+            for &client in &clients.due {
+                let peer = (clients.first + client as usize) % self.population.peer_count();
+                self.writer.announce_for(
+                    &self.population,
+                    peer,
+                    connection_id,
+                    TransactionId(client),
+                    &mut self.out,
+                );
+                self.ends.push(self.out.len());
+            }
+            let sent = self.flush(index);
+            self.counters.announce_sent += sent as u64;
+            let Some(clients) = &mut self.clients else {
+                return;
+            };
+            self.counters.skipped += (clients.due.len() - sent) as u64;
+            for &client in &clients.due {
+                clients.obeying.sent(client, now_micros);
+            }
         }
     }
 
@@ -417,6 +536,49 @@ impl Worker {
     /// `at` in microseconds since the worker started, wrapping.
     fn micros(&self, at: Instant) -> u32 {
         at.saturating_duration_since(self.epoch).as_micros() as u32
+    }
+
+    /// `at` in microseconds since the worker started.
+    fn micros64(&self, at: Instant) -> u64 {
+        now_micros64(self.epoch, at)
+    }
+}
+
+/// `at` in microseconds since `epoch`.
+fn now_micros64(epoch: Instant, at: Instant) -> u64 {
+    at.saturating_duration_since(epoch).as_micros() as u64
+}
+
+/// Hands a reply to the client whose number is its transaction id: an announce reply
+/// (a backoff reply too) brings it back after its interval, an error makes it back
+/// off. Connect replies and the counts are [`count_reply`]'s.
+fn obey(
+    clients: &mut Clients,
+    counters: &mut Counters,
+    latency: &mut LatencyRecorder,
+    bytes: &[u8],
+    now: Instant,
+    now_micros: u64,
+) {
+    if bytes.len() < 8 {
+        return;
+    }
+    let word = |at: usize| u32::from_be_bytes(bytes[at..at + 4].try_into().expect("4 bytes"));
+    let client = word(4);
+    let taken = match word(0) {
+        action::ANNOUNCE if bytes.len() >= 20 => {
+            let interval = word(8);
+            let taken = clients.obeying.answered(client, interval, now_micros);
+            if taken.is_some() {
+                counters.interval_sum += u64::from(interval);
+            }
+            taken
+        }
+        action::ERROR => clients.obeying.refused(client, None, now_micros),
+        _ => None,
+    };
+    if let Some(micros) = taken {
+        latency.record_micros(now, micros);
     }
 }
 
