@@ -106,6 +106,9 @@ pub(crate) enum AnnounceAnswer {
         incomplete: u32,
         /// The peers chosen.
         peers: AnnouncedPeers,
+        /// Whether the peer was stored (false: new, and its torrent or the tracker
+        /// is full).
+        stored: bool,
     },
     /// The announce would start a torrent and may not: the tracker is full, or the
     /// client started as many as it may lately (the reason).

@@ -47,6 +47,9 @@ use crate::stats::SocketCounters;
 pub(crate) const NOT_ALLOWED: &str = "info hash not allowed";
 /// Reply to a client over per_ip.requests_per_second.
 pub(crate) const RATE_LIMITED: &str = "too many requests, slow down";
+/// Warning in the reply to a new peer of a full torrent or tracker: sent peers, not
+/// stored, told to come back after the longest interval.
+pub(crate) const NOT_STORED: &str = "tracker full: you were sent peers but not stored; come back later";
 /// Reply when a swarm worker's queue is full, with an interval to come back after.
 pub(crate) const BUSY: &str = "tracker busy, come back later";
 
@@ -96,6 +99,8 @@ pub(crate) trait Host {
     /// The same for a backoff reply (the request was shed): spread over one to two
     /// intervals.
     fn backoff_interval(&self, ipv6: bool) -> (u32, u32);
+    /// The same for a client the tracker is too full to take: the longest interval.
+    fn full_interval(&self) -> (u32, u32);
 }
 
 /// The last full-scrape reply body of one socket worker.
@@ -345,16 +350,29 @@ impl Session {
         let keep_alive = call.keep_alive;
         match answer {
             Err(CallError::Busy) => return self.busy(served, host, keep_alive, now),
+            // Full: told so, with the longest interval (clients that honour a
+            // failure's interval do not come back before there may be room).
             Ok(AnnounceAnswer::Refused(reason)) => {
-                write_failure(&mut self.out, 200, reason, keep_alive);
+                let (interval, min_interval) = host.full_interval();
+                write_failure_with_interval(
+                    &mut self.out,
+                    reason,
+                    interval,
+                    min_interval,
+                    keep_alive,
+                );
             }
             Ok(AnnounceAnswer::Peers {
                 complete,
                 incomplete,
                 peers,
+                stored,
             }) => {
-                let (interval, min_interval) =
-                    host.reply_interval(served.client_ip.to_canonical().is_ipv6());
+                let (interval, min_interval) = if stored {
+                    host.reply_interval(served.client_ip.to_canonical().is_ipv6())
+                } else {
+                    host.full_interval()
+                };
                 with_peer_list(&peers, call.compact, call.work.peer, |peers| {
                     let response = AnnounceResponse {
                         interval,
@@ -362,7 +380,7 @@ impl Session {
                         complete,
                         incomplete,
                         peers,
-                        warning: None,
+                        warning: (!stored).then_some(NOT_STORED),
                     };
                     write_announce(&mut self.out, &response, keep_alive);
                 });

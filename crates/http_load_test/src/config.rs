@@ -19,6 +19,10 @@ shoal_load_test_common::load_test_config! {
         pub network: NetworkConfig,
         /// What to send.
         pub requests: RequestConfig,
+        /// Simulated clients that obey the tracker's intervals, over the
+        /// connections (each takes the next client due): the load follows what the
+        /// tracker says.
+        pub clients: shoal_load_test_common::ClientsConfig,
     }
 }
 
@@ -121,6 +125,7 @@ impl TrackerConfig for Config {
             );
         });
         let requests = &self.requests;
+        problems.section("clients", |p| self.clients.validate(p, self.requests.peers));
         problems.section("requests", |p| {
             p.check(
                 requests.announce_path.starts_with('/'),

@@ -70,19 +70,7 @@ impl RequestWriter {
         use std::io::Write as _;
         if self.rng.random_range(0..self.total_weight) < self.weight_announce {
             let index = self.peers.next(population, &mut self.rng);
-            let peer = population.peer(index);
-            let _ = write!(
-                out,
-                "GET {}?info_hash={}&peer_id={}&port={}&uploaded=0&downloaded=0&left={}&numwant={}&compact={}{}",
-                self.announce_path,
-                encode(population.info_hash(peer.torrent as usize)),
-                encode(&Population::peer_id(index)),
-                peer.port,
-                if peer.seeder { 0 } else { 1 << 20 },
-                self.peers_wanted,
-                u8::from(self.compact),
-                self.tail,
-            );
+            self.announce_for(population, index, out);
             Kind::Announce
         } else {
             let _ = write!(out, "GET {}?", self.scrape_path);
@@ -97,6 +85,26 @@ impl RequestWriter {
             }
             out.extend_from_slice(self.tail.as_bytes());
             Kind::Scrape
+        }
+    }
+
+    /// Appends an announce of simulated peer `index`.
+    pub fn announce_for(&mut self, population: &Population, index: usize, out: &mut Vec<u8>) {
+        use std::io::Write as _;
+        {
+            let peer = population.peer(index);
+            let _ = write!(
+                out,
+                "GET {}?info_hash={}&peer_id={}&port={}&uploaded=0&downloaded=0&left={}&numwant={}&compact={}{}",
+                self.announce_path,
+                encode(population.info_hash(peer.torrent as usize)),
+                encode(&Population::peer_id(index)),
+                peer.port,
+                if peer.seeder { 0 } else { 1 << 20 },
+                self.peers_wanted,
+                u8::from(self.compact),
+                self.tail,
+            );
         }
     }
 }

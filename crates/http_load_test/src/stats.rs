@@ -28,6 +28,13 @@ shoal_common::counters! {
         connections_opened,
         /// Peers in announce responses.
         peers_received,
+        /// Obeying clients: announces given up on (no response within the clients'
+        /// timeout).
+        client_timeouts,
+        /// Obeying clients: the intervals of the responses, summed (seconds).
+        interval_sum,
+        /// Obeying clients: responses that carried an interval.
+        intervals,
     }
 }
 
@@ -54,6 +61,10 @@ pub struct Summary {
     pub connections_per_second: f64,
     /// Average peers per announce response.
     pub peers_per_announce: f64,
+    /// Obeying clients: announces given up on per second.
+    pub client_timeouts_per_second: f64,
+    /// Obeying clients: the average interval responses gave, in seconds.
+    pub mean_interval: f64,
     /// Response latency over the same stretch (filled in at the end of the run).
     pub latency: LatencySummary,
 }
@@ -82,15 +93,30 @@ impl RunSummary for Summary {
             } else {
                 d.peers_received as f64 / d.announce_responses as f64
             },
+            client_timeouts_per_second: per_second(d.client_timeouts),
+            mean_interval: if d.intervals == 0 {
+                0.0
+            } else {
+                d.interval_sum as f64 / d.intervals as f64
+            },
             latency: LatencySummary::default(),
         }
     }
 
     /// One progress line.
     fn line(&self) -> String {
+        let clients = if self.mean_interval > 0.0 {
+            format!(
+                ", {:.1}/s timed out, interval {:.0} s",
+                self.client_timeouts_per_second, self.mean_interval
+            )
+        } else {
+            String::new()
+        };
         format!(
-            "responses {:.0}/s (announce {:.0}, scrape {:.0}, failure {:.0}, HTTP error {:.0}), errors {:.0}/s, \
-             new connections {:.0}/s, {:.1} peers/announce",
+            "requests {:.0}/s, responses {:.0}/s (announce {:.0}, scrape {:.0}, failure {:.0}, HTTP error {:.0}), errors {:.0}/s, \
+             new connections {:.0}/s, {:.1} peers/announce{clients}",
+            self.requests_per_second,
             self.responses_per_second,
             self.announce_per_second,
             self.scrape_per_second,
@@ -166,6 +192,18 @@ impl shoal_load_test_common::Summary for Summary {
                 "peers_per_announce",
                 "peers per announce",
                 self.peers_per_announce,
+                Unit::Average,
+            ),
+            Figure::new(
+                "client_timeouts_per_second",
+                "timed out (obeying clients)",
+                self.client_timeouts_per_second,
+                Unit::PerSecond,
+            ),
+            Figure::new(
+                "mean_interval",
+                "interval given (obeying clients)",
+                self.mean_interval,
                 Unit::Average,
             ),
         ]

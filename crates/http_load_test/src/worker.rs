@@ -5,6 +5,10 @@
 //! client connection over the same non-blocking socket. Connections that fail are
 //! counted and replaced on the next tick, so a tracker that refuses connections cannot
 //! make the load tester spin.
+//!
+//! With obeying clients (`[clients]`), a connection sends only the announces of
+//! clients that are due ([`Obeying`]), one at a time, and waits idle when none is; a
+//! response hands the client its interval (or a failure's interval, or a backoff).
 
 use std::io::{ErrorKind, Read as _, Write as _};
 use std::net::SocketAddr;
@@ -19,6 +23,7 @@ use rustls::pki_types::ServerName;
 use shoal_common::Shutdown;
 use shoal_load_test_common::LatencyRecorder;
 use shoal_load_test_common::Population;
+use shoal_load_test_common::{Obeying, ObeyingSettings};
 
 use crate::config::Config;
 use crate::requests::{Kind, RequestWriter};
@@ -49,6 +54,40 @@ struct Connection {
     /// The kind of the request awaiting its response.
     waiting_for: Option<Kind>,
     sent_at: Instant,
+    /// With obeying clients: the client whose announce awaits its response.
+    client: Option<u32>,
+}
+
+/// A worker's obeying clients.
+#[derive(Debug)]
+struct Clients {
+    obeying: Obeying,
+    /// The population index of the first.
+    first: usize,
+    /// Clients due and not sent yet, oldest first.
+    due: std::collections::VecDeque<u32>,
+    /// Scratch for [`Obeying::due`].
+    fresh: Vec<u32>,
+    /// Microseconds count from here.
+    epoch: Instant,
+}
+
+impl Clients {
+    fn micros(&self, at: Instant) -> u64 {
+        at.saturating_duration_since(self.epoch).as_micros() as u64
+    }
+
+    /// The next client due at `now`, if any.
+    fn next_due(&mut self, now: Instant, counters: &mut Counters) -> Option<u32> {
+        if self.due.is_empty() {
+            let now = self.micros(now);
+            self.fresh.clear();
+            self.obeying.due(now, 1024, &mut self.fresh);
+            self.due.extend(self.fresh.iter().copied());
+            counters.client_timeouts += self.obeying.take_outcomes().timeouts;
+        }
+        self.due.pop_front()
+    }
 }
 
 /// One worker thread's state.
@@ -66,6 +105,8 @@ pub struct Worker {
     timeout: Duration,
     scratch: Vec<u8>,
     latency: LatencyRecorder,
+    /// Obeying clients, when `[clients]` has some.
+    clients: Option<Clients>,
 }
 
 impl std::fmt::Debug for Worker {
@@ -108,6 +149,17 @@ impl Worker {
             timeout: Duration::from_millis(config.network.response_timeout_ms),
             scratch: vec![0; 64 * 1024],
             latency,
+            clients: (config.clients.count > 0).then(|| {
+                let (first, settings): (usize, ObeyingSettings) =
+                    config.clients.share(index, config.workers);
+                Clients {
+                    obeying: Obeying::new(settings),
+                    first,
+                    due: std::collections::VecDeque::new(),
+                    fresh: Vec::new(),
+                    epoch: Instant::now(),
+                }
+            }),
         })
     }
 
@@ -143,11 +195,23 @@ impl Worker {
         Ok(())
     }
 
-    /// Opens missing connections and drops those whose response is overdue.
+    /// Opens missing connections and drops those whose response is overdue; with
+    /// obeying clients, idle connections take the clients that came due.
     fn tick(&mut self, now: Instant) {
         for index in 0..self.connections.len() {
             match &self.connections[index] {
                 None => self.open(index, now),
+                Some(connection) if self.clients.is_some() && connection.waiting_for.is_none() => {
+                    let Some(mut connection) = self.connections[index].take() else {
+                        continue;
+                    };
+                    self.queue_request(&mut connection, now);
+                    let sent = write_out(&mut connection).is_ok();
+                    self.connections[index] = Some(connection);
+                    if !sent && self.drop_connection(index) {
+                        self.open(index, now);
+                    }
+                }
                 Some(connection)
                     if connection.waiting_for.is_some()
                         && now - connection.sent_at > self.timeout =>
@@ -200,15 +264,33 @@ impl Worker {
             received: Vec::new(),
             waiting_for: None,
             sent_at: now,
+            client: None,
         };
         self.queue_request(&mut connection, now);
         self.connections[index] = Some(connection);
     }
 
+    /// Queues the next request on `connection`: one drawn by the weights, or the
+    /// announce of the next obeying client due (none: the connection waits idle).
     fn queue_request(&mut self, connection: &mut Connection, now: Instant) {
         self.scratch.clear();
         let mut request = std::mem::take(&mut self.scratch);
-        let kind = self.writer.write(&self.population, &mut request);
+        let kind = match &mut self.clients {
+            None => self.writer.write(&self.population, &mut request),
+            Some(clients) => {
+                let Some(client) = clients.next_due(now, &mut self.counters) else {
+                    self.scratch = request;
+                    return;
+                };
+                let peer = (clients.first + client as usize) % self.population.peer_count();
+                self.writer
+                    .announce_for(&self.population, peer, &mut request);
+                let at = clients.micros(now);
+                clients.obeying.sent(client, at);
+                connection.client = Some(client);
+                Kind::Announce
+            }
+        };
         match kind {
             Kind::Announce => self.counters.announces_sent += 1,
             Kind::Scrape => self.counters.scrapes_sent += 1,
@@ -306,7 +388,22 @@ impl Worker {
         let kind = connection.waiting_for.take().ok_or(())?;
         // From queueing the request (on a new connection: before connecting) to the
         // whole response read.
-        self.latency.record(connection.sent_at, Instant::now());
+        let now = Instant::now();
+        self.latency.record(connection.sent_at, now);
+        if let (Some(clients), Some(client)) = (&mut self.clients, connection.client.take()) {
+            let interval = integer_after(body, b"8:interval");
+            let at = clients.micros(now);
+            let failed = response.code != Some(200) || body.starts_with(b"d14:failure reason");
+            let taken = if failed {
+                clients.obeying.refused(client, interval, at)
+            } else {
+                clients.obeying.answered(client, interval.unwrap_or(1800), at)
+            };
+            if let (Some(_), Some(interval)) = (taken, interval) {
+                self.counters.interval_sum += u64::from(interval);
+                self.counters.intervals += 1;
+            }
+        }
         if response.code != Some(200) {
             self.counters.http_errors += 1;
         } else if body.starts_with(b"d14:failure reason") {
@@ -411,6 +508,17 @@ fn count_peers(body: &[u8]) -> u64 {
     count
 }
 
+/// The integer right after `key` (`8:intervali1800e`), if one follows.
+fn integer_after(body: &[u8], key: &[u8]) -> Option<u32> {
+    let at = body.windows(key.len()).position(|w| w == key)? + key.len();
+    let rest = body.get(at..)?.strip_prefix(b"i")?;
+    let digits = rest.iter().take_while(|b| b.is_ascii_digit()).count();
+    if rest.get(digits) != Some(&b'e') {
+        return None;
+    }
+    std::str::from_utf8(&rest[..digits]).ok()?.parse().ok()
+}
+
 /// The length of the byte string right after `key`, if one follows.
 fn string_after(body: &[u8], key: &[u8]) -> Option<usize> {
     let at = body.windows(key.len()).position(|w| w == key)? + key.len();
@@ -427,6 +535,17 @@ fn string_after(body: &[u8], key: &[u8]) -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn intervals_are_read_from_replies_and_failures() {
+        assert_eq!(integer_after(b"d8:intervali1800e5:peers0:e", b"8:interval"), Some(1800));
+        assert_eq!(
+            integer_after(b"d14:failure reason4:busy8:intervali3600e12:min intervali1800ee", b"8:interval"),
+            Some(3600)
+        );
+        assert_eq!(integer_after(b"d8:intervali-1e", b"8:interval"), None);
+        assert_eq!(integer_after(b"d5:peers0:e", b"8:interval"), None);
+    }
 
     #[test]
     fn peers_are_counted_in_every_form() {

@@ -98,3 +98,40 @@ fn over_tls() {
     assert_eq!(summary.errors_per_second, 0.0, "{summary:?}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Obeying clients come back after the interval the tracker gives: at a fixed 3 s,
+/// 1,500 clients announce 500 times a second; at 6 s, half as often.
+#[test]
+fn obeying_clients_follow_the_interval_they_are_given() {
+    for interval in [3u32, 6] {
+        let mut config = shoal_http::Config::default();
+        config.per_ip.requests_per_second = 0;
+        config.per_ip.max_connections = 0;
+        config.per_ip.max_connections_per_network = 0;
+        config.network.address_ipv4 = "127.0.0.1:0".parse().unwrap();
+        config.network.use_ipv6 = false;
+        config.statistics.interval = 0;
+        config.limits.io_memory = 256 * 1024;
+        config.protocol.announce_interval = interval;
+        config.protocol.min_announce_interval = interval / 2;
+        config.cleaning.peer_timeout = 4 * interval;
+        config.interval.adaptive = false;
+        config.interval.jitter_percent = 0;
+        let tracker = shoal_http::start(config).expect("tracker starts");
+        let mut load = load(&tracker);
+        load.requests.weight_scrape = 0;
+        load.requests.peers = 1_500;
+        load.clients.count = 1_500;
+        load.clients.spread = interval;
+        load.duration = 2 * interval;
+        load.summarize_last = interval;
+        let summary = shoal_http_load_test::run_until(load, Shutdown::new()).unwrap();
+        let expected = 1_500.0 / f64::from(interval);
+        assert!(
+            (expected * 0.8..=expected * 1.2).contains(&summary.announce_per_second),
+            "interval {interval}: expected about {expected}/s: {summary:?}"
+        );
+        assert_eq!(summary.mean_interval, f64::from(interval), "{summary:?}");
+        assert_eq!(summary.client_timeouts_per_second, 0.0, "{summary:?}");
+    }
+}

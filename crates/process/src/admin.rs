@@ -38,6 +38,8 @@ pub struct AdminTarget {
     pub registry: Option<Arc<Registry>>,
     /// Private mode's accounting, when on: the live state of users and torrents.
     pub accounts: Option<Arc<Accounts>>,
+    /// The announce interval it gives, whose bounds the API can change.
+    pub interval: Option<Arc<shoal_worker::AnnounceInterval>>,
 }
 
 /// How long one client may take, from being accepted to having read the answer: a

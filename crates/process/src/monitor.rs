@@ -293,6 +293,12 @@ impl Endpoint {
                     "seeders": gauge("shoal_seeders"),
                     "leechers": gauge("shoal_leechers"),
                     "refused": gauge(shoal_common::metric_names::REFUSED),
+                    "announce_interval_seconds": {
+                        "ipv4": observation.sum("shoal_announce_interval_seconds", &[("ip_version", "4")]) as u64,
+                        "ipv6": observation.sum("shoal_announce_interval_seconds", &[("ip_version", "6")]) as u64,
+                        "max": gauge("shoal_announce_interval_max_seconds"),
+                    },
+                    "load": observation.sum("shoal_load", &[]),
                     "latency_seconds": {
                         "requests": latency.as_ref().map_or(0, |h| h.count),
                         "p50_at_most": bound(0.5),
@@ -333,7 +339,8 @@ impl Endpoint {
         );
         page.push_str(
             "<table><tr><th>tracker</th><th>requests/s</th><th>torrents</th><th>peers</th>\
-             <th>seeders</th><th>leechers</th><th>refused</th><th>p99 latency</th><th>state</th></tr>",
+             <th>seeders</th><th>leechers</th><th>refused</th><th>p99 latency</th>\
+             <th>interval (IPv4, IPv6)</th><th>load</th><th>state</th></tr>",
         );
         let trackers = json["trackers"].as_array().cloned().unwrap_or_default();
         for t in &trackers {
@@ -350,13 +357,16 @@ impl Endpoint {
             };
             let _ = write!(
                 page,
-                "<tr><td>{}</td><td>{rate}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{p99}</td><td>{}</td></tr>",
+                "<tr><td>{}</td><td>{rate}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{p99}</td><td>{} s, {} s</td><td>{:.0}%</td><td>{}</td></tr>",
                 t["protocol"].as_str().unwrap_or(""),
                 t["torrents"],
                 t["peers"],
                 t["seeders"],
                 t["leechers"],
                 t["refused"],
+                t["announce_interval_seconds"]["ipv4"],
+                t["announce_interval_seconds"]["ipv6"],
+                t["load"].as_f64().unwrap_or(0.0) * 100.0,
                 if t["healthy"].as_bool() == Some(true) {
                     "serving"
                 } else {

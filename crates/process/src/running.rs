@@ -113,6 +113,7 @@ impl<C: Counters, E> RunningTracker<C, E> {
             clients: self.clients.clone(),
             registry: self.private.clone(),
             accounts: self.running.accounts().cloned(),
+            interval: self.running.interval().cloned(),
         }
     }
 
@@ -362,9 +363,10 @@ fn observe_interval(interval: &shoal_worker::AnnounceInterval, out: &mut Observa
     }
     out.gauge(
         "shoal_announce_interval_max_seconds",
-        "The longest announce interval the tracker gives (interval.max).",
+        "The longest announce interval the tracker gives (interval.max, or what the \
+         admin API set).",
         &[],
-        f64::from(interval.settings().max),
+        f64::from(interval.bounds().max),
     );
     let gauges = interval.gauges();
     out.gauge(

@@ -15,12 +15,10 @@ use shoal_swarm::{
 };
 use shoal_udp_protocol::TransactionId;
 use shoal_udp_protocol::response::{
-    write_announce_header, write_error, write_scrape_entry, write_scrape_header,
+    write_announce_header, write_scrape_entry, write_scrape_header,
 };
 use shoal_worker::{AnnounceInterval, BitTorrentShard, Family};
 
-/// Error reply to an announce that would start a torrent when the tracker is full.
-pub(crate) const TRACKER_FULL: &str = "tracker full: no new torrents accepted";
 
 use crate::messages::{
     AnnounceWork, Job, PositionedStats, ReplyKind, RequestKind, ScrapePartReply, wire_stats,
@@ -121,20 +119,15 @@ impl UdpShard {
                     let (transaction_id, out) = (request.transaction_id, &mut replies.bytes);
                     let torrent = self.located[located];
                     located += 1;
-                    let answered = match work.peer {
+                    match work.peer {
                         PeerAddress::V4(addr) => {
                             self.announce(&work, &torrent, addr, transaction_id, now, out)
                         }
                         PeerAddress::V6(addr) => {
                             self.announce(&work, &torrent, addr, transaction_id, now, out)
                         }
-                    };
-                    let kind = if answered {
-                        ReplyKind::Announce
-                    } else {
-                        ReplyKind::Error
-                    };
-                    replies.finish_packet(request.client, kind);
+                    }
+                    replies.finish_packet(request.client, ReplyKind::Announce);
                 }
                 RequestKind::Scrape { hashes } => {
                     write_scrape_header(&mut replies.bytes, request.transaction_id);
@@ -165,8 +158,10 @@ impl UdpShard {
         scrape_hashes.clear();
     }
 
-    /// Writes the announce reply into `out`, or an error reply when the torrent cannot
-    /// be started (the tracker is full); returns whether it was an announce reply.
+    /// Writes the announce reply into `out`. A client the tracker is too full to take (a new torrent it may not
+    /// start, a new peer it does not store) is told the longest interval, so it does
+    /// not come back before there may be room: BEP 15's error reply has no interval,
+    /// and libtorrent retries one within 17.5 s.
     fn announce<A: PeerAddr + ListIn<DualStack<()>>>(
         &mut self,
         work: &AnnounceWork,
@@ -175,7 +170,7 @@ impl UdpShard {
         transaction_id: TransactionId,
         now: ServerTime,
         out: &mut Vec<u8>,
-    ) -> bool {
+    ) {
         let header = out.len();
         let family = if addr.socket_addr().is_ipv6() {
             Family::V6
@@ -200,13 +195,17 @@ impl UdpShard {
         // a new torrent.
         let announced = match result {
             Ok(announced) => announced,
-            Err(refused) => {
+            Err(_) => {
                 out.truncate(header);
-                let reason = refused.new_torrent_reason();
-                write_error(out, transaction_id, reason.unwrap_or(TRACKER_FULL));
-                return false;
+                let interval = self.interval.for_full(self.rng.random::<u32>());
+                write_announce_header(out, transaction_id, interval, 0, 0);
+                return;
             }
         };
+        if !announced.stored {
+            let interval = self.interval.for_full(self.rng.random::<u32>());
+            out[header + 8..header + 12].copy_from_slice(&interval.to_be_bytes());
+        }
         if let Some(changes) = &mut self.changes {
             let timeout = self.torrents.peer_timeout();
             let info_hash = &work.info_hash;
@@ -224,6 +223,5 @@ impl UdpShard {
         // The counts are known only after the update; patch them into the header.
         out[header + 12..header + 16].copy_from_slice(&counts.leechers.to_be_bytes());
         out[header + 16..header + 20].copy_from_slice(&counts.seeders.to_be_bytes());
-        true
     }
 }

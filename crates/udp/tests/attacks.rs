@@ -47,11 +47,16 @@ fn a_full_tracker_refuses_only_when_every_torrent_is_a_real_swarm() {
         client.announce(id, Announce::new(hash(n), 1));
         client.announce(id, Announce::new(hash(n), 2));
     }
+    // A new torrent is refused with the longest interval (6 x 1,800 s, jittered by
+    // up to 10%) and no peers: an error reply has no interval, and libtorrent would
+    // retry it within 17.5 s.
     for n in 50..60 {
         client.send_announce(id, Announce::new(hash(n), 1));
         match client.recv() {
-            Response::Error(error) => {
-                assert_eq!(error.message, "tracker full: no new torrents accepted")
+            Response::Announce(reply) => {
+                assert!((9720..=11880).contains(&reply.interval), "{}", reply.interval);
+                assert!(reply.peers.is_empty());
+                assert_eq!((reply.leechers, reply.seeders), (0, 0));
             }
             other => panic!("expected a refusal, got {other:?}"),
         }

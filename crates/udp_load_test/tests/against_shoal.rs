@@ -121,3 +121,38 @@ fn a_fixed_rate_is_kept_whatever_the_tracker_could_serve() {
     // At a rate the tracker serves with ease, nothing waits in a queue.
     assert!(summary.latency.p50_us < 10_000, "{summary:?}");
 }
+
+/// Obeying clients come back after the interval the tracker gives: at a fixed 3 s,
+/// 3,000 clients announce 1,000 times a second; at 6 s, half as often. A backoff of
+/// the tracker would show as timeouts: none.
+#[test]
+fn obeying_clients_follow_the_interval_they_are_given() {
+    for interval in [3u32, 6] {
+        let mut tracker_config = shoal_udp::Config::default();
+        tracker_config.per_ip.requests_per_second = 0;
+        tracker_config.network.address_ipv4 = "127.0.0.1:0".parse().unwrap();
+        tracker_config.network.use_ipv6 = false;
+        tracker_config.statistics.interval = 0;
+        tracker_config.protocol.announce_interval = interval;
+        tracker_config.cleaning.peer_timeout = 4 * interval;
+        tracker_config.interval.adaptive = false;
+        tracker_config.interval.jitter_percent = 0;
+        let tracker = shoal_udp::start(tracker_config).expect("tracker starts");
+        let mut config = load(tracker.ipv4_addr().unwrap());
+        config.requests.weight_connect = 0;
+        config.requests.weight_scrape = 0;
+        config.requests.peers = 3_000;
+        config.clients.count = 3_000;
+        config.clients.spread = interval;
+        config.duration = 2 * interval;
+        config.summarize_last = interval;
+        let summary = shoal_udp_load_test::run_until(config, Shutdown::new()).unwrap();
+        let expected = 3_000.0 / f64::from(interval);
+        assert!(
+            (expected * 0.8..=expected * 1.2).contains(&summary.announce_per_second),
+            "interval {interval}: expected about {expected}/s: {summary:?}"
+        );
+        assert_eq!(summary.mean_interval, f64::from(interval), "{summary:?}");
+        assert_eq!(summary.timeouts_per_second, 0.0, "{summary:?}");
+    }
+}

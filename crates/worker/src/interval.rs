@@ -87,14 +87,37 @@ pub struct IntervalSettings {
     /// HTTP's `min interval` as a share of the interval (the configured
     /// `min_announce_interval` / `announce_interval`).
     pub min_share: f64,
+    /// The longest interval the transport allows (WebTorrent's idle timeout, jitter
+    /// taken off); `u32::MAX` where there is no such limit.
+    pub ceiling: u32,
 }
 
+/// The bounds an operator can change while the tracker runs (the admin API's
+/// `PUT /v1/interval/<tracker>`); not kept across a restart.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Bounds {
+    /// The shortest interval given, at rest.
+    pub min: u32,
+    /// The longest.
+    pub max: u32,
+    /// Whether the interval follows the load.
+    pub adaptive: bool,
+    /// An interval given whatever the load, while set.
+    pub fixed: Option<u32>,
+}
+
+/// The longest interval an operator may set, in seconds (a day).
+pub const LONGEST_BOUND: u32 = 86_400;
+
 /// The interval the socket and swarm workers give now, per family: set by the
-/// [`Controller`]'s thread (or a reload), read with one relaxed load per reply.
+/// [`Controller`]'s thread, read with one relaxed load per reply.
 #[derive(Debug)]
 pub struct AnnounceInterval {
     seconds: [AtomicU32; 2],
     settings: IntervalSettings,
+    bounds: std::sync::Mutex<Bounds>,
+    /// `bounds.max`, read without the lock by full replies.
+    longest: AtomicU32,
     gauges: IntervalGauges,
 }
 
@@ -104,8 +127,58 @@ impl AnnounceInterval {
         Self {
             seconds: [AtomicU32::new(settings.min), AtomicU32::new(settings.min)],
             settings,
+            bounds: std::sync::Mutex::new(Bounds {
+                min: settings.min,
+                max: settings.max,
+                adaptive: settings.adaptive,
+                fixed: None,
+            }),
+            longest: AtomicU32::new(settings.max),
             gauges: IntervalGauges::default(),
         }
+    }
+
+    /// The interval for a client the tracker is too full to take (a new torrent, or
+    /// a new peer not stored): the longest it gives, jittered, so it does not come
+    /// back before there may be room.
+    pub fn for_full(&self, random: u32) -> u32 {
+        jittered(
+            self.longest.load(Relaxed),
+            self.settings.jitter_percent,
+            random,
+        )
+    }
+
+    /// The bounds in force.
+    pub fn bounds(&self) -> Bounds {
+        *self.bounds.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Replaces the bounds (the controller takes them at its next tick, within a
+    /// second); an interval given fixed is given at once. Refused, with the reason,
+    /// unless 1 ≤ min ≤ max ≤ a day (and under the transport's ceiling) and a fixed
+    /// interval within the same. Returns whether anything changed.
+    pub fn set_bounds(&self, bounds: Bounds) -> Result<bool, String> {
+        let ceiling = self.settings.ceiling.min(LONGEST_BOUND);
+        if bounds.min < 1 || bounds.min > bounds.max || bounds.max > ceiling {
+            return Err(format!(
+                "min and max must satisfy 1 <= min <= max <= {ceiling} seconds"
+            ));
+        }
+        if bounds.fixed.is_some_and(|fixed| !(1..=ceiling).contains(&fixed)) {
+            return Err(format!("fixed must be 1 to {ceiling} seconds"));
+        }
+        let mut current = self.bounds.lock().unwrap_or_else(|e| e.into_inner());
+        let changed = *current != bounds;
+        *current = bounds;
+        self.longest.store(bounds.max, Relaxed);
+        drop(current);
+        if let Some(fixed) = bounds.fixed {
+            for family in Family::ALL {
+                self.set(family, fixed);
+            }
+        }
+        Ok(changed)
     }
 
     /// The settings of a tracker configured with `config`: its protocol's
@@ -134,6 +207,7 @@ impl AnnounceInterval {
                 .saturating_sub(base)
                 .saturating_sub(base * jitter.min(50) / 100),
             min_share: f64::from(min_interval.min(base)) / f64::from(base),
+            ceiling: ceiling.max(base),
         }
     }
 
@@ -266,6 +340,8 @@ pub struct Controller {
     announces_rate: f64,
     busy_rate: f64,
     families: [FamilyState; 2],
+    /// An interval an operator fixed, given whatever the load.
+    fixed: Option<u32>,
 }
 
 /// One family's interval and history.
@@ -298,7 +374,16 @@ impl Controller {
             announces_rate: 0.0,
             busy_rate: 0.0,
             families: [family(), family()],
+            fixed: None,
         }
+    }
+
+    /// Takes the bounds an operator set ([`AnnounceInterval::set_bounds`]).
+    pub fn apply(&mut self, bounds: &Bounds) {
+        self.settings.min = bounds.min;
+        self.settings.max = bounds.max;
+        self.settings.adaptive = bounds.adaptive;
+        self.fixed = bounds.fixed;
     }
 
     /// Announces a second the tracker would answer fully busy, as learnt so far.
@@ -311,7 +396,13 @@ impl Controller {
     /// `sample`.
     pub fn tick(&mut self, sample: &LoadSample) -> [u32; 2] {
         let settings = self.settings;
+        if let Some(fixed) = self.fixed {
+            return [fixed; 2];
+        }
         if !settings.adaptive {
+            for state in &mut self.families {
+                state.current = f64::from(settings.min);
+            }
             return [settings.min; 2];
         }
         let busy = sample.busy();

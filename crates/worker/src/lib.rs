@@ -66,8 +66,9 @@ mod swarm_worker;
 
 pub use export::{ExportStats, ExportTargets, Exporter, HttpTarget, RedisTarget};
 pub use interval::{
-    AnnounceInterval, Controller, Family, FamilyCounts, FamilySample, IntervalGauges,
-    IntervalSettings, LoadCounters, LoadSample, TICK as INTERVAL_TICK, spawn_controller,
+    AnnounceInterval, Bounds, Controller, Family, FamilyCounts, FamilySample, IntervalGauges,
+    IntervalSettings, LONGEST_BOUND, LoadCounters, LoadSample, TICK as INTERVAL_TICK,
+    spawn_controller,
 };
 pub use link::SwarmLink;
 pub use local::LocalSwarm;

@@ -53,8 +53,9 @@ pub(crate) enum ToConnection {
     /// An announce refused: its peer id belongs to a peer announced on another
     /// connection (until that connection closes or the peer times out).
     PeerIdTaken(Id20),
-    /// An announce refused: it would start a torrent while the tracker is full.
-    TrackerFull(Id20),
+    /// An announce refused: it would start a torrent while the tracker is full; the
+    /// interval to come back after (the longest).
+    TrackerFull(Id20, u32),
     /// A request was shed: its swarm worker's queue was full.
     Shed {
         /// The announce's torrent.

@@ -869,9 +869,14 @@ impl<'a, H: Host> Session<'a, H> {
                 self.answered(Awaited::Announce, now);
                 error_message(Action::Announce, Some(info_hash), PEER_ID_TAKEN)
             }
-            ToConnection::TrackerFull(info_hash) => {
+            ToConnection::TrackerFull(info_hash, interval) => {
                 self.answered(Awaited::Announce, now);
-                error_message(Action::Announce, Some(info_hash), TRACKER_FULL)
+                ServerMessage::Error(ErrorResponse {
+                    action: Some(Action::Announce),
+                    info_hash: Some(info_hash),
+                    reason: TRACKER_FULL.into(),
+                    interval: Some(u64::from(interval)),
+                })
             }
             ToConnection::Shed {
                 info_hash,
@@ -957,8 +962,8 @@ impl<'a, H: Host> Session<'a, H> {
                     &mut counters.scrape_responses,
                     &mut counters.scrape_responses_v6,
                 ),
-                // A busy reply carries the interval to come back after.
-                ServerMessage::Error(error) if error.interval.is_some() => (
+                // A shed request's busy reply, with the interval to come back after.
+                ServerMessage::Error(error) if error.reason == BUSY => (
                     &mut counters.backoff_responses,
                     &mut counters.backoff_responses_v6,
                 ),

@@ -292,24 +292,28 @@ impl WsShard {
                     ));
                 });
         let reply = match result {
-            Ok(Announced { counts, .. }) => {
+            Ok(Announced { counts, stored, .. }) => {
                 let counts = ScrapeStats {
                     seeders: counts.seeders,
                     leechers: counts.leechers,
                     downloads: 0,
                 };
-                announce_reply(
-                    info_hash,
-                    scrape_file(counts),
-                    self.settings
-                        .interval
-                        .for_reply(shoal_worker::Family::V4, self.rng.random()),
-                )
+                // A new peer of a full swarm (sent offers, not stored) comes back after
+                // the longest interval.
+                let interval = &self.settings.interval;
+                let random = self.rng.random();
+                let given = if stored {
+                    interval.for_reply(shoal_worker::Family::V4, random)
+                } else {
+                    interval.for_full(random)
+                };
+                announce_reply(info_hash, scrape_file(counts), given)
             }
             Err(Refused::PeerTaken) => ToConnection::PeerIdTaken(info_hash),
             // A WebTorrent peer id carries no address: no allowance is kept for it.
             Err(Refused::TorrentsFull | Refused::NewTorrentsLimited) => {
-                ToConnection::TrackerFull(info_hash)
+                let interval = self.settings.interval.for_full(self.rng.random());
+                ToConnection::TrackerFull(info_hash, interval)
             }
         };
         out.push((from, reply));
@@ -433,6 +437,7 @@ mod tests {
                     jitter_percent: 0,
                     grace: 180,
                     min_share: 0.5,
+                    ceiling: u32::MAX,
                 },
             )),
             peer_timeout: 300,

@@ -125,6 +125,15 @@ impl Host for TestHost {
         (protocol.announce_interval, protocol.min_announce_interval)
     }
 
+    /// Six times the configured intervals: tests tell a full reply by it.
+    fn full_interval(&self) -> (u32, u32) {
+        let protocol = &self.config.protocol;
+        (
+            6 * protocol.announce_interval,
+            6 * protocol.min_announce_interval,
+        )
+    }
+
     /// Twice the configured intervals: tests tell a backoff reply by it.
     fn backoff_interval(&self, _ipv6: bool) -> (u32, u32) {
         let protocol = &self.config.protocol;
@@ -265,6 +274,7 @@ pub(crate) fn fuzz(data: &[u8]) {
                     complete: 1,
                     incomplete: 2,
                     peers: AnnouncedPeers::Compact(vec![7; 6 * usize::from(self.0 % 5) + 1]),
+                    stored: self.0 % 3 != 0,
                 }),
                 _ => Ok(AnnounceAnswer::Peers {
                     complete: 3,
@@ -273,6 +283,7 @@ pub(crate) fn fuzz(data: &[u8]) {
                         SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 1),
                         call.work.peer_id,
                     )]),
+                    stored: true,
                 }),
             }
         }

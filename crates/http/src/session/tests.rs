@@ -48,6 +48,7 @@ impl Answering {
                 complete: 5,
                 incomplete: 7,
                 peers,
+                stored: true,
             }),
             scrape_busy: false,
         }
@@ -330,6 +331,34 @@ fn a_shed_request_is_told_when_to_come_back_and_keeps_the_connection() {
         "{write}"
     );
     assert!(write.contains("8:intervali3600e"), "{write}");
+}
+
+#[test]
+fn a_full_tracker_says_so_and_gives_the_longest_interval() {
+    // A new torrent it may not start: the reason, and the longest interval (the
+    // rig's: six times the configured ones).
+    let host = host();
+    let mut full = compact_peer();
+    full.announce = Ok(AnnounceAnswer::Refused("tracker full: no new torrents accepted"));
+    let transcript = run(&host, &[&announce(1, "", "")], &mut full, AtEnd::Wait);
+    let write = text(&transcript.writes[0]);
+    assert!(write.contains("tracker full"), "{write}");
+    assert!(write.contains("8:intervali10800e12:min intervali5400e"), "{write}");
+    assert!(!transcript.closed);
+    // A new peer of a full swarm: peers, a warning, the longest interval.
+    let host = self::host();
+    let mut not_stored = compact_peer();
+    not_stored.announce = Ok(AnnounceAnswer::Peers {
+        complete: 5,
+        incomplete: 7,
+        peers: AnnouncedPeers::Compact(vec![9; 6]),
+        stored: false,
+    });
+    let transcript = run(&host, &[&announce(1, "", "")], &mut not_stored, AtEnd::Wait);
+    let write = text(&transcript.writes[0]);
+    assert!(write.contains("8:intervali10800e"), "{write}");
+    assert!(write.contains(NOT_STORED), "{write}");
+    assert!(write.contains("5:peers6:"), "{write}");
 }
 
 #[test]

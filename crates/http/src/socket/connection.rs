@@ -204,6 +204,12 @@ impl Host for Worker {
         (given, interval.min_interval(given))
     }
 
+    fn full_interval(&self) -> (u32, u32) {
+        let interval = &self.context.interval;
+        let given = interval.for_full(rand::random());
+        (given, interval.min_interval(given))
+    }
+
     fn backoff_interval(&self, ipv6: bool) -> (u32, u32) {
         let interval = &self.context.interval;
         let given = interval.for_backoff(family(ipv6), rand::random());

@@ -9,7 +9,10 @@
 //! * `GET | PUT | DELETE /v1/access-list/<info hash>`, and `POST /v1/access-list` with
 //!   `{"add": [...], "remove": [...]}` for many at once;
 //! * `GET | PUT /v1/client-rules`: the peer-id and User-Agent prefixes served or
-//!   refused (`[clients]`), replaced whole.
+//!   refused (`[clients]`), replaced whole;
+//! * `GET /v1/interval`, `PUT /v1/interval/<tracker>`: the announce interval each
+//!   tracker gives now, its load, and the bounds of its adaptive interval, which a
+//!   `PUT` changes (or fixes an interval) until the next restart.
 //!
 //! `PUT` and `DELETE` are idempotent: a repeated request changes nothing and says so
 //! (`"change": "unchanged"`, `"deleted": false`). Users and torrents are changed in
@@ -191,6 +194,8 @@ impl AdminApi {
             },
             ("POST", ["v1", "access-list"]) => self.bulk_access(body),
             (_, ["v1", "client-rules"]) => self.client_rules(method, body),
+            ("GET", ["v1", "interval"]) => Answer::ok(self.intervals()),
+            (_, ["v1", "interval", tracker]) => self.interval(method, tracker, body),
             (_, ["v1", "access-list", hash]) => match parse_hex_hash(hash) {
                 Ok(hash) => self.access(method, &hash),
                 Err(problem) => Answer::error(400, format!("info hash: {problem}")),
@@ -424,6 +429,75 @@ impl AdminApi {
         }
     }
 
+    /// Every tracker's interval, load and bounds.
+    fn intervals(&self) -> Value {
+        let trackers: Vec<Value> = self
+            .targets
+            .iter()
+            .filter_map(|target| Some(interval_json(target.protocol, target.interval.as_ref()?)))
+            .collect();
+        json!({ "trackers": trackers })
+    }
+
+    /// `PUT /v1/interval/<tracker>`: `{"min": s, "max": s, "adaptive": bool,
+    /// "fixed": s or null}`, each optional (what is left out stays).
+    fn interval(&self, method: &str, tracker: &str, body: &[u8]) -> Answer {
+        let Some((protocol, interval)) = self
+            .targets
+            .iter()
+            .find(|target| target.protocol == tracker)
+            .and_then(|target| Some((target.protocol, target.interval.as_ref()?)))
+        else {
+            return Answer::error(404, "no such tracker here (udp, http or ws)");
+        };
+        match method {
+            "GET" => Answer::ok(interval_json(protocol, interval)),
+            "PUT" => {
+                #[derive(Deserialize)]
+                #[serde(deny_unknown_fields)]
+                struct Change {
+                    min: Option<u32>,
+                    max: Option<u32>,
+                    adaptive: Option<bool>,
+                    /// Left out: unchanged; `null`: no longer fixed.
+                    #[serde(default, deserialize_with = "present")]
+                    fixed: Option<Option<u32>>,
+                }
+                let change: Change = match parse_body(body) {
+                    Ok(change) => change,
+                    Err(answer) => return answer,
+                };
+                let before = interval.bounds();
+                let bounds = shoal_worker::Bounds {
+                    min: change.min.unwrap_or(before.min),
+                    max: change.max.unwrap_or(before.max),
+                    adaptive: change.adaptive.unwrap_or(before.adaptive),
+                    fixed: change.fixed.unwrap_or(before.fixed),
+                };
+                match interval.set_bounds(bounds) {
+                    Ok(changed) => {
+                        if changed {
+                            log::info!(
+                                "admin API: {protocol} announce interval bounds {} to {} s, {}{}",
+                                bounds.min,
+                                bounds.max,
+                                if bounds.adaptive { "adaptive" } else { "fixed at the minimum" },
+                                bounds
+                                    .fixed
+                                    .map_or(String::new(), |fixed| format!(", {fixed} s given whatever the load"))
+                            );
+                        }
+                        let mut answer = interval_json(protocol, interval);
+                        answer["change"] = json!(if changed { "updated" } else { "unchanged" });
+                        Answer::ok(answer)
+                    }
+                    Err(problem) => Answer::error(400, problem),
+                }
+            }
+            _ => Answer::error(405, "the interval takes GET and PUT"),
+        }
+    }
+
     /// Trackers whose access list is on, or the answer when there are none.
     fn lists(&self) -> Result<Vec<&AdminTarget>, Answer> {
         let on: Vec<&AdminTarget> = self
@@ -638,3 +712,32 @@ fn hex(hash: &[u8; 20]) -> String {
 
 #[cfg(test)]
 mod tests;
+
+/// One tracker's interval as the API tells it.
+fn interval_json(protocol: &str, interval: &shoal_worker::AnnounceInterval) -> Value {
+    use std::sync::atomic::Ordering::Relaxed;
+    let bounds = interval.bounds();
+    let gauges = interval.gauges();
+    json!({
+        "tracker": protocol,
+        "interval": {
+            "ipv4": interval.current(shoal_worker::Family::V4),
+            "ipv6": interval.current(shoal_worker::Family::V6),
+        },
+        "min": bounds.min,
+        "max": bounds.max,
+        "adaptive": bounds.adaptive,
+        "fixed": bounds.fixed,
+        "jitter_percent": interval.settings().jitter_percent,
+        "load": gauges.load_per_mille.load(Relaxed) as f64 / 1000.0,
+        "capacity_announces_per_second": gauges.capacity.load(Relaxed),
+    })
+}
+
+/// A key that is present, `null` or not: `Some(None)` for `null` (with
+/// `#[serde(default)]`, a key left out is `None`).
+fn present<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<Option<u32>>, D::Error> {
+    Option::<u32>::deserialize(deserializer).map(Some)
+}

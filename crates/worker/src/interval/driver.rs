@@ -84,6 +84,7 @@ where
         let reading = Reading::take(stats);
         let sample = reading.since(&before);
         before = reading;
+        controller.apply(&interval.bounds());
         let given = controller.tick(&sample);
         for family in Family::ALL {
             interval.set(family, given[family as usize]);

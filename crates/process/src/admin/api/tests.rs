@@ -15,6 +15,22 @@ const OTHER: &str = "89abcdef0123456789abcdef0123456789abcdef";
 
 /// An API over a private UDP tracker and a public HTTP one with an allow list, both
 /// sharing nothing else.
+/// A UDP tracker's interval: 1,800 s at rest, up to 10,800.
+fn interval() -> Arc<shoal_worker::AnnounceInterval> {
+    Arc::new(shoal_worker::AnnounceInterval::new(
+        shoal_worker::IntervalSettings {
+            adaptive: true,
+            min: 1800,
+            max: 10_800,
+            target_load: 0.7,
+            jitter_percent: 10,
+            grace: 1620,
+            min_share: 0.5,
+            ceiling: u32::MAX,
+        },
+    ))
+}
+
 fn api() -> (AdminApi, Arc<Registry>, Arc<AccessControl>) {
     let registry =
         Arc::new(Registry::parse(&format!("17 {ALICE}\n"), &format!("{HASH} 1001\n")).unwrap());
@@ -33,6 +49,7 @@ fn api() -> (AdminApi, Arc<Registry>, Arc<AccessControl>) {
             clients: rules.clone(),
             registry: Some(registry.clone()),
             accounts: None,
+            interval: Some(interval()),
         },
         AdminTarget {
             protocol: "http",
@@ -40,6 +57,7 @@ fn api() -> (AdminApi, Arc<Registry>, Arc<AccessControl>) {
             clients: rules.clone(),
             registry: None,
             accounts: None,
+            interval: None,
         },
     ];
     (
@@ -303,6 +321,7 @@ fn without_private_trackers_or_lists_the_api_says_so() {
         clients: Arc::new(ClientRules::default()),
         registry: None,
         accounts: None,
+        interval: None,
     }];
     let mut api = AdminApi::new(KeyDigest::of_secret(TOKEN.as_bytes()), targets);
     let (status, json) = call(&mut api, "GET", "/v1/users/17", "");
@@ -330,6 +349,7 @@ fn client_rules_are_replaced_whole_on_every_tracker() {
             clients: Arc::new(ClientRules::default()),
             registry: None,
             accounts: None,
+            interval: None,
         })
         .collect();
     let rules: Vec<Arc<ClientRules>> = targets.iter().map(|t| t.clients.clone()).collect();
@@ -374,4 +394,40 @@ fn client_rules_are_replaced_whole_on_every_tracker() {
         "updated"
     );
     assert!(rules[0].check(&xunlei, b"").is_ok());
+}
+
+#[test]
+fn the_interval_s_bounds_are_changed_live_and_checked() {
+    let (mut api, _, _) = api();
+    let (status, body) = call(&mut api, "GET", "/v1/interval", "");
+    assert_eq!(status, 200);
+    // Only the UDP tracker of the rig has an interval.
+    assert_eq!(body["trackers"].as_array().unwrap().len(), 1);
+    assert_eq!(body["trackers"][0]["interval"]["ipv4"], 1800);
+    assert_eq!(body["trackers"][0]["max"], 10_800);
+    // A lower maximum and a fixed interval; what is left out stays.
+    let (status, body) = call(&mut api, "PUT", "/v1/interval/udp", r#"{"max": 3600, "fixed": 2400}"#);
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["change"], "updated");
+    assert_eq!((&body["min"], &body["max"], &body["fixed"]), (&json!(1800), &json!(3600), &json!(2400)));
+    assert_eq!(body["interval"]["ipv6"], 2400, "a fixed interval is given at once");
+    let (_, body) = call(&mut api, "PUT", "/v1/interval/udp", r#"{"max": 3600}"#);
+    assert_eq!((&body["change"], &body["fixed"]), (&json!("unchanged"), &json!(2400)));
+    let (_, body) = call(&mut api, "PUT", "/v1/interval/udp", r#"{"fixed": null}"#);
+    assert_eq!((&body["change"], &body["fixed"]), (&json!("updated"), &Value::Null));
+    // Bounds that cannot hold, unknown keys, another tracker: refused, nothing changed.
+    for (path, body, expected) in [
+        ("/v1/interval/udp", r#"{"min": 7200}"#, 400),
+        ("/v1/interval/udp", r#"{"max": 100000}"#, 400),
+        ("/v1/interval/udp", r#"{"fixed": 0}"#, 400),
+        ("/v1/interval/udp", r#"{"maximum": 3600}"#, 400),
+        ("/v1/interval/http", r#"{"max": 3600}"#, 404),
+        ("/v1/interval/ws", "{}", 404),
+    ] {
+        let (status, answer) = call(&mut api, "PUT", path, body);
+        assert_eq!(status, expected, "{path} {body}: {answer}");
+    }
+    let (_, body) = call(&mut api, "GET", "/v1/interval/udp", "");
+    assert_eq!((&body["min"], &body["max"]), (&json!(1800), &json!(3600)));
+    assert_eq!(call(&mut api, "DELETE", "/v1/interval/udp", "").0, 405);
 }
