@@ -49,7 +49,8 @@ pub(crate) const NOT_ALLOWED: &str = "info hash not allowed";
 pub(crate) const RATE_LIMITED: &str = "too many requests, slow down";
 /// Warning in the reply to a new peer of a full torrent or tracker: sent peers, not
 /// stored, told to come back after the longest interval.
-pub(crate) const NOT_STORED: &str = "tracker full: you were sent peers but not stored; come back later";
+pub(crate) const NOT_STORED: &str =
+    "tracker full: you were sent peers but not stored; come back later";
 /// Reply when a swarm worker's queue is full, with an interval to come back after.
 pub(crate) const BUSY: &str = "tracker busy, come back later";
 

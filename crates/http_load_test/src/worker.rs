@@ -56,7 +56,14 @@ struct Connection {
     sent_at: Instant,
     /// With obeying clients: the client whose announce awaits its response.
     client: Option<u32>,
+    /// Its poll token: the slot in the low bits, a count of the slot's connections
+    /// above, so that events still queued for a closed connection are not taken for
+    /// its successor's.
+    token: usize,
 }
+
+/// Bits of a poll token that hold the slot.
+const SLOT_BITS: u32 = 24;
 
 /// A worker's obeying clients.
 #[derive(Debug)]
@@ -103,8 +110,14 @@ pub struct Worker {
     tls: Option<(Arc<rustls::ClientConfig>, ServerName<'static>)>,
     keep_alive: bool,
     timeout: Duration,
+    /// Where requests are written.
     scratch: Vec<u8>,
+    /// Where responses are read into (apart from `scratch`, whose length is the last
+    /// request's).
+    read_buffer: Vec<u8>,
     latency: LatencyRecorder,
+    /// Connections opened so far, for their tokens.
+    opened: usize,
     /// Obeying clients, when `[clients]` has some.
     clients: Option<Clients>,
 }
@@ -147,8 +160,10 @@ impl Worker {
             tls,
             keep_alive: config.network.keep_alive,
             timeout: Duration::from_millis(config.network.response_timeout_ms),
-            scratch: vec![0; 64 * 1024],
+            scratch: Vec::with_capacity(4096),
+            read_buffer: vec![0; 64 * 1024],
             latency,
+            opened: 0,
             clients: (config.clients.count > 0).then(|| {
                 let (first, settings): (usize, ObeyingSettings) =
                     config.clients.share(index, config.workers);
@@ -179,7 +194,12 @@ impl Worker {
                 Err(err) => return Err(err).context("epoll failed"),
             }
             for event in &events {
-                let index = event.token().0;
+                let token = event.token().0;
+                let index = token & ((1 << SLOT_BITS) - 1);
+                let current = self.connections.get(index).and_then(Option::as_ref);
+                if current.is_none_or(|connection| connection.token != token) {
+                    continue;
+                }
                 if let Err(()) = self.service(index) {
                     // A clean close (the response came, the connection was not kept)
                     // is replaced at once; a failed connection waits for the next tick
@@ -195,23 +215,12 @@ impl Worker {
         Ok(())
     }
 
-    /// Opens missing connections and drops those whose response is overdue; with
-    /// obeying clients, idle connections take the clients that came due.
+    /// Opens missing connections (with obeying clients, one per client that came
+    /// due) and drops those whose response is overdue.
     fn tick(&mut self, now: Instant) {
         for index in 0..self.connections.len() {
             match &self.connections[index] {
                 None => self.open(index, now),
-                Some(connection) if self.clients.is_some() && connection.waiting_for.is_none() => {
-                    let Some(mut connection) = self.connections[index].take() else {
-                        continue;
-                    };
-                    self.queue_request(&mut connection, now);
-                    let sent = write_out(&mut connection).is_ok();
-                    self.connections[index] = Some(connection);
-                    if !sent && self.drop_connection(index) {
-                        self.open(index, now);
-                    }
-                }
                 Some(connection)
                     if connection.waiting_for.is_some()
                         && now - connection.sent_at > self.timeout =>
@@ -226,6 +235,15 @@ impl Worker {
     }
 
     fn open(&mut self, index: usize, now: Instant) {
+        // Obeying clients open a connection when one is due, as clients do (a tracker
+        // closes connections that stay quiet).
+        let client = match &mut self.clients {
+            None => None,
+            Some(clients) => match clients.next_due(now, &mut self.counters) {
+                Some(client) => Some(client),
+                None => return,
+            },
+        };
         let mut socket = match TcpStream::connect(self.server) {
             Ok(socket) => socket,
             Err(_) => {
@@ -234,12 +252,14 @@ impl Worker {
             }
         };
         let _ = socket.set_nodelay(true);
+        self.opened += 1;
+        let token = index | (self.opened << SLOT_BITS);
         if self
             .poll
             .registry()
             .register(
                 &mut socket,
-                Token(index),
+                Token(token),
                 Interest::READABLE | Interest::WRITABLE,
             )
             .is_err()
@@ -265,22 +285,30 @@ impl Worker {
             waiting_for: None,
             sent_at: now,
             client: None,
+            token,
         };
-        self.queue_request(&mut connection, now);
+        self.queue_request(&mut connection, now, client);
         self.connections[index] = Some(connection);
     }
 
     /// Queues the next request on `connection`: one drawn by the weights, or the
-    /// announce of the next obeying client due (none: the connection waits idle).
-    fn queue_request(&mut self, connection: &mut Connection, now: Instant) {
+    /// announce of obeying client `client` (or of the next one due). Returns whether
+    /// one was queued (no client due: none).
+    fn queue_request(
+        &mut self,
+        connection: &mut Connection,
+        now: Instant,
+        client: Option<u32>,
+    ) -> bool {
         self.scratch.clear();
         let mut request = std::mem::take(&mut self.scratch);
         let kind = match &mut self.clients {
             None => self.writer.write(&self.population, &mut request),
             Some(clients) => {
-                let Some(client) = clients.next_due(now, &mut self.counters) else {
+                let Some(client) = client.or_else(|| clients.next_due(now, &mut self.counters))
+                else {
                     self.scratch = request;
-                    return;
+                    return false;
                 };
                 let peer = (clients.first + client as usize) % self.population.peer_count();
                 self.writer
@@ -305,6 +333,7 @@ impl Worker {
         self.scratch = request;
         connection.waiting_for = Some(kind);
         connection.sent_at = now;
+        true
     }
 
     /// Closes a connection; returns whether it closed cleanly (no request waiting).
@@ -336,7 +365,7 @@ impl Worker {
     fn service_connection(&mut self, connection: &mut Connection) -> Result<(), ()> {
         loop {
             write_out(connection)?;
-            let closed = read_in(connection, &mut self.scratch)?;
+            let closed = read_in(connection, &mut self.read_buffer)?;
             // Reading may have finished a TLS handshake step that has bytes to send
             // (and releases plaintext rustls held back); no further event would come.
             write_out(connection)?;
@@ -349,7 +378,10 @@ impl Worker {
                     // waiting, so it is not counted as an error).
                     return Err(());
                 }
-                self.queue_request(connection, Instant::now());
+                if !self.queue_request(connection, Instant::now(), None) {
+                    // No obeying client due: closed, and opened again for the next.
+                    return Err(());
+                }
             }
             if closed {
                 return Err(());
@@ -397,7 +429,9 @@ impl Worker {
             let taken = if failed {
                 clients.obeying.refused(client, interval, at)
             } else {
-                clients.obeying.answered(client, interval.unwrap_or(1800), at)
+                clients
+                    .obeying
+                    .answered(client, interval.unwrap_or(1800), at)
             };
             if let (Some(_), Some(interval)) = (taken, interval) {
                 self.counters.interval_sum += u64::from(interval);
@@ -538,9 +572,15 @@ mod tests {
 
     #[test]
     fn intervals_are_read_from_replies_and_failures() {
-        assert_eq!(integer_after(b"d8:intervali1800e5:peers0:e", b"8:interval"), Some(1800));
         assert_eq!(
-            integer_after(b"d14:failure reason4:busy8:intervali3600e12:min intervali1800ee", b"8:interval"),
+            integer_after(b"d8:intervali1800e5:peers0:e", b"8:interval"),
+            Some(1800)
+        );
+        assert_eq!(
+            integer_after(
+                b"d14:failure reason4:busy8:intervali3600e12:min intervali1800ee",
+                b"8:interval"
+            ),
             Some(3600)
         );
         assert_eq!(integer_after(b"d8:intervali-1e", b"8:interval"), None);

@@ -19,7 +19,6 @@ use shoal_udp_protocol::response::{
 };
 use shoal_worker::{AnnounceInterval, BitTorrentShard, Family};
 
-
 use crate::messages::{
     AnnounceWork, Job, PositionedStats, ReplyKind, RequestKind, ScrapePartReply, wire_stats,
 };

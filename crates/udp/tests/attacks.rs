@@ -54,7 +54,11 @@ fn a_full_tracker_refuses_only_when_every_torrent_is_a_real_swarm() {
         client.send_announce(id, Announce::new(hash(n), 1));
         match client.recv() {
             Response::Announce(reply) => {
-                assert!((9720..=11880).contains(&reply.interval), "{}", reply.interval);
+                assert!(
+                    (9720..=11880).contains(&reply.interval),
+                    "{}",
+                    reply.interval
+                );
                 assert!(reply.peers.is_empty());
                 assert_eq!((reply.leechers, reply.seeders), (0, 0));
             }

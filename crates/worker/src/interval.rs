@@ -165,7 +165,10 @@ impl AnnounceInterval {
                 "min and max must satisfy 1 <= min <= max <= {ceiling} seconds"
             ));
         }
-        if bounds.fixed.is_some_and(|fixed| !(1..=ceiling).contains(&fixed)) {
+        if bounds
+            .fixed
+            .is_some_and(|fixed| !(1..=ceiling).contains(&fixed))
+        {
             return Err(format!("fixed must be 1 to {ceiling} seconds"));
         }
         let mut current = self.bounds.lock().unwrap_or_else(|e| e.into_inner());

@@ -7,7 +7,7 @@ use shoal_swarm::{PeerAddress, ServerTime};
 use shoal_worker::Verdict;
 
 use super::rig::{AtEnd, CLIENT, SwarmWorkers, TestHost, Transcript, check_response, drive};
-use super::{AnnounceCall, BUSY, NOT_ALLOWED, RATE_LIMITED, Session};
+use super::{AnnounceCall, BUSY, NOT_ALLOWED, NOT_STORED, RATE_LIMITED, Session};
 use crate::Config;
 use crate::messages::{AnnounceAnswer, AnnouncedPeers, CallError, ScrapeCounts, ScrapeWork};
 
@@ -339,11 +339,16 @@ fn a_full_tracker_says_so_and_gives_the_longest_interval() {
     // rig's: six times the configured ones).
     let host = host();
     let mut full = compact_peer();
-    full.announce = Ok(AnnounceAnswer::Refused("tracker full: no new torrents accepted"));
+    full.announce = Ok(AnnounceAnswer::Refused(
+        "tracker full: no new torrents accepted",
+    ));
     let transcript = run(&host, &[&announce(1, "", "")], &mut full, AtEnd::Wait);
     let write = text(&transcript.writes[0]);
     assert!(write.contains("tracker full"), "{write}");
-    assert!(write.contains("8:intervali10800e12:min intervali5400e"), "{write}");
+    assert!(
+        write.contains("8:intervali10800e12:min intervali5400e"),
+        "{write}"
+    );
     assert!(!transcript.closed);
     // A new peer of a full swarm: peers, a warning, the longest interval.
     let host = self::host();

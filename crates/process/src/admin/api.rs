@@ -481,10 +481,14 @@ impl AdminApi {
                                 "admin API: {protocol} announce interval bounds {} to {} s, {}{}",
                                 bounds.min,
                                 bounds.max,
-                                if bounds.adaptive { "adaptive" } else { "fixed at the minimum" },
-                                bounds
-                                    .fixed
-                                    .map_or(String::new(), |fixed| format!(", {fixed} s given whatever the load"))
+                                if bounds.adaptive {
+                                    "adaptive"
+                                } else {
+                                    "fixed at the minimum"
+                                },
+                                bounds.fixed.map_or(String::new(), |fixed| format!(
+                                    ", {fixed} s given whatever the load"
+                                ))
                             );
                         }
                         let mut answer = interval_json(protocol, interval);

@@ -64,18 +64,37 @@ fn bounds_set_at_runtime_are_checked_and_taken_at_the_next_tick() {
     let interval = AnnounceInterval::new(settings(1800, 10800));
     let mut controller = Controller::new(*interval.settings());
     let bounds = interval.bounds();
-    assert_eq!((bounds.min, bounds.max, bounds.adaptive, bounds.fixed), (1800, 10800, true, None));
+    assert_eq!(
+        (bounds.min, bounds.max, bounds.adaptive, bounds.fixed),
+        (1800, 10800, true, None)
+    );
     for wrong in [
         Bounds { min: 0, ..bounds },
-        Bounds { min: 3600, max: 1800, ..bounds },
-        Bounds { max: 86_401, ..bounds },
-        Bounds { fixed: Some(0), ..bounds },
+        Bounds {
+            min: 3600,
+            max: 1800,
+            ..bounds
+        },
+        Bounds {
+            max: 86_401,
+            ..bounds
+        },
+        Bounds {
+            fixed: Some(0),
+            ..bounds
+        },
     ] {
         assert!(interval.set_bounds(wrong).is_err(), "{wrong:?}");
     }
     assert_eq!(interval.bounds(), bounds, "refused bounds change nothing");
     // Fixed: given at once, whatever the load.
-    assert_eq!(interval.set_bounds(Bounds { fixed: Some(2700), ..bounds }), Ok(true));
+    assert_eq!(
+        interval.set_bounds(Bounds {
+            fixed: Some(2700),
+            ..bounds
+        }),
+        Ok(true)
+    );
     assert_eq!(interval.current(Family::V6), 2700);
     controller.apply(&interval.bounds());
     let mut overloaded = LoadSample::default();
@@ -83,12 +102,25 @@ fn bounds_set_at_runtime_are_checked_and_taken_at_the_next_tick() {
     overloaded.families[0].lost = 1000;
     assert_eq!(controller.tick(&overloaded), [2700, 2700]);
     // A lower maximum, the load followed again: capped there.
-    let capped = Bounds { max: 3600, fixed: None, ..bounds };
+    let capped = Bounds {
+        max: 3600,
+        fixed: None,
+        ..bounds
+    };
     assert_eq!(interval.set_bounds(capped), Ok(true));
-    assert_eq!(interval.set_bounds(capped), Ok(false), "the same again changes nothing");
+    assert_eq!(
+        interval.set_bounds(capped),
+        Ok(false),
+        "the same again changes nothing"
+    );
     controller.apply(&interval.bounds());
     for _ in 0..5 {
-        assert!(controller.tick(&overloaded).iter().all(|&given| given <= 3600));
+        assert!(
+            controller
+                .tick(&overloaded)
+                .iter()
+                .all(|&given| given <= 3600)
+        );
     }
 }
 

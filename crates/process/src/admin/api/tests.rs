@@ -406,15 +406,32 @@ fn the_interval_s_bounds_are_changed_live_and_checked() {
     assert_eq!(body["trackers"][0]["interval"]["ipv4"], 1800);
     assert_eq!(body["trackers"][0]["max"], 10_800);
     // A lower maximum and a fixed interval; what is left out stays.
-    let (status, body) = call(&mut api, "PUT", "/v1/interval/udp", r#"{"max": 3600, "fixed": 2400}"#);
+    let (status, body) = call(
+        &mut api,
+        "PUT",
+        "/v1/interval/udp",
+        r#"{"max": 3600, "fixed": 2400}"#,
+    );
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["change"], "updated");
-    assert_eq!((&body["min"], &body["max"], &body["fixed"]), (&json!(1800), &json!(3600), &json!(2400)));
-    assert_eq!(body["interval"]["ipv6"], 2400, "a fixed interval is given at once");
+    assert_eq!(
+        (&body["min"], &body["max"], &body["fixed"]),
+        (&json!(1800), &json!(3600), &json!(2400))
+    );
+    assert_eq!(
+        body["interval"]["ipv6"], 2400,
+        "a fixed interval is given at once"
+    );
     let (_, body) = call(&mut api, "PUT", "/v1/interval/udp", r#"{"max": 3600}"#);
-    assert_eq!((&body["change"], &body["fixed"]), (&json!("unchanged"), &json!(2400)));
+    assert_eq!(
+        (&body["change"], &body["fixed"]),
+        (&json!("unchanged"), &json!(2400))
+    );
     let (_, body) = call(&mut api, "PUT", "/v1/interval/udp", r#"{"fixed": null}"#);
-    assert_eq!((&body["change"], &body["fixed"]), (&json!("updated"), &Value::Null));
+    assert_eq!(
+        (&body["change"], &body["fixed"]),
+        (&json!("updated"), &Value::Null)
+    );
     // Bounds that cannot hold, unknown keys, another tracker: refused, nothing changed.
     for (path, body, expected) in [
         ("/v1/interval/udp", r#"{"min": 7200}"#, 400),
