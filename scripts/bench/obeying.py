@@ -13,7 +13,8 @@ the base interval. Time is scaled: B is --base-interval seconds (30: a 30-minute
 interval at --time-scale 60), the tracker's longest interval 6 B (3 hours), the
 clients' timeout and backoff divided by the scale alike.
 
-Per run: the share of announces answered and the intervals given, per base interval;
+Per run: the share of announces answered in time (before the client gave up on them:
+a late answer is no answer) and the intervals given, per base interval;
 announces unanswered (timed out); reply latency p50/p99/p99.9 after convergence (the
 last --summarize base intervals); when the answered share first stayed at its target
 (99% at 2x, 95% at 5x) to the end; and the interval's reversals (oscillation).
@@ -39,7 +40,8 @@ import benchlib  # noqa: E402
 
 PROGRESS = re.compile(
     r"(\d+) s: requests ([\d.]+)/s, replies ([\d.]+)/s \(connect [\d.]+, announce ([\d.]+), "
-    r"scrape [\d.]+, error ([\d.]+)\).*?(?:, ([\d.]+)/s timed out, interval (\d+) s)?$")
+    r"scrape [\d.]+, error ([\d.]+)\).*?"
+    r"(?:, ([\d.]+)/s timed out, ([\d.]+)/s in time, interval (\d+) s)?$")
 
 
 def free_port():
@@ -143,7 +145,8 @@ class Run:
                     "announces": float(m.group(4)),
                     "errors": float(m.group(5)),
                     "timeouts": float(m.group(6) or 0),
-                    "interval": int(m.group(7) or 0),
+                    "in_time": float(m.group(7) or 0),
+                    "interval": int(m.group(8) or 0),
                 })
         return summary, series, elapsed
 
@@ -164,7 +167,7 @@ def analyse(series, base, target):
     for i in range(0, len(series), per_window):
         chunk = series[i:i + per_window]
         sent = sum(s["requests"] for s in chunk)
-        answered = sum(s["announces"] for s in chunk)
+        answered = sum(s["in_time"] for s in chunk)
         windows.append((answered / sent if sent else 1.0, chunk[-1]["interval"]))
     converged = None
     for i in range(len(windows)):
@@ -222,7 +225,7 @@ def main():
             windows, converged, reversals = analyse(series, base, target)
             after = series[2 * max(1, base // 5):]
             sent = sum(s["requests"] for s in after)
-            answered = sum(s["announces"] for s in after) / sent if sent else 0
+            answered = sum(s["in_time"] for s in after) / sent if sent else 0
             timeouts = sum(s["timeouts"] for s in after) / sum(s["requests"] for s in after) if sent else 0
             latency = summary.get("latency_us", {})
             result = {

@@ -39,7 +39,8 @@ pub struct ClientsConfig {
     pub spread: u32,
     /// The clients' own timings (the 15 s timeout, the backoff) divided by this:
     /// against a tracker whose intervals are scaled down alike, a run covers hours in
-    /// minutes.
+    /// minutes. The timeout stays at least 2 s (the tracker's queueing is not
+    /// scaled).
     pub time_scale: f64,
     /// Seconds into the run at which one client in `restart_every` announces again
     /// at once, over a second (a wave of restarted clients); 0: none.
@@ -94,6 +95,9 @@ impl ClientsConfig {
     }
 }
 
+/// The shortest timeout scaled timings keep (see [`ObeyingSettings::libtorrent`]).
+pub const MIN_TIMEOUT: Duration = Duration::from_secs(2);
+
 /// How the clients behave.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct ObeyingSettings {
@@ -117,13 +121,16 @@ pub struct ObeyingSettings {
 
 impl ObeyingSettings {
     /// libtorrent's timings for `clients` spread over `spread`, every duration
-    /// divided by `time_scale` (10 runs a 30-minute interval in 3 minutes).
+    /// divided by `time_scale` (10 runs a 30-minute interval in 3 minutes), except
+    /// that the timeout stays at least [`MIN_TIMEOUT`]: a tracker's own queueing (tens
+    /// to hundreds of milliseconds when overloaded) is not scaled, and against 15 s
+    /// it is nothing, so a scaled timeout must not turn it into lost answers.
     pub fn libtorrent(clients: usize, spread: Duration, time_scale: f64) -> Self {
         let scale = |seconds: f64| Duration::from_secs_f64(seconds / time_scale.max(1e-3));
         Self {
             clients,
             spread,
-            timeout: scale(15.0),
+            timeout: scale(15.0).max(MIN_TIMEOUT),
             retry_min: scale(5.0),
             retry_max: scale(3600.0),
             backoff_percent: 250,

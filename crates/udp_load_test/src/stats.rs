@@ -28,8 +28,12 @@ shoal_common::counters! {
         /// Windows given up on after the response timeout; with obeying clients,
         /// announces given up on.
         timeouts,
-        /// Obeying clients: the intervals of the announce replies, summed (seconds).
+        /// Obeying clients: the intervals of the announce replies that came in time,
+        /// summed (seconds).
         interval_sum,
+        /// Obeying clients: announce replies that came in time (before their client
+        /// gave up on them).
+        intervals,
         /// Requests not sent at a fixed rate: the worker fell too far behind, or the
         /// send failed (a full send buffer, or an error such as ECONNREFUSED left by an
         /// ICMP message).
@@ -77,6 +81,9 @@ pub struct Summary {
     pub timeouts_per_second: f64,
     /// Obeying clients: the average interval announce replies gave, in seconds.
     pub mean_interval: f64,
+    /// Obeying clients: announce replies per second that came before their client
+    /// gave up on them.
+    pub in_time_per_second: f64,
     /// Reply latency over the same stretch (filled in at the end of the run).
     pub latency: LatencySummary,
 }
@@ -109,10 +116,11 @@ impl RunSummary for Summary {
             },
             skipped_per_second: per_second(d.skipped),
             timeouts_per_second: per_second(d.timeouts),
-            mean_interval: if d.announce_replies == 0 {
+            in_time_per_second: per_second(d.intervals),
+            mean_interval: if d.intervals == 0 {
                 0.0
             } else {
-                d.interval_sum as f64 / d.announce_replies as f64
+                d.interval_sum as f64 / d.intervals as f64
             },
             latency: LatencySummary::default(),
         }
@@ -127,8 +135,8 @@ impl RunSummary for Summary {
         };
         if self.mean_interval > 0.0 {
             skipped += &format!(
-                ", {:.1}/s timed out, interval {:.0} s",
-                self.timeouts_per_second, self.mean_interval
+                ", {:.1}/s timed out, {:.0}/s in time, interval {:.0} s",
+                self.timeouts_per_second, self.in_time_per_second, self.mean_interval
             );
         }
         format!(
@@ -210,6 +218,12 @@ impl shoal_load_test_common::Summary for Summary {
                 "timeouts_per_second",
                 "timed out",
                 self.timeouts_per_second,
+                Unit::PerSecond,
+            ),
+            Figure::new(
+                "in_time_per_second",
+                "answered in time (obeying clients)",
+                self.in_time_per_second,
                 Unit::PerSecond,
             ),
             Figure::new(

@@ -571,6 +571,7 @@ fn obey(
             let taken = clients.obeying.answered(client, interval, now_micros);
             if taken.is_some() {
                 counters.interval_sum += u64::from(interval);
+                counters.intervals += 1;
             }
             taken
         }
