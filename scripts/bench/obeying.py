@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
-"""A UDP tracker offered 2x and 5x its capacity by clients that obey it, with the
-adaptive interval off and on (documents/overload.md).
+"""A UDP (or HTTP, --protocol http) tracker offered 2x and 5x its capacity by clients
+that obey it, with the adaptive interval off and on (documents/overload.md).
 
-shoal_udp runs in a cgroup capped at --tracker-quota of one CPU (so that one core of
+shoal_udp (shoal_http) runs in a cgroup capped at --tracker-quota of one CPU (so that one core of
 load is enough to overload it), pinned to --tracker-cpus. First its capacity C is
 measured: announces answered per second with a window of requests in flight. Then,
 per overload factor f and per arm (adaptive interval off, on), shoal_udp_load_test
@@ -21,6 +21,7 @@ last --summarize base intervals); when the answered share first stayed at its ta
 
   sudo scripts/bench/obeying.py                       # 2x and 5x, off and on
   sudo scripts/bench/obeying.py --factors 2 --arms on --base-interval 20
+  sudo scripts/bench/obeying.py --protocol http       # shoal_http, shoal_http_load_test
 
 Needs root for the cgroup. Loopback only; every process started here is ended by PID.
 """
@@ -38,6 +39,10 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import benchlib  # noqa: E402
 
+HTTP_PROGRESS = re.compile(
+    r"(\d+) s: requests ([\d.]+)/s, responses ([\d.]+)/s \(announce ([\d.]+), scrape [\d.]+, "
+    r"failure ([\d.]+), HTTP error [\d.]+\).*?"
+    r"(?:, ([\d.]+)/s timed out, ([\d.]+)/s in time, interval (\d+) s)?$")
 PROGRESS = re.compile(
     r"(\d+) s: requests ([\d.]+)/s, replies ([\d.]+)/s \(connect [\d.]+, announce ([\d.]+), "
     r"scrape [\d.]+, error ([\d.]+)\).*?"
@@ -52,7 +57,9 @@ def free_port():
     return port
 
 
-def tracker_toml(port, base, adaptive):
+def tracker_toml(protocol, port, base, adaptive):
+    http = f"min_announce_interval = {base // 2}\n" if protocol == "http" else ""
+    per_ip = "max_connections_per_network = 0\n" if protocol == "http" else ""
     return f"""
 socket_workers = 1
 swarm_workers = 1
@@ -61,7 +68,7 @@ address_ipv4 = "127.0.0.1:{port}"
 use_ipv6 = false
 [protocol]
 announce_interval = {base}
-max_peers = 30
+{http}max_peers = 30
 default_peers = 30
 [cleaning]
 peer_timeout = {2 * base}
@@ -75,10 +82,29 @@ interval = 0
 [per_ip]
 requests_per_second = 0
 max_connections = 0
+{per_ip}"""
+
+
+def load_toml(protocol, port, duration, summarize, peers, torrents, clients="", network=""):
+    if protocol == "http":
+        return f"""
+server_address = "127.0.0.1:{port}"
+workers = 1
+connections = {256 if clients else 64}
+duration = {duration}
+summarize_last = {summarize}
+report_interval = 5
+log_level = "info"
+[network]
+response_timeout_ms = 5000
+[requests]
+torrents = {torrents}
+peers = {peers}
+weight_scrape = 0
+peers_wanted = 30
+[clients]
+{clients}
 """
-
-
-def load_toml(port, duration, summarize, peers, torrents, clients="", network=""):
     return f"""
 server_address = "127.0.0.1:{port}"
 workers = 1
@@ -116,9 +142,10 @@ class Run:
     def go(self, adaptive, load_config, seconds):
         a = self.a
         port = free_port()
-        tracker_config = self.write("tracker.toml", tracker_toml(port, a.base_interval, adaptive))
+        tracker_config = self.write(
+            "tracker.toml", tracker_toml(a.protocol, port, a.base_interval, adaptive))
         log = open(os.path.join(self.dir, "tracker.log"), "w")
-        tracker = benchlib.start([os.path.join(a.shoal_dir, "shoal_udp"), "-c", tracker_config],
+        tracker = benchlib.start([os.path.join(a.shoal_dir, f"shoal_{a.protocol}"), "-c", tracker_config],
                                  a.tracker_cpus, log)
         try:
             self.quota.add(tracker.pid)
@@ -126,7 +153,7 @@ class Run:
             load = self.write("load.toml", load_config(port))
             started = time.time()
             run = subprocess.run(
-                ["taskset", "-c", a.load_cpus, os.path.join(a.shoal_dir, "shoal_udp_load_test"),
+                ["taskset", "-c", a.load_cpus, os.path.join(a.shoal_dir, f"shoal_{a.protocol}_load_test"),
                  "-c", load, "--json"],
                 capture_output=True, text=True, timeout=seconds + 120)
             if run.returncode != 0:
@@ -136,8 +163,9 @@ class Run:
             benchlib.stop(tracker)
         summary = json.loads([l for l in run.stdout.splitlines() if l.startswith("{")][-1])
         series = []
+        pattern = HTTP_PROGRESS if a.protocol == "http" else PROGRESS
         for line in run.stderr.splitlines():
-            m = PROGRESS.search(line)
+            m = pattern.search(line)
             if m:
                 series.append({
                     "second": int(m.group(1)),
@@ -153,8 +181,9 @@ class Run:
 
 def capacity(run, a):
     """Announces a second shoal_udp answers under the quota, a window in flight."""
+    network = "" if a.protocol == "http" else "requests_in_flight = 256"
     summary, _, _ = run.go(False, lambda port: load_toml(
-        port, 20, 10, 1_000_000, a.torrents, network="requests_in_flight = 256"), 20)
+        a.protocol, port, 20, 10, 1_000_000, a.torrents, network=network), 20)
     return summary["announce_per_second"]
 
 
@@ -187,6 +216,7 @@ def analyse(series, base, target):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--protocol", choices=["udp", "http"], default="udp")
     p.add_argument("--shoal-dir", default="target/release")
     p.add_argument("--tracker-cpus", default="0")
     p.add_argument("--load-cpus", default="1")
@@ -203,8 +233,8 @@ def main():
     p.add_argument("--max-load", type=float, default=0.5)
     p.add_argument("--force", action="store_true")
     a = p.parse_args()
-    benchlib.require_binaries(a.shoal_dir, ["shoal_udp", "shoal_udp_load_test"],
-                              "cargo build --release -p shoal_udp -p shoal_udp_load_test")
+    benchlib.require_binaries(a.shoal_dir, [f"shoal_{a.protocol}", f"shoal_{a.protocol}_load_test"],
+                              f"cargo build --release -p shoal_{a.protocol} -p shoal_{a.protocol}_load_test")
     benchlib.require_idle(a.max_load, a.force)
     quota = benchlib.CpuQuota(a.tracker_quota, "shoal-obeying")
     run = Run(a, quota)
@@ -221,7 +251,8 @@ def main():
             adaptive = arm == "on"
             config = (f"count = {clients}\nspread = {base}\ntime_scale = {scale}\n")
             summary, series, _ = run.go(adaptive, lambda port: load_toml(
-                port, duration, a.summarize * base, clients, a.torrents, clients=config), duration)
+                a.protocol, port, duration, a.summarize * base, clients, a.torrents,
+                clients=config), duration)
             windows, converged, reversals = analyse(series, base, target)
             after = series[2 * max(1, base // 5):]
             sent = sum(s["requests"] for s in after)

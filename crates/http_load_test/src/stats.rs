@@ -33,7 +33,8 @@ shoal_common::counters! {
         client_timeouts,
         /// Obeying clients: the intervals of the responses, summed (seconds).
         interval_sum,
-        /// Obeying clients: responses that carried an interval.
+        /// Obeying clients: responses that came in time (before their client gave up
+        /// on them) with an interval.
         intervals,
     }
 }
@@ -65,6 +66,9 @@ pub struct Summary {
     pub client_timeouts_per_second: f64,
     /// Obeying clients: the average interval responses gave, in seconds.
     pub mean_interval: f64,
+    /// Obeying clients: responses per second that came before their client gave up
+    /// on them.
+    pub in_time_per_second: f64,
     /// Response latency over the same stretch (filled in at the end of the run).
     pub latency: LatencySummary,
 }
@@ -94,6 +98,7 @@ impl RunSummary for Summary {
                 d.peers_received as f64 / d.announce_responses as f64
             },
             client_timeouts_per_second: per_second(d.client_timeouts),
+            in_time_per_second: per_second(d.intervals),
             mean_interval: if d.intervals == 0 {
                 0.0
             } else {
@@ -107,8 +112,8 @@ impl RunSummary for Summary {
     fn line(&self) -> String {
         let clients = if self.mean_interval > 0.0 {
             format!(
-                ", {:.1}/s timed out, interval {:.0} s",
-                self.client_timeouts_per_second, self.mean_interval
+                ", {:.1}/s timed out, {:.0}/s in time, interval {:.0} s",
+                self.client_timeouts_per_second, self.in_time_per_second, self.mean_interval
             )
         } else {
             String::new()
