@@ -35,7 +35,7 @@ mod tls;
 pub use cli::validate_schedule;
 pub use cli::{LoadTester, main};
 pub use latency::{LatencyRecorder, LatencySummary};
-pub use obeying::{ClientsConfig, Obeying, ObeyingSettings, Outcomes};
+pub use obeying::{ClientsConfig, MIN_TIMEOUT, Obeying, ObeyingSettings, Outcomes};
 pub use population::{PeerPicker, Population, PopulationShape};
 pub use report::ReportSchedule;
 pub use run::{RunShape, RunSummary, run_workers};
