@@ -299,7 +299,41 @@ fn one_shed_part_fails_the_scrape_with_one_error() {
     }
     step(&mut session, start, &mut transcript);
     assert_eq!(transcript.frames.len(), 1);
-    assert!(transcript.frames[0].text().contains(BUSY));
+    let text = transcript.frames[0].text();
+    assert!(text.contains(BUSY), "{text}");
+    // With the interval to come back after (the rig's backoff: twice 120 s).
+    assert!(text.contains("\"interval\":240"), "{text}");
+}
+
+#[test]
+fn a_shed_announce_and_a_full_tracker_say_when_to_come_back() {
+    let host = TestHost::new(Config::default(), 1);
+    let start = Instant::now();
+    let mut session = host.session(Vec::new(), start);
+    let mut transcript = Transcript::default();
+    session.queue().push(ToConnection::Shed {
+        info_hash: Some(Id20([1; 20])),
+        scrape_id: None,
+    });
+    session
+        .queue()
+        .push(ToConnection::TrackerFull(Id20([2; 20]), 10_800));
+    step(&mut session, start, &mut transcript);
+    assert_eq!(transcript.frames.len(), 2);
+    let (busy, full) = (transcript.frames[0].text(), transcript.frames[1].text());
+    assert!(
+        busy.contains(BUSY) && busy.contains("\"interval\":240"),
+        "{busy}"
+    );
+    assert!(
+        full.contains("tracker full") && full.contains("\"interval\":10800"),
+        "{full}"
+    );
+    let counters = host.counters.borrow();
+    assert_eq!(
+        (counters.backoff_responses, counters.error_responses),
+        (1, 1)
+    );
 }
 
 #[test]
