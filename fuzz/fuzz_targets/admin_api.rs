@@ -33,16 +33,7 @@ fuzz_target!(|data: &[u8]| {
         registry: Some(registry.clone()),
         accounts: None,
         interval: Some(Arc::new(shoal_worker::AnnounceInterval::new(
-            shoal_worker::IntervalSettings {
-                adaptive: true,
-                min: 1800,
-                max: 10_800,
-                target_load: 0.7,
-                jitter_percent: 10,
-                grace: 1620,
-                min_share: 0.5,
-                ceiling: u32::MAX,
-            },
+            shoal_worker::IntervalSettings::adaptive(1800, 10_800),
         ))),
     }];
     let mut api = AdminApi::new(KeyDigest::of_secret(TOKEN.as_bytes()), targets);

@@ -252,3 +252,24 @@ pub unsafe fn refuse_io_uring() -> std::io::Result<()> {
     }
     Ok(())
 }
+
+/// The sum of `"field":<number>` over the accounting batch files (`*.json`) in `dir`:
+/// what a site would credit from them.
+pub fn credited(dir: &std::path::Path, field: &str) -> u64 {
+    let pattern = format!("\"{field}\":");
+    let mut sum = 0;
+    for file in std::fs::read_dir(dir).unwrap().flatten() {
+        if file.path().extension().is_none_or(|ext| ext != "json") {
+            continue;
+        }
+        let text = std::fs::read_to_string(file.path()).unwrap();
+        for (at, _) in text.match_indices(&pattern) {
+            let digits: String = text[at + pattern.len()..]
+                .chars()
+                .take_while(char::is_ascii_digit)
+                .collect();
+            sum += digits.parse::<u64>().unwrap();
+        }
+    }
+    sum
+}

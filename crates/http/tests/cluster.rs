@@ -7,7 +7,7 @@ mod support;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use shoal_common::testing::{RedisServer, eventually};
+use shoal_common::testing::{RedisServer, credited, eventually};
 use shoal_http::RunningTracker;
 use shoal_http_protocol::bencode::Value;
 use support::*;
@@ -95,26 +95,6 @@ fn peers_with_their_ids_and_downloads_reach_the_other_node() {
     assert!(back, "node a never sent node b's leecher");
     a.stop().unwrap();
     b.stop().unwrap();
-}
-
-/// The sum of `field` over the batch files in `dir`.
-fn credited(dir: &std::path::Path, field: &str) -> u64 {
-    let pattern = format!("\"{field}\":");
-    let mut sum = 0;
-    for file in std::fs::read_dir(dir).unwrap().flatten() {
-        if file.path().extension().is_none_or(|ext| ext != "json") {
-            continue;
-        }
-        let text = std::fs::read_to_string(file.path()).unwrap();
-        for (at, _) in text.match_indices(&pattern) {
-            let digits: String = text[at + pattern.len()..]
-                .chars()
-                .take_while(char::is_ascii_digit)
-                .collect();
-            sum += digits.parse::<u64>().unwrap();
-        }
-    }
-    sum
 }
 
 #[test]

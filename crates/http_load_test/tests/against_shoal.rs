@@ -3,9 +3,10 @@
 use shoal_common::Shutdown;
 use shoal_http_load_test::Config;
 
-fn tracker(tls_dir: Option<&std::path::Path>) -> shoal_http::RunningTracker {
+/// A tracker on IPv4 loopback without per-client limits: the load comes from one
+/// address, far faster than one client may send.
+fn tracker_config() -> shoal_http::Config {
     let mut config = shoal_http::Config::default();
-    // The load comes from one address, far faster than one client may send.
     config.per_ip.requests_per_second = 0;
     config.per_ip.max_connections = 0;
     config.per_ip.max_connections_per_network = 0;
@@ -13,6 +14,11 @@ fn tracker(tls_dir: Option<&std::path::Path>) -> shoal_http::RunningTracker {
     config.network.use_ipv6 = false;
     config.statistics.interval = 0;
     config.limits.io_memory = 256 * 1024;
+    config
+}
+
+fn tracker(tls_dir: Option<&std::path::Path>) -> shoal_http::RunningTracker {
+    let mut config = tracker_config();
     config.swarm_workers = 2;
     if let Some(dir) = tls_dir {
         config.network.enable_tls = true;
@@ -104,14 +110,7 @@ fn over_tls() {
 #[test]
 fn obeying_clients_follow_the_interval_they_are_given() {
     for interval in [3u32, 6] {
-        let mut config = shoal_http::Config::default();
-        config.per_ip.requests_per_second = 0;
-        config.per_ip.max_connections = 0;
-        config.per_ip.max_connections_per_network = 0;
-        config.network.address_ipv4 = "127.0.0.1:0".parse().unwrap();
-        config.network.use_ipv6 = false;
-        config.statistics.interval = 0;
-        config.limits.io_memory = 256 * 1024;
+        let mut config = tracker_config();
         config.protocol.announce_interval = interval;
         config.protocol.min_announce_interval = interval / 2;
         config.cleaning.peer_timeout = 4 * interval;

@@ -4,9 +4,10 @@
 use shoal_common::Shutdown;
 use shoal_udp_load_test::config::{Config, PeerOrder};
 
-fn tracker(ipv6: bool) -> Option<shoal_udp::RunningTracker> {
+/// A tracker on loopback (`::1` when `ipv6`) without per-client limits: the load
+/// comes from one address, far faster than one client may send.
+fn tracker_config(ipv6: bool) -> shoal_udp::Config {
     let mut config = shoal_udp::Config::default();
-    // The load comes from one address, far faster than one client may send.
     config.per_ip.requests_per_second = 0;
     config.per_ip.max_connections = 0;
     config.per_ip.max_connections_per_network = 0;
@@ -16,6 +17,11 @@ fn tracker(ipv6: bool) -> Option<shoal_udp::RunningTracker> {
     config.network.address_ipv6 = "[::1]:0".parse().unwrap();
     config.network.socket_recv_buffer_size = 0;
     config.statistics.interval = 0;
+    config
+}
+
+fn tracker(ipv6: bool) -> Option<shoal_udp::RunningTracker> {
+    let mut config = tracker_config(ipv6);
     config.swarm_workers = 2;
     shoal_udp::start(config).ok()
 }
@@ -128,11 +134,7 @@ fn a_fixed_rate_is_kept_whatever_the_tracker_could_serve() {
 #[test]
 fn obeying_clients_follow_the_interval_they_are_given() {
     for interval in [3u32, 6] {
-        let mut tracker_config = shoal_udp::Config::default();
-        tracker_config.per_ip.requests_per_second = 0;
-        tracker_config.network.address_ipv4 = "127.0.0.1:0".parse().unwrap();
-        tracker_config.network.use_ipv6 = false;
-        tracker_config.statistics.interval = 0;
+        let mut tracker_config = tracker_config(false);
         tracker_config.protocol.announce_interval = interval;
         tracker_config.cleaning.peer_timeout = 4 * interval;
         tracker_config.interval.adaptive = false;

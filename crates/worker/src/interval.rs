@@ -109,6 +109,24 @@ pub struct Bounds {
 /// The longest interval an operator may set, in seconds (a day).
 pub const LONGEST_BOUND: u32 = 86_400;
 
+impl IntervalSettings {
+    /// Adaptive between `min` and `max` with the defaults of `[interval]` (70% of
+    /// capacity, 10% jitter), the grace a peer timeout of twice `min` leaves, and no
+    /// ceiling: a tracker's are made by [`AnnounceInterval::settings_for`].
+    pub fn adaptive(min: u32, max: u32) -> Self {
+        Self {
+            adaptive: true,
+            min,
+            max,
+            target_load: 0.7,
+            jitter_percent: 10,
+            grace: min - min / 10,
+            min_share: 0.5,
+            ceiling: u32::MAX,
+        }
+    }
+}
+
 /// The interval the socket and swarm workers give now, per family: set by the
 /// [`Controller`]'s thread, read with one relaxed load per reply.
 #[derive(Debug)]

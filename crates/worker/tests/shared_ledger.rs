@@ -3,12 +3,12 @@
 //! even when nodes apply them at the same moment, and reports wait while the store
 //! is down.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
 
 use shoal_common::ClusterConfig;
-use shoal_common::testing::RedisServer;
+use shoal_common::testing::{RedisServer, credited};
 use shoal_private::{
     Accounts, Event, Ledger, MAX_SHARED_ATTEMPTS, Report, SharedError, SharedStore,
 };
@@ -42,28 +42,6 @@ fn fresh_dir(name: &str) -> PathBuf {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     dir
-}
-
-/// The sum of `field` over every batch file in `dir`.
-fn credited(dir: &Path, field: &str) -> u64 {
-    let pattern = format!("\"{field}\":");
-    std::fs::read_dir(dir)
-        .unwrap()
-        .flatten()
-        .filter(|file| file.file_name().to_string_lossy().ends_with(".json"))
-        .map(|file| std::fs::read_to_string(file.path()).unwrap())
-        .flat_map(|text| {
-            text.match_indices(&pattern)
-                .map(|(at, _)| {
-                    let digits: String = text[at + pattern.len()..]
-                        .chars()
-                        .take_while(char::is_ascii_digit)
-                        .collect();
-                    digits.parse::<u64>().unwrap()
-                })
-                .collect::<Vec<_>>()
-        })
-        .sum()
 }
 
 fn store(address: &str) -> SharedStore {

@@ -2,14 +2,8 @@ use super::*;
 
 fn settings(min: u32, max: u32) -> IntervalSettings {
     IntervalSettings {
-        adaptive: true,
-        min,
-        max,
-        target_load: 0.7,
-        jitter_percent: 10,
         grace: 30,
-        min_share: 0.5,
-        ceiling: u32::MAX,
+        ..IntervalSettings::adaptive(min, max)
     }
 }
 

@@ -18,16 +18,7 @@ const OTHER: &str = "89abcdef0123456789abcdef0123456789abcdef";
 /// A UDP tracker's interval: 1,800 s at rest, up to 10,800.
 fn interval() -> Arc<shoal_worker::AnnounceInterval> {
     Arc::new(shoal_worker::AnnounceInterval::new(
-        shoal_worker::IntervalSettings {
-            adaptive: true,
-            min: 1800,
-            max: 10_800,
-            target_load: 0.7,
-            jitter_percent: 10,
-            grace: 1620,
-            min_share: 0.5,
-            ceiling: u32::MAX,
-        },
+        shoal_worker::IntervalSettings::adaptive(1800, 10_800),
     ))
 }
 
