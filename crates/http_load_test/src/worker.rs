@@ -71,8 +71,10 @@ struct Clients {
     obeying: Obeying,
     /// The population index of the first.
     first: usize,
-    /// Clients due and not sent yet, oldest first.
-    due: std::collections::VecDeque<u32>,
+    /// Clients due and not sent yet, oldest first, with their tickets: their
+    /// timeout runs from when they came due, as a client's runs while it waits for
+    /// a connection, so a tracker that cannot take connections loses them.
+    due: std::collections::VecDeque<(u32, u32)>,
     /// Scratch for [`Obeying::due`].
     fresh: Vec<u32>,
     /// Microseconds count from here.
@@ -84,16 +86,23 @@ impl Clients {
         at.saturating_duration_since(self.epoch).as_micros() as u64
     }
 
-    /// The next client due at `now`, if any.
+    /// The next client due at `now` that has not given up waiting, if any.
     fn next_due(&mut self, now: Instant, counters: &mut Counters) -> Option<u32> {
-        if self.due.is_empty() {
-            let now = self.micros(now);
-            self.fresh.clear();
-            self.obeying.due(now, 1024, &mut self.fresh);
-            self.due.extend(self.fresh.iter().copied());
-            counters.client_timeouts += self.obeying.take_outcomes().timeouts;
+        let now = self.micros(now);
+        // Also counts (and reschedules) the clients queued here whose timeout passed.
+        self.fresh.clear();
+        self.obeying.due(now, 1024, &mut self.fresh);
+        for &client in &self.fresh {
+            let ticket = self.obeying.sent(client, now);
+            self.due.push_back((client, ticket));
         }
-        self.due.pop_front()
+        counters.client_timeouts += self.obeying.take_outcomes().timeouts;
+        while let Some((client, ticket)) = self.due.pop_front() {
+            if self.obeying.waiting(client, ticket) {
+                return Some(client);
+            }
+        }
+        None
     }
 }
 
@@ -148,6 +157,23 @@ impl Worker {
         } else {
             None
         };
+        let clients = (config.clients.count > 0).then(|| {
+            let (first, settings): (usize, ObeyingSettings) =
+                config.clients.share(index, config.workers);
+            Clients {
+                obeying: Obeying::new(settings),
+                first,
+                due: std::collections::VecDeque::new(),
+                fresh: Vec::new(),
+                epoch: Instant::now(),
+            }
+        });
+        // An obeying client closes its connection when it gives up on the answer.
+        let timeout = Duration::from_millis(config.network.response_timeout_ms).min(
+            clients
+                .as_ref()
+                .map_or(Duration::MAX, |clients| clients.obeying.settings().timeout),
+        );
         Ok(Self {
             poll: Poll::new().context("cannot create epoll instance")?,
             connections: (0..connections).map(|_| None).collect(),
@@ -159,22 +185,12 @@ impl Worker {
             server: config.server_address,
             tls,
             keep_alive: config.network.keep_alive,
-            timeout: Duration::from_millis(config.network.response_timeout_ms),
+            timeout,
             scratch: Vec::with_capacity(4096),
             read_buffer: vec![0; 64 * 1024],
             latency,
             opened: 0,
-            clients: (config.clients.count > 0).then(|| {
-                let (first, settings): (usize, ObeyingSettings) =
-                    config.clients.share(index, config.workers);
-                Clients {
-                    obeying: Obeying::new(settings),
-                    first,
-                    due: std::collections::VecDeque::new(),
-                    fresh: Vec::new(),
-                    epoch: Instant::now(),
-                }
-            }),
+            clients,
         })
     }
 
@@ -313,8 +329,6 @@ impl Worker {
                 let peer = (clients.first + client as usize) % self.population.peer_count();
                 self.writer
                     .announce_for(&self.population, peer, &mut request);
-                let at = clients.micros(now);
-                clients.obeying.sent(client, at);
                 connection.client = Some(client);
                 Kind::Announce
             }
@@ -421,7 +435,9 @@ impl Worker {
         // From queueing the request (on a new connection: before connecting) to the
         // whole response read.
         let now = Instant::now();
-        self.latency.record(connection.sent_at, now);
+        if self.clients.is_none() {
+            self.latency.record(connection.sent_at, now);
+        }
         if let (Some(clients), Some(client)) = (&mut self.clients, connection.client.take()) {
             let interval = integer_after(body, b"8:interval");
             let at = clients.micros(now);
@@ -433,6 +449,11 @@ impl Worker {
                     .obeying
                     .answered(client, interval.unwrap_or(1800), at)
             };
+            // An obeying client's latency runs from when it came due (its wait for a
+            // connection included); an answer after it gave up is not one.
+            if let Some(micros) = taken {
+                self.latency.record_micros(now, micros);
+            }
             if let (Some(_), Some(interval)) = (taken, interval) {
                 self.counters.interval_sum += u64::from(interval);
                 self.counters.intervals += 1;

@@ -134,3 +134,33 @@ fn obeying_clients_follow_the_interval_they_are_given() {
         assert_eq!(summary.client_timeouts_per_second, 0.0, "{summary:?}");
     }
 }
+
+/// Clients wait for a connection as real ones wait for a tracker to accept theirs:
+/// their timeout runs from when they came due, so a tracker that takes no requests
+/// loses every client, not only those the load tester had a connection for.
+#[test]
+fn obeying_clients_waiting_for_a_connection_time_out() {
+    // Accepts (through the kernel's backlog) and never answers.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let mut config = Config {
+        server_address: silent.local_addr().unwrap(),
+        duration: 3,
+        summarize_last: 3,
+        connections: 2,
+        ..Config::default()
+    };
+    config.requests.peers = 200;
+    config.requests.weight_scrape = 0;
+    config.clients.count = 200;
+    config.clients.spread = 0;
+    // Timeout at its 2 s floor, backoff in milliseconds.
+    config.clients.time_scale = 1000.0;
+    let summary = shoal_http_load_test::run_until(config, Shutdown::new()).unwrap();
+    let timeouts = summary.client_timeouts_per_second * 3.0;
+    assert!(
+        timeouts >= 190.0,
+        "{timeouts} of 200 timed out: {summary:?}"
+    );
+    assert_eq!(summary.in_time_per_second, 0.0, "{summary:?}");
+    drop(silent);
+}

@@ -232,8 +232,9 @@ impl Obeying {
         }
     }
 
-    /// `client`'s announce went out at `now`.
-    pub fn sent(&mut self, client: u32, now: u64) {
+    /// `client`'s announce went out at `now` (or began to wait for a way out: its
+    /// timeout runs from here). Returns a ticket for [`waiting`](Self::waiting).
+    pub fn sent(&mut self, client: u32, now: u64) -> u32 {
         let state = &mut self.clients[client as usize];
         state.generation = state.generation.wrapping_add(1);
         state.in_flight = true;
@@ -241,6 +242,15 @@ impl Obeying {
         let timeout = now + self.settings.timeout.as_micros() as u64;
         self.events
             .push(Reverse((timeout, client, state.generation)));
+        state.generation
+    }
+
+    /// Whether the announce [`sent`](Self::sent) gave `ticket` for still waits for
+    /// its answer (not timed out, answered or restarted since).
+    pub fn waiting(&self, client: u32, ticket: u32) -> bool {
+        self.clients
+            .get(client as usize)
+            .is_some_and(|state| state.in_flight && state.generation == ticket)
     }
 
     /// `client`'s announce was answered at `now` with `interval` seconds; returns its
