@@ -3,12 +3,21 @@
 //! The first byte says whether the connection is from a trusted proxy (its
 //! `X-Forwarded-For` read, the first or the last address): then an upgrade always
 //! names a client, and otherwise never. Its bit 3 turns private mode on: a key digest
-//! comes back only then.
+//! comes back only then. An Origin comes back lowercase and bounded, `deny *` refuses
+//! exactly the upgrades that have one, and other rules never panic on it.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 use shoal_private::KeyPlaces;
 use shoal_ws_protocol::opening::{OpenedKind, OpeningLimits, ProxyHeader, parse_opening};
+use shoal_ws_protocol::origin::{MAX_ORIGIN_LEN, OriginRules};
+
+static NO_BROWSERS: std::sync::LazyLock<OriginRules> =
+    std::sync::LazyLock::new(|| OriginRules::parse("deny *\n").unwrap());
+static SITES: std::sync::LazyLock<OriginRules> = std::sync::LazyLock::new(|| {
+    OriginRules::parse("allow https://a.example\nallow *.b.example\nallow c.example\ndeny null\n")
+        .unwrap()
+});
 
 fuzz_target!(|input: &[u8]| {
     let Some((&mode, data)) = input.split_first() else {
@@ -36,6 +45,13 @@ fuzz_target!(|input: &[u8]| {
             assert!(opened.key.is_none() || limits.private.is_some());
             assert!(opened.response.starts_with(b"HTTP/1.1 "));
             assert!(opened.response.windows(4).any(|w| w == b"\r\n\r\n"));
+            let origin = opened.origin.as_deref();
+            if let Some(origin) = origin {
+                assert!(origin.len() <= MAX_ORIGIN_LEN);
+                assert!(!origin.bytes().any(|b| b.is_ascii_uppercase() || !b.is_ascii()));
+            }
+            assert_eq!(NO_BROWSERS.check(origin).is_err(), origin.is_some());
+            let _ = SITES.check(origin);
         }
         Ok(None) => assert!(data.len() < limits.max_size),
         Err(refusal) => {

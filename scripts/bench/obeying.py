@@ -235,6 +235,9 @@ def main():
     p.add_argument("--arms", default="off,on")
     p.add_argument("--torrents", type=int, default=100_000)
     p.add_argument("--capacity", type=float, default=0, help="skip measuring it")
+    p.add_argument("--client-timeout", type=int, default=0,
+                   help="seconds a client waits for an answer, not scaled (0: libtorrent's 15 s scaled,"
+                        " at least 2 s; libtorrent waits 10 s for an HTTP tracker)")
     p.add_argument("--connections", type=int, default=4096,
                    help="HTTP: the load tester's connections for obeying clients (a client due waits for"
                         " one, its timeout running: enough that the tracker, not the load tester, is the limit)")
@@ -257,7 +260,8 @@ def main():
         target = 0.99 if factor <= 2 else 0.95
         for arm in a.arms.split(","):
             adaptive = arm == "on"
-            config = (f"count = {clients}\nspread = {base}\ntime_scale = {scale}\n")
+            config = (f"count = {clients}\nspread = {base}\ntime_scale = {scale}\n"
+                      f"timeout = {a.client_timeout}\n")
             summary, series, _ = run.go(adaptive, lambda port: load_toml(
                 a.protocol, port, duration, a.summarize * base, clients, a.torrents,
                 clients=config, connections=a.connections), duration)

@@ -49,7 +49,7 @@ pub fn read_bounded(path: &Path, limit: u64) -> io::Result<Vec<u8>> {
 /// Why the file at `path` cannot be read as a tracker would read it, if it cannot:
 /// for config checks (`-P`), so that a missing or unreadable file is reported with
 /// the config's other problems instead of at the first start.
-pub(crate) fn unreadable(path: &Path) -> Option<String> {
+pub fn unreadable(path: &Path) -> Option<String> {
     let problem = match File::open(path).and_then(|file| file.metadata()) {
         Ok(metadata) if metadata.is_file() => return None,
         Ok(_) => "is not a regular file".to_owned(),

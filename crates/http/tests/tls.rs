@@ -301,3 +301,76 @@ fn unusable_certificates_stop_the_start_with_a_reason() {
     std::fs::remove_dir_all(&dir).unwrap();
     std::fs::remove_dir_all(&other).unwrap();
 }
+
+/// A client config trusting `trusted` that speaks only `version`, keeping sessions to
+/// resume as browsers and libcurl do.
+fn client_config_for(
+    trusted: &CertificateDer<'static>,
+    version: &'static rustls::SupportedProtocolVersion,
+) -> Arc<rustls::ClientConfig> {
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(trusted.clone()).unwrap();
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    Arc::new(
+        rustls::ClientConfig::builder_with_provider(provider)
+            .with_protocol_versions(&[version])
+            .unwrap()
+            .with_root_certificates(roots)
+            .with_no_client_auth(),
+    )
+}
+
+/// One announce over a new connection made with `config`; whether its handshake
+/// resumed a session.
+fn announce_resumed(
+    addr: std::net::SocketAddr,
+    config: &Arc<rustls::ClientConfig>,
+    port: u16,
+) -> bool {
+    let tcp = TcpStream::connect(addr).unwrap();
+    tcp.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let name = ServerName::try_from("localhost").unwrap();
+    let tls = rustls::ClientConnection::new(config.clone(), name).unwrap();
+    let mut client = Connection::over(rustls::StreamOwned::new(tls, tcp));
+    // The response is read after the ticket (TLS 1.3 sends it after the handshake).
+    assert_eq!(client.get(&announce(&[0x41; 20], port, "")).status, 200);
+    client.stream.conn.handshake_kind() == Some(rustls::HandshakeKind::Resumed)
+}
+
+#[test]
+fn returning_clients_resume_from_tickets_over_tls_1_3_and_1_2_across_a_reload() {
+    let dir = temp_dir("resume");
+    let ca = make_certificate(&dir, "resumption CA");
+    let tracker = shoal_http::start(tls_config(&dir)).unwrap();
+    let addr = tracker.ipv4_addr().unwrap();
+    let tls = tracker.extra().tls.as_ref().expect("serving TLS");
+    for (version, first_port) in [
+        (&rustls::version::TLS13, 8100),
+        (&rustls::version::TLS12, 8200),
+    ] {
+        let config = client_config_for(&ca, version);
+        assert!(
+            !announce_resumed(addr, &config, first_port),
+            "the first is full"
+        );
+        assert!(
+            announce_resumed(addr, &config, first_port + 1),
+            "{version:?}: resumed"
+        );
+        // A certificate reload keeps the ticket keys: sessions still resume.
+        tls.reload().unwrap();
+        assert!(
+            announce_resumed(addr, &config, first_port + 2),
+            "{version:?}: after a reload"
+        );
+    }
+    // A client with no session does a full handshake.
+    assert!(!announce_resumed(addr, &client_config(&ca), 8300));
+    assert!(eventually(|| {
+        let counted = tracker.stats().requests.connections;
+        counted.tls_full == 3 && counted.tls_resumed == 4 && counted.tls_handshake_micros > 0
+    }));
+    let metrics = tracker.stats().requests.connections;
+    assert_eq!(metrics.tls_failures, 0, "{metrics:?}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -73,7 +73,11 @@ struct Clients {
     first: usize,
     /// Clients due and not sent yet, oldest first, with their tickets: their
     /// timeout runs from when they came due, as a client's runs while it waits for
-    /// a connection, so a tracker that cannot take connections loses them.
+    /// a connection, so a tracker that cannot take connections loses them. The
+    /// newest is sent first: a client whose connection attempt finds no room (its
+    /// SYN dropped from a full backlog) tries again later, competing afresh, not in
+    /// the order it first came; sending the oldest first would hand the tracker the
+    /// clients nearest to giving up.
     due: std::collections::VecDeque<(u32, u32)>,
     /// Scratch for [`Obeying::due`].
     fresh: Vec<u32>,
@@ -97,7 +101,14 @@ impl Clients {
             self.due.push_back((client, ticket));
         }
         counters.client_timeouts += self.obeying.take_outcomes().timeouts;
-        while let Some((client, ticket)) = self.due.pop_front() {
+        // Those that gave up are at the front (they came due first).
+        while let Some(&(client, ticket)) = self.due.front() {
+            if self.obeying.waiting(client, ticket) {
+                break;
+            }
+            self.due.pop_front();
+        }
+        while let Some((client, ticket)) = self.due.pop_back() {
             if self.obeying.waiting(client, ticket) {
                 return Some(client);
             }

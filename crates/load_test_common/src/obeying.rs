@@ -47,6 +47,11 @@ pub struct ClientsConfig {
     pub restart_at: u32,
     /// See `restart_at`.
     pub restart_every: usize,
+    /// Seconds an announce may wait for its answer, not scaled by `time_scale` (a
+    /// tracker's queueing is real time); 0: libtorrent's 15 s over `time_scale`, at
+    /// least 2 s. libtorrent waits up to 10 s for an HTTP tracker's response
+    /// (`tracker_receive_timeout`) and 15 s over UDP.
+    pub timeout: u32,
 }
 
 impl Default for ClientsConfig {
@@ -57,6 +62,7 @@ impl Default for ClientsConfig {
             time_scale: 1.0,
             restart_at: 0,
             restart_every: 2,
+            timeout: 0,
         }
     }
 }
@@ -79,6 +85,11 @@ impl ClientsConfig {
             "restart_every",
             "must be at least 1",
         );
+        problems.check(
+            self.timeout <= 3600,
+            "timeout",
+            "must be at most 3600 seconds",
+        );
     }
 
     /// The clients of worker `worker` of `workers`: the first one's index, and their
@@ -86,11 +97,14 @@ impl ClientsConfig {
     pub fn share(&self, worker: usize, workers: usize) -> (usize, ObeyingSettings) {
         let first = self.count * worker / workers.max(1);
         let end = self.count * (worker + 1) / workers.max(1);
-        let settings = ObeyingSettings::libtorrent(
+        let mut settings = ObeyingSettings::libtorrent(
             end - first,
             Duration::from_secs(u64::from(self.spread)),
             self.time_scale,
         );
+        if self.timeout > 0 {
+            settings.timeout = Duration::from_secs(u64::from(self.timeout));
+        }
         (first, settings)
     }
 }

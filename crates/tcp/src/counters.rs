@@ -8,6 +8,11 @@ use shoal_common::metric_names::{
 };
 use shoal_common::{Observation, Observe};
 
+/// TLS handshakes by kind (full, resumed).
+const TLS_HANDSHAKES: &str = "shoal_tls_handshakes";
+/// CPU time of TLS handshakes.
+const TLS_HANDSHAKE_SECONDS: &str = "shoal_tls_handshake_seconds";
+
 shoal_common::counters! {
     /// Connections and clients, counted by each socket worker of a TCP tracker.
     pub struct ConnectionCounters, SharedConnectionCounters, ConnectionTotals {
@@ -31,6 +36,13 @@ shoal_common::counters! {
         bans,
         /// Failed TLS handshakes.
         tls_failures,
+        /// TLS handshakes completed in full (a signature and a key exchange).
+        tls_full,
+        /// TLS handshakes that resumed a session (from a ticket or the session cache).
+        tls_resumed,
+        /// Microseconds the socket worker spent computing TLS handshakes (inside
+        /// them, not waiting for the client), failed ones included.
+        tls_handshake_micros,
         /// Requests answered "busy" because a swarm worker's queue was full.
         shed,
         /// Connections open now (a gauge: set, not added).
@@ -63,6 +75,19 @@ impl Observe for ConnectionTotals {
         ] {
             out.counter(ERRORS, ERRORS_HELP, &[("kind", kind)], value);
         }
+        for (kind, value) in [("full", self.tls_full), ("resumed", self.tls_resumed)] {
+            out.counter(
+                TLS_HANDSHAKES,
+                "TLS handshakes completed, full or resumed (from a session ticket or the session cache).",
+                &[("kind", kind)],
+                value,
+            );
+        }
+        out.counter_seconds(
+            TLS_HANDSHAKE_SECONDS,
+            "Seconds socket workers spent computing TLS handshakes (their CPU, not the waits for clients).",
+            self.tls_handshake_micros as f64 / 1e6,
+        );
         out.counter(BANS, BANS_HELP, &[], self.bans);
         out.counter(CONNECTIONS, CONNECTIONS_HELP, &[], self.accepted);
         out.gauge(
@@ -79,8 +104,11 @@ impl ConnectionTotals {
     /// `self` (a difference of snapshots) with `open` connections now.
     pub fn line(&self, open: u64) -> String {
         format!(
-            "open connections {open}, TLS failures {}, quiet connections closed for newcomers {}, \
+            "open connections {open}, TLS handshakes {} ({} resumed, {:.0} us each), TLS failures {}, quiet connections closed for newcomers {}, \
              refused connections {} (per client {}), rate-limited {}, banned {}, new bans {}, busy {}",
+            self.tls_full + self.tls_resumed,
+            self.tls_resumed,
+            self.tls_handshake_micros as f64 / (self.tls_full + self.tls_resumed).max(1) as f64,
             self.tls_failures,
             self.idle_evicted,
             self.refused,

@@ -27,6 +27,7 @@
 //! * `executor`: glommio executors that never spin (the io_uring backend).
 //! * `poll`: the epoll executor, for hosts that refuse io_uring.
 //! * `tls`: certificates from PEM files, swapped atomically on reload.
+//! * `tickets`: stateless session tickets under rotating keys every worker shares.
 //! * `http_head`: reading an HTTP request head that arrives in pieces.
 //! * `io_uring` and `memlock`: whether io_uring can be set up here, and locked
 //!   memory enough for its buffers (what `auto` asks before it picks io_uring).
@@ -41,6 +42,7 @@ mod inbox;
 mod io_uring;
 mod memlock;
 mod poll;
+mod tickets;
 mod tls;
 mod tracker;
 

@@ -13,16 +13,43 @@ use arc_swap::ArcSwap;
 use rustls::ServerConfig;
 use rustls::pki_types::pem::PemObject as _;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::server::ServerSessionMemoryCache;
+
+use crate::tickets::Tickets;
 
 /// Most bytes of a certificate or key file: a chain of a few certificates is a few
 /// kilobytes.
 const MAX_PEM_FILE: u64 = 1 << 20;
 
+/// Most sessions kept for TLS 1.2 clients that resume by session id rather than by
+/// ticket (every TLS 1.3 client, and TLS 1.2 ones that take tickets, resume from
+/// tickets and cost nothing here): 256 bytes or so each.
+const SESSION_CACHE: usize = 4096;
+
+/// How sessions resume, kept across certificate reloads: ticket keys and the session
+/// cache.
+#[derive(Clone, Debug)]
+pub(crate) struct Resumption {
+    tickets: Arc<Tickets>,
+    sessions: Arc<ServerSessionMemoryCache>,
+}
+
+impl Resumption {
+    pub(crate) fn new() -> anyhow::Result<Self> {
+        Ok(Self {
+            tickets: Tickets::new()?,
+            sessions: ServerSessionMemoryCache::new(SESSION_CACHE),
+        })
+    }
+}
+
 /// Reads a certificate chain and a private key (PKCS#8, PKCS#1/RSA or SEC1/EC) and
-/// builds a server config for HTTP/1.1 (which WebSocket upgrades from too).
+/// builds a server config for HTTP/1.1 (which WebSocket upgrades from too) that
+/// resumes sessions through `resumption`.
 pub(crate) fn load_server_config(
     certificate: &Path,
     private_key: &Path,
+    resumption: &Resumption,
 ) -> anyhow::Result<Arc<ServerConfig>> {
     let pem = shoal_common::read_bounded(certificate, MAX_PEM_FILE)
         .with_context(|| format!("cannot read certificate file {}", certificate.display()))?;
@@ -54,6 +81,11 @@ pub(crate) fn load_server_config(
             )
         })?;
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    config.ticketer = resumption.tickets.clone();
+    config.session_storage = resumption.sessions.clone();
+    // One ticket per handshake: a tracker client opens one connection at a time
+    // (rustls's default of two costs a second seal and 200-odd bytes for nothing).
+    config.send_tls13_tickets = 1;
     Ok(Arc::new(config))
 }
 
@@ -65,6 +97,7 @@ pub struct TlsConfig {
     current: ArcSwap<ServerConfig>,
     certificate: PathBuf,
     private_key: PathBuf,
+    resumption: Resumption,
 }
 
 impl TlsConfig {
@@ -74,12 +107,14 @@ impl TlsConfig {
         certificate: &Path,
         private_key: &Path,
     ) -> anyhow::Result<Self> {
-        let config = load_server_config(certificate, private_key)?;
+        let resumption = Resumption::new()?;
+        let config = load_server_config(certificate, private_key, &resumption)?;
         Ok(Self {
             name,
             current: ArcSwap::new(config),
             certificate: certificate.to_path_buf(),
             private_key: private_key.to_path_buf(),
+            resumption,
         })
     }
 
@@ -105,7 +140,7 @@ impl TlsConfig {
 
     /// Reads the files again; on failure the old config stays.
     pub fn reload(&self) -> anyhow::Result<()> {
-        let config = load_server_config(&self.certificate, &self.private_key)?;
+        let config = load_server_config(&self.certificate, &self.private_key, &self.resumption)?;
         self.current.store(config);
         Ok(())
     }
@@ -223,7 +258,8 @@ mod tests {
                 std::fs::read_to_string(&key).unwrap().contains(header),
                 "{name} key format"
             );
-            load_server_config(&cert, &key).unwrap_or_else(|err| panic!("{name}: {err:#}"));
+            load_server_config(&cert, &key, &Resumption::new().unwrap())
+                .unwrap_or_else(|err| panic!("{name}: {err:#}"));
         }
         std::fs::remove_dir_all(&dir).unwrap();
     }

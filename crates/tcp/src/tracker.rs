@@ -27,6 +27,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context as _;
 use crossbeam_channel::Sender;
 use futures_lite::{AsyncRead, AsyncWrite, AsyncWriteExt as _};
+use rustls::HandshakeKind;
 use shoal_common::{
     Config, Counters, Embeds, Listen as _, Shutdown, SummaryLine, TcpNetwork, TrackerConfig as _,
     TrackerKind, Traffic,
@@ -102,12 +103,20 @@ pub trait TcpTracker: Sized + 'static {
     /// What one socket worker's connection tasks share besides [`Worker`]'s fields:
     /// the router, caches.
     type Shared: 'static;
+    /// What every socket worker of the tracker shares that the shared start-up does
+    /// not know of (WebTorrent's Origin rules); `()` for none.
+    type Common: Send + Sync + 'static;
 
     /// Its name in logs ("http", "ws").
     const NAME: &'static str;
 
     /// Sizes and deadlines from the config.
     fn settings(config: &Config<Self::Kind>) -> TcpSettings;
+
+    /// The tracker-wide state, made once before the workers start (its files read,
+    /// so that a bad one stops the start with the reason), and what SIGUSR1 reloads
+    /// of it.
+    fn common(config: &Config<Self::Kind>) -> anyhow::Result<(Arc<Self::Common>, Vec<Reload>)>;
 
     /// An empty shard, giving `interval` (adapted to load).
     fn shard(config: &Config<Self::Kind>, interval: &Arc<AnnounceInterval>) -> Self::Shard;
@@ -141,6 +150,7 @@ pub trait TcpTracker: Sized + 'static {
     fn shared(
         index: usize,
         config: &Config<Self::Kind>,
+        common: &Arc<Self::Common>,
         swarms: Vec<Sender<<Self::Shard as Shard>::Batch>>,
         local: Option<LocalSwarm<Self::Shard>>,
     ) -> Self::Shared;
@@ -293,6 +303,7 @@ pub fn prepare<T: TcpTracker>(
         )),
         None => None,
     };
+    let common = T::common(&config)?;
     let (listeners, addrs) =
         shoal_sockets::bind_listeners(&config.network.addresses(), socket_workers)?;
     let (send, receive) = settings.connection_buffers;
@@ -310,6 +321,7 @@ pub fn prepare<T: TcpTracker>(
         serve::<T>(
             config,
             context,
+            common,
             (tls, backend, memlock),
             listeners,
             addrs,
@@ -322,6 +334,7 @@ pub fn prepare<T: TcpTracker>(
 fn serve<T: TcpTracker>(
     config: Arc<Config<T::Kind>>,
     context: Context<T::Counters>,
+    (common, common_reloads): (Arc<T::Common>, Vec<Reload>),
     (tls, backend, memlock): (Option<Arc<TlsConfig>>, Backend, Option<MemlockClaim>),
     listeners: Vec<Vec<std::net::TcpListener>>,
     addrs: Vec<SocketAddr>,
@@ -342,6 +355,7 @@ fn serve<T: TcpTracker>(
     let mut startup = TcpStartup::<T> {
         config: config.clone(),
         context: context.clone(),
+        common,
         tls: tls.clone(),
         backend,
         listeners: listeners.into_iter(),
@@ -350,6 +364,7 @@ fn serve<T: TcpTracker>(
     };
     let supervisor = start_threads(threads, &mut startup)?;
     let mut reloads = list_reloads(&context, T::NAME);
+    reloads.extend(common_reloads);
     if let Some(tls) = &tls {
         let tls = tls.clone();
         reloads.push(Arc::new(move || tls.reload_and_log()) as Reload);
@@ -375,6 +390,7 @@ fn serve<T: TcpTracker>(
 struct TcpStartup<T: TcpTracker> {
     config: Arc<Config<T::Kind>>,
     context: Context<T::Counters>,
+    common: Arc<T::Common>,
     tls: Option<Arc<TlsConfig>>,
     backend: Backend,
     /// Each socket worker's listeners, in turn.
@@ -416,6 +432,7 @@ impl<T: TcpTracker> Startup for TcpStartup<T> {
             inbox,
             local,
             context: self.context.clone(),
+            common: self.common.clone(),
             tls: self.tls.clone(),
             backend: self.backend,
             connections_per_ip: self.connections_per_ip.clone(),
@@ -437,6 +454,7 @@ struct SocketWorker<T: TcpTracker> {
     inbox: ReplyInbox<<T::Shard as Shard>::Reply>,
     local: Option<LocalSwarm<T::Shard>>,
     context: Context<T::Counters>,
+    common: Arc<T::Common>,
     tls: Option<Arc<TlsConfig>>,
     backend: Backend,
     connections_per_ip: Arc<ConnectionsPerIp>,
@@ -453,7 +471,13 @@ impl<T: TcpTracker> SocketWorker<T> {
 
     async fn serve(self) -> anyhow::Result<()> {
         let local_kept = self.local.is_some();
-        let shared = T::shared(self.index, &self.config, self.swarms, self.local);
+        let shared = T::shared(
+            self.index,
+            &self.config,
+            &self.common,
+            self.swarms,
+            self.local,
+        );
         let state_config = self.config.clone();
         let worker = Rc::new(Worker::<T> {
             index: self.index,
@@ -566,12 +590,27 @@ async fn connection<T: TcpTracker>(worker: Rc<Worker<T>>, stream: TcpStream, pee
         None => serve_and_close(&worker, stream, peer, deadline, place).await,
         Some(tls) => {
             let limits = (&settings, deadline, exempt);
-            let handshake = handshake(&worker, limits, peer.ip(), &place, async {
-                let acceptor = futures_rustls::TlsAcceptor::from(tls.current());
-                acceptor.accept(stream).await.ok()
-            });
-            match handshake.await {
-                Some(stream) => serve_and_close(&worker, stream, peer, deadline, place).await,
+            let spent = Cell::new(Duration::ZERO);
+            let accept = timed(
+                async {
+                    let acceptor = futures_rustls::TlsAcceptor::from(tls.current());
+                    acceptor.accept(stream).await.ok()
+                },
+                &spent,
+            );
+            let handshake = handshake(&worker, limits, peer.ip(), &place, accept).await;
+            let micros = spent.get().as_micros() as u64;
+            worker.count(|counters| counters.tls_handshake_micros += micros);
+            match handshake {
+                Some(stream) => {
+                    let resumed =
+                        stream.get_ref().1.handshake_kind() == Some(HandshakeKind::Resumed);
+                    worker.count(|counters| {
+                        counters.tls_resumed += u64::from(resumed);
+                        counters.tls_full += u64::from(!resumed);
+                    });
+                    serve_and_close(&worker, stream, peer, deadline, place).await
+                }
                 None => worker.count(|counters| counters.tls_failures += 1),
             }
         }
@@ -623,6 +662,19 @@ async fn handshake<T: TcpTracker, S>(
     within(left, futures_lite::future::or(accept, evicted))
         .await
         .flatten()
+}
+
+/// Runs `future`, adding the time spent inside its polls to `spent`: the CPU time of
+/// a TLS handshake, not its waits for the client's bytes.
+async fn timed<F: Future>(future: F, spent: &Cell<Duration>) -> F::Output {
+    let mut future = std::pin::pin!(future);
+    std::future::poll_fn(|cx| {
+        let start = Instant::now();
+        let poll = future.as_mut().poll(cx);
+        spent.set(spent.get() + start.elapsed());
+        poll
+    })
+    .await
 }
 
 /// One TLS handshake under way counted against its client; dropping it uncounts it.

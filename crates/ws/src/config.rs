@@ -45,6 +45,20 @@ shoal_common::network_config! {
         /// ahead (pipelined requests) before the tracker reads it. 0 leaves it to the
         /// kernel.
         pub socket_recv_buffer_size: usize = 64 * 1024,
+        /// File of Origin rules: which web pages may open connections (a browser
+        /// names the page in the upgrade's Origin header and scripts cannot change
+        /// it). One rule per line, `allow PATTERN` or `deny PATTERN`; a pattern is an
+        /// origin (https://app.example.com), a host (example.com), *.example.com, *
+        /// (any Origin), null, or none (clients without an Origin: not browsers). An
+        /// upgrade a deny rule matches, or that no allow rule matches when there are
+        /// some, gets a 403. Read at start and on SIGUSR1 with the access list. Empty:
+        /// every Origin is served. See documents/deployment.md, "Origin rules".
+        pub origins_path: std::path::PathBuf = std::path::PathBuf::new(),
+        /// Most open connections per Origin (one web page's visitors, from however
+        /// many addresses), over every socket worker; past it, upgrades from that
+        /// Origin get a 503. Clients without an Origin are not counted. 0 turns it
+        /// off.
+        pub max_connections_per_origin: usize = 0,
     }
 }
 
@@ -237,6 +251,16 @@ impl TrackerKind for Ws {
                     "must exceed protocol.announce_interval ({}), or quiet clients are cut off between announces",
                     protocol.announce_interval
                 ),
+            );
+            if !network.origins_path.as_os_str().is_empty()
+                && let Some(problem) = shoal_common::unreadable(&network.origins_path)
+            {
+                p.add("origins_path", problem);
+            }
+            p.within(
+                "max_connections_per_origin",
+                network.max_connections_per_origin,
+                0..=1 << 24,
             );
             let path = &network.health_check_path;
             p.check(

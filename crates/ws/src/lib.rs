@@ -31,12 +31,15 @@
 //! * `swarm`: the shard: peers by peer id (owned by their connection), offer
 //!   forwarding and answer checks; no I/O.
 //! * `messages`: what socket and swarm workers send each other; both depend on it.
+//! * `origins`: the Origin rules (which web pages may connect) and per-Origin
+//!   connection caps every socket worker shares, reloaded on SIGUSR1.
 //! * [`stats`]: counters and the statistics line.
 //! * [`tracker`]: starting the WebTorrent tracker on the shared TCP start-up; [`run`]
 //!   adds signals and privileges.
 
 pub mod config;
 mod messages;
+mod origins;
 mod session;
 mod socket;
 pub mod stats;
@@ -70,7 +73,7 @@ pub const APP: AppInfo = AppInfo {
 };
 
 /// Runs the tracker until SIGTERM/SIGINT or a worker failure. SIGUSR1 reloads the
-/// access list and the TLS certificate.
+/// access list, the origin rules and the TLS certificate.
 pub fn run(file: File) -> anyhow::Result<()> {
     let (process, config) = file.into_parts();
     shoal_process::run_until_stopped(&process, "WebTorrent tracker", "ws", || {

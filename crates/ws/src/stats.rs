@@ -87,6 +87,11 @@ shoal_common::counters! {
         private_refused,
         /// Announces refused by the client rules (`[clients]`).
         client_refused,
+        /// Upgrades refused by the Origin rules (network.origins_path), with a 403.
+        origin_refused,
+        /// Upgrades refused because their Origin held
+        /// network.max_connections_per_origin connections, with a 503.
+        origin_full,
         /// Requests refused by limits.max_requests_per_second.
         rate_limited,
         /// Announces refused by limits.max_torrents_per_connection.
@@ -129,7 +134,7 @@ pub fn summary(now: &StatsSample, before: &StatsSample, seconds: f64) -> String 
         d.peer_ids_taken,
         d.bad_messages,
         d.oversized_messages,
-        d.access_denied + d.private_refused + d.client_refused,
+        d.access_denied + d.private_refused + d.client_refused + d.origin_refused + d.origin_full,
         d.rate_limited,
         d.too_many_torrents,
         d.offers_over_budget,
@@ -193,6 +198,8 @@ impl Observe for SocketTotals {
             ("access_list", self.access_denied),
             ("private", self.private_refused),
             ("client", self.client_refused),
+            ("origin", self.origin_refused),
+            ("origin_connections", self.origin_full),
             ("connection_rate_limit", self.rate_limited),
             ("too_many_torrents", self.too_many_torrents),
             ("peer_id_taken", self.peer_ids_taken),

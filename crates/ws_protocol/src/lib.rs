@@ -13,6 +13,7 @@
 //!   [`parse_server_message`].
 //! * [`opening`]: the HTTP request that opens a connection (a WebSocket upgrade or a
 //!   health check) and the response to it.
+//! * [`origin`]: which web pages (the upgrade's `Origin`) may open connections.
 //! * `wire` (private): the one flat JSON object both directions are read from and
 //!   written as, so every field's spelling lives in one place.
 //!
@@ -23,6 +24,7 @@ pub mod client;
 pub mod frames;
 pub mod id;
 pub mod opening;
+pub mod origin;
 pub mod server;
 mod wire;
 

@@ -44,6 +44,9 @@ pub struct Opened {
     pub forwarded_ip: Option<IpAddr>,
     /// In private mode, the digest of the passkey the upgrade's target carried.
     pub key: Option<KeyDigest>,
+    /// The upgrade's `Origin` header, [`normalize`](crate::origin::normalize)d (the
+    /// web page that opened it, when a browser did); `None` without one.
+    pub origin: Option<String>,
 }
 
 /// What an opening request asked for.
@@ -94,12 +97,18 @@ pub fn parse_opening(buffer: &[u8], limits: &OpeningLimits<'_>) -> Result<Option
                 let target = request.path.unwrap_or("/").as_bytes();
                 places.locate(target).key.map(Passkey::digest)
             });
+            let origin = request
+                .headers
+                .iter()
+                .find(|header| header.name.eq_ignore_ascii_case("origin"))
+                .map(|header| crate::origin::normalize(header.value));
             Ok(Some(Opened {
                 len,
                 response,
                 kind,
                 forwarded_ip,
                 key,
+                origin,
             }))
         }
         Ok(httparse::Status::Partial) if buffer.len() >= limits.max_size => {
@@ -187,6 +196,7 @@ fn plain_response(status: u16, extra_header: &str, body: &str) -> Vec<u8> {
     let phrase = match status {
         200 => "OK",
         400 => "Bad Request",
+        403 => "Forbidden",
         404 => "Not Found",
         405 => "Method Not Allowed",
         408 => "Request Timeout",
@@ -224,6 +234,13 @@ mod tests {
         let opened = parse_opening(&bytes, &LIMITS).unwrap().unwrap();
         assert_eq!(opened.kind, OpenedKind::Upgrade);
         assert_eq!(opened.len, UPGRADE.len());
+        assert_eq!(opened.origin, None);
+        let from_page =
+            UPGRADE.replace("Host: t\r\n", "Host: t\r\norigin: HTTPS://App.Example/\r\n");
+        let opened = parse_opening(from_page.as_bytes(), &LIMITS)
+            .unwrap()
+            .unwrap();
+        assert_eq!(opened.origin.as_deref(), Some("https://app.example"));
         let text = String::from_utf8(opened.response).unwrap();
         // RFC 6455's own example key and answer.
         assert!(text.contains("Sec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo="));

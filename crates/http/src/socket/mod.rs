@@ -14,12 +14,13 @@ pub(crate) mod router;
 use std::cell::RefCell;
 use std::net::SocketAddr;
 use std::rc::Rc;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::Sender;
 use futures_lite::{AsyncRead, AsyncWrite};
 use shoal_common::{Config, ReverseProxy as _, SummaryLine};
-use shoal_process::Listening;
+use shoal_process::{Listening, Reload};
 use shoal_swarm::{Restored, ServerTime};
 use shoal_tcp::{Place, TcpSettings, TcpTracker};
 use shoal_worker::{LocalSwarm, Snapshot, restore_shard};
@@ -53,6 +54,7 @@ impl TcpTracker for HttpTracker {
     type Shard = HttpShard;
     type Counters = SharedSocketCounters;
     type Shared = Shared;
+    type Common = ();
 
     const NAME: &'static str = "http";
 
@@ -108,9 +110,14 @@ impl TcpTracker for HttpTracker {
         }
     }
 
+    fn common(_: &Config<Http>) -> anyhow::Result<(Arc<()>, Vec<Reload>)> {
+        Ok((Arc::new(()), Vec::new()))
+    }
+
     fn shared(
         index: usize,
         _: &Config<Http>,
+        _: &Arc<()>,
         swarms: Vec<Sender<Vec<SwarmRequest>>>,
         local: Option<LocalSwarm<HttpShard>>,
     ) -> Shared {

@@ -57,6 +57,7 @@ pub(crate) async fn serve<'w, S: AsyncRead + AsyncWrite + Unpin>(
         client,
         slot: _slot,
         key,
+        origin_slot: _origin_slot,
     } = opening
     {
         local.counters.borrow_mut().upgraded += 1;

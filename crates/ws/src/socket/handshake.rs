@@ -12,6 +12,7 @@ use shoal_worker::{ConnectionSlot, OverLimit, Verdict};
 use shoal_ws_protocol::opening::{OpenedKind, OpeningLimits, ProxyHeader, Refusal, parse_opening};
 
 use super::Worker;
+use crate::origins::{OriginSlot, OriginVerdict};
 
 /// How the opening request ended.
 pub(crate) enum Opening {
@@ -29,6 +30,9 @@ pub(crate) enum Opening {
         /// In private mode, the digest of the passkey the connection was opened
         /// with (its user was registered and enabled then).
         key: Option<KeyDigest>,
+        /// Its place in its Origin's connection cap, held while it is open, when
+        /// caps are on and it has an Origin.
+        origin_slot: Option<OriginSlot>,
     },
     /// Answered over plain HTTP (health check or refusal); close the connection.
     Answered,
@@ -81,6 +85,27 @@ pub(crate) async fn open<S: AsyncRead + AsyncWrite + Unpin>(
                         }
                     }
                 }
+                // The web page that opened it (before any state is kept for it).
+                let mut origin_slot = None;
+                if opened.kind == OpenedKind::Upgrade {
+                    match local.shared.origins.admit(opened.origin.as_deref()) {
+                        Ok(slot) => origin_slot = slot,
+                        Err(verdict) => {
+                            let refusal = match verdict {
+                                OriginVerdict::Refused(_) => {
+                                    local.counters.borrow_mut().origin_refused += 1;
+                                    Refusal::new(403, "this tracker does not serve this origin")
+                                }
+                                OriginVerdict::Full => {
+                                    local.counters.borrow_mut().origin_full += 1;
+                                    Refusal::new(503, "too many connections from this origin")
+                                }
+                            };
+                            let _ = write_all(stream, &refusal.response(), deadline).await;
+                            return Opening::Answered;
+                        }
+                    }
+                }
                 // Private mode: only a registered, enabled user's key opens a
                 // connection; each announce on it is checked again.
                 if opened.kind == OpenedKind::Upgrade
@@ -104,6 +129,7 @@ pub(crate) async fn open<S: AsyncRead + AsyncWrite + Unpin>(
                         ),
                         slot,
                         key: opened.key,
+                        origin_slot,
                     },
                     OpenedKind::Health => {
                         let mut counters = local.counters.borrow_mut();

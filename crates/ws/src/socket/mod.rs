@@ -15,13 +15,15 @@ pub(crate) mod router;
 use std::cell::RefCell;
 use std::net::SocketAddr;
 use std::rc::Rc;
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
+use anyhow::Context as _;
 use crossbeam_channel::Sender;
 use futures_lite::{AsyncRead, AsyncWrite};
 use shoal_common::{Config, LogBudget, ReverseProxy as _, SummaryLine};
-use shoal_process::Listening;
+use shoal_process::{Listening, Reload};
 use shoal_tcp::{Place, TcpSettings, TcpTracker};
 use shoal_worker::{LocalSwarm, shard_capacity};
 
@@ -29,6 +31,7 @@ use self::connection::{refuse, serve};
 use self::router::Router;
 use crate::config::Ws;
 use crate::messages::{Delivery, SwarmRequest};
+use crate::origins::Origins;
 use crate::stats::{SharedSocketCounters, SocketTotals, summary};
 use crate::swarm::{SwarmSettings, WsShard};
 
@@ -44,6 +47,8 @@ pub(crate) struct Shared {
     /// client can provoke these at will, so the log gets a few in a row and then one
     /// now and then (each is counted either way).
     pub(crate) overflow_log: RefCell<LogBudget>,
+    /// Which Origins may open connections, and how many each holds.
+    pub(crate) origins: Arc<Origins>,
 }
 
 /// Overflow closes logged in a row, then one per [`OVERFLOW_LOG_REFILL`].
@@ -60,6 +65,7 @@ impl TcpTracker for WsTracker {
     type Shard = WsShard;
     type Counters = SharedSocketCounters;
     type Shared = Shared;
+    type Common = Origins;
 
     const NAME: &'static str = "ws";
 
@@ -76,6 +82,17 @@ impl TcpTracker for WsTracker {
                 config.network.socket_recv_buffer_size,
             ),
         }
+    }
+
+    fn common(config: &Config<Ws>) -> anyhow::Result<(Arc<Origins>, Vec<Reload>)> {
+        let network = &config.network;
+        let origins = Arc::new(
+            Origins::load(&network.origins_path, network.max_connections_per_origin)
+                .context("cannot load the origin rules (network.origins_path)")?,
+        );
+        let reload = origins.clone();
+        let reloads = vec![Arc::new(move || reload.reload_and_log(Self::NAME)) as Reload];
+        Ok((origins, reloads))
     }
 
     fn shard(
@@ -106,6 +123,7 @@ impl TcpTracker for WsTracker {
     fn shared(
         index: usize,
         config: &Config<Ws>,
+        origins: &Arc<Origins>,
         swarms: Vec<Sender<Vec<SwarmRequest>>>,
         local: Option<LocalSwarm<WsShard>>,
     ) -> Shared {
@@ -120,6 +138,7 @@ impl TcpTracker for WsTracker {
         Shared {
             router: Rc::new(RefCell::new(router)),
             overflow_log: RefCell::new(LogBudget::new(OVERFLOW_LOG_BURST, OVERFLOW_LOG_REFILL)),
+            origins: origins.clone(),
         }
     }
 
