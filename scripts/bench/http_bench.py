@@ -77,9 +77,12 @@ tls_certificate_path = "{cert}"
 tls_private_key_path = "{key}"
 keep_alive = {str(keep_alive).lower()}
 max_connections = 100000
+# The load tester is one client opening connections as fast as it can.
+max_tls_handshakes_per_client = 100000
 {self.backend_line(tracker)}
 [statistics]
-interval = 0
+# Its lines say how many TLS handshakes resumed (what the load tester's clients do).
+interval = {5 if tracker == "shoal" else 0}
 """ + ("" if tracker == "shoal-before" and not getattr(a, "baseline_same_config", False) else PER_IP))
             binary_dir = a.baseline_dir if tracker == "shoal-before" else a.shoal_dir
             return [os.path.join(binary_dir, "shoal_http"), "-c", config]
@@ -133,6 +136,7 @@ log_level = "warn"
 [network]
 keep_alive = {str(keep_alive).lower()}
 tls = {str(tls).lower()}
+tls_resumption = {str(not a.no_tls_resumption).lower()}
 [requests]
 torrents = 10000
 peers = 100000
@@ -219,10 +223,19 @@ seeder_probability = 0.25
             stop(proc)
             log.close()
 
+    def resumed_share(self, tracker):
+        """Of the TLS handshakes of shoal's last statistics interval, the share resumed."""
+        text = open(self.path(f"{tracker}.log")).read()
+        found = re.findall(r"TLS handshakes (\d+) \((\d+) resumed", text)
+        counts = [(int(n), int(r)) for n, r in found if int(n) > 0]
+        return counts[-1][1] / counts[-1][0] if counts else None
+
     def main(self):
         a = self.a
         require_idle(a.max_load, a.force)
-        modes = [(tls, ka) for tls in (False, True) for ka in (True, False)]
+        names = {"plain-ka": (False, True), "plain-close": (False, False),
+                 "tls-ka": (True, True), "tls-close": (True, False)}
+        modes = [names[m] for m in a.modes.split(",")]
         results = {}
         for tls, keep_alive in modes:
             for load in a.load_testers:
@@ -231,11 +244,14 @@ seeder_probability = 0.25
                     k = round_ % len(trackers)
                     for tracker in trackers[k:] + trackers[:k]:
                         r = self.run_once(tracker, load, tls, keep_alive)
+                        resumed = self.resumed_share(tracker) if tls and tracker == "shoal" else None
                         results.setdefault((tls, keep_alive, load, tracker), []).append(r)
                         print(f"[{'TLS' if tls else 'plain'}, keep-alive {'on' if keep_alive else 'off'}, {load} load, "
                               f"round {round_ + 1}] {tracker}: {r['responses']:.0f} responses/s, {r['cpu_us']:.1f} µs CPU "
                               f"per response ({r['cores']:.2f} cores), load {r['load_cores']:.2f} cores, "
-                              f"bad {r['bad']:.0f}/s", file=sys.stderr)
+                              f"bad {r['bad']:.0f}/s"
+                              + (f", {resumed:.0%} of TLS handshakes resumed" if resumed is not None else ""),
+                              file=sys.stderr)
         print(self.table(results, modes))
 
     def table(self, results, modes):
@@ -341,6 +357,10 @@ def main():
     p.add_argument("--load-testers", nargs="+", default=["shoal", "aquatic", "wrk"],
                    choices=["shoal", "aquatic", "wrk"],
                    help="wrk repeats one fixed announce: the ceiling instrument (nginx's rate)")
+    p.add_argument("--modes", default="plain-ka,plain-close,tls-ka,tls-close",
+                   help="comma-separated: plain-ka, plain-close, tls-ka, tls-close (ka: keep-alive)")
+    p.add_argument("--no-tls-resumption", action="store_true",
+                   help="shoal_http_load_test makes every TLS handshake a full one (wrk never resumes)")
     p.add_argument("--port", type=int, default=23000, help="first of the 200 ports runs use in turn")
     p.add_argument("--max-load", type=float, default=0.7)
     p.add_argument("--force", action="store_true")

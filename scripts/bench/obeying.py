@@ -29,6 +29,7 @@ Needs root for the cgroup. Loopback only; every process started here is ended by
 import argparse
 import json
 import os
+import random
 import re
 import socket
 import subprocess
@@ -49,12 +50,20 @@ PROGRESS = re.compile(
     r"(?:, ([\d.]+)/s timed out, ([\d.]+)/s in time, interval (\d+) s)?$")
 
 
-def free_port():
-    probe = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    probe.bind(("127.0.0.1", 0))
-    port = probe.getsockname()[1]
-    probe.close()
-    return port
+def free_port(protocol="udp"):
+    """A port below the ephemeral range (the HTTP load tester's hundreds of thousands
+    of connections churn through that range) that nothing is bound to now."""
+    kind = socket.SOCK_STREAM if protocol == "http" else socket.SOCK_DGRAM
+    while True:
+        port = random.randrange(20_000, 30_000)
+        probe = socket.socket(socket.AF_INET, kind)
+        try:
+            probe.bind(("127.0.0.1", port))
+            return port
+        except OSError:
+            continue
+        finally:
+            probe.close()
 
 
 def tracker_toml(protocol, port, base, adaptive):
@@ -85,7 +94,8 @@ max_connections = 0
 {per_ip}"""
 
 
-def load_toml(protocol, port, duration, summarize, peers, torrents, clients="", network="", connections=256):
+def load_toml(protocol, port, duration, summarize, peers, torrents, clients="", network="", connections=256,
+              keep_alive=False):
     if protocol == "http":
         return f"""
 server_address = "127.0.0.1:{port}"
@@ -97,6 +107,7 @@ report_interval = 5
 log_level = "info"
 [network]
 response_timeout_ms = 5000
+keep_alive = {"true" if keep_alive else "false"}
 [requests]
 torrents = {torrents}
 peers = {peers}
@@ -141,7 +152,7 @@ class Run:
 
     def go(self, adaptive, load_config, seconds):
         a = self.a
-        port = free_port()
+        port = free_port(a.protocol)
         tracker_config = self.write(
             "tracker.toml", tracker_toml(a.protocol, port, a.base_interval, adaptive))
         log = open(os.path.join(self.dir, "tracker.log"), "w")
@@ -150,6 +161,10 @@ class Run:
         try:
             self.quota.add(tracker.pid)
             time.sleep(1.0)
+            if tracker.poll() is not None:
+                log.flush()
+                with open(os.path.join(self.dir, "tracker.log")) as f:
+                    sys.exit(f"the tracker did not start:\n{f.read()[-2000:]}")
             load = self.write("load.toml", load_config(port))
             started = time.time()
             run = subprocess.run(
@@ -181,6 +196,8 @@ class Run:
                 last = series[-1]
                 last["attempts"] = (last["in_time"] + last["timeouts"]) if a.protocol == "http" \
                     else last["requests"]
+        if not series:
+            sys.exit(f"no progress lines from the load tester: {run.stderr[-2000:]}")
         return summary, series, elapsed
 
 
@@ -188,7 +205,7 @@ def capacity(run, a):
     """Announces a second shoal_udp answers under the quota, a window in flight."""
     network = "" if a.protocol == "http" else "requests_in_flight = 256"
     summary, _, _ = run.go(False, lambda port: load_toml(
-        a.protocol, port, 20, 10, 1_000_000, a.torrents, network=network), 20)
+        a.protocol, port, 20, 10, 1_000_000, a.torrents, network=network, keep_alive=a.keep_alive), 20)
     return summary["announce_per_second"]
 
 
@@ -238,6 +255,9 @@ def main():
     p.add_argument("--client-timeout", type=int, default=0,
                    help="seconds a client waits for an answer, not scaled (0: libtorrent's 15 s scaled,"
                         " at least 2 s; libtorrent waits 10 s for an HTTP tracker)")
+    p.add_argument("--keep-alive", action="store_true",
+                   help="HTTP: clients due reuse a connection (by default each announce has its own, as"
+                        " libtorrent's do; the capacity is measured the same way)")
     p.add_argument("--connections", type=int, default=4096,
                    help="HTTP: the load tester's connections for obeying clients (a client due waits for"
                         " one, its timeout running: enough that the tracker, not the load tester, is the limit)")
@@ -264,7 +284,7 @@ def main():
                       f"timeout = {a.client_timeout}\n")
             summary, series, _ = run.go(adaptive, lambda port: load_toml(
                 a.protocol, port, duration, a.summarize * base, clients, a.torrents,
-                clients=config, connections=a.connections), duration)
+                clients=config, connections=a.connections, keep_alive=a.keep_alive), duration)
             windows, converged, reversals = analyse(series, base, target)
             after = series[2 * max(1, base // 5):]
             sent = sum(s["attempts"] for s in after)

@@ -37,6 +37,9 @@ pub struct NetworkConfig {
     pub tls: bool,
     /// Server name sent in the TLS handshake (SNI).
     pub tls_server_name: String,
+    /// Resume TLS sessions on new connections (from the server's tickets or session
+    /// ids), as browsers and libcurl do; off makes every handshake a full one.
+    pub tls_resumption: bool,
     /// Milliseconds to wait for a response before the connection is dropped and
     /// counted as timed out.
     pub response_timeout_ms: u64,
@@ -50,6 +53,7 @@ impl Default for NetworkConfig {
             keep_alive: true,
             tls: false,
             tls_server_name: "localhost".into(),
+            tls_resumption: true,
             response_timeout_ms: 5000,
             host: "localhost".into(),
         }

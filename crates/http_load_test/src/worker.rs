@@ -164,7 +164,11 @@ impl Worker {
         let tls = if config.network.tls {
             let name = ServerName::try_from(config.network.tls_server_name.clone())
                 .context("network.tls_server_name is not a valid server name")?;
-            Some((crate::tls::client_config(), name))
+            let mut tls = crate::tls::client_config();
+            if !config.network.tls_resumption {
+                Arc::make_mut(&mut tls).resumption = rustls::client::Resumption::disabled();
+            }
+            Some((tls, name))
         } else {
             None
         };

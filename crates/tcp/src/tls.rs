@@ -26,6 +26,30 @@ const MAX_PEM_FILE: u64 = 1 << 20;
 /// tickets and cost nothing here): 256 bytes or so each.
 const SESSION_CACHE: usize = 4096;
 
+/// The ring provider with suites ordered for cheap handshakes: those whose key
+/// schedule hashes with SHA-256 (done in hardware on x86-64 CPUs with SHA
+/// extensions, and on ARMv8) before AES-256-GCM-SHA384, whose SHA-384 ring computes
+/// in portable code there: it was 13.5% of the CPU of resumed TLS 1.3 handshakes
+/// (documents/benchmarks/tls-2026-11-27.md). OpenSSL clients (libtorrent, curl)
+/// list AES-256-GCM-SHA384 first; browsers AES-128-GCM-SHA256. Every suite stays on
+/// offer.
+fn provider() -> rustls::crypto::CryptoProvider {
+    use rustls::crypto::ring::cipher_suite::*;
+    let mut provider = rustls::crypto::ring::default_provider();
+    provider.cipher_suites = vec![
+        TLS13_AES_128_GCM_SHA256,
+        TLS13_CHACHA20_POLY1305_SHA256,
+        TLS13_AES_256_GCM_SHA384,
+        TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,
+        TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,
+        TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256,
+        TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256,
+        TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384,
+        TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384,
+    ];
+    provider
+}
+
 /// How sessions resume, kept across certificate reloads: ticket keys and the session
 /// cache.
 #[derive(Clone, Debug)]
@@ -67,8 +91,7 @@ pub(crate) fn load_server_config(
             private_key.display()
         )
     })?;
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut config = ServerConfig::builder_with_provider(provider)
+    let mut config = ServerConfig::builder_with_provider(Arc::new(provider()))
         .with_safe_default_protocol_versions()
         .context("cannot set up TLS protocol versions")?
         .with_no_client_auth()
@@ -81,6 +104,8 @@ pub(crate) fn load_server_config(
             )
         })?;
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    // The server's order: SHA-256 suites first (see `provider`).
+    config.ignore_client_order = true;
     config.ticketer = resumption.tickets.clone();
     config.session_storage = resumption.sessions.clone();
     // One ticket per handshake: a tracker client opens one connection at a time

@@ -4,6 +4,7 @@
 //
 //   node tools.mjs make-torrent FILE TRACKER_URL OUT.torrent    prints the info hash (hex)
 //   node tools.mjs scrape TRACKER_URL INFO_HASH_HEX S,L,D [TIMEOUT_S]
+//   node tools.mjs upgrade TRACKER_URL ORIGIN|- STATUS
 //
 // scrape prints "seeders=S leechers=L downloads=D" and, polling, waits until the
 // tracker reports exactly the expected counts; exits 1 with the last counts seen
@@ -92,10 +93,38 @@ async function scrape ([url, infoHashHex, expected, timeout = '15']) {
   process.exit(0)
 }
 
+// Opens a WebSocket with ORIGIN as its Origin header (as a browser on that page
+// would; "-": none, as Node clients send) and checks the status of the upgrade's
+// answer: 101 when it opens, else the refusal's.
+function upgrade ([url, origin, expected]) {
+  const ws = new WebSocket(url, origin === '-' ? {} : { origin })
+  const done = (status, body) => {
+    console.log(`origin ${origin}: ${status}${body ? ` (${body.trim()})` : ''}`)
+    process.exit(String(status) === expected ? 0 : 1)
+  }
+  const timer = setTimeout(() => done('no answer in 5 s'), 5000)
+  ws.on('open', () => {
+    clearTimeout(timer)
+    ws.close()
+    done(101)
+  })
+  ws.on('unexpected-response', (_, response) => {
+    clearTimeout(timer)
+    let body = ''
+    response.on('data', chunk => { body += chunk })
+    response.on('end', () => done(response.statusCode, body))
+  })
+  ws.on('error', err => {
+    clearTimeout(timer)
+    done(`error: ${err.message}`)
+  })
+}
+
 switch (cmd) {
   case 'make-torrent': makeTorrent(args); break
   case 'scrape': scrape(args); break
+  case 'upgrade': upgrade(args); break
   default:
-    console.error('usage: tools.mjs make-torrent FILE URL OUT | scrape URL INFO_HASH S,L,D [TIMEOUT_S]')
+    console.error('usage: tools.mjs make-torrent FILE URL OUT | scrape URL INFO_HASH S,L,D [TIMEOUT_S] | upgrade URL ORIGIN|- STATUS')
     process.exit(2)
 }
