@@ -663,23 +663,8 @@ fn open_with_header(
     server: SocketAddr,
     forwarded: Option<&str>,
 ) -> Result<Client<TcpStream>, u16> {
-    use tungstenite::client::IntoClientRequest as _;
-    let stream = tcp_from(local, server);
-    let mut request = format!("ws://{server}/announce")
-        .into_client_request()
-        .unwrap();
-    if let Some(address) = forwarded {
-        request
-            .headers_mut()
-            .insert("X-Forwarded-For", address.parse().unwrap());
-    }
-    match tungstenite::client::client(request, stream) {
-        Ok((socket, _)) => Ok(Client::from_socket(socket)),
-        Err(tungstenite::HandshakeError::Failure(tungstenite::Error::Http(response))) => {
-            Err(response.status().as_u16())
-        }
-        Err(err) => panic!("handshake: {err}"),
-    }
+    let header = forwarded.map(|address| ("X-Forwarded-For", address));
+    upgrade_with_header(tcp_from(local, server), server, header).map_err(|(status, _)| status)
 }
 
 #[test]

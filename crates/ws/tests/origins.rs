@@ -10,34 +10,14 @@ use std::time::Duration;
 use serde_json::json;
 use shoal_common::testing::eventually;
 use shoal_ws_protocol::ServerMessage;
-use support::{Client, id, loopback_config};
-use tungstenite::client::IntoClientRequest as _;
+use support::{Client, id, loopback_config, upgrade_with_header};
 
 /// Opens a connection with `origin` as its Origin header (none when `None`): the
 /// client, or the HTTP status and body it was refused with.
 fn open(addr: SocketAddr, origin: Option<&str>) -> Result<Client<TcpStream>, (u16, String)> {
     let tcp = TcpStream::connect(addr).unwrap();
     tcp.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    let mut request = format!("ws://{addr}/announce")
-        .into_client_request()
-        .unwrap();
-    if let Some(origin) = origin {
-        request
-            .headers_mut()
-            .insert("Origin", origin.parse().unwrap());
-    }
-    match tungstenite::client::client(request, tcp) {
-        Ok((socket, _)) => Ok(Client::from_socket(socket)),
-        Err(tungstenite::HandshakeError::Failure(tungstenite::Error::Http(response))) => {
-            let body = response
-                .body()
-                .as_deref()
-                .map(|body| String::from_utf8_lossy(body).into_owned())
-                .unwrap_or_default();
-            Err((response.status().as_u16(), body))
-        }
-        Err(other) => panic!("upgrade failed without a status: {other}"),
-    }
+    upgrade_with_header(tcp, addr, origin.map(|origin| ("Origin", origin)))
 }
 
 struct RulesFile(PathBuf);

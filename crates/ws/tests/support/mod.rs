@@ -177,3 +177,31 @@ pub fn timed_out(err: &tungstenite::Error) -> bool {
     matches!(err, tungstenite::Error::Io(err)
         if matches!(err.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut))
 }
+
+/// Upgrades `stream` (a connection to `server`) with `header` added to the request
+/// when given: the client, or the status and body of the refusal.
+pub fn upgrade_with_header(
+    stream: TcpStream,
+    server: SocketAddr,
+    header: Option<(&'static str, &str)>,
+) -> Result<Client<TcpStream>, (u16, String)> {
+    use tungstenite::client::IntoClientRequest as _;
+    let mut request = format!("ws://{server}/announce")
+        .into_client_request()
+        .unwrap();
+    if let Some((name, value)) = header {
+        request.headers_mut().insert(name, value.parse().unwrap());
+    }
+    match tungstenite::client::client(request, stream) {
+        Ok((socket, _)) => Ok(Client::from_socket(socket)),
+        Err(tungstenite::HandshakeError::Failure(tungstenite::Error::Http(response))) => {
+            let body = response
+                .body()
+                .as_deref()
+                .map(|body| String::from_utf8_lossy(body).into_owned())
+                .unwrap_or_default();
+            Err((response.status().as_u16(), body))
+        }
+        Err(other) => panic!("upgrade failed without a status: {other}"),
+    }
+}
