@@ -44,6 +44,7 @@
 //!   `redis-server` to run against.
 
 mod access_list;
+mod acme_keys;
 mod cli;
 mod client_rules;
 mod cluster_stats;
@@ -75,6 +76,7 @@ pub use access_list::{
     AccessControl, AccessList, AccessListConfig, AccessListMode, AccessView, ListEdit,
     parse_hex_hash,
 };
+pub use acme_keys::{AcmeKeys, LETS_ENCRYPT};
 pub use cli::{
     AppInfo, ExtraFlag, load_cli_config, run_cli, run_cli_with_args, run_cli_with_flags,
 };

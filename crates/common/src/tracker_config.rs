@@ -683,6 +683,36 @@ macro_rules! network_config {
                 /// PEM file with the private key (PKCS#8, PKCS#1/RSA or SEC1/EC). Reloaded on
                 /// SIGUSR1.
                 pub tls_private_key_path: ::std::path::PathBuf = ::std::path::PathBuf::new(),
+                /// Names (e.g. ["tracker.example.com"]) to obtain a certificate for from an
+                /// ACME CA (Let's Encrypt by default) instead of the two files above, which
+                /// then stay empty: the tracker orders it at start, renews it before it
+                /// ends and keeps serving with the old one while the CA is unreachable.
+                /// The CA validates each name by connecting to it on port 443 (TLS-ALPN-01),
+                /// so the tracker must listen on port 443 of every name's address. Setting
+                /// this accepts the CA's terms of service. Empty: certificates from files.
+                pub acme_names: ::std::vec::Vec<::std::string::String> = ::std::vec::Vec::new(),
+                /// The CA's ACME directory. Try Let's Encrypt's staging CA first
+                /// ("https://acme-staging-v02.api.letsencrypt.org/directory", whose
+                /// certificates browsers do not trust) to stay clear of the production rate
+                /// limits while setting up.
+                pub acme_directory_url: ::std::string::String = $crate::LETS_ENCRYPT.to_owned(),
+                /// E-mail address for the CA account (problems with the account); empty for
+                /// none.
+                pub acme_contact_email: ::std::string::String = ::std::string::String::new(),
+                /// Directory for the ACME account key, certificate and key (each tracker in
+                /// a subdirectory of its name; created with mode 0700, and refused if other
+                /// users may read it). Under systemd, StateDirectory=shoal creates
+                /// /var/lib/shoal.
+                pub acme_storage_path: ::std::path::PathBuf = ::std::path::PathBuf::from("/var/lib/shoal/acme"),
+                /// PEM file of the CA certificates trusted when talking to the ACME CA.
+                pub acme_ca_certificates_path: ::std::path::PathBuf =
+                    ::std::path::PathBuf::from("/etc/ssl/certs/ca-certificates.crt"),
+                /// Renew the certificate this many days before it ends (or a third of its
+                /// lifetime before, for short-lived certificates).
+                pub acme_renew_days_before: u32 = 30,
+                /// Seconds to wait after a failed order before trying again; the wait
+                /// doubles after each failure, up to six hours.
+                pub acme_retry_seconds: u32 = 60,
                 /// TLS handshakes under way per socket worker. A newcomer past it closes the
                 /// handshake under way longest, so connections that send a few bytes of a
                 /// handshake and stall cannot lock others out (an honest handshake takes a
@@ -709,6 +739,18 @@ macro_rules! network_config {
             fn tls_files(&self) -> ::std::option::Option<(&::std::path::Path, &::std::path::Path)> {
                 self.enable_tls
                     .then(|| (self.tls_certificate_path.as_path(), self.tls_private_key_path.as_path()))
+            }
+
+            fn acme(&self) -> ::std::option::Option<$crate::AcmeKeys<'_>> {
+                (!self.acme_names.is_empty()).then(|| $crate::AcmeKeys {
+                    names: &self.acme_names,
+                    directory_url: &self.acme_directory_url,
+                    contact_email: &self.acme_contact_email,
+                    storage: &self.acme_storage_path,
+                    ca_certificates: &self.acme_ca_certificates_path,
+                    renew_days_before: self.acme_renew_days_before,
+                    retry_seconds: self.acme_retry_seconds,
+                })
             }
 
             fn tls_handshake_limits(&self) -> (usize, usize) {
@@ -857,8 +899,12 @@ pub trait TcpNetwork {
     /// Which executor the socket workers run on.
     fn io_backend(&self) -> IoBackend;
 
-    /// The certificate chain and private key files, when TLS is on.
+    /// The certificate chain and private key files, when TLS is on (unused when the
+    /// certificate comes from ACME).
     fn tls_files(&self) -> Option<(&Path, &Path)>;
+
+    /// The ACME keys, when certificates are obtained from an ACME CA.
+    fn acme(&self) -> Option<crate::AcmeKeys<'_>>;
 
     /// TLS handshakes under way per socket worker, and per client.
     fn tls_handshake_limits(&self) -> (usize, usize);
@@ -868,13 +914,38 @@ pub trait TcpNetwork {
         let (per_worker, per_client) = self.tls_handshake_limits();
         problems.within("max_tls_handshakes", per_worker, 1..=1 << 20);
         problems.within("max_tls_handshakes_per_client", per_client, 1..=1 << 20);
-        if let Some((certificate, key)) = self.tls_files() {
+        if let Some(acme) = self.acme() {
+            acme.validate(problems);
+            match self.tls_files() {
+                None => problems.add(
+                    "acme_names",
+                    "certificates are for TLS: set enable_tls = true as well",
+                ),
+                Some((certificate, key)) => {
+                    for (name, path) in [
+                        ("tls_certificate_path", certificate),
+                        ("tls_private_key_path", key),
+                    ] {
+                        problems.check(
+                            path.as_os_str().is_empty(),
+                            name,
+                            "must stay empty with acme_names: the certificate ACME obtains is \
+                             kept in acme_storage_path",
+                        );
+                    }
+                }
+            }
+        } else if let Some((certificate, key)) = self.tls_files() {
             for (name, path) in [
                 ("tls_certificate_path", certificate),
                 ("tls_private_key_path", key),
             ] {
                 if path.as_os_str().is_empty() {
-                    problems.add(name, "must name a PEM file when enable_tls is true");
+                    problems.add(
+                        name,
+                        "must name a PEM file when enable_tls is true (or set acme_names to \
+                         obtain a certificate from an ACME CA)",
+                    );
                 } else if let Some(problem) = crate::files::unreadable(path) {
                     problems.add(name, problem);
                 }

@@ -12,6 +12,12 @@ use shoal_common::{Observation, Observe};
 const TLS_HANDSHAKES: &str = "shoal_tls_handshakes";
 /// CPU time of TLS handshakes.
 const TLS_HANDSHAKE_SECONDS: &str = "shoal_tls_handshake_seconds";
+/// The end of the certificate in force.
+const CERTIFICATE_EXPIRY: &str = "shoal_tls_certificate_expiry_timestamp_seconds";
+/// ACME orders by result.
+const ACME_ORDERS: &str = "shoal_acme_orders";
+/// ACME validation connections.
+const ACME_VALIDATIONS: &str = "shoal_acme_validations";
 
 shoal_common::counters! {
     /// Connections and clients, counted by each socket worker of a TCP tracker.
@@ -45,8 +51,18 @@ shoal_common::counters! {
         tls_handshake_micros,
         /// Requests answered "busy" because a swarm worker's queue was full.
         shed,
+        /// Connections that negotiated ACME's validation protocol (acme-tls/1): the
+        /// CA checking a challenge, closed after the handshake.
+        acme_validations,
         /// Connections open now (a gauge: set, not added).
         open,
+        /// The end of the TLS certificate in force, in seconds since the Unix epoch
+        /// (a gauge, set by the first socket worker only; 0: none).
+        certificate_expiry,
+        /// Certificates obtained from the ACME CA (set by the first socket worker only).
+        acme_issued,
+        /// Failed attempts to obtain one (set by the first socket worker only).
+        acme_failed,
     }
 }
 
@@ -55,6 +71,17 @@ impl SharedConnectionCounters {
     pub fn set_open(&self, open: usize) {
         self.open
             .store(open as u64, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Sets the certificate's end and ACME's counts from `tls`; one socket worker
+    /// calls this, the others leave theirs at 0.
+    pub fn set_certificate(&self, tls: &crate::TlsConfig) {
+        use std::sync::atomic::Ordering::Relaxed;
+        self.certificate_expiry.store(tls.expiry(), Relaxed);
+        if let Some(acme) = tls.acme_status() {
+            self.acme_issued.store(acme.issued.load(Relaxed), Relaxed);
+            self.acme_failed.store(acme.failed.load(Relaxed), Relaxed);
+        }
     }
 }
 
@@ -88,6 +115,30 @@ impl Observe for ConnectionTotals {
             "Seconds socket workers spent computing TLS handshakes (their CPU, not the waits for clients).",
             self.tls_handshake_micros as f64 / 1e6,
         );
+        if self.certificate_expiry > 0 {
+            out.gauge(
+                CERTIFICATE_EXPIRY,
+                "When the TLS certificate in force ends, in seconds since the Unix epoch.",
+                &[],
+                self.certificate_expiry as f64,
+            );
+        }
+        if self.acme_issued + self.acme_failed + self.acme_validations > 0 {
+            for (result, value) in [("issued", self.acme_issued), ("failed", self.acme_failed)] {
+                out.counter(
+                    ACME_ORDERS,
+                    "Certificate orders to the ACME CA, by result (a failed one is retried with backoff).",
+                    &[("result", result)],
+                    value,
+                );
+            }
+            out.counter(
+                ACME_VALIDATIONS,
+                "Connections of the ACME CA validating a challenge (TLS-ALPN-01).",
+                &[],
+                self.acme_validations,
+            );
+        }
         out.counter(BANS, BANS_HELP, &[], self.bans);
         out.counter(CONNECTIONS, CONNECTIONS_HELP, &[], self.accepted);
         out.gauge(

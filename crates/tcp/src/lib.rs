@@ -33,6 +33,7 @@
 //!   memory enough for its buffers (what `auto` asks before it picks io_uring).
 
 mod backend;
+mod certificates;
 mod counted;
 mod counters;
 mod eviction;

@@ -1,19 +1,23 @@
-//! TLS: certificates from PEM files, swapped atomically on reload.
+//! TLS: certificates from PEM files (written by the operator, or by ACME), swapped
+//! atomically on reload.
 //!
-//! New connections take the current `rustls::ServerConfig` from an [`ArcSwap`];
-//! connections already open keep the one they started with. A reload that fails
-//! (missing file, no certificate, a key that does not match) keeps the old config and
-//! logs why, so a botched certificate renewal never takes the tracker down.
+//! Handshakes take the certificate in force from an [`ArcSwapOption`]; connections
+//! already open keep theirs. A reload that fails (missing file, no certificate, a key
+//! that does not match) keeps the old certificate and logs why, so a botched renewal
+//! never takes the tracker down.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use anyhow::{Context as _, bail};
-use arc_swap::ArcSwap;
+use arc_swap::ArcSwapOption;
 use rustls::ServerConfig;
 use rustls::pki_types::pem::PemObject as _;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
-use rustls::server::ServerSessionMemoryCache;
+use rustls::server::{ClientHello, ResolvesServerCert, ServerSessionMemoryCache};
+use rustls::sign::CertifiedKey;
+use shoal_acme::{ACME_TLS_ALPN, AcmeStatus, AlpnChallenges, Validity};
 
 use crate::tickets::Tickets;
 
@@ -67,22 +71,47 @@ impl Resumption {
     }
 }
 
-/// Reads a certificate chain and a private key (PKCS#8, PKCS#1/RSA or SEC1/EC) and
-/// builds a server config for HTTP/1.1 (which WebSocket upgrades from too) that
-/// resumes sessions through `resumption`.
-pub(crate) fn load_server_config(
+/// The certificate in force, and the ACME validation certificates when the tracker
+/// obtains its own: what a handshake is shown. Swapped, not rebuilt, on reload, so
+/// the server config (and its resumption state) stays.
+#[derive(Debug)]
+struct Certificates {
+    current: ArcSwapOption<CertifiedKey>,
+    challenges: Option<Arc<AlpnChallenges>>,
+}
+
+impl ResolvesServerCert for Certificates {
+    fn resolve(&self, hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        if let Some(challenges) = &self.challenges {
+            let validating = hello
+                .alpn()
+                .is_some_and(|mut offered| offered.any(|protocol| protocol == ACME_TLS_ALPN));
+            // The CA's validation (RFC 8737): only ever a validation certificate, or no
+            // handshake at all.
+            if validating {
+                return hello.server_name().and_then(|name| challenges.get(name));
+            }
+        }
+        self.current.load_full()
+    }
+}
+
+/// Reads a certificate chain and a private key (PKCS#8, PKCS#1/RSA or SEC1/EC) that
+/// belong together, and the chain's validity (`None` when its leaf's dates cannot be
+/// read: served all the same).
+pub(crate) fn load_certified_key(
     certificate: &Path,
     private_key: &Path,
-    resumption: &Resumption,
-) -> anyhow::Result<Arc<ServerConfig>> {
+) -> anyhow::Result<(Arc<CertifiedKey>, Option<Validity>)> {
     let pem = shoal_common::read_bounded(certificate, MAX_PEM_FILE)
         .with_context(|| format!("cannot read certificate file {}", certificate.display()))?;
     let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(&pem)
         .collect::<Result<_, _>>()
         .with_context(|| format!("invalid PEM in certificate file {}", certificate.display()))?;
-    if chain.is_empty() {
+    let Some(leaf) = chain.first() else {
         bail!("no certificate in {}", certificate.display());
-    }
+    };
+    let validity = Validity::of_der(leaf).ok();
     let pem = shoal_common::read_bounded(private_key, MAX_PEM_FILE)
         .with_context(|| format!("cannot read private key file {}", private_key.display()))?;
     let key = PrivateKeyDer::from_pem_slice(&pem).with_context(|| {
@@ -91,19 +120,33 @@ pub(crate) fn load_server_config(
             private_key.display()
         )
     })?;
+    let certified = CertifiedKey::from_der(chain, key, &provider()).with_context(|| {
+        format!(
+            "certificate {} and key {} cannot be used together",
+            certificate.display(),
+            private_key.display()
+        )
+    })?;
+    Ok((Arc::new(certified), validity))
+}
+
+/// The server config for HTTP/1.1 (which WebSocket upgrades from too), showing
+/// `certificates` and resuming sessions through `resumption`.
+fn server_config(
+    certificates: Arc<Certificates>,
+    resumption: &Resumption,
+) -> anyhow::Result<Arc<ServerConfig>> {
+    let acme = certificates.challenges.is_some();
     let mut config = ServerConfig::builder_with_provider(Arc::new(provider()))
         .with_safe_default_protocol_versions()
         .context("cannot set up TLS protocol versions")?
         .with_no_client_auth()
-        .with_single_cert(chain, key)
-        .with_context(|| {
-            format!(
-                "certificate {} and key {} cannot be used together",
-                certificate.display(),
-                private_key.display()
-            )
-        })?;
+        .with_cert_resolver(certificates);
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    if acme {
+        // Chosen only by a client that offers nothing else: the CA validating.
+        config.alpn_protocols.push(ACME_TLS_ALPN.to_vec());
+    }
     // The server's order: SHA-256 suites first (see `provider`).
     config.ignore_client_order = true;
     config.ticketer = resumption.tickets.clone();
@@ -114,15 +157,26 @@ pub(crate) fn load_server_config(
     Ok(Arc::new(config))
 }
 
-/// The current TLS config, reloadable.
+/// Whether a connection negotiated ACME's validation protocol: it is closed after
+/// the handshake, never served.
+pub(crate) fn is_acme_validation(alpn: Option<&[u8]>) -> bool {
+    alpn == Some(ACME_TLS_ALPN)
+}
+
+/// The TLS config of a tracker: one server config for its lifetime, whose
+/// certificate is swapped on reload.
 #[derive(Debug)]
 pub struct TlsConfig {
     /// The tracker, for log lines.
     name: &'static str,
-    current: ArcSwap<ServerConfig>,
+    config: Arc<ServerConfig>,
+    certificates: Arc<Certificates>,
     certificate: PathBuf,
     private_key: PathBuf,
-    resumption: Resumption,
+    /// The certificate's end, in seconds since the Unix epoch (0: none or unknown).
+    expiry: AtomicU64,
+    /// What ACME has done, when on.
+    acme: Option<Arc<AcmeStatus>>,
 }
 
 impl TlsConfig {
@@ -132,48 +186,91 @@ impl TlsConfig {
         certificate: &Path,
         private_key: &Path,
     ) -> anyhow::Result<Self> {
-        let resumption = Resumption::new()?;
-        let config = load_server_config(certificate, private_key, &resumption)?;
+        let (certified, validity) = load_certified_key(certificate, private_key)?;
+        let certificates = Arc::new(Certificates {
+            current: ArcSwapOption::from(Some(certified)),
+            challenges: None,
+        });
         Ok(Self {
             name,
-            current: ArcSwap::new(config),
+            config: server_config(certificates.clone(), &Resumption::new()?)?,
+            certificates,
             certificate: certificate.to_path_buf(),
             private_key: private_key.to_path_buf(),
-            resumption,
+            expiry: AtomicU64::new(validity.map_or(0, |validity| validity.not_after_unix())),
+            acme: None,
+        })
+    }
+
+    /// The TLS config of tracker `name` whose certificate ACME obtains into
+    /// `files` (certificate, key): what is there already is served (when it
+    /// loads), and handshakes fail until there is one. ACME's validation
+    /// certificates are shown through `challenges`.
+    pub fn for_acme(
+        name: &'static str,
+        (certificate, private_key): (PathBuf, PathBuf),
+        challenges: Arc<AlpnChallenges>,
+    ) -> anyhow::Result<Self> {
+        let (current, expiry) = match load_certified_key(&certificate, &private_key) {
+            Ok((certified, validity)) => (
+                Some(certified),
+                validity.map_or(0, |validity| validity.not_after_unix()),
+            ),
+            Err(err) => {
+                if certificate.exists() {
+                    log::warn!(
+                        "{name}: the certificate ACME kept does not load ({err:#}): ordering a new one"
+                    );
+                }
+                (None, 0)
+            }
+        };
+        let certificates = Arc::new(Certificates {
+            current: ArcSwapOption::from(current),
+            challenges: Some(challenges),
+        });
+        Ok(Self {
+            name,
+            config: server_config(certificates.clone(), &Resumption::new()?)?,
+            certificates,
+            certificate,
+            private_key,
+            expiry: AtomicU64::new(expiry),
+            acme: Some(Arc::default()),
         })
     }
 
     /// The config for a new connection.
     pub fn current(&self) -> Arc<ServerConfig> {
-        self.current.load_full()
+        self.config.clone()
     }
 
-    /// The TLS config of tracker `name` when `enabled`: the files loaded, with the
-    /// error saying TLS could not be set up.
-    pub fn load_if(
-        name: &'static str,
-        enabled: bool,
-        certificate: &Path,
-        private_key: &Path,
-    ) -> anyhow::Result<Option<Arc<Self>>> {
-        if !enabled {
-            return Ok(None);
-        }
-        let config = Self::load(name, certificate, private_key).context("cannot set up TLS")?;
-        Ok(Some(Arc::new(config)))
+    /// The end of the certificate in force, in seconds since the Unix epoch; 0 when
+    /// there is none or its dates cannot be read.
+    pub fn expiry(&self) -> u64 {
+        self.expiry.load(Ordering::Relaxed)
     }
 
-    /// Reads the files again; on failure the old config stays.
-    pub fn reload(&self) -> anyhow::Result<()> {
-        let config = load_server_config(&self.certificate, &self.private_key, &self.resumption)?;
-        self.current.store(config);
-        Ok(())
+    /// What ACME has done, when the certificate comes from it.
+    pub fn acme_status(&self) -> Option<&Arc<AcmeStatus>> {
+        self.acme.as_ref()
+    }
+
+    /// Reads the files again; on failure the old certificate stays.
+    pub fn reload(&self) -> anyhow::Result<Option<Validity>> {
+        let (certified, validity) = load_certified_key(&self.certificate, &self.private_key)?;
+        self.certificates.current.store(Some(certified));
+        self.expiry.store(
+            validity.map_or(0, |validity| validity.not_after_unix()),
+            Ordering::Relaxed,
+        );
+        Ok(validity)
     }
 
     /// Reloads and logs the outcome; for signal handlers.
     pub fn reload_and_log(&self) -> Option<String> {
         Some(match self.reload() {
-            Ok(()) => {
+            Ok(_) => {
                 log::info!(
                     "{}: TLS certificate reloaded from {}",
                     self.name,
@@ -283,8 +380,7 @@ mod tests {
                 std::fs::read_to_string(&key).unwrap().contains(header),
                 "{name} key format"
             );
-            load_server_config(&cert, &key, &Resumption::new().unwrap())
-                .unwrap_or_else(|err| panic!("{name}: {err:#}"));
+            load_certified_key(&cert, &key).unwrap_or_else(|err| panic!("{name}: {err:#}"));
         }
         std::fs::remove_dir_all(&dir).unwrap();
     }

@@ -61,6 +61,8 @@ pub struct TcpExtra {
     pub backend: Backend,
     /// Its share of the locked-memory limit, on io_uring; given back when it stops.
     _memlock: Option<MemlockClaim>,
+    /// The ACME thread, when the tracker obtains its certificate; stopped with it.
+    _acme: Option<shoal_acme::Acme>,
 }
 
 /// A TCP tracker's running handle.
@@ -294,15 +296,7 @@ pub fn prepare<T: TcpTracker>(
         socket_workers,
         swarm_workers.max(1),
     )?;
-    let tls = match config.network.tls_files() {
-        Some((certificate, key)) => Some(Arc::new(
-            TlsConfig::load(T::NAME, certificate, key).context(
-                "cannot load TLS (network.tls_certificate_path, network.tls_private_key_path: \
-                 PEM files readable by the tracker's user; or enable_tls = false)",
-            )?,
-        )),
-        None => None,
-    };
+    let (tls, acme) = crate::certificates::set_up(T::NAME, &config.network)?;
     let common = T::common(&config)?;
     let (listeners, addrs) =
         shoal_sockets::bind_listeners(&config.network.addresses(), socket_workers)?;
@@ -322,7 +316,7 @@ pub fn prepare<T: TcpTracker>(
             config,
             context,
             common,
-            (tls, backend, memlock),
+            (tls, acme, backend, memlock),
             listeners,
             addrs,
             listening,
@@ -335,7 +329,12 @@ fn serve<T: TcpTracker>(
     config: Arc<Config<T::Kind>>,
     context: Context<T::Counters>,
     (common, common_reloads): (Arc<T::Common>, Vec<Reload>),
-    (tls, backend, memlock): (Option<Arc<TlsConfig>>, Backend, Option<MemlockClaim>),
+    (tls, acme, backend, memlock): (
+        Option<Arc<TlsConfig>>,
+        Option<crate::certificates::AcmeStart>,
+        Backend,
+        Option<MemlockClaim>,
+    ),
     listeners: Vec<Vec<std::net::TcpListener>>,
     addrs: Vec<SocketAddr>,
     listening: Vec<Listening>,
@@ -363,6 +362,8 @@ fn serve<T: TcpTracker>(
         reply_capacity: reply_capacity(config.swarm_worker_count(), settings.swarm_queue_len),
     };
     let supervisor = start_threads(threads, &mut startup)?;
+    // ACME once the workers serve: the CA validates through the tracker's own port.
+    let acme = acme.map(|acme| acme.start()).transpose()?;
     let mut reloads = list_reloads(&context, T::NAME);
     reloads.extend(common_reloads);
     if let Some(tls) = &tls {
@@ -381,6 +382,7 @@ fn serve<T: TcpTracker>(
             tls,
             backend,
             _memlock: memlock,
+            _acme: acme,
         },
     ))
 }
@@ -536,6 +538,13 @@ impl<T: TcpTracker> SocketWorker<T> {
             shared.flush(&mut worker.counters.borrow_mut());
             worker.traffic.borrow_mut().flush_into(traffic);
             shared.group().set_open(worker.connections.get());
+            if worker.index == 0
+                && let Some(tls) = &worker.tls
+            {
+                // Tracker-wide values, set by one worker so that the sum over workers
+                // is the value.
+                shared.group().set_certificate(tls);
+            }
         }
         T::finish(&worker);
         Ok(())
@@ -602,6 +611,13 @@ async fn connection<T: TcpTracker>(worker: Rc<Worker<T>>, stream: TcpStream, pee
             let micros = spent.get().as_micros() as u64;
             worker.count(|counters| counters.tls_handshake_micros += micros);
             match handshake {
+                Some(mut stream)
+                    if crate::tls::is_acme_validation(stream.get_ref().1.alpn_protocol()) =>
+                {
+                    // The CA has seen the validation certificate: nothing to serve.
+                    worker.count(|counters| counters.acme_validations += 1);
+                    let _ = within(Duration::from_secs(1), stream.close()).await;
+                }
                 Some(stream) => {
                     let resumed =
                         stream.get_ref().1.handshake_kind() == Some(HandshakeKind::Resumed);
