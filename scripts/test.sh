@@ -52,6 +52,9 @@ ensure_rust
 # The cluster tests (crates/*/tests/cluster.rs) run against a real redis-server on
 # loopback, started on a free port by each test.
 ensure_command redis-server redis-server
+# The ACME tests (crates/{http,ws}/tests/acme.rs) get certificates from a real ACME
+# CA: Let's Encrypt's pebble, with pebble-challtestsrv as its DNS server.
+ensure_command pebble pebble
 export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-always}"
 
 # The HTTP tracker's tests run glommio executors, whose io_uring buffers are locked

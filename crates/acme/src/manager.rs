@@ -4,9 +4,9 @@
 //! it writes the files and asks the tracker to load them.
 
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime};
 
@@ -59,6 +59,20 @@ pub struct AcmeStatus {
     pub issued: AtomicU64,
     /// Attempts that failed.
     pub failed: AtomicU64,
+    /// Why the last attempt failed, while the next has not succeeded.
+    last_error: Mutex<Option<String>>,
+}
+
+impl AcmeStatus {
+    /// Why the last attempt failed (the CA's reason when it gave one); `None` once an
+    /// attempt succeeds.
+    pub fn last_error(&self) -> Option<String> {
+        self.last_error.lock().expect("ACME status lock").clone()
+    }
+
+    fn set_last_error(&self, error: Option<String>) {
+        *self.last_error.lock().expect("ACME status lock") = error;
+    }
 }
 
 /// Loads the certificate files just written into the tracker and returns the new
@@ -156,6 +170,9 @@ impl Worker {
     fn run(&mut self) {
         let tracker = self.settings.tracker;
         let mut backoff = self.settings.first_retry;
+        // Whether the last attempt replaced an account the CA had forgotten (once in a
+        // row, without waiting).
+        let mut account_renewed = false;
         loop {
             let wait = match self.store.current(&self.settings.names) {
                 Some(validity) => validity
@@ -172,9 +189,15 @@ impl Worker {
                 continue;
             }
             let started = Instant::now();
-            match self.obtain() {
+            let attempt = self.obtain();
+            let gone = attempt.as_ref().err().is_some_and(account_gone);
+            if !gone {
+                account_renewed = false;
+            }
+            match attempt {
                 Ok(validity) => {
                     self.status.issued.fetch_add(1, Ordering::Relaxed);
+                    self.status.set_last_error(None);
                     backoff = self.settings.first_retry;
                     log::info!(
                         "{tracker}: ACME: certificate for {} obtained from {} in {:.1} s, valid until {} (Unix time)",
@@ -186,7 +209,19 @@ impl Worker {
                 }
                 Err(err) if err.is::<Stopping>() => return,
                 Err(err) => {
+                    self.status.set_last_error(Some(format!("{err:#}")));
                     self.status.failed.fetch_add(1, Ordering::Relaxed);
+                    if gone && !account_renewed {
+                        // The CA no longer knows the account (its database was reset,
+                        // or the account was deactivated): a new one, at once.
+                        log::warn!(
+                            "{tracker}: ACME: {} no longer knows our account: creating a new one",
+                            self.settings.directory_url
+                        );
+                        self.store.forget_account();
+                        account_renewed = true;
+                        continue;
+                    }
                     log::error!(
                         "{tracker}: ACME: no certificate for {} from {} (the one in force, if any, stays): {err:#}; trying again in {} s",
                         self.settings.names.join(", "),
@@ -312,13 +347,10 @@ impl Worker {
         Ok(())
     }
 
-    /// Why the CA refused an order: its problem documents, from the order and from
-    /// each challenge that failed.
+    /// Why the CA refused an order: the problem of each challenge that failed, with
+    /// its name, or else the order's own.
     fn reasons(&self, order: &mut instant_acme::Order) -> String {
         let mut reasons = Vec::new();
-        if let Some(problem) = &order.state().error {
-            reasons.push(problem.to_string());
-        }
         let mut authorizations = order.authorizations();
         while let Some(Ok(mut authorization)) = block_on(authorizations.next()) {
             let Ok(state) = block_on(authorization.refresh()) else {
@@ -331,10 +363,26 @@ impl Worker {
                 }
             }
         }
+        if reasons.is_empty()
+            && let Some(problem) = &order.state().error
+        {
+            reasons.push(problem.to_string());
+        }
         if reasons.is_empty() {
             "no reason given".to_owned()
         } else {
             reasons.join("; ")
         }
     }
+}
+
+/// Whether `err` is the CA saying the account does not exist.
+fn account_gone(err: &anyhow::Error) -> bool {
+    err.chain().any(|cause| {
+        matches!(
+            cause.downcast_ref::<instant_acme::Error>(),
+            Some(instant_acme::Error::Api(problem))
+                if problem.r#type.as_deref() == Some("urn:ietf:params:acme:error:accountDoesNotExist")
+        )
+    })
 }

@@ -96,6 +96,11 @@ impl Store {
         self.replace("account.json", kept.to_string().as_bytes(), 0o600)
     }
 
+    /// Forgets the account: the next attempt creates one.
+    pub(crate) fn forget_account(&self) {
+        let _ = fs::remove_file(self.directory.join("account.json"));
+    }
+
     /// Keeps a new certificate chain and key for `names`.
     pub(crate) fn save_certificate(
         &self,

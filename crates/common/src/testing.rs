@@ -2,6 +2,10 @@
 
 use std::time::{Duration, Instant};
 
+mod pebble;
+
+pub use pebble::Pebble;
+
 /// How long [`eventually`] waits. Generous: it returns as soon as the condition holds,
 /// and workers flush statistics every 100 ms, so only a failing test waits this long.
 pub const EVENTUALLY: Duration = Duration::from_secs(10);
