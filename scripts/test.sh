@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The one test command. Installs what the tests need when it is missing (Rust's
-# rustfmt and clippy, Debian's redis-server; the end-to-end scripts install their own
+# rustfmt and clippy, Debian's redis-server and pebble; the end-to-end scripts install their own
 # clients), then runs,
 # in order: formatting, clippy, the docs, unit and integration tests (the attack tests among
 # them), every fuzz target for a bounded time, and the end-to-end tests under

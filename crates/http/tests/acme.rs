@@ -7,7 +7,6 @@
 
 mod support;
 
-use std::io::{Read as _, Write as _};
 use std::net::{SocketAddr, TcpStream};
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
@@ -67,24 +66,6 @@ fn served(stream: &TlsStream) -> CertificateDer<'static> {
     stream.conn.peer_certificates().unwrap()[0]
         .clone()
         .into_owned()
-}
-
-/// The root of the certificates pebble issues (it makes new ones at each start),
-/// from its management interface.
-fn issuing_root(pebble: &Pebble) -> CertificateDer<'static> {
-    let api_root = CertificateDer::from_pem_file(pebble.api_roots()).unwrap();
-    let name = ServerName::try_from("127.0.0.1").unwrap();
-    let tls = rustls::ClientConnection::new(client_config(&api_root, b"http/1.1"), name).unwrap();
-    let tcp = TcpStream::connect(pebble.management_address()).unwrap();
-    let mut stream = rustls::StreamOwned::new(tls, tcp);
-    stream
-        .write_all(b"GET /roots/0 HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
-        .unwrap();
-    let mut answer = Vec::new();
-    let _ = stream.read_to_end(&mut answer);
-    let text = String::from_utf8(answer).unwrap();
-    let (_, body) = text.split_once("\r\n\r\n").expect("a response");
-    CertificateDer::from_pem_slice(body.as_bytes()).expect("a PEM certificate")
 }
 
 fn free_port() -> u16 {
@@ -149,7 +130,7 @@ fn a_tracker_obtains_serves_and_renews_its_certificate_and_outlasts_the_ca_being
     pebble.start_ca();
     let issued = within(30, || status.issued.load(Relaxed) >= 1);
     assert!(issued, "{:?}\n{}", status.last_error(), pebble.log());
-    let root = issuing_root(&pebble);
+    let root = CertificateDer::from(pebble.issuing_root());
     for name in names {
         let mut client = Connection::over(handshake(addr, name, &root).unwrap());
         assert_eq!(
@@ -197,7 +178,7 @@ fn a_tracker_obtains_serves_and_renews_its_certificate_and_outlasts_the_ca_being
     pebble.start_ca();
     let renewed = within(30, || status.issued.load(Relaxed) >= 2);
     assert!(renewed, "{:?}\n{}", status.last_error(), pebble.log());
-    let root = issuing_root(&pebble);
+    let root = CertificateDer::from(pebble.issuing_root());
     let mut client = Connection::over(handshake(addr, names[1], &root).unwrap());
     assert_eq!(client.get(&announce(&[0x61; 20], 7003, "")).status, 200);
     assert_ne!(served(&client.stream), first, "a new certificate");

@@ -82,10 +82,35 @@ impl Pebble {
         self.dir.join("api-root.pem")
     }
 
-    /// The address of pebble's management interface (HTTPS, under [`Self::api_roots`]),
-    /// whose `/roots/0` is the root of the certificates it issues.
-    pub fn management_address(&self) -> std::net::SocketAddr {
-        ([127, 0, 0, 1], self.management_port).into()
+    /// The root of the certificates the CA issues, in DER (a new one at each start of
+    /// the CA), fetched from its management interface's `/roots/0`.
+    pub fn issuing_root(&self) -> Vec<u8> {
+        use rustls::pki_types::pem::PemObject as _;
+        use rustls::pki_types::{CertificateDer, ServerName};
+        let api_root = CertificateDer::from_pem_file(self.api_roots()).expect("the API root");
+        let mut roots = rustls::RootCertStore::empty();
+        roots.add(api_root).expect("a usable root");
+        let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+        let config = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .expect("TLS versions")
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        let name = ServerName::try_from("127.0.0.1").expect("a name");
+        let tls =
+            rustls::ClientConnection::new(std::sync::Arc::new(config), name).expect("a TLS client");
+        let tcp = TcpStream::connect(("127.0.0.1", self.management_port)).expect("pebble");
+        let mut stream = rustls::StreamOwned::new(tls, tcp);
+        stream
+            .write_all(b"GET /roots/0 HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+            .expect("a request to pebble");
+        let mut answer = Vec::new();
+        let _ = stream.read_to_end(&mut answer);
+        let text = String::from_utf8_lossy(&answer);
+        let (_, body) = text.split_once("\r\n\r\n").expect("a response from pebble");
+        CertificateDer::from_pem_slice(body.as_bytes())
+            .expect("a PEM certificate from pebble")
+            .to_vec()
     }
 
     /// Stops the CA (the DNS server stays): clients find nothing on its port.

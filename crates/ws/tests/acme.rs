@@ -1,0 +1,95 @@
+//! wss with a certificate the tracker obtained itself from a real ACME CA (Debian's
+//! pebble): peers that trust only that CA relay an offer through it.
+
+mod support;
+
+use std::net::{SocketAddr, TcpStream};
+use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::{Duration, Instant};
+
+use rustls::pki_types::{CertificateDer, ServerName};
+use serde_json::json;
+use shoal_common::testing::Pebble;
+use shoal_ws_protocol::ServerMessage;
+use support::*;
+
+const NAME: &str = "wss.shoal.test";
+
+fn wss_client(
+    addr: SocketAddr,
+    root: &CertificateDer<'static>,
+) -> Client<rustls::StreamOwned<rustls::ClientConnection, TcpStream>> {
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(root.clone()).unwrap();
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let tcp = TcpStream::connect(addr).unwrap();
+    tcp.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let tls = rustls::ClientConnection::new(Arc::new(config), ServerName::try_from(NAME).unwrap())
+        .unwrap();
+    Client::over(
+        rustls::StreamOwned::new(tls, tcp),
+        &format!("wss://{NAME}:{}/announce", addr.port()),
+    )
+}
+
+#[test]
+fn wss_is_served_with_a_certificate_obtained_from_the_ca() {
+    let port = {
+        let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        probe.local_addr().unwrap().port()
+    };
+    let pebble = Pebble::start(port, 3600);
+    let storage = std::env::temp_dir().join(format!("shoal-wss-acme-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&storage);
+    let mut config = loopback_config();
+    config.network.address_ipv4 = SocketAddr::from(([127, 0, 0, 1], port));
+    config.network.enable_tls = true;
+    config.network.acme_names = vec![NAME.to_owned()];
+    config.network.acme_directory_url = pebble.directory_url();
+    config.network.acme_ca_certificates_path = pebble.api_roots();
+    config.network.acme_storage_path = storage.clone();
+    config.network.acme_retry_seconds = 1;
+    let tracker = shoal_ws::start(config).unwrap();
+    let addr = tracker.ipv4_addr().unwrap();
+    let tls = tracker.extra().tls.as_ref().expect("serving TLS");
+    let status = tls.acme_status().expect("ACME on").clone();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while status.issued.load(Relaxed) == 0 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(
+        status.issued.load(Relaxed),
+        1,
+        "{:?}\n{}",
+        status.last_error(),
+        pebble.log()
+    );
+    assert!(
+        storage.join("ws/certificate.pem").exists(),
+        "kept under the tracker's name"
+    );
+
+    let root = CertificateDer::from(pebble.issuing_root());
+    let torrent = id("acme torrent");
+    let mut alice = wss_client(addr, &root);
+    alice.announce(torrent, id("alice"), json!({}));
+    assert!(matches!(
+        alice.receive(),
+        ServerMessage::AnnounceResponse(_)
+    ));
+    let mut bob = wss_client(addr, &root);
+    bob.announce(torrent, id("bob"), json!({"offers": offers("bob", 1)}));
+    assert!(matches!(bob.receive(), ServerMessage::AnnounceResponse(_)));
+    let ServerMessage::Offer(offer) = alice.receive() else {
+        panic!("alice gets bob's offer over wss")
+    };
+    assert_eq!(offer.peer_id, id("bob"));
+    drop(tracker);
+    std::fs::remove_dir_all(&storage).unwrap();
+}
