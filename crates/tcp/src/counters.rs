@@ -115,14 +115,12 @@ impl Observe for ConnectionTotals {
             "Seconds socket workers spent computing TLS handshakes (their CPU, not the waits for clients).",
             self.tls_handshake_micros as f64 / 1e6,
         );
-        if self.certificate_expiry > 0 {
-            out.gauge(
-                CERTIFICATE_EXPIRY,
-                "When the TLS certificate in force ends, in seconds since the Unix epoch.",
-                &[],
-                self.certificate_expiry as f64,
-            );
-        }
+        out.gauge(
+            CERTIFICATE_EXPIRY,
+            "When the TLS certificate in force ends, in seconds since the Unix epoch (0: no TLS, or no certificate yet).",
+            &[],
+            self.certificate_expiry as f64,
+        );
         if self.acme_issued + self.acme_failed + self.acme_validations > 0 {
             for (result, value) in [("issued", self.acme_issued), ("failed", self.acme_failed)] {
                 out.counter(
