@@ -66,6 +66,7 @@ class Bench:
         self.workers = args.workers or len(cpu_list(args.tracker_cpus))
         self.load_workers = args.load_workers or len(cpu_list(args.load_cpus))
         self.ports = PortPicker(args.port)
+        self.unit = "connection" if args.handshakes else "message"
         subprocess.run([os.path.join(os.path.dirname(__file__), "..", "gen-tls.sh"), self.path("tls"), "localhost"],
                        check=True, stdout=subprocess.DEVNULL)
 
@@ -92,6 +93,10 @@ class Bench:
                 "max_outgoing_bytes_per_worker = 17179869184\nmax_offer_bytes_per_second = 0\n")
             network_extra = "" if tracker == "shoal-before" else "".join(
                 f"{line}\n" for line in a.shoal_network)
+            if a.handshakes and tracker == "shoal":
+                # One address opens every connection: its handshakes under way must not
+                # hit the per-client cap meant for one browser.
+                network_extra += "max_tls_handshakes_per_client = 100000\n"
             config = self.write("shoal.toml", f"""
 socket_workers = {self.workers}
 swarm_workers = {a.swarm_workers}
@@ -131,9 +136,17 @@ interval = 0
         per_worker = max(1, connections // self.load_workers)
         if load == "shoal":
             binary = os.path.join(a.shoal_dir, "shoal_ws_load_test")
+            network_extra, requests_extra = "", ""
+            if a.handshakes:
+                # Each connection: a handshake, an upgrade, one announce, a close, and
+                # the next connection at once.
+                network_extra = ("close_when_done = true\nreconnect_delay_ms = 0\n"
+                                 f"tls_resumption = {str(a.handshakes == 'resumed').lower()}\n")
+                requests_extra = "requests_per_connection = 1\nweight_scrape = 0\n"
             config = self.write("load.toml", SHOAL_LOAD_CONFIG.format(
                 port=port, tls=str(tls).lower(), workers=self.load_workers, per_worker=per_worker,
-                duration=a.duration, summarize=a.summarize, offers=a.offers, in_flight=a.in_flight))
+                duration=a.duration, summarize=a.summarize, offers=0 if a.handshakes else a.offers,
+                in_flight=a.in_flight, network_extra=network_extra, requests_extra=requests_extra))
             return [binary, "-c", config, "--json"]
         if load == "aquatic":
             binary = os.path.join(a.aquatic_dir, "aquatic_ws_load_test")
@@ -157,6 +170,8 @@ interval = 0
         """(messages/s from the tracker, error messages/s, latency percentiles in µs or None)"""
         if load == "shoal":
             data = json.loads([line for line in text.splitlines() if line.startswith("{")][-1])
+            if self.a.handshakes:
+                return data["connections_opened_per_second"], data["errors_per_second"], latency_of(data)
             return data["responses_per_second"], data["errors_per_second"], latency_of(data)
         # aquatic_ws_load_test prints progress every few seconds; average those in the window.
         responses = [float(x) for x in re.findall(r"Responses in: ([\d.]+)/second", text)]
@@ -203,6 +218,11 @@ interval = 0
             log.close()
 
     def cases(self):
+        if self.a.handshakes:
+            # New wss connections: only shoal's load tester closes and reopens them.
+            for connections in self.a.connections:
+                yield "shoal", True, connections
+            return
         for connections in self.a.connections:
             for load in self.a.load_testers:
                 for tls in ((False, True) if load == "shoal" else (True,)):
@@ -224,7 +244,7 @@ interval = 0
                     r = self.run_once(tracker, load, tls, connections)
                     results.setdefault(case + (tracker,), []).append(r)
                     print(f"[{'wss' if tls else 'ws'}, {connections} connections, {load} load, round {round_ + 1}] "
-                          f"{tracker}: {r['responses']:.0f} messages/s, {r['cpu_us']:.1f} µs CPU per message "
+                          f"{tracker}: {r['responses']:.0f} {self.unit}s/s, {r['cpu_us']:.1f} µs CPU per {self.unit} "
                           f"({r['cores']:.2f} cores), load {r['load_cores']:.2f} cores, errors {r['errors']:.0f}/s, "
                           f"RSS {r['rss_mib']:.0f} MiB", file=sys.stderr)
         print(self.before_table(results) if a.no_aquatic else self.table(results))
@@ -252,12 +272,15 @@ interval = 0
 
     def table(self, results):
         a = self.a
+        unit = "conn" if a.handshakes else "msg"
         out = [f"Tracker CPUs `{self.tracker_cpus}` ({self.workers} socket worker(s)), load CPUs `{self.load_cpus}` "
                f"({self.load_workers} load worker(s)); {a.offers} offers per announce; shoal_ws_load_test "
                f"with {a.in_flight} requests in flight per connection; {a.rounds} rounds of "
                f"{a.duration} s, last {a.summarize} s measured; medians; the ratio is the median of per-round ratios.\n",
-               "| transport | connections | load tester | shoal msg/s | aquatic msg/s | shoal/aquatic | "
-               "shoal µs/msg | aquatic µs/msg | load cores (shoal run) | errors/s (shoal, aquatic) | "
+               (f"Handshake mode ({a.handshakes} TLS sessions): each connection is a TLS handshake, "
+                "an upgrade, one announce and a close; conn/s counts connections opened.\n" if a.handshakes else ""),
+               f"| transport | connections | load tester | shoal {unit}/s | aquatic {unit}/s | shoal/aquatic | "
+               f"shoal µs/{unit} | aquatic µs/{unit} | load cores (shoal run) | errors/s (shoal, aquatic) | "
                "peak RSS MiB (shoal, aquatic) |",
                "|---|---|---|---|---|---|---|---|---|---|---|"]
         for case in self.cases():
@@ -309,11 +332,11 @@ duration = {duration}
 summarize_last = {summarize}
 [network]
 tls = {tls}
-[requests]
+{network_extra}[requests]
 offers_per_announce = {offers}
 numwant = {offers}
 in_flight = {in_flight}
-"""
+{requests_extra}"""
 
 
 def main():
@@ -343,6 +366,10 @@ def main():
     p.add_argument("--summarize", type=int, default=10)
     p.add_argument("--load-testers", nargs="+", default=["shoal", "aquatic"], choices=["shoal", "aquatic"])
     p.add_argument("--port", type=int, default=24000, help="first of the 200 ports runs use in turn")
+    p.add_argument("--handshakes", choices=["resumed", "full"],
+                   help="measure new wss connections per second instead of messages: each connection "
+                        "closes after one announce and reopens at once, resuming its TLS session or not "
+                        "(shoal's load tester only)")
     p.add_argument("--max-load", type=float, default=0.7)
     p.add_argument("--force", action="store_true")
     a = p.parse_args()

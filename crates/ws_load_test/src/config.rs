@@ -50,7 +50,17 @@ pub struct NetworkConfig {
     /// Milliseconds to wait before reopening a connection that failed or was closed.
     /// Each further failure in a row doubles the wait, up to 64 times this (and never
     /// more than 10 seconds), so a tracker that refuses connections is not hammered.
+    /// 0 reopens a connection closed by `close_when_done` at once.
     pub reconnect_delay_ms: u64,
+    /// Close each connection once its `requests.requests_per_connection` requests are
+    /// answered (with a WebSocket close), and open a new one: every connection is
+    /// then one TCP and TLS handshake, one upgrade and that many requests, which
+    /// measures how fast a tracker takes new connections (connections opened per
+    /// second in the report).
+    pub close_when_done: bool,
+    /// Resume TLS sessions on reconnection (tickets, or session ids), as browsers
+    /// do; false makes every handshake a full one.
+    pub tls_resumption: bool,
 }
 
 impl Default for NetworkConfig {
@@ -62,6 +72,8 @@ impl Default for NetworkConfig {
             path: "/".into(),
             response_timeout_ms: 5000,
             reconnect_delay_ms: 100,
+            close_when_done: false,
+            tls_resumption: true,
         }
     }
 }
@@ -200,10 +212,16 @@ impl TrackerConfig for Config {
                 "response_timeout_ms",
                 "must be at least 1",
             );
+            let least = u64::from(!network.close_when_done);
             p.check(
-                (1..=10_000).contains(&network.reconnect_delay_ms),
+                (least..=10_000).contains(&network.reconnect_delay_ms),
                 "reconnect_delay_ms",
-                "must be between 1 and 10000",
+                format!("must be between {least} and 10000 (0 only with close_when_done)"),
+            );
+            p.check(
+                !network.close_when_done || self.requests.requests_per_connection > 0,
+                "close_when_done",
+                "needs requests.requests_per_connection: the requests a connection sends before it closes",
             );
         });
         let requests = &self.requests;

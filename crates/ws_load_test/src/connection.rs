@@ -37,6 +37,8 @@ pub struct Settings {
     pub answer_offers: bool,
     /// Requests per connection before it only stays open; 0: no limit.
     pub requests_per_connection: u64,
+    /// Close the connection once those requests are answered.
+    pub close_when_done: bool,
     /// How long opening, and waiting for a reply, may take.
     pub timeout: Duration,
     /// Host header of the upgrade.
@@ -59,6 +61,7 @@ impl Settings {
             },
             answer_offers: config.requests.answer_offers,
             requests_per_connection: config.requests.requests_per_connection,
+            close_when_done: config.network.close_when_done,
             timeout: Duration::from_millis(config.network.response_timeout_ms),
             host: config.network.host.clone(),
             path: config.network.path.clone(),
@@ -101,6 +104,8 @@ pub enum Ended {
     Broken,
     /// A reply took too long.
     TimedOut,
+    /// It sent its requests, had them answered and closed (`close_when_done`).
+    Done,
 }
 
 enum Phase {
@@ -221,9 +226,28 @@ impl Connection {
         }
         self.read_messages(client, shared, now)?;
         self.send_due(client, shared, now)?;
+        let done = self.done(client, &shared.settings);
+        if done && let Phase::Open(websocket) = &mut self.phase {
+            let mut io = Io {
+                transport: &mut self.transport,
+                out: &mut self.out,
+            };
+            let _ = websocket.close(None);
+            let _ = websocket.flush(&mut io);
+        }
         self.transport
             .send(&mut self.out)
-            .map_err(|_| Ended::Broken)
+            .map_err(|_| Ended::Broken)?;
+        if done { Err(Ended::Done) } else { Ok(()) }
+    }
+
+    /// Whether a `close_when_done` connection has sent all its requests and had them
+    /// answered.
+    fn done(&self, client: &Client, settings: &Settings) -> bool {
+        settings.close_when_done
+            && self.is_open()
+            && client.allowed(1, settings.requests_per_connection) == 0
+            && self.flow.in_flight() == 0
     }
 
     /// Sends the upgrade request and checks the response; returns whether the

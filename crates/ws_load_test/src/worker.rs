@@ -77,7 +77,11 @@ impl Worker {
         let tls = if config.network.tls {
             let name = ServerName::try_from(config.network.tls_server_name.clone())
                 .context("network.tls_server_name is not a valid server name")?;
-            Some((shoal_load_test_common::client_config(), name))
+            let mut tls = shoal_load_test_common::client_config();
+            if !config.network.tls_resumption {
+                Arc::make_mut(&mut tls).resumption = rustls::client::Resumption::disabled();
+            }
+            Some((tls, name))
         } else {
             None
         };
@@ -209,12 +213,17 @@ impl Worker {
             Ended::ClosedByServer => counters.closed_by_server += 1,
             Ended::Broken => counters.connection_errors += 1,
             Ended::TimedOut => counters.timeouts += 1,
+            Ended::Done => {}
         }
         if let Some(mut connection) = self.slots[index].connection.take() {
             let _ = self.poll.registry().deregister(connection.socket());
         }
         // Only a connection that never opened ends as `Failed`.
         self.retry_later(index, ended != Ended::Failed, now);
+        if ended == Ended::Done && self.reconnect_delay.is_zero() {
+            // A handshake-rate run: the next connection at once, not at the next tick.
+            self.open(index, now);
+        }
     }
 
     /// Schedules slot `index`'s next connection: soon after an open connection

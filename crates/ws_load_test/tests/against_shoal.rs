@@ -142,3 +142,49 @@ fn over_tls() {
     tracker.stop().unwrap();
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn connections_closed_when_done_measure_new_connections_with_and_without_resumption() {
+    let dir = std::env::temp_dir().join(format!("shoal-ws-load-churn-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let key = rcgen::KeyPair::generate().unwrap();
+    let cert = rcgen::CertificateParams::new(vec!["localhost".to_string()])
+        .unwrap()
+        .self_signed(&key)
+        .unwrap();
+    std::fs::write(dir.join("cert.pem"), cert.pem()).unwrap();
+    std::fs::write(dir.join("key.pem"), key.serialize_pem()).unwrap();
+    let tracker = tracker(Some(&dir));
+    for resumption in [true, false] {
+        let before = tracker.stats().requests.connections;
+        let mut config = load(&tracker);
+        config.duration = 1;
+        config.network.tls = true;
+        config.network.close_when_done = true;
+        config.network.reconnect_delay_ms = 0;
+        config.network.tls_resumption = resumption;
+        config.requests.requests_per_connection = 1;
+        config.requests.weight_scrape = 0;
+        let summary = shoal_ws_load_test::run_until(config, Shutdown::new()).unwrap();
+        // Each connection: a handshake, an upgrade, one announce answered, a close.
+        assert!(summary.connections_opened_per_second > 50.0, "{summary:?}");
+        let announces = summary.announce_replies_per_second;
+        let opened = summary.connections_opened_per_second;
+        assert!(
+            announces >= opened * 0.9 && announces <= opened * 1.1 + 2.0,
+            "one announce per connection: {summary:?}"
+        );
+        assert!(!summary.has_errors(), "{summary:?}");
+        assert_eq!(summary.closed_by_server_per_second, 0.0, "{summary:?}");
+        let after = tracker.stats().requests.connections;
+        let resumed = after.tls_resumed - before.tls_resumed;
+        let full = after.tls_full - before.tls_full;
+        if resumption {
+            assert!(resumed > full * 10, "resumed {resumed}, full {full}");
+        } else {
+            assert_eq!(resumed, 0, "full {full}");
+        }
+    }
+    tracker.stop().unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+}
