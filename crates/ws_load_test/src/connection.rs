@@ -232,7 +232,7 @@ impl Connection {
                 transport: &mut self.transport,
                 out: &mut self.out,
             };
-            let _ = websocket.close(None);
+            let _ = websocket.close(&mut io, None);
             let _ = websocket.flush(&mut io);
         }
         self.transport

@@ -156,6 +156,8 @@ fn connections_closed_when_done_measure_new_connections_with_and_without_resumpt
     std::fs::write(dir.join("key.pem"), key.serialize_pem()).unwrap();
     let tracker = tracker(Some(&dir));
     for resumption in [true, false] {
+        // The tracker's workers flush their counts every 100 ms: let the last run's in.
+        std::thread::sleep(std::time::Duration::from_millis(300));
         let before = tracker.stats().requests.connections;
         let mut config = load(&tracker);
         config.duration = 1;
@@ -176,13 +178,14 @@ fn connections_closed_when_done_measure_new_connections_with_and_without_resumpt
         );
         assert!(!summary.has_errors(), "{summary:?}");
         assert_eq!(summary.closed_by_server_per_second, 0.0, "{summary:?}");
+        std::thread::sleep(std::time::Duration::from_millis(300));
         let after = tracker.stats().requests.connections;
         let resumed = after.tls_resumed - before.tls_resumed;
         let full = after.tls_full - before.tls_full;
         if resumption {
             assert!(resumed > full * 10, "resumed {resumed}, full {full}");
         } else {
-            assert_eq!(resumed, 0, "full {full}");
+            assert!(resumed == 0 && full > 50, "resumed {resumed}, full {full}");
         }
     }
     tracker.stop().unwrap();
