@@ -274,7 +274,7 @@ interval = 0
         a = self.a
         unit = "conn" if a.handshakes else "msg"
         out = [f"Tracker CPUs `{self.tracker_cpus}` ({self.workers} socket worker(s)), load CPUs `{self.load_cpus}` "
-               f"({self.load_workers} load worker(s)); {a.offers} offers per announce; shoal_ws_load_test "
+               f"({self.load_workers} load worker(s)); {0 if a.handshakes else a.offers} offers per announce; shoal_ws_load_test "
                f"with {a.in_flight} requests in flight per connection; {a.rounds} rounds of "
                f"{a.duration} s, last {a.summarize} s measured; medians; the ratio is the median of per-round ratios.\n",
                (f"Handshake mode ({a.handshakes} TLS sessions): each connection is a TLS handshake, "

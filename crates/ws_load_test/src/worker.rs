@@ -34,6 +34,8 @@ const MAX_RECONNECT_DELAY: Duration = Duration::from_secs(10);
 
 struct Slot {
     client: Client,
+    /// Its TLS client, with a session store of its own, as each browser has.
+    tls: Option<TlsClient>,
     connection: Option<Box<Connection>>,
     /// When to open the next connection (while there is none).
     reconnect_at: Instant,
@@ -49,7 +51,6 @@ pub struct Worker {
     counters: Arc<SharedCounters>,
     shutdown: Shutdown,
     server: SocketAddr,
-    tls: Option<TlsClient>,
     reconnect_delay: Duration,
     tick: Duration,
 }
@@ -77,11 +78,7 @@ impl Worker {
         let tls = if config.network.tls {
             let name = ServerName::try_from(config.network.tls_server_name.clone())
                 .context("network.tls_server_name is not a valid server name")?;
-            let mut tls = shoal_load_test_common::client_config();
-            if !config.network.tls_resumption {
-                Arc::make_mut(&mut tls).resumption = rustls::client::Resumption::disabled();
-            }
-            Some((tls, name))
+            Some((shoal_load_test_common::client_config(), name))
         } else {
             None
         };
@@ -91,6 +88,12 @@ impl Worker {
         let slots = (index * per_worker..(index + 1) * per_worker)
             .map(|connection| Slot {
                 client: Client::new(connection, torrents, id_base),
+                tls: tls.as_ref().map(|(base, name)| {
+                    (
+                        browser_tls(base, config.network.tls_resumption),
+                        name.clone(),
+                    )
+                }),
                 connection: None,
                 reconnect_at: now,
                 failures: 0,
@@ -115,7 +118,6 @@ impl Worker {
             counters,
             shutdown,
             server: config.server_address,
-            tls,
             reconnect_delay: Duration::from_millis(config.network.reconnect_delay_ms),
             tick,
         })
@@ -179,11 +181,12 @@ impl Worker {
     }
 
     fn open(&mut self, index: usize, now: Instant) {
+        let tls = self.slots[index].tls.as_ref();
         let connection = TcpStream::connect(self.server)
             .ok()
             .and_then(|socket| {
                 let _ = socket.set_nodelay(true);
-                Connection::new(socket, self.tls.as_ref(), &self.shared.settings, now).ok()
+                Connection::new(socket, tls, &self.shared.settings, now).ok()
             })
             .and_then(|mut connection| {
                 self.poll
@@ -237,6 +240,19 @@ impl Worker {
         };
         slot.reconnect_at = now + reconnect_delay(self.reconnect_delay, slot.failures);
     }
+}
+
+/// One simulated browser's TLS client: `base` with a session store of its own when
+/// it resumes sessions (a store shared by every connection of a worker holds a few
+/// tickets for the one server name, so most connections would find none), or none.
+fn browser_tls(base: &Arc<rustls::ClientConfig>, resumption: bool) -> Arc<rustls::ClientConfig> {
+    let mut config = (**base).clone();
+    config.resumption = if resumption {
+        rustls::client::Resumption::in_memory_sessions(4)
+    } else {
+        rustls::client::Resumption::disabled()
+    };
+    Arc::new(config)
 }
 
 /// The wait before the next attempt after `failures` failed attempts in a row.

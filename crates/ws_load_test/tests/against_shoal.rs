@@ -161,6 +161,9 @@ fn connections_closed_when_done_measure_new_connections_with_and_without_resumpt
         let before = tracker.stats().requests.connections;
         let mut config = load(&tracker);
         config.duration = 1;
+        // More connections than one shared session store keeps tickets for: each
+        // simulated browser resumes from its own.
+        config.connections_per_worker = 32;
         config.network.tls = true;
         config.network.close_when_done = true;
         config.network.reconnect_delay_ms = 0;
