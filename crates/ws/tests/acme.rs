@@ -44,7 +44,7 @@ fn wss_is_served_with_a_certificate_obtained_from_the_ca() {
         let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         probe.local_addr().unwrap().port()
     };
-    let pebble = Pebble::start(port, 3600);
+    let mut pebble = Pebble::start(port, 3600);
     let storage = std::env::temp_dir().join(format!("shoal-wss-acme-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&storage);
     let mut config = loopback_config();
@@ -55,7 +55,7 @@ fn wss_is_served_with_a_certificate_obtained_from_the_ca() {
     config.network.acme_ca_certificates_path = pebble.api_roots();
     config.network.acme_storage_path = storage.clone();
     config.network.acme_retry_seconds = 1;
-    let tracker = shoal_ws::start(config).unwrap();
+    let tracker = shoal_ws::start(config.clone()).unwrap();
     let addr = tracker.ipv4_addr().unwrap();
     let tls = tracker.extra().tls.as_ref().expect("serving TLS");
     let status = tls.acme_status().expect("ACME on").clone();
@@ -90,6 +90,32 @@ fn wss_is_served_with_a_certificate_obtained_from_the_ca() {
         panic!("alice gets bob's offer over wss")
     };
     assert_eq!(offer.peer_id, id("bob"));
-    drop(tracker);
+    drop((alice, bob));
+    tracker.stop().unwrap();
+
+    // A restart serves the kept certificate at once and orders nothing, even with
+    // the CA down.
+    pebble.stop_ca();
+    // On another port: on io_uring a stopped tracker's listener can stay open in this
+    // process until its ring is gone.
+    config.network.address_ipv4 = "127.0.0.1:0".parse().unwrap();
+    let tracker = shoal_ws::start(config).unwrap();
+    let addr = tracker.ipv4_addr().unwrap();
+    let mut carol = wss_client(addr, &root);
+    carol.announce(torrent, id("carol"), json!({}));
+    assert!(matches!(
+        carol.receive(),
+        ServerMessage::AnnounceResponse(_)
+    ));
+    std::thread::sleep(Duration::from_millis(1500));
+    let tls = tracker.extra().tls.as_ref().expect("serving TLS");
+    let status = tls.acme_status().expect("ACME on");
+    assert_eq!(
+        (status.issued.load(Relaxed), status.failed.load(Relaxed)),
+        (0, 0),
+        "no order while the kept certificate is good"
+    );
+    drop(carol);
+    tracker.stop().unwrap();
     std::fs::remove_dir_all(&storage).unwrap();
 }
