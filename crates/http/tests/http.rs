@@ -547,3 +547,22 @@ fn private_mode_serves_keys_in_path_or_query_and_refuses_with_an_interval() {
         == 2));
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A tracker stopped and started again in one process (as the tests do, and a
+/// supervisor could) gets its port back at once. On io_uring the accept in flight
+/// kept the old listening socket alive after the stop, and the new start was refused
+/// ("another process listens on ...").
+#[test]
+fn a_tracker_stopped_and_started_again_in_one_process_gets_its_port_back() {
+    let tracker = start(loopback_config(false));
+    let addr = v4(&tracker);
+    let mut client = Connection::open(addr);
+    assert_eq!(client.get(&announce(&TORRENT, 7100, "")).status, 200);
+    tracker.stop().unwrap();
+    let mut config = loopback_config(false);
+    config.network.address_ipv4 = addr;
+    let tracker = shoal_http::start(config).expect("the same port, free again");
+    let mut client = Connection::open(addr);
+    assert_eq!(client.get(&announce(&TORRENT, 7101, "")).status, 200);
+    tracker.stop().unwrap();
+}

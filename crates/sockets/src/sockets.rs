@@ -230,6 +230,20 @@ pub fn cap_connection_buffers(
     Ok(())
 }
 
+/// Stops `listener`'s socket listening, whoever else holds a descriptor of it: the
+/// port is free again at once, and accepts waiting on it end (EINVAL). On io_uring an
+/// accept in flight keeps its listener's socket alive past the descriptor's close
+/// until the ring is torn down, so a tracker stopped and started again in one process
+/// found its port still taken; `listener` is a duplicate (`try_clone`) kept for this.
+pub fn stop_listening(listener: &TcpListener) -> std::io::Result<()> {
+    match socket2::SockRef::from(listener).shutdown(std::net::Shutdown::Both) {
+        // Linux reports ENOTCONN for a socket that was listening, and stops it all
+        // the same.
+        Err(err) if err.raw_os_error() == Some(libc::ENOTCONN) => Ok(()),
+        other => other,
+    }
+}
+
 /// Asks for a receive buffer of `size` bytes; as root, past net.core.rmem_max.
 /// Returns the size granted (what Linux reports, halved: it doubles the request).
 pub fn set_recv_buffer(socket: &Socket, size: usize) -> usize {

@@ -496,6 +496,13 @@ impl<T: TcpTracker> SocketWorker<T> {
             handshakes_per_client: RefCell::default(),
             shared,
         });
+        // Duplicates of the listeners, to stop them when the worker ends
+        // (`shoal_sockets::stop_listening` says why).
+        let stop: Vec<std::net::TcpListener> = self
+            .listeners
+            .iter()
+            .filter_map(|listener| listener.try_clone().ok())
+            .collect();
         for listener in self.listeners {
             let worker = worker.clone();
             let accepting = accept_connections(listener, move |stream, peer| {
@@ -547,6 +554,11 @@ impl<T: TcpTracker> SocketWorker<T> {
             }
         }
         T::finish(&worker);
+        for listener in &stop {
+            if let Err(err) = shoal_sockets::stop_listening(listener) {
+                log::warn!("{}: a listener did not stop: {err}", T::NAME);
+            }
+        }
         Ok(())
     }
 }
