@@ -127,7 +127,9 @@ pub struct Worker {
     shared: Arc<SharedCounters>,
     shutdown: Shutdown,
     server: SocketAddr,
-    tls: Option<(Arc<rustls::ClientConfig>, ServerName<'static>)>,
+    /// The TLS client of each connection slot (each its own session store), and the
+    /// server name.
+    tls: Option<(Vec<Arc<rustls::ClientConfig>>, ServerName<'static>)>,
     keep_alive: bool,
     timeout: Duration,
     /// Where requests are written.
@@ -164,11 +166,11 @@ impl Worker {
         let tls = if config.network.tls {
             let name = ServerName::try_from(config.network.tls_server_name.clone())
                 .context("network.tls_server_name is not a valid server name")?;
-            let mut tls = crate::tls::client_config();
-            if !config.network.tls_resumption {
-                Arc::make_mut(&mut tls).resumption = rustls::client::Resumption::disabled();
-            }
-            Some((tls, name))
+            let base = crate::tls::client_config();
+            let per_slot = (0..connections)
+                .map(|_| shoal_load_test_common::own_sessions(&base, config.network.tls_resumption))
+                .collect();
+            Some((per_slot, name))
         } else {
             None
         };
@@ -300,13 +302,15 @@ impl Worker {
         }
         let transport = match &self.tls {
             None => Transport::Plain(socket),
-            Some((config, name)) => match ClientConnection::new(config.clone(), name.clone()) {
-                Ok(tls) => Transport::Tls(socket, Box::new(tls)),
-                Err(_) => {
-                    self.counters.connection_errors += 1;
-                    return;
+            Some((configs, name)) => {
+                match ClientConnection::new(configs[index].clone(), name.clone()) {
+                    Ok(tls) => Transport::Tls(socket, Box::new(tls)),
+                    Err(_) => {
+                        self.counters.connection_errors += 1;
+                        return;
+                    }
                 }
-            },
+            }
         };
         self.counters.connections_opened += 1;
         let mut connection = Connection {

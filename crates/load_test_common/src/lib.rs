@@ -41,4 +41,4 @@ pub use report::ReportSchedule;
 pub use run::{RunShape, RunSummary, run_workers};
 pub use schedule::{Due, FixedRate};
 pub use summary::{Figure, Summary, SummaryFormat, Unit};
-pub use tls::{client_config, is_valid_server_name};
+pub use tls::{client_config, is_valid_server_name, own_sessions};

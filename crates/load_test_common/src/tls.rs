@@ -28,6 +28,24 @@ pub fn client_config() -> Arc<rustls::ClientConfig> {
     Arc::new(config)
 }
 
+/// One simulated client's TLS config: `base` with a session store of its own when it
+/// resumes sessions, as each browser or BitTorrent client has (a store shared by every
+/// connection of a worker keeps a few tickets for the one server name, so most
+/// connections would find none and a "resumed" run would be partly full
+/// handshakes), or with resumption off.
+pub fn own_sessions(
+    base: &Arc<rustls::ClientConfig>,
+    resumption: bool,
+) -> Arc<rustls::ClientConfig> {
+    let mut config = (**base).clone();
+    config.resumption = if resumption {
+        rustls::client::Resumption::in_memory_sessions(4)
+    } else {
+        rustls::client::Resumption::disabled()
+    };
+    Arc::new(config)
+}
+
 /// Whether `name` can be sent as the TLS server name (SNI): a DNS name or an IP address.
 pub fn is_valid_server_name(name: &str) -> bool {
     ServerName::try_from(name).is_ok()

@@ -90,7 +90,7 @@ impl Worker {
                 client: Client::new(connection, torrents, id_base),
                 tls: tls.as_ref().map(|(base, name)| {
                     (
-                        browser_tls(base, config.network.tls_resumption),
+                        shoal_load_test_common::own_sessions(base, config.network.tls_resumption),
                         name.clone(),
                     )
                 }),
@@ -240,19 +240,6 @@ impl Worker {
         };
         slot.reconnect_at = now + reconnect_delay(self.reconnect_delay, slot.failures);
     }
-}
-
-/// One simulated browser's TLS client: `base` with a session store of its own when
-/// it resumes sessions (a store shared by every connection of a worker holds a few
-/// tickets for the one server name, so most connections would find none), or none.
-fn browser_tls(base: &Arc<rustls::ClientConfig>, resumption: bool) -> Arc<rustls::ClientConfig> {
-    let mut config = (**base).clone();
-    config.resumption = if resumption {
-        rustls::client::Resumption::in_memory_sessions(4)
-    } else {
-        rustls::client::Resumption::disabled()
-    };
-    Arc::new(config)
 }
 
 /// The wait before the next attempt after `failures` failed attempts in a row.
