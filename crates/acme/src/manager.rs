@@ -173,8 +173,25 @@ impl Worker {
         // Whether the last attempt replaced an account the CA had forgotten (once in a
         // row, without waiting).
         let mut account_renewed = false;
+        // Whether the kept certificate was seen to load into the tracker.
+        let mut loads = false;
         loop {
-            let wait = match self.store.current(&self.settings.names) {
+            let mut kept = self.store.current(&self.settings.names);
+            if kept.is_some() && !loads {
+                // A damaged file, or a key that is not the certificate's, is ordered
+                // anew rather than left unserved until its renewal date.
+                loads = match (self.install)() {
+                    Ok(_) => true,
+                    Err(err) => {
+                        log::warn!(
+                            "{tracker}: ACME: the kept certificate does not load ({err:#}): ordering a new one"
+                        );
+                        false
+                    }
+                };
+                kept = kept.filter(|_| loads);
+            }
+            let wait = match kept {
                 Some(validity) => validity
                     .renew_at(self.settings.renew_before)
                     .duration_since(SystemTime::now())
@@ -196,6 +213,7 @@ impl Worker {
             }
             match attempt {
                 Ok(validity) => {
+                    loads = true;
                     self.status.issued.fetch_add(1, Ordering::Relaxed);
                     self.status.set_last_error(None);
                     backoff = self.settings.first_retry;

@@ -96,7 +96,7 @@ fn wss_is_served_with_a_certificate_obtained_from_the_ca() {
     // A restart serves the kept certificate at once and orders nothing, even with
     // the CA down.
     pebble.stop_ca();
-    let tracker = shoal_ws::start(config).unwrap();
+    let tracker = shoal_ws::start(config.clone()).unwrap();
     let addr = tracker.ipv4_addr().unwrap();
     let mut carol = wss_client(addr, &root);
     carol.announce(torrent, id("carol"), json!({}));
@@ -113,6 +113,31 @@ fn wss_is_served_with_a_certificate_obtained_from_the_ca() {
         "no order while the kept certificate is good"
     );
     drop(carol);
+    tracker.stop().unwrap();
+
+    // A kept key that is not the certificate's: ordered anew at start (from a CA that
+    // restarted and no longer knows the account), not left unserved until renewal.
+    let other_key = rcgen::KeyPair::generate().unwrap();
+    std::fs::write(
+        storage.join("ws/private_key.pem"),
+        other_key.serialize_pem(),
+    )
+    .unwrap();
+    pebble.start_ca();
+    let tracker = shoal_ws::start(config).unwrap();
+    let addr = tracker.ipv4_addr().unwrap();
+    let tls = tracker.extra().tls.as_ref().expect("serving TLS");
+    let status = tls.acme_status().expect("ACME on").clone();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while status.issued.load(Relaxed) == 0 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(status.issued.load(Relaxed), 1, "{:?}", status.last_error());
+    let root = CertificateDer::from(pebble.issuing_root());
+    let mut dave = wss_client(addr, &root);
+    dave.announce(torrent, id("dave"), json!({}));
+    assert!(matches!(dave.receive(), ServerMessage::AnnounceResponse(_)));
+    drop(dave);
     tracker.stop().unwrap();
     std::fs::remove_dir_all(&storage).unwrap();
 }
