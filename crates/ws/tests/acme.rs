@@ -4,12 +4,12 @@
 mod support;
 
 use std::net::{SocketAddr, TcpStream};
-use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
 
-use rustls::pki_types::{CertificateDer, ServerName};
+use rustls::pki_types::CertificateDer;
 use serde_json::json;
+use shoal_acme::AcmeStatus;
 use shoal_common::testing::Pebble;
 use shoal_ws_protocol::ServerMessage;
 use support::*;
@@ -20,22 +20,22 @@ fn wss_client(
     addr: SocketAddr,
     root: &CertificateDer<'static>,
 ) -> Client<rustls::StreamOwned<rustls::ClientConnection, TcpStream>> {
-    let mut roots = rustls::RootCertStore::empty();
-    roots.add(root.clone()).unwrap();
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let config = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    let tcp = TcpStream::connect(addr).unwrap();
-    tcp.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    let tls = rustls::ClientConnection::new(Arc::new(config), ServerName::try_from(NAME).unwrap())
-        .unwrap();
-    Client::over(
-        rustls::StreamOwned::new(tls, tcp),
-        &format!("wss://{NAME}:{}/announce", addr.port()),
-    )
+    support::wss_client(addr, root, NAME)
+}
+
+/// Waits up to 30 s for `status` to count `issued` certificates; asserts it did.
+fn wait_for_issued(status: &AcmeStatus, issued: u64, pebble: &Pebble) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while status.issued.load(Relaxed) < issued && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(
+        status.issued.load(Relaxed),
+        issued,
+        "{:?}\n{}",
+        status.last_error(),
+        pebble.log()
+    );
 }
 
 #[test]
@@ -59,17 +59,7 @@ fn wss_is_served_with_a_certificate_obtained_from_the_ca() {
     let addr = tracker.ipv4_addr().unwrap();
     let tls = tracker.extra().tls.as_ref().expect("serving TLS");
     let status = tls.acme_status().expect("ACME on").clone();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while status.issued.load(Relaxed) == 0 && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    assert_eq!(
-        status.issued.load(Relaxed),
-        1,
-        "{:?}\n{}",
-        status.last_error(),
-        pebble.log()
-    );
+    wait_for_issued(&status, 1, &pebble);
     assert!(
         storage.join("ws/certificate.pem").exists(),
         "kept under the tracker's name"
@@ -128,11 +118,7 @@ fn wss_is_served_with_a_certificate_obtained_from_the_ca() {
     let addr = tracker.ipv4_addr().unwrap();
     let tls = tracker.extra().tls.as_ref().expect("serving TLS");
     let status = tls.acme_status().expect("ACME on").clone();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while status.issued.load(Relaxed) == 0 && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    assert_eq!(status.issued.load(Relaxed), 1, "{:?}", status.last_error());
+    wait_for_issued(&status, 1, &pebble);
     let root = CertificateDer::from(pebble.issuing_root());
     let mut dave = wss_client(addr, &root);
     dave.announce(torrent, id("dave"), json!({}));

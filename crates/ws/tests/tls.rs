@@ -4,10 +4,8 @@ mod support;
 
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::time::Duration;
 
-use rustls::pki_types::{CertificateDer, ServerName};
+use rustls::pki_types::CertificateDer;
 use serde_json::json;
 use shoal_ws_protocol::ServerMessage;
 use support::*;
@@ -25,22 +23,7 @@ fn wss_client(
     addr: std::net::SocketAddr,
     trusted: &CertificateDer<'static>,
 ) -> Client<rustls::StreamOwned<rustls::ClientConnection, TcpStream>> {
-    let mut roots = rustls::RootCertStore::empty();
-    roots.add(trusted.clone()).unwrap();
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let config = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    let tcp = TcpStream::connect(addr).unwrap();
-    tcp.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    let name = ServerName::try_from("localhost").unwrap();
-    let tls = rustls::ClientConnection::new(Arc::new(config), name).unwrap();
-    Client::over(
-        rustls::StreamOwned::new(tls, tcp),
-        &format!("wss://localhost:{}/announce", addr.port()),
-    )
+    support::wss_client(addr, trusted, "localhost")
 }
 
 fn temp_dir(name: &str) -> PathBuf {

@@ -32,6 +32,21 @@ fn tracker(tls_dir: Option<&std::path::Path>) -> shoal_ws::RunningTracker {
     shoal_ws::start(config).expect("tracker starts")
 }
 
+/// A directory holding a self-signed certificate for localhost (`cert.pem`) and its
+/// key (`key.pem`), for a wss tracker.
+fn self_signed_dir(label: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("shoal-ws-load-{label}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let key = rcgen::KeyPair::generate().unwrap();
+    let cert = rcgen::CertificateParams::new(vec!["localhost".to_string()])
+        .unwrap()
+        .self_signed(&key)
+        .unwrap();
+    std::fs::write(dir.join("cert.pem"), cert.pem()).unwrap();
+    std::fs::write(dir.join("key.pem"), key.serialize_pem()).unwrap();
+    dir
+}
+
 fn load(tracker: &shoal_ws::RunningTracker) -> Config {
     let mut config = Config {
         server_address: tracker.ipv4_addr().unwrap(),
@@ -123,15 +138,7 @@ fn a_tracker_that_is_not_there_counts_failures() {
 
 #[test]
 fn over_tls() {
-    let dir = std::env::temp_dir().join(format!("shoal-ws-load-tls-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let key = rcgen::KeyPair::generate().unwrap();
-    let cert = rcgen::CertificateParams::new(vec!["localhost".to_string()])
-        .unwrap()
-        .self_signed(&key)
-        .unwrap();
-    std::fs::write(dir.join("cert.pem"), cert.pem()).unwrap();
-    std::fs::write(dir.join("key.pem"), key.serialize_pem()).unwrap();
+    let dir = self_signed_dir("tls");
     let tracker = tracker(Some(&dir));
     let mut config = load(&tracker);
     config.network.tls = true;
@@ -145,15 +152,7 @@ fn over_tls() {
 
 #[test]
 fn connections_closed_when_done_measure_new_connections_with_and_without_resumption() {
-    let dir = std::env::temp_dir().join(format!("shoal-ws-load-churn-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let key = rcgen::KeyPair::generate().unwrap();
-    let cert = rcgen::CertificateParams::new(vec!["localhost".to_string()])
-        .unwrap()
-        .self_signed(&key)
-        .unwrap();
-    std::fs::write(dir.join("cert.pem"), cert.pem()).unwrap();
-    std::fs::write(dir.join("key.pem"), key.serialize_pem()).unwrap();
+    let dir = self_signed_dir("churn");
     let tracker = tracker(Some(&dir));
     for resumption in [true, false] {
         // The tracker's workers flush their counts every 100 ms: let the last run's in.

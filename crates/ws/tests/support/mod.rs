@@ -205,3 +205,27 @@ pub fn upgrade_with_header(
         Err(other) => panic!("upgrade failed without a status: {other}"),
     }
 }
+
+/// A wss:// connection to `addr` for server name `name`, trusting only `trusted`.
+pub fn wss_client(
+    addr: SocketAddr,
+    trusted: &rustls::pki_types::CertificateDer<'static>,
+    name: &str,
+) -> Client<rustls::StreamOwned<rustls::ClientConnection, TcpStream>> {
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(trusted.clone()).unwrap();
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let tcp = TcpStream::connect(addr).unwrap();
+    tcp.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let server_name = rustls::pki_types::ServerName::try_from(name.to_owned()).unwrap();
+    let tls = rustls::ClientConnection::new(std::sync::Arc::new(config), server_name).unwrap();
+    Client::over(
+        rustls::StreamOwned::new(tls, tcp),
+        &format!("wss://{name}:{}/announce", addr.port()),
+    )
+}
