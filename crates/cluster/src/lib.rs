@@ -27,8 +27,12 @@
 //! * [`store`]: one blocking connection with timeouts.
 //! * [`values`]: keys several nodes read and then replace together, or not at all
 //!   (private mode's ledger in a cluster).
-//! * `publisher`, `reader`: the two threads.
+//! * [`relay`]: messages for one other node (WebTorrent's offers and answers)
+//!   through per-node inbox streams, and the thread that writes them.
+//! * `publisher`, `reader`: the two threads every clustered tracker runs (the reader
+//!   runs twice when messages are relayed: the shared stream and the inbox).
 
+pub mod relay;
 pub mod resp;
 pub mod store;
 pub mod values;
@@ -55,13 +59,19 @@ pub struct Changes {
     pub count: usize,
 }
 
-/// An entry of another node's changes, as every shard owner gets it.
+/// An entry of another node's changes, or of messages it relayed to this node, as
+/// every shard owner gets it.
 #[derive(Debug)]
 pub struct RemoteChanges {
-    /// Change records; each shard owner applies those of its torrents.
+    /// Change records (or relayed messages); each shard owner applies those of its
+    /// torrents.
     pub records: Vec<u8>,
     /// When the other node wrote them.
     pub written: SystemTime,
+    /// The other node's run (a random id per process, never 0): where its peers are.
+    pub origin: u64,
+    /// Whether these are messages from this node's inbox rather than changes.
+    pub relayed: bool,
 }
 
 impl RemoteChanges {
@@ -77,8 +87,10 @@ impl RemoteChanges {
 pub struct ShardPorts {
     /// Where its changes go.
     pub publish: Sender<Changes>,
-    /// Where the other nodes' changes come from.
+    /// Where the other nodes' changes (and messages relayed here) come from.
     pub remote: Receiver<Arc<RemoteChanges>>,
+    /// Where messages for other nodes go, when the tracker relays them.
+    pub relay: Option<Sender<relay::Relayed>>,
 }
 
 /// What starting the cluster threads of one tracker needs.
@@ -97,6 +109,9 @@ pub struct ClusterStart<'a> {
     pub read_from: Option<SystemTime>,
     /// Where the threads count.
     pub stats: Arc<ClusterStats>,
+    /// For a tracker whose peers are connections (WebTorrent): relay messages between
+    /// nodes through per-node inboxes, each worth delivering for this long.
+    pub relay: Option<Duration>,
 }
 
 /// Batches of changes waiting for the publisher, per shard owner; past this the
@@ -105,6 +120,9 @@ pub struct ClusterStart<'a> {
 const PUBLISH_QUEUE: usize = 1024;
 /// Entries waiting for each shard owner; the reader waits when they are full.
 const REMOTE_QUEUE: usize = 64;
+/// Batches of messages waiting for the relay writer (from every shard owner); past
+/// this they are dropped and counted.
+const RELAY_QUEUE: usize = 4096;
 /// How long either thread waits before it tries a store that failed again.
 pub const RETRY_AFTER: Duration = Duration::from_secs(1);
 
@@ -151,9 +169,17 @@ pub fn start(
 ) -> anyhow::Result<Vec<ShardPorts>> {
     // Entries are told apart by this run's origin, not the node's name: two nodes
     // that share a name (or a restarted node) still get each other's changes.
-    let origin = format!("{:016x}", rand::random::<u64>());
+    let origin_id = loop {
+        // 0 means "this node" in the relay's records.
+        let id = rand::random::<u64>();
+        if id != 0 {
+            break id;
+        }
+    };
+    let origin = format!("{origin_id:016x}");
     let node = start.config.node_name();
-    start.stats.enable();
+    let connections = if start.relay.is_some() { 0b1111 } else { 0b11 };
+    start.stats.enable(connections);
     let (publish, changes) = crossbeam_channel::bounded(PUBLISH_QUEUE);
     let (remote_senders, remote_receivers): (Vec<_>, Vec<_>) = (0..start.shards)
         .map(|_| crossbeam_channel::bounded(REMOTE_QUEUE))
@@ -174,11 +200,12 @@ pub fn start(
     let reader = reader::Reader {
         store: start.store(),
         key: start.key(),
-        origin,
-        shards: remote_senders,
+        origin: origin.clone(),
+        shards: remote_senders.clone(),
         from: start.read_from,
+        relayed: false,
         stats: start.stats.clone(),
-        shutdown,
+        shutdown: shutdown.clone(),
     };
     log::info!(
         "{} tracker: sharing swarms as node {node:?} through {} (stream {})",
@@ -194,11 +221,48 @@ pub fn start(
         reader.run();
         Ok(())
     })?;
+    let relay = match start.relay {
+        Some(lifetime) => {
+            let (relay, messages) = crossbeam_channel::bounded(RELAY_QUEUE);
+            let inbox = relay::inbox_key(&start.config.name, start.protocol, origin_id);
+            let writer = relay::RelayWriter {
+                store: start.store(),
+                name: start.config.name.clone(),
+                protocol: start.protocol,
+                origin: origin.clone(),
+                lifetime,
+                messages,
+                stats: start.stats.clone(),
+                shutdown: shutdown.clone(),
+            };
+            let inbox_reader = reader::Reader {
+                store: start.store(),
+                key: inbox,
+                origin,
+                shards: remote_senders,
+                from: None,
+                relayed: true,
+                stats: start.stats.clone(),
+                shutdown,
+            };
+            supervisor.spawn(format!("{}-relay", start.protocol), move || {
+                writer.run();
+                Ok(())
+            })?;
+            supervisor.spawn(format!("{}-inbox", start.protocol), move || {
+                inbox_reader.run();
+                Ok(())
+            })?;
+            Some(relay)
+        }
+        None => None,
+    };
     Ok(remote_receivers
         .into_iter()
         .map(|remote| ShardPorts {
             publish: publish.clone(),
             remote,
+            relay: relay.clone(),
         })
         .collect())
 }

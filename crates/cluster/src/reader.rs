@@ -27,6 +27,9 @@ pub(crate) struct Reader {
     pub(crate) origin: String,
     pub(crate) shards: Vec<Sender<Arc<RemoteChanges>>>,
     pub(crate) from: Option<SystemTime>,
+    /// Whether it reads this node's inbox (relayed messages) rather than the shared
+    /// stream of changes.
+    pub(crate) relayed: bool,
     pub(crate) stats: Arc<ClusterStats>,
     pub(crate) shutdown: Shutdown,
 }
@@ -87,7 +90,7 @@ impl Reader {
                     continue;
                 }
             };
-            self.stats.set_up(1, true);
+            self.stats.set_up(self.connection_bit(), true);
             if outage_logged {
                 log::info!("cluster: reading from {} again", self.store.address);
                 outage_logged = false;
@@ -102,24 +105,46 @@ impl Reader {
                 if entry.origin == self.origin.as_bytes() {
                     continue;
                 }
-                self.hand_out(entry);
+                let origin = std::str::from_utf8(&entry.origin)
+                    .ok()
+                    .and_then(|origin| u64::from_str_radix(origin, 16).ok())
+                    .filter(|origin| *origin != 0);
+                let Some(origin) = origin else {
+                    ClusterStats::add(&self.stats.entries_refused, 1);
+                    log::warn!("cluster: skipped stream entry {last_id}: no origin");
+                    continue;
+                };
+                self.hand_out(entry, origin);
             }
         }
     }
 
-    /// Gives one entry to every shard owner.
-    fn hand_out(&self, entry: StreamEntry) {
+    /// Which connection bit of [`ClusterStats::set_up`] this reader is.
+    fn connection_bit(&self) -> u32 {
+        if self.relayed {
+            crate::relay::RELAY_CONNECTION + 1
+        } else {
+            1
+        }
+    }
+
+    /// Gives one entry of node `origin` to every shard owner.
+    fn hand_out(&self, entry: StreamEntry, origin: u64) {
         let written = UNIX_EPOCH + Duration::from_millis(entry.written_ms);
-        let now = unix_millis(SystemTime::now());
-        self.stats.delay_ms.store(
-            now.saturating_sub(entry.written_ms),
-            std::sync::atomic::Ordering::Relaxed,
-        );
-        ClusterStats::add(&self.stats.entries_received, 1);
-        ClusterStats::add(&self.stats.bytes_received, entry.records.len() as u64);
+        if !self.relayed {
+            let now = unix_millis(SystemTime::now());
+            self.stats.delay_ms.store(
+                now.saturating_sub(entry.written_ms),
+                std::sync::atomic::Ordering::Relaxed,
+            );
+            ClusterStats::add(&self.stats.entries_received, 1);
+            ClusterStats::add(&self.stats.bytes_received, entry.records.len() as u64);
+        }
         let changes = Arc::new(RemoteChanges {
             records: entry.records,
             written,
+            origin,
+            relayed: self.relayed,
         });
         for shard in &self.shards {
             let mut message = changes.clone();
@@ -137,7 +162,7 @@ impl Reader {
 
     fn failed(&self, error: &anyhow::Error, outage_logged: &mut bool) {
         ClusterStats::add(&self.stats.store_errors, 1);
-        self.stats.set_up(1, false);
+        self.stats.set_up(self.connection_bit(), false);
         if !*outage_logged {
             log::warn!(
                 "cluster: cannot read from {}: {error:#}; serving what this node knows, \

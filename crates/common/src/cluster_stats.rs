@@ -30,8 +30,23 @@ pub struct ClusterStats {
     pub entries_refused: AtomicU64,
     /// Failed connections and commands.
     pub store_errors: AtomicU64,
+    /// Offers and answers written to other nodes' inboxes (WebTorrent).
+    pub messages_relayed: AtomicU64,
+    /// Bytes of those.
+    pub bytes_relayed: AtomicU64,
+    /// Offers and answers read from this node's inbox.
+    pub messages_received: AtomicU64,
+    /// Messages for other nodes dropped: the store was unreachable.
+    pub messages_dropped_store: AtomicU64,
+    /// Messages for other nodes dropped: the relay writer's queue was full.
+    pub messages_dropped_queue: AtomicU64,
+    /// Messages from other nodes not delivered: the peer, or its connection, was gone.
+    pub messages_undeliverable: AtomicU64,
     /// One bit per connection to the store that works now (see [`set_up`](Self::set_up)).
     store_up: AtomicU64,
+    /// The bits of `store_up` that must all be set for the store to count as up: the
+    /// publisher's and the reader's, and the relay's two when messages are relayed.
+    connections: AtomicU64,
     /// Milliseconds from the newest entry read being written by its node to being
     /// read here.
     pub delay_ms: AtomicU64,
@@ -60,19 +75,34 @@ pub struct ClusterTotals {
     pub entries_refused: u64,
     /// See [`ClusterStats::store_errors`].
     pub store_errors: u64,
-    /// 1 while both connections to the store work.
+    /// See [`ClusterStats::messages_relayed`].
+    pub messages_relayed: u64,
+    /// See [`ClusterStats::bytes_relayed`].
+    pub bytes_relayed: u64,
+    /// See [`ClusterStats::messages_received`].
+    pub messages_received: u64,
+    /// See [`ClusterStats::messages_dropped_store`].
+    pub messages_dropped_store: u64,
+    /// See [`ClusterStats::messages_dropped_queue`].
+    pub messages_dropped_queue: u64,
+    /// See [`ClusterStats::messages_undeliverable`].
+    pub messages_undeliverable: u64,
+    /// 1 while every connection to the store works.
     pub store_up: u64,
     /// See [`ClusterStats::delay_ms`].
     pub delay_ms: u64,
 }
 
 impl ClusterStats {
-    /// Marks clustering on, so that the statistics show it.
-    pub fn enable(&self) {
+    /// Marks clustering on, so that the statistics show it, with `connections` to
+    /// the store (bits of [`set_up`](Self::set_up)) that must work for it to count as up.
+    pub fn enable(&self, connections: u64) {
+        self.connections.store(connections, Relaxed);
         self.enabled.store(true, Relaxed);
     }
 
-    /// Records whether connection `which` (0: publishing, 1: reading) works.
+    /// Records whether connection `which` (0: publishing, 1: reading the shared
+    /// stream, 2: relaying, 3: reading the inbox) works.
     pub fn set_up(&self, which: u32, up: bool) {
         if up {
             self.store_up.fetch_or(1 << which, Relaxed);
@@ -103,7 +133,16 @@ impl ClusterStats {
             peers_applied: get(&self.peers_applied),
             entries_refused: get(&self.entries_refused),
             store_errors: get(&self.store_errors),
-            store_up: u64::from(get(&self.store_up) == 0b11),
+            messages_relayed: get(&self.messages_relayed),
+            bytes_relayed: get(&self.bytes_relayed),
+            messages_received: get(&self.messages_received),
+            messages_dropped_store: get(&self.messages_dropped_store),
+            messages_dropped_queue: get(&self.messages_dropped_queue),
+            messages_undeliverable: get(&self.messages_undeliverable),
+            store_up: u64::from({
+                let needed = get(&self.connections);
+                get(&self.store_up) & needed == needed
+            }),
             delay_ms: get(&self.delay_ms),
         })
     }
@@ -170,9 +209,38 @@ impl Observe for ClusterTotals {
             &[],
             self.store_errors,
         );
+        for (direction, value) in [
+            ("sent", self.messages_relayed),
+            ("received", self.messages_received),
+        ] {
+            out.counter(
+                "shoal_cluster_relayed_messages",
+                "WebTorrent offers and answers for peers on other nodes, written to their inboxes (sent) or read from this node's (received).",
+                &[("direction", direction)],
+                value,
+            );
+        }
+        out.counter(
+            "shoal_cluster_relayed_bytes",
+            "Bytes of offers and answers written to other nodes' inboxes.",
+            &[],
+            self.bytes_relayed,
+        );
+        for (reason, value) in [
+            ("store_down", self.messages_dropped_store),
+            ("queue_full", self.messages_dropped_queue),
+            ("gone", self.messages_undeliverable),
+        ] {
+            out.counter(
+                "shoal_cluster_dropped_messages",
+                "Offers and answers between nodes not delivered: the store was unreachable, the relay's queue was full, or the peer or its connection was gone.",
+                &[("reason", reason)],
+                value,
+            );
+        }
         out.gauge(
             "shoal_cluster_store_up",
-            "1 while this node can both publish to and read from the cluster store.",
+            "1 while every connection of this node to the cluster store works (publishing and reading; relaying too for WebTorrent).",
             &[],
             self.store_up as f64,
         );

@@ -441,8 +441,7 @@ impl ClusterConfig {
         if !shares_swarms {
             problems.add(
                 "store",
-                "the WebTorrent tracker cannot share swarms across nodes (its peers are \
-                 connections to this node); leave it empty",
+                "this tracker cannot share swarms across nodes; leave it empty",
             );
             return;
         }

@@ -80,6 +80,14 @@ pub trait TrackerKind: Clone + Debug + Default + PartialEq + Eq + Send + Sync + 
     /// Limits and queue sizes.
     type Limits: Section + QueueLimits + Send + Sync;
 
+    /// For a tracker whose peers are connections (WebTorrent's), how many seconds a
+    /// message for a peer on another node (an offer, an answer) is worth relaying
+    /// (`[cluster]`); `None` for trackers that relay nothing.
+    fn relay_lifetime(protocol: &Self::Protocol) -> Option<u32> {
+        let _ = protocol;
+        None
+    }
+
     /// The `[cleaning]` defaults (WebTorrent peers re-announce far more often).
     fn default_cleaning() -> CleaningConfig {
         CleaningConfig::default()

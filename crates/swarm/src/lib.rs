@@ -51,7 +51,7 @@ pub use partitions::{Located, PARTITIONS};
 pub use peer::{Peer, PeerAddr, PeerAddress, PeerData, PeerKey, V4Addr, V6Addr};
 pub use peer_list::PeerList;
 pub use peer_set::{DualStack, ListIn, PeerSet};
-pub use replication::{ChangeLog, Replicated};
+pub use replication::{ChangeLog, RemotePeer, Replicated};
 pub use snapshot::{RecordError, Restored, SnapshotData, check_records};
 pub use time::{Clock, ServerTime};
 pub use torrents::{

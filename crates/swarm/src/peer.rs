@@ -147,6 +147,15 @@ pub trait PeerData: Sized {
         true
     }
 
+    /// Whether a change from another node (`[cluster]`) carrying `incoming` may
+    /// refresh or remove the live peer that holds `self`. BitTorrent peers are their
+    /// addresses, so any node's change is about the same peer; a WebTorrent peer id
+    /// belongs to one connection, so only the node holding it speaks for it.
+    fn may_replicate(&self, incoming: &Self) -> bool {
+        let _ = incoming;
+        true
+    }
+
     /// Takes the data of a re-announce; the default replaces it.
     fn refresh(&mut self, new: Self) {
         *self = new;

@@ -15,7 +15,7 @@
 //! downloads are added: each completion is published once, by the node that saw it.
 
 use crate::InfoHash;
-use crate::peer::{Peer, PeerAddr};
+use crate::peer::{Peer, PeerAddr, PeerData, PeerKey};
 use crate::peer_list::PeerList;
 use crate::peer_set::{DualStack, PeerSet as _};
 use crate::snapshot::{Record, RecordError, Records, SnapshotData};
@@ -76,6 +76,13 @@ impl ChangeLog {
             let downloads = u32::from(announced.downloaded);
             self.record(info_hash, key, peer_timeout, seeder, extra, downloads);
         }
+    }
+
+    /// Records one change in a tracker's own format (WebTorrent's, whose peers are
+    /// peer ids on connections): `write` appends its bytes.
+    pub fn record_with(&mut self, write: impl FnOnce(&mut Vec<u8>)) {
+        write(&mut self.bytes);
+        self.changes += 1;
     }
 
     /// Bytes recorded.
@@ -245,6 +252,77 @@ impl<X: SnapshotData> TorrentMap<DualStack<X>> {
     }
 }
 
+/// One peer of another node's change, for maps whose torrents keep one list keyed by
+/// peer id (WebTorrent's, whose change records are its own).
+#[derive(Debug)]
+pub struct RemotePeer<K, X> {
+    /// The peer.
+    pub key: K,
+    /// Seconds it had to live when written; 0: it left.
+    pub left: u32,
+    /// Whether it is a seeder.
+    pub seeder: bool,
+    /// What the map keeps with it.
+    pub extra: X,
+    /// Downloads it added to the torrent's count.
+    pub downloads: u32,
+}
+
+impl<K: PeerKey, X: PeerData> TorrentMap<PeerList<K, X>> {
+    /// Applies one peer of a change written `elapsed` seconds ago, at `now`, as
+    /// [`apply_changes`](TorrentMap::apply_changes) does for BitTorrent maps: the later
+    /// expiry wins, a peer with no time left is removed, the capacity limits hold, and
+    /// a live peer the change may not touch ([`PeerData::may_replicate`]) stays as it is.
+    pub fn apply_remote_peer(
+        &mut self,
+        info_hash: &InfoHash,
+        peer: RemotePeer<K, X>,
+        elapsed: u32,
+        now: ServerTime,
+    ) -> Replicated {
+        let mut done = Replicated::default();
+        let torrent = if peer.downloads > 0 || peer.left > elapsed {
+            let may_add = self.torrents.len() < self.capacity.torrents;
+            match self
+                .torrents
+                .get_or_insert(info_hash, may_add, Torrent::new)
+            {
+                Some(torrent) => torrent,
+                None => {
+                    done.over_capacity += 1;
+                    return done;
+                }
+            }
+        } else {
+            match self.torrents.get_mut(info_hash) {
+                Some(torrent) => torrent,
+                None => {
+                    if peer.left > 0 {
+                        done.peers_expired += 1;
+                    }
+                    return done;
+                }
+            }
+        };
+        torrent.downloads.add(peer.downloads);
+        done.downloads += peer.downloads as usize;
+        let room = self.peers < self.capacity.peers
+            && torrent.peers.len() < self.capacity.peers_per_torrent;
+        let change = PeerUpdate {
+            left: peer.left,
+            elapsed,
+            seeder: peer.seeder,
+            now,
+            room,
+        }
+        .apply(&mut torrent.peers, peer.key, peer.extra, &self.peer_hasher);
+        self.peers = tally(self.peers, change);
+        done.count(change);
+        torrent.note_crowd();
+        done
+    }
+}
+
 /// The map's peer count after `change`.
 fn tally(peers: usize, change: PeerChange) -> usize {
     match change {
@@ -267,7 +345,7 @@ struct PeerUpdate {
 }
 
 impl PeerUpdate {
-    fn apply<K: PeerAddr, X: SnapshotData>(
+    fn apply<K: PeerKey, X: PeerData>(
         self,
         list: &mut PeerList<K, X>,
         key: K,
@@ -275,6 +353,13 @@ impl PeerUpdate {
         hasher: &impl std::hash::BuildHasher,
     ) -> PeerChange {
         let found = list.find(&key, hasher);
+        if let Some(position) = found {
+            let peer = &list.peers()[position];
+            if peer.expires() > self.now && !peer.extra.may_replicate(&extra) {
+                // Someone else's live peer: this node's own, or another node's.
+                return PeerChange::Nothing;
+            }
+        }
         if self.left == 0 {
             return match found {
                 Some(position) => {

@@ -76,7 +76,7 @@ pub use outbox::{Batch, Outboxes, ScrapeSplit, Sent, SwarmWorkerGone, shard_for}
 pub use per_ip::{ClientKey, ConnectionSlot, ConnectionsPerIp, OverLimit, RateTable, Verdict};
 pub use replica::{REPLICA_POLL, Replica, ShardDuties, start_replicas};
 pub use reply::{ReplyRoute, Wake, reply_capacity, reply_channel};
-pub use shard::{BitTorrentShard, ByWorker, CleaningSchedule, Shard, status_of};
+pub use shard::{BitTorrentShard, ByWorker, CleaningSchedule, Delivered, Shard, status_of};
 pub use shared_ledger::StorePairs;
 pub use snapshots::observe as observe_snapshots;
 pub use startup::{ReadySocketWorker, Startup, Threads, load_snapshot, start_threads};

@@ -80,6 +80,12 @@ impl<S: Shard> LocalSwarm<S> {
         }
     }
 
+    /// Hands the replies produced between batches (by messages other nodes relayed)
+    /// to `reply`.
+    pub fn flush_replies(&mut self, reply: &mut impl FnMut(usize, S::Reply)) {
+        self.shard.flush_replies(reply);
+    }
+
     /// Whether a cleaning pass or a snapshot is under way (its owner should come back
     /// soon).
     pub fn cleaning(&self) -> bool {

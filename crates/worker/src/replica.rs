@@ -134,6 +134,8 @@ pub fn start_replicas<K: TrackerKind>(
             peer_timeout: config.cleaning.peer_timeout,
             read_from: restored_at,
             stats: stats.clone(),
+            relay: K::relay_lifetime(&config.protocol)
+                .map(|seconds| Duration::from_secs(seconds.into())),
         },
         supervisor,
     )?;
@@ -164,29 +166,81 @@ impl Replica {
         if due {
             self.hand_over(shard);
         }
+        self.relay(shard);
         let started = Instant::now();
         let slice = CLEANING_SLICE.max(started.duration_since(self.applied) / 2);
         while let Ok(changes) = self.ports.remote.try_recv() {
             let (index, shards) = (self.index, self.shards);
             let elapsed = changes.age(SystemTime::now());
             let mine = &mut |info_hash: &[u8; 20]| shard_for(info_hash, shards) == index;
-            match shard.apply_changes(&changes.records, elapsed, now, mine) {
-                Ok(done) => ClusterStats::add(
-                    &self.stats.peers_applied,
-                    (done.peers_added + done.peers_refreshed + done.peers_removed) as u64,
-                ),
-                // Every shard reads the same entry; the first one counts it.
-                Err(error) if index == 0 => {
-                    ClusterStats::add(&self.stats.entries_refused, 1);
-                    log::warn!("cluster: an entry from another node is damaged: {error}");
+            if changes.relayed {
+                self.take_in_relayed(shard, &changes, now, mine);
+            } else {
+                match shard.apply_changes(&changes.records, elapsed, changes.origin, now, mine) {
+                    Ok(done) => ClusterStats::add(
+                        &self.stats.peers_applied,
+                        (done.peers_added + done.peers_refreshed + done.peers_removed) as u64,
+                    ),
+                    // Every shard reads the same entry; the first one counts it.
+                    Err(error) if index == 0 => {
+                        ClusterStats::add(&self.stats.entries_refused, 1);
+                        log::warn!("cluster: an entry from another node is damaged: {error}");
+                    }
+                    Err(_) => {}
                 }
-                Err(_) => {}
             }
             if started.elapsed() >= slice {
                 break;
             }
         }
         self.applied = Instant::now();
+        // Messages for other nodes that the relayed ones produced (none today: an
+        // answer from another node goes to a connection here), and those of the
+        // requests served since the last call, go at once.
+        self.relay(shard);
+    }
+
+    /// Takes in one entry of messages relayed to this node.
+    fn take_in_relayed<S: Shard>(
+        &mut self,
+        shard: &mut S,
+        changes: &shoal_cluster::RemoteChanges,
+        now: ServerTime,
+        mine: &mut dyn FnMut(&[u8; 20]) -> bool,
+    ) {
+        match shard.apply_relayed(&changes.records, changes.origin, now, mine) {
+            Ok(done) => {
+                ClusterStats::add(&self.stats.messages_received, done.delivered as u64);
+                ClusterStats::add(
+                    &self.stats.messages_undeliverable,
+                    done.undeliverable as u64,
+                );
+            }
+            Err(error) if self.index == 0 => {
+                ClusterStats::add(&self.stats.entries_refused, 1);
+                log::warn!("cluster: messages relayed by another node are damaged: {error}");
+            }
+            Err(_) => {}
+        }
+    }
+
+    /// Hands the messages recorded for other nodes to the relay writer, at once:
+    /// an offer waits for no interval.
+    fn relay<S: Shard>(&mut self, shard: &mut S) {
+        let (Some(relay), Some(log)) = (&self.ports.relay, shard.relay_log()) else {
+            return;
+        };
+        if log.is_empty() {
+            return;
+        }
+        for batch in log.take() {
+            let count = batch.count as u64;
+            if let Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) =
+                relay.try_send(batch)
+            {
+                ClusterStats::add(&self.stats.messages_dropped_queue, count);
+            }
+        }
     }
 
     /// Hands whatever changes are recorded to the publisher; counts them dropped

@@ -7,6 +7,8 @@
 
 use std::time::{Duration, Instant};
 
+use shoal_cluster::relay::RelayLog;
+
 use shoal_common::{AccessView, GaugeSlot, LargeSwarm, ShardStatus};
 use shoal_swarm::{
     BitTorrentMap, Census, ChangeLog, CleanReport, InfoHash, PeerSet, RecordError, Replicated,
@@ -54,18 +56,54 @@ pub trait Shard: Send + 'static {
         None
     }
 
-    /// Applies other nodes' changes to the torrents `mine` accepts
+    /// Applies node `origin`'s changes to the torrents `mine` accepts
     /// ([`TorrentMap::apply_changes`]), written `elapsed` seconds ago.
     fn apply_changes(
         &mut self,
         records: &[u8],
         elapsed: u32,
+        origin: u64,
         now: ServerTime,
         mine: &mut dyn FnMut(&InfoHash) -> bool,
     ) -> Result<Replicated, RecordError> {
-        let _ = (records, elapsed, now, mine);
+        let _ = (records, elapsed, origin, now, mine);
         Ok(Replicated::default())
     }
+
+    /// The messages for peers on other nodes its requests produced (WebTorrent's
+    /// offers and answers, `[cluster]`); `None` for a shard that relays none.
+    fn relay_log(&mut self) -> Option<&mut RelayLog> {
+        None
+    }
+
+    /// Takes in messages node `origin` relayed to this node for the torrents `mine`
+    /// accepts; what they produce for this node's connections waits for
+    /// [`flush_replies`](Self::flush_replies).
+    fn apply_relayed(
+        &mut self,
+        records: &[u8],
+        origin: u64,
+        now: ServerTime,
+        mine: &mut dyn FnMut(&InfoHash) -> bool,
+    ) -> Result<Delivered, String> {
+        let _ = (records, origin, now, mine);
+        Ok(Delivered::default())
+    }
+
+    /// Sends the replies produced outside [`handle`](Self::handle) (by relayed
+    /// messages) to their socket workers.
+    fn flush_replies(&mut self, reply: &mut impl FnMut(usize, Self::Reply)) {
+        let _ = reply;
+    }
+}
+
+/// What applying relayed messages did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Delivered {
+    /// Messages handed to a connection of this node.
+    pub delivered: usize,
+    /// Messages whose peer, or its connection, was gone.
+    pub undeliverable: usize,
 }
 
 /// A shard whose torrents are a [`BitTorrentMap`] (UDP's and HTTP's): it says how to
@@ -135,6 +173,7 @@ impl<T: BitTorrentShard> Shard for T {
         &mut self,
         records: &[u8],
         elapsed: u32,
+        _origin: u64,
         now: ServerTime,
         mine: &mut dyn FnMut(&InfoHash) -> bool,
     ) -> Result<Replicated, RecordError> {

@@ -118,6 +118,10 @@ impl<S: Shard, C> SwarmWorker<S, C> {
                 publish(&self.shard, &self.gauges);
             }
             self.duties.step(&mut self.shard, clock.now());
+            let routes = &self.routes;
+            self.shard.flush_replies(&mut |worker, reply| {
+                routes[worker].send(reply, shutdown);
+            });
             self.context
                 .stats
                 .swarm_busy(self.index, working_since.elapsed());

@@ -192,9 +192,17 @@ impl QueueLimits for LimitsConfig {
 impl TrackerKind for Ws {
     const ABOUT: &'static str = "shoal_ws: a WebTorrent tracker over WebSocket (ws and wss) that relays WebRTC\n\
         offers and answers between browsers.";
+    /// Peers announced to one node get offers from the peers of every node: offers
+    /// and answers for another node's peer are relayed through its inbox.
+    const SHARES_SWARMS: bool = true;
     type Network = NetworkConfig;
     type Protocol = ProtocolConfig;
     type Limits = LimitsConfig;
+
+    /// An offer is worth relaying for as long as it can be answered.
+    fn relay_lifetime(protocol: &ProtocolConfig) -> Option<u32> {
+        Some(protocol.offer_lifetime)
+    }
 
     /// Browsers re-announce every two minutes; their peers need not live an hour.
     fn default_cleaning() -> CleaningConfig {
@@ -403,13 +411,12 @@ mod tests {
     }
 
     #[test]
-    fn a_cluster_store_is_refused_with_the_reason() {
-        let err = parse_config::<Config>("[cluster]\nstore = \"127.0.0.1:6379\"\n")
+    fn a_cluster_store_is_taken_and_checked_like_the_other_trackers() {
+        let config = parse_config::<Config>("[cluster]\nstore = \"127.0.0.1:6379\"\n").unwrap();
+        assert!(config.cluster.enabled());
+        let err = parse_config::<Config>("[cluster]\nstore = \"nowhere\"\n")
             .unwrap_err()
             .to_string();
-        assert!(
-            err.contains("cluster.store: the WebTorrent tracker cannot share swarms"),
-            "{err}"
-        );
+        assert!(err.contains("cluster.store"), "{err}");
     }
 }

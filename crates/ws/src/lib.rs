@@ -31,6 +31,8 @@
 //! * `swarm`: the shard: peers by peer id (owned by their connection), offer
 //!   forwarding and answer checks; no I/O.
 //! * `messages`: what socket and swarm workers send each other; both depend on it.
+//! * `nodes`: what nodes of a cluster send each other (peer changes, relayed offers
+//!   and answers), as bytes.
 //! * `origins`: the Origin rules (which web pages may connect) and per-Origin
 //!   connection caps every socket worker shares, reloaded on SIGUSR1.
 //! * [`stats`]: counters and the statistics line.
@@ -39,6 +41,7 @@
 
 pub mod config;
 mod messages;
+mod nodes;
 mod origins;
 mod session;
 mod socket;

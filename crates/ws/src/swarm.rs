@@ -14,6 +14,14 @@
 //! `max_pending_offers`, the oldest giving way, so memory stays bounded however many
 //! offers clients send and never answer.
 //!
+//! In a cluster (`[cluster]`) a torrent also holds the peers of other nodes, each
+//! tagged with its node and its connection there ([`WsPeer::node`]), learnt from the
+//! shared stream of changes (`nodes`). An offer for such a peer is relayed to its
+//! node, which remembers it with the recipient as this node does and delivers it; the
+//! answer comes back the same way. So the rules hold across nodes: a peer id belongs
+//! to one connection of one node, and an answer is relayed only for an offer that
+//! node really delivered to the answering peer.
+//!
 //! No I/O and no clock reads: [`WsShard::handle`] takes the time and pushes the
 //! messages to send into a vector, so the tests below drive it directly.
 
@@ -21,12 +29,14 @@ use std::hash::Hasher as _;
 
 use rand::RngExt as _;
 use rand::rngs::SmallRng;
+use shoal_cluster::relay::RelayLog;
 use shoal_common::{AccessView, ShardStatus};
 use shoal_swarm::{
-    Announce, AnnounceEvent as SwarmEvent, Announced, Capacity, CleanReport, PeerData, PeerList,
-    Refused, ScrapeStats, ServerTime, TorrentMap,
+    Announce, AnnounceEvent as SwarmEvent, Announced, Capacity, ChangeLog, CleanReport, InfoHash,
+    PeerData, PeerList, RecordError, Refused, RemotePeer, Replicated, ScrapeStats, ServerTime,
+    TorrentMap,
 };
-use shoal_worker::{ByWorker, Shard, status_of};
+use shoal_worker::{ByWorker, Delivered, Shard, status_of};
 use shoal_ws_protocol::{
     AnnounceEvent, AnnounceRequest, AnnounceResponse, ForwardedAnswer, ForwardedOffer, Id20,
     ScrapeFile, ServerMessage, WebRtcAnswer,
@@ -34,6 +44,7 @@ use shoal_ws_protocol::{
 use siphasher::sip::SipHasher13;
 
 use crate::messages::{ConnectionRef, Delivery, RequestKind, SwarmRequest, ToConnection};
+use crate::nodes::{Change, Kind, PeerOn, Relayed};
 
 /// Timing the swarms need.
 #[derive(Clone, Debug)]
@@ -47,6 +58,9 @@ pub(crate) struct SwarmSettings {
     pub offer_lifetime: u32,
     /// Offers waiting for an answer that one peer may have.
     pub max_pending_offers: usize,
+    /// Whether the swarms are shared with other nodes (`[cluster]`): changes are
+    /// recorded and messages for other nodes' peers relayed.
+    pub clustered: bool,
 }
 
 /// What the tracker keeps with each WebTorrent peer.
@@ -54,17 +68,32 @@ pub(crate) struct SwarmSettings {
 pub(crate) struct WsPeer {
     /// The connection that announced the peer id, and owns it.
     connection: ConnectionRef,
-    /// Offers sent to this peer and not answered yet, oldest first.
+    /// The node that connection is on: 0 for this one, else the other node's origin
+    /// (`shoal_cluster::RemoteChanges::origin`).
+    node: u64,
+    /// Offers sent to this peer and not answered yet, oldest first (only ever for
+    /// peers of this node: another node's peer keeps its offers there).
     offers: Vec<PendingOffer>,
 }
 
 impl WsPeer {
-    /// The data an announce from `connection` brings.
+    /// The data an announce from `connection` of this node brings.
     fn on(connection: ConnectionRef) -> Self {
+        Self::remote(0, connection)
+    }
+
+    /// A peer on `connection` of node `node`.
+    fn remote(node: u64, connection: ConnectionRef) -> Self {
         Self {
             connection,
+            node,
             offers: Vec::new(),
         }
+    }
+
+    /// Whether it is on this node's connection `connection`.
+    fn is_here_on(&self, connection: ConnectionRef) -> bool {
+        self.node == 0 && self.connection == connection
     }
 }
 
@@ -73,7 +102,13 @@ impl PeerData for WsPeer {
     const SEEDERS_MEET_SEEDERS: bool = false;
 
     fn may_change(&self, by: &Self) -> bool {
-        self.connection == by.connection
+        self.node == by.node && self.connection == by.connection
+    }
+
+    /// Only the node that holds a peer speaks for it: never for this node's own, and
+    /// a peer held by one node is not taken over by another while it lives.
+    fn may_replicate(&self, incoming: &Self) -> bool {
+        self.node != 0 && self.node == incoming.node
     }
 
     fn refresh(&mut self, _: Self) {
@@ -108,10 +143,13 @@ fn per_sender_limit(limit: usize) -> usize {
     (limit / 4).max(1)
 }
 
-/// A connection in 32 bits, for [`PendingOffer::sender`]; two that share one only
-/// share a per-sender limit.
-fn sender_tag(connection: ConnectionRef) -> u32 {
-    (connection.id as u32) ^ (u32::from(connection.worker) << 20)
+/// A connection of node `node` (0: this one) in 32 bits, for
+/// [`PendingOffer::sender`]; two that share one only share a per-sender limit.
+fn sender_tag(node: u64, connection: ConnectionRef) -> u32 {
+    (connection.id as u32)
+        ^ (u32::from(connection.worker) << 20)
+        ^ (node as u32)
+        ^ (node >> 32) as u32
 }
 
 /// The torrents of one swarm worker: `shoal_swarm`'s map, one peer list per torrent.
@@ -127,8 +165,13 @@ pub(crate) struct WsShard {
     offer_keys: (u64, u64),
     /// Messages of the request being served.
     produced: Vec<(ConnectionRef, ToConnection)>,
-    /// Messages of the batch being served, by socket worker.
+    /// Messages of the batch being served, by socket worker (or of messages other
+    /// nodes relayed, until [`Shard::flush_replies`]).
     deliveries: ByWorker<Delivery>,
+    /// Changes for the other nodes, when the swarms are shared.
+    changes: Option<ChangeLog>,
+    /// Offers and answers for peers of other nodes, when the swarms are shared.
+    relay: Option<RelayLog>,
 }
 
 impl Shard for WsShard {
@@ -165,6 +208,77 @@ impl Shard for WsShard {
     fn census(&self) -> &shoal_swarm::Census {
         self.torrents.census()
     }
+
+    fn change_log(&mut self) -> Option<&mut ChangeLog> {
+        self.changes.as_mut()
+    }
+
+    fn apply_changes(
+        &mut self,
+        records: &[u8],
+        elapsed: u32,
+        origin: u64,
+        now: ServerTime,
+        mine: &mut dyn FnMut(&InfoHash) -> bool,
+    ) -> Result<Replicated, RecordError> {
+        let mut done = Replicated::default();
+        for change in Change::read_all(records)? {
+            if !mine(&change.info_hash.0) {
+                continue;
+            }
+            let peer = RemotePeer {
+                key: change.peer_id,
+                left: change.left,
+                seeder: change.seeder,
+                extra: WsPeer::remote(origin, change.connection),
+                downloads: u32::from(change.downloaded),
+            };
+            done.add(
+                self.torrents
+                    .apply_remote_peer(&change.info_hash.0, peer, elapsed, now),
+            );
+        }
+        Ok(done)
+    }
+
+    fn relay_log(&mut self) -> Option<&mut RelayLog> {
+        self.relay.as_mut()
+    }
+
+    fn apply_relayed(
+        &mut self,
+        records: &[u8],
+        origin: u64,
+        now: ServerTime,
+        mine: &mut dyn FnMut(&InfoHash) -> bool,
+    ) -> Result<Delivered, String> {
+        let mut done = Delivered::default();
+        let mut produced = std::mem::take(&mut self.produced);
+        for message in Relayed::read_all(records)? {
+            if !mine(&message.info_hash.0) {
+                continue;
+            }
+            let delivered = match message.kind {
+                Kind::Offer => self.take_in_offer(message, origin, now, &mut produced),
+                Kind::Answer => self.take_in_answer(message, &mut produced),
+            };
+            if delivered {
+                done.delivered += 1;
+            } else {
+                done.undeliverable += 1;
+            }
+            for (to, message) in produced.drain(..) {
+                self.deliveries
+                    .push(usize::from(to.worker), (to.id, message));
+            }
+        }
+        self.produced = produced;
+        Ok(done)
+    }
+
+    fn flush_replies(&mut self, reply: &mut impl FnMut(usize, Vec<Delivery>)) {
+        self.deliveries.send_all(reply);
+    }
 }
 
 impl WsShard {
@@ -172,11 +286,13 @@ impl WsShard {
     pub(crate) fn new(settings: SwarmSettings, capacity: Capacity, mut rng: SmallRng) -> Self {
         Self {
             torrents: Torrents::new(settings.peer_timeout, capacity),
-            settings,
             offer_keys: (rng.random(), rng.random()),
             rng,
             produced: Vec::new(),
             deliveries: ByWorker::default(),
+            changes: settings.clustered.then(ChangeLog::default),
+            relay: settings.clustered.then(RelayLog::default),
+            settings,
         }
     }
 
@@ -207,8 +323,12 @@ impl WsShard {
                 for (info_hash, peer_id) in peers {
                     // Only the connection's own peers; an emptied torrent stays,
                     // downloads count and all, until the next cleaning.
-                    self.torrents
-                        .remove(&info_hash.0, &peer_id, &WsPeer::on(from), now);
+                    if self
+                        .torrents
+                        .remove(&info_hash.0, &peer_id, &WsPeer::on(from), now)
+                    {
+                        self.record_change(info_hash, peer_id, 0, false, false, from);
+                    }
                 }
             }
         }
@@ -231,58 +351,64 @@ impl WsShard {
         let offer_expires = now.plus(self.settings.offer_lifetime);
         let limit = self.settings.max_pending_offers;
         let keys = self.offer_keys;
+        let seeder = request.left.map(|left| left == 0);
         let mut offers = request.offers.into_iter();
+        let relay = &mut self.relay;
+        let event = match request.event {
+            AnnounceEvent::Started => SwarmEvent::Started,
+            AnnounceEvent::Stopped => SwarmEvent::Stopped,
+            AnnounceEvent::Completed => SwarmEvent::Completed,
+            AnnounceEvent::Update => SwarmEvent::None,
+        };
         let announce = Announce {
             key: offerer,
             extra: WsPeer::on(from),
-            event: match request.event {
-                AnnounceEvent::Started => SwarmEvent::Started,
-                AnnounceEvent::Stopped => SwarmEvent::Stopped,
-                AnnounceEvent::Completed => SwarmEvent::Completed,
-                AnnounceEvent::Update => SwarmEvent::None,
-            },
-            seeder: request.left.map(|left| left == 0),
+            event,
+            seeder,
             peers_wanted: offers.len(),
         };
-        // Each chosen peer is sent one offer, and remembers it.
+        // Each chosen peer is sent one offer, and remembers it; a peer of another
+        // node is sent it through that node, which remembers it there.
         let result =
             self.torrents
                 .announce(&info_hash.0, announce, now, &mut self.rng, |recipient| {
                     let Some(offer) = offers.next() else { return };
-                    let key = offer_key(keys, &offer.offer_id, &offerer, from);
-                    let pending = &mut recipient.extra.offers;
-                    // Oldest first: expired offers are at the front. A sender at its
-                    // share gives way with its own oldest; else, at the limit, the
-                    // oldest of all does.
-                    let stale = pending
-                        .iter()
-                        .take_while(|pending| pending.expires < now)
-                        .count();
-                    pending.drain(..stale);
-                    let sender = sender_tag(from);
-                    let (mut own, mut oldest_own) = (0, None);
-                    for (at, pending) in pending.iter().enumerate() {
-                        if pending.sender == sender {
-                            own += 1;
-                            oldest_own.get_or_insert(at);
+                    let to = recipient.extra.connection;
+                    if recipient.extra.node != 0 {
+                        if let Some(relay) = relay.as_mut() {
+                            let message = Relayed {
+                                kind: Kind::Offer,
+                                info_hash,
+                                to: PeerOn {
+                                    peer_id: *recipient.key(),
+                                    connection: to,
+                                },
+                                from: PeerOn {
+                                    peer_id: offerer,
+                                    connection: from,
+                                },
+                                seeder: seeder.unwrap_or(false),
+                                offer_id: offer.offer_id,
+                                description: offer.offer,
+                            };
+                            relay.record(recipient.extra.node, |bytes| message.write(bytes));
                         }
+                        return;
                     }
-                    match oldest_own {
-                        Some(at) if own >= per_sender_limit(limit) => {
-                            pending.remove(at);
-                        }
-                        _ if pending.len() >= limit => {
-                            pending.remove(0);
-                        }
-                        _ => {}
-                    }
-                    pending.push(PendingOffer {
-                        key,
-                        expires: offer_expires,
-                        sender,
-                    });
+                    let key = offer_key(keys, &offer.offer_id, &offerer, 0, from);
+                    let sender = sender_tag(0, from);
+                    remember_offer(
+                        &mut recipient.extra.offers,
+                        PendingOffer {
+                            key,
+                            expires: offer_expires,
+                            sender,
+                        },
+                        limit,
+                        now,
+                    );
                     out.push((
-                        recipient.extra.connection,
+                        to,
                         ToConnection::Message(ServerMessage::Offer(ForwardedOffer {
                             info_hash,
                             peer_id: offerer,
@@ -292,7 +418,16 @@ impl WsShard {
                     ));
                 });
         let reply = match result {
-            Ok(Announced { counts, stored, .. }) => {
+            Ok(announced) => {
+                let Announced { counts, stored, .. } = announced;
+                if event == SwarmEvent::Stopped {
+                    self.record_change(info_hash, offerer, 0, false, false, from);
+                } else if stored {
+                    let left = self.torrents.peer_timeout();
+                    let seeder = seeder.unwrap_or(false);
+                    let downloaded = announced.downloaded;
+                    self.record_change(info_hash, offerer, left, seeder, downloaded, from);
+                }
                 let counts = ScrapeStats {
                     seeders: counts.seeders,
                     leechers: counts.leechers,
@@ -319,6 +454,30 @@ impl WsShard {
         out.push((from, reply));
     }
 
+    /// Records a change of peer `peer_id` on this node's `connection` for the other
+    /// nodes, when the swarms are shared.
+    fn record_change(
+        &mut self,
+        info_hash: Id20,
+        peer_id: Id20,
+        left: u32,
+        seeder: bool,
+        downloaded: bool,
+        connection: ConnectionRef,
+    ) {
+        if let Some(changes) = &mut self.changes {
+            let change = Change {
+                info_hash,
+                peer_id,
+                left,
+                seeder,
+                downloaded,
+                connection,
+            };
+            changes.record_with(|bytes| change.write(bytes));
+        }
+    }
+
     fn relay_answer(
         &mut self,
         request: &AnnounceRequest,
@@ -328,7 +487,7 @@ impl WsShard {
         out: &mut Vec<(ConnectionRef, ToConnection)>,
     ) {
         match self.check_answer(request, &answer, from, now) {
-            Ok(offerer) => out.push((
+            Ok((0, offerer)) => out.push((
                 offerer,
                 ToConnection::Message(ServerMessage::Answer(ForwardedAnswer {
                     info_hash: request.info_hash,
@@ -337,6 +496,28 @@ impl WsShard {
                     answer: answer.answer,
                 })),
             )),
+            Ok((node, offerer)) => {
+                // Checked here, where the offer was delivered; the offerer's node
+                // hands it to the connection that made the offer, if still there.
+                if let Some(relay) = &mut self.relay {
+                    let message = Relayed {
+                        kind: Kind::Answer,
+                        info_hash: request.info_hash,
+                        to: PeerOn {
+                            peer_id: answer.to_peer_id,
+                            connection: offerer,
+                        },
+                        from: PeerOn {
+                            peer_id: request.peer_id,
+                            connection: from,
+                        },
+                        seeder: false,
+                        offer_id: answer.offer_id,
+                        description: answer.answer,
+                    };
+                    relay.record(node, |bytes| message.write(bytes));
+                }
+            }
             Err(reason) => {
                 log::debug!("answer refused: {reason}");
                 out.push((from, ToConnection::AnswerRefused(request.info_hash)));
@@ -344,25 +525,26 @@ impl WsShard {
         }
     }
 
-    /// Uses up the pending offer an answer answers and returns the offerer's
-    /// connection, or says why the answer must not be relayed.
+    /// Uses up the pending offer an answer answers and returns the offerer's node (0:
+    /// this one) and connection there, or says why the answer must not be relayed.
     fn check_answer(
         &mut self,
         request: &AnnounceRequest,
         answer: &WebRtcAnswer,
         from: ConnectionRef,
         now: ServerTime,
-    ) -> Result<ConnectionRef, &'static str> {
+    ) -> Result<(u64, ConnectionRef), &'static str> {
         let info_hash = &request.info_hash.0;
-        let offerer = self
+        let (node, offerer) = self
             .torrents
             .peer(info_hash, &answer.to_peer_id)
-            .map(|peer| peer.extra.connection)
+            .map(|peer| (peer.extra.node, peer.extra.connection))
             .ok_or("the offering peer left")?;
         let key = offer_key(
             self.offer_keys,
             &answer.offer_id,
             &answer.to_peer_id,
+            node,
             offerer,
         );
         let expires = self.torrents.expiry(now);
@@ -371,7 +553,7 @@ impl WsShard {
             .torrents
             .peer_mut(info_hash, &request.peer_id)
             .ok_or("the answering peer is not in the swarm")?;
-        if answerer.extra.connection != from {
+        if !answerer.extra.is_here_on(from) {
             return Err("the answering peer announced on another connection");
         }
         let pending = answerer
@@ -382,8 +564,125 @@ impl WsShard {
             .ok_or("no such offer pending for the answering peer (or from its connection)")?;
         answerer.extra.offers.remove(pending);
         answerer.set_expires(expires);
-        Ok(offerer)
+        Ok((node, offerer))
     }
+
+    /// An offer another node (`origin`) relayed for a peer here: delivered to the
+    /// peer's connection and remembered with it, as this node's own offers are, so
+    /// that only the answer to it is relayed back. The offerer is taken into the
+    /// swarm as that node's peer at once (the shared stream may bring it later than
+    /// the answer comes). False when the recipient, or its connection, is gone.
+    fn take_in_offer(
+        &mut self,
+        message: Relayed,
+        origin: u64,
+        now: ServerTime,
+        out: &mut Vec<(ConnectionRef, ToConnection)>,
+    ) -> bool {
+        let info_hash = &message.info_hash.0;
+        let here = self
+            .torrents
+            .peer(info_hash, &message.to.peer_id)
+            .is_some_and(|peer| {
+                peer.expires() > now && peer.extra.is_here_on(message.to.connection)
+            });
+        if !here {
+            return false;
+        }
+        let offerer = RemotePeer {
+            key: message.from.peer_id,
+            left: self.torrents.peer_timeout(),
+            seeder: message.seeder,
+            extra: WsPeer::remote(origin, message.from.connection),
+            downloads: 0,
+        };
+        self.torrents.apply_remote_peer(info_hash, offerer, 0, now);
+        let key = offer_key(
+            self.offer_keys,
+            &message.offer_id,
+            &message.from.peer_id,
+            origin,
+            message.from.connection,
+        );
+        let pending = PendingOffer {
+            key,
+            expires: now.plus(self.settings.offer_lifetime),
+            sender: sender_tag(origin, message.from.connection),
+        };
+        let limit = self.settings.max_pending_offers;
+        let Some(recipient) = self.torrents.peer_mut(info_hash, &message.to.peer_id) else {
+            return false;
+        };
+        remember_offer(&mut recipient.extra.offers, pending, limit, now);
+        out.push((
+            message.to.connection,
+            ToConnection::Message(ServerMessage::Offer(ForwardedOffer {
+                info_hash: message.info_hash,
+                peer_id: message.from.peer_id,
+                offer_id: message.offer_id,
+                offer: message.description,
+            })),
+        ));
+        true
+    }
+
+    /// An answer another node checked against the offer it delivered: handed to the
+    /// connection that made the offer, if that connection still holds the peer id.
+    fn take_in_answer(
+        &mut self,
+        message: Relayed,
+        out: &mut Vec<(ConnectionRef, ToConnection)>,
+    ) -> bool {
+        let offerer_here = self
+            .torrents
+            .peer(&message.info_hash.0, &message.to.peer_id)
+            .is_some_and(|peer| peer.extra.is_here_on(message.to.connection));
+        if offerer_here {
+            out.push((
+                message.to.connection,
+                ToConnection::Message(ServerMessage::Answer(ForwardedAnswer {
+                    info_hash: message.info_hash,
+                    peer_id: message.from.peer_id,
+                    offer_id: message.offer_id,
+                    answer: message.description,
+                })),
+            ));
+        }
+        offerer_here
+    }
+}
+
+/// Adds an offer to a recipient's pending ones, oldest first: expired offers at the
+/// front go; a sender at its share gives way with its own oldest; else, at the limit,
+/// the oldest of all does.
+fn remember_offer(
+    pending: &mut Vec<PendingOffer>,
+    offer: PendingOffer,
+    limit: usize,
+    now: ServerTime,
+) {
+    let stale = pending
+        .iter()
+        .take_while(|pending| pending.expires < now)
+        .count();
+    pending.drain(..stale);
+    let (mut own, mut oldest_own) = (0, None);
+    for (at, pending) in pending.iter().enumerate() {
+        if pending.sender == offer.sender {
+            own += 1;
+            oldest_own.get_or_insert(at);
+        }
+    }
+    match oldest_own {
+        Some(at) if own >= per_sender_limit(limit) => {
+            pending.remove(at);
+        }
+        _ if pending.len() >= limit => {
+            pending.remove(0);
+        }
+        _ => {}
+    }
+    pending.push(offer);
 }
 
 /// Who made which offer, in 8 bytes. Keyed (random keys per swarm worker), so a
@@ -392,10 +691,17 @@ impl WsShard {
 /// it came from. With the connection in it, an answer goes only to the connection that
 /// made the offer: if that connection closed and another took the peer id over, the
 /// key no longer matches and the answer is refused instead of handed to the newcomer.
-fn offer_key(keys: (u64, u64), offer_id: &Id20, offerer: &Id20, from: ConnectionRef) -> u64 {
+fn offer_key(
+    keys: (u64, u64),
+    offer_id: &Id20,
+    offerer: &Id20,
+    node: u64,
+    from: ConnectionRef,
+) -> u64 {
     let mut hasher = SipHasher13::new_with_keys(keys.0, keys.1);
     hasher.write(&offer_id.0);
     hasher.write(&offerer.0);
+    hasher.write_u64(node);
     hasher.write_u16(from.worker);
     hasher.write_u64(from.id);
     hasher.finish()
@@ -419,6 +725,9 @@ fn announce_reply(info_hash: Id20, counts: ScrapeFile, interval: u32) -> ToConne
 }
 
 #[cfg(test)]
+mod cluster_tests;
+
+#[cfg(test)]
 mod tests {
     use rand::SeedableRng as _;
     use serde_json::value::RawValue;
@@ -426,7 +735,7 @@ mod tests {
 
     use super::*;
 
-    fn settings() -> SwarmSettings {
+    pub(super) fn settings() -> SwarmSettings {
         SwarmSettings {
             interval: std::sync::Arc::new(shoal_worker::AnnounceInterval::new(
                 shoal_worker::IntervalSettings {
@@ -443,6 +752,7 @@ mod tests {
             peer_timeout: 300,
             offer_lifetime: 60,
             max_pending_offers: 3,
+            clustered: false,
         }
     }
     const HASH: Id20 = Id20([7; 20]);

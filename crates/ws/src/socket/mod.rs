@@ -104,6 +104,7 @@ impl TcpTracker for WsTracker {
             peer_timeout: config.cleaning.peer_timeout,
             offer_lifetime: config.protocol.offer_lifetime,
             max_pending_offers: config.protocol.max_pending_offers,
+            clustered: config.cluster.enabled(),
         };
         WsShard::new(settings, shard_capacity(config), rand::make_rng())
     }
@@ -171,6 +172,14 @@ impl TcpTracker for WsTracker {
             router.flush();
         }
         let shed = router.link.tick(&worker.context.access);
+        // What messages relayed by other nodes produced for the torrents kept here.
+        let mut relayed = Vec::new();
+        if let Some(local) = router.link.local() {
+            local.flush_replies(&mut |_, deliveries| relayed.push(deliveries));
+        }
+        for deliveries in relayed {
+            router.deliver(deliveries);
+        }
         worker.count(|counters| counters.shed += shed);
         worker.counters.borrow_mut().offers_dropped += router.take_offers_dropped();
         // A gauge: set, not added like the counters flushed after this tick.
