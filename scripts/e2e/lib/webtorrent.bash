@@ -82,7 +82,21 @@ wt_scrape_expect() {
     say "scrape $4: $out"
 }
 
-# wt_transfer NAME TRACKER_URL
+# wt_scrape_both INFO_HASH S,L,D WHY: the expected counts at every tracker of the
+# transfer (two when the seeder and the leecher use different nodes of a cluster).
+wt_scrape_both() {
+    local url
+    for url in "${WT_URLS[@]}"; do
+        wt_scrape_expect "$url" "$1" "$2" "$3 (${url%/announce})"
+    done
+}
+
+# wt_transfer NAME TRACKER_URL [LEECHER_TRACKER_URL]
+#
+# With a second URL the leecher's .torrent names only that tracker (another node of a
+# cluster): the same file, so the same info hash, and every scrape is checked on both.
+# WT_TRACKER_PROCS names the background processes of the trackers ("tracker" unless
+# set), which must stay up while the test waits for the peers.
 #
 # With WT_ON_TORRENT set, that function is called with the info hash once the torrent
 # is made, before anything announces (a private tracker's test registers it).
@@ -106,44 +120,51 @@ wt_scrape_expect() {
 # The peers can only have met through the tracker: DHT, LSD, ut_pex, UPnP and NAT-PMP
 # are off, and a WebRTC connection needs the offer and answer the tracker relays.
 wt_transfer() {
-    local name=$1 url=$2 started=$SECONDS
+    local name=$1 url=$2 leech_url=${3:-$2} started=$SECONDS
     local dir="$WORK/$name"
+    # shellcheck disable=SC2206 # process names, split on purpose
+    local trackers=(${WT_TRACKER_PROCS:-tracker})
+    WT_URLS=("$url")
+    [ "$leech_url" = "$url" ] || WT_URLS+=("$leech_url")
     mkdir -p "$dir/seed" "$dir/leech"
-    say "--- $name: WebTorrent seeder and leecher, tracker $url"
+    say "--- $name: WebTorrent seeder ($url) and leecher ($leech_url)"
 
     random_file "$dir/seed/data.bin" 6
-    local info_hash
+    local info_hash leech_hash
     info_hash=$("${WT_TOOLS[@]}" make-torrent "$dir/seed/data.bin" "$url" "$dir/test.torrent") ||
         fail "could not make the torrent"
+    leech_hash=$("${WT_TOOLS[@]}" make-torrent "$dir/seed/data.bin" "$leech_url" "$dir/leech.torrent") ||
+        fail "could not make the leecher's torrent"
+    [ "$leech_hash" = "$info_hash" ] || fail "the two torrents differ: $info_hash, $leech_hash"
     say "torrent $info_hash"
     # A private tracker serves registered torrents only: the caller registers it.
     if [ -n "${WT_ON_TORRENT:-}" ]; then "$WT_ON_TORRENT" "$info_hash"; fi
-    wt_scrape_expect "$url" "$info_hash" 0,0,0 "before any announce"
+    wt_scrape_both "$info_hash" 0,0,0 "before any announce"
 
     start_bg "$name-seeder" "${WT_PEER[@]}" seed "$dir/test.torrent" "$dir/seed" \
         "$dir/seeder.status" $((1024 * 1024))
-    wait_for_line "$dir/seeder.status" seeding 20 "$name-seeder" tracker
-    wt_scrape_expect "$url" "$info_hash" 1,0,1 "with the seeder"
+    wait_for_line "$dir/seeder.status" seeding 20 "$name-seeder" "${trackers[@]}"
+    wt_scrape_both "$info_hash" 1,0,1 "with the seeder"
 
-    start_bg "$name-leecher" "${WT_PEER[@]}" leech "$dir/test.torrent" "$dir/leech" \
+    start_bg "$name-leecher" "${WT_PEER[@]}" leech "$dir/leech.torrent" "$dir/leech" \
         "$dir/leecher.status"
-    wait_for_line "$dir/leecher.status" announced 20 "$name-leecher" "$name-seeder" tracker
+    wait_for_line "$dir/leecher.status" announced 20 "$name-leecher" "$name-seeder" "${trackers[@]}"
     if grep -qxF finished "$dir/leecher.status"; then
         fail "the leecher finished before it could be scraped as a leecher (upload limit ignored?)"
     fi
-    wt_scrape_expect "$url" "$info_hash" 1,1,1 "while the leecher downloads"
+    wt_scrape_both "$info_hash" 1,1,1 "while the leecher downloads"
 
-    wait_for_line "$dir/leecher.status" finished 40 "$name-leecher" "$name-seeder" tracker
+    wait_for_line "$dir/leecher.status" finished 40 "$name-leecher" "$name-seeder" "${trackers[@]}"
     same_sha256 "$dir/seed/data.bin" "$dir/leech/data.bin"
-    wt_scrape_expect "$url" "$info_hash" 2,0,2 "after the download"
+    wt_scrape_both "$info_hash" 2,0,2 "after the download"
 
     stop_bg "$name-leecher"
     grep -qxF stopped "$dir/leecher.status" || fail "the leecher did not stop cleanly"
-    wt_scrape_expect "$url" "$info_hash" 1,0,2 "after the leecher left"
+    wt_scrape_both "$info_hash" 1,0,2 "after the leecher left"
 
     stop_bg "$name-seeder"
     grep -qxF stopped "$dir/seeder.status" || fail "the seeder did not stop cleanly"
-    wt_scrape_expect "$url" "$info_hash" 0,0,2 "after the seeder left"
+    wt_scrape_both "$info_hash" 0,0,2 "after the seeder left"
 
     say "--- $name: passed in $((SECONDS - started))s"
 }
