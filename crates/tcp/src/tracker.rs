@@ -91,6 +91,11 @@ pub struct TcpSettings {
     pub connection_buffers: (usize, usize),
 }
 
+/// How often a socket worker that keeps the torrents of a relaying tracker (WebTorrent
+/// in a cluster) takes in what other nodes relayed: the wait an offer from another
+/// node may add, about 500 short wake-ups a second.
+const RELAY_TICK: Duration = Duration::from_millis(2);
+
 /// What makes a TCP tracker its own.
 pub trait TcpTracker: Sized + 'static {
     /// Its config sections.
@@ -525,7 +530,15 @@ impl<T: TcpTracker> SocketWorker<T> {
         // A socket worker that keeps replicated torrents applies other nodes' changes
         // on its tick: then it ticks more often.
         let every = if worker.config.cluster.enabled() && local_kept {
-            shoal_worker::REPLICA_POLL
+            if <T::Kind as shoal_common::TrackerKind>::relay_lifetime(&worker.config.protocol)
+                .is_some()
+            {
+                // Messages other nodes relay to its peers are taken in on the tick:
+                // a short one keeps an offer's wait short.
+                RELAY_TICK
+            } else {
+                shoal_worker::REPLICA_POLL
+            }
         } else {
             Shutdown::POLL_INTERVAL
         };

@@ -62,6 +62,7 @@ impl<S: Shard> LocalSwarm<S> {
     /// Serves a batch as a swarm worker would, handing the replies to `reply`.
     pub fn handle(&mut self, batch: S::Batch, reply: &mut impl FnMut(usize, S::Reply)) {
         self.serve(|shard, now| shard.handle(batch, now, reply));
+        self.duties.relay(&mut self.shard);
     }
 
     /// Cleans a slice of the shard if a pass is due, and writes a slice of a snapshot

@@ -101,6 +101,25 @@ impl ShardDuties {
         }
     }
 
+    /// What the owner should also wake for while it waits for requests: the entries of
+    /// a replica that relays messages (an offer waits for no poll).
+    pub fn wake_on(
+        &self,
+    ) -> Option<&crossbeam_channel::Receiver<Arc<shoal_cluster::RemoteChanges>>> {
+        self.replica
+            .as_ref()
+            .filter(|replica| replica.ports.relay.is_some())
+            .map(|replica| &replica.ports.remote)
+    }
+
+    /// Hands the messages its requests recorded for other nodes to the relay at once
+    /// (after each batch of an owner that serves between ticks).
+    pub fn relay<S: Shard>(&mut self, shard: &mut S) {
+        if let Some(replica) = &mut self.replica {
+            replica.relay(shard);
+        }
+    }
+
     /// At shutdown: the last snapshot, the last changes.
     pub fn finish<S: Shard>(&mut self, shard: &mut S, now: ServerTime) {
         if let Some(snapshots) = self.snapshots.take() {

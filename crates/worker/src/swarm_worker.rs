@@ -93,7 +93,27 @@ impl<S: Shard, C> SwarmWorker<S, C> {
             } else {
                 self.duties.longest_wait(Shutdown::POLL_INTERVAL)
             };
-            let received = self.requests.recv_timeout(wait);
+            let received = match self.duties.wake_on() {
+                // Relayed messages wake the worker as requests do.
+                Some(remote) => {
+                    let mut select = crossbeam_channel::Select::new();
+                    let requests = select.recv(&self.requests);
+                    select.recv(remote);
+                    match select.ready_timeout(wait) {
+                        Ok(ready) if ready == requests => match self.requests.try_recv() {
+                            Ok(batch) => Ok(batch),
+                            Err(crossbeam_channel::TryRecvError::Empty) => {
+                                Err(RecvTimeoutError::Timeout)
+                            }
+                            Err(crossbeam_channel::TryRecvError::Disconnected) => {
+                                Err(RecvTimeoutError::Disconnected)
+                            }
+                        },
+                        _ => Err(RecvTimeoutError::Timeout),
+                    }
+                }
+                None => self.requests.recv_timeout(wait),
+            };
             // Everything from here to the next wait is work (busy time, for the
             // adaptive interval).
             let working_since = std::time::Instant::now();
