@@ -66,6 +66,11 @@ pub mod fuzzing {
     pub fn ws_session(data: &[u8]) {
         crate::session::rig::fuzz(data);
     }
+
+    /// `fuzz/fuzz_targets/ws_cluster.rs`.
+    pub fn ws_cluster(data: &[u8]) {
+        crate::swarm::fuzz_cluster(data);
+    }
 }
 
 /// How `shoal_ws` introduces itself.

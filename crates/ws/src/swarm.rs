@@ -724,6 +724,82 @@ fn announce_reply(info_hash: Id20, counts: ScrapeFile, interval: u32) -> ToConne
     }))
 }
 
+/// `fuzz/fuzz_targets/ws_cluster.rs`: any bytes as another node's changes and as
+/// messages it relayed, into a clustered shard that holds one peer of its own
+/// (torrent `[7; 20]`, peer `[1; 20]`, connection 0/1, which relayed messages can name):
+/// never a panic, the counts stay true, and every message delivered goes to that one
+/// connection.
+#[cfg(fuzzing)]
+pub(crate) fn fuzz_cluster(data: &[u8]) {
+    use rand::SeedableRng as _;
+    let Some((&split, rest)) = data.split_first() else {
+        return;
+    };
+    let (changes, relayed) = rest.split_at(usize::from(split).min(rest.len()));
+    let settings = SwarmSettings {
+        interval: std::sync::Arc::new(shoal_worker::AnnounceInterval::new(
+            shoal_worker::IntervalSettings {
+                adaptive: false,
+                min: 120,
+                max: 120,
+                target_load: 0.7,
+                jitter_percent: 0,
+                grace: 180,
+                min_share: 0.5,
+                ceiling: u32::MAX,
+            },
+        )),
+        peer_timeout: 300,
+        offer_lifetime: 60,
+        max_pending_offers: 4,
+        clustered: true,
+    };
+    let capacity = Capacity {
+        torrents: 8,
+        peers: 64,
+        peers_per_torrent: 16,
+    };
+    let mut shard = WsShard::new(settings, capacity, SmallRng::seed_from_u64(1));
+    let here = ConnectionRef { worker: 0, id: 1 };
+    let request = AnnounceRequest {
+        info_hash: Id20([7; 20]),
+        peer_id: Id20([1; 20]),
+        event: AnnounceEvent::Started,
+        left: Some(1),
+        uploaded: None,
+        downloaded: None,
+        numwant: None,
+        offers: Vec::new(),
+        answer: None,
+    };
+    let mut out = Vec::new();
+    shard.serve(
+        SwarmRequest {
+            from: here,
+            kind: RequestKind::Announce(Box::new(request)),
+        },
+        ServerTime(5),
+        &mut out,
+    );
+    let _ = shard.apply_changes(changes, 0, 0xa, ServerTime(5), &mut |_| true);
+    let _ = shard.apply_relayed(relayed, 0xa, ServerTime(6), &mut |_| true);
+    let mut delivered = Vec::new();
+    shard.flush_replies(&mut |worker, deliveries| delivered.push((worker, deliveries)));
+    for (worker, deliveries) in delivered {
+        assert_eq!(worker, 0);
+        assert!(deliveries.iter().all(|(id, _)| *id == 1));
+    }
+    assert!(shard.torrents.torrent_count() <= capacity.torrents);
+    assert!(shard.torrents.peer_count() <= capacity.peers);
+    let counted: usize = shard
+        .torrents
+        .scrape_all()
+        .iter()
+        .map(|(_, stats)| (stats.seeders + stats.leechers) as usize)
+        .sum();
+    assert_eq!(counted, shard.torrents.peer_count());
+}
+
 #[cfg(test)]
 mod cluster_tests;
 
