@@ -42,9 +42,11 @@ from redislib import Redis  # noqa: E402
 class WebSocket:
     """A minimal blocking WebSocket client: text frames out (masked), text frames in."""
 
-    def __init__(self, port):
+    def __init__(self, port, wrap=None):
         self.sock = socket.create_connection(("127.0.0.1", port), timeout=10)
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if wrap:
+            self.sock = wrap(self.sock)
         key = base64.b64encode(os.urandom(16)).decode()
         self.sock.sendall(
             (f"GET /announce HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUpgrade: websocket\r\n"

@@ -23,7 +23,8 @@
 //! * [`config`]: the WebTorrent sections of the config, documented once (`-p`).
 //! * `session`: a connection's rules after its opening request, without I/O
 //!   (sans-IO): fed bytes, queued messages and the time, it says write, wait or
-//!   close; WebSocket framing (tungstenite over in-memory buffers), per-connection
+//!   close; WebSocket framing (`shoal_ws_protocol::frames`, in the worker's read
+//!   buffer, no buffer per idle connection), per-connection
 //!   limits; unit-tested and fuzzed (`ws_session`) without sockets.
 //! * `socket`: the opening HTTP request, the glommio driver of each session, the
 //!   queues and the router to swarm workers, and `WsTracker`, what makes WebTorrent a

@@ -5,8 +5,10 @@
 //! write frames by a deadline, wait for the client until a deadline, or close. It
 //! never touches a socket or a clock: the glommio task in `socket::connection` drives
 //! it, another I/O backend can drive the same rules, and the tests below and the
-//! `ws_session` fuzz target drive it with no sockets at all. tungstenite does the
-//! framing over in-memory buffers ([`Io`]).
+//! `ws_session` fuzz target drive it with no sockets at all. Frames are read where
+//! the bytes lie and written straight into the output
+//! (`shoal_ws_protocol::frames`): between messages a session holds no buffer of its
+//! own, and its output buffer is the worker's, borrowed for a write ([`Host::buffer`]).
 //!
 //! Closing reasons, each counted: idle timeout, a message or frame over its size
 //! limit (close code 1009), a binary message (1003), a protocol error (1002), a full
@@ -15,7 +17,6 @@
 
 use std::cell::RefMut;
 use std::collections::VecDeque;
-use std::io::{self, Read, Write};
 use std::net::{IpAddr, SocketAddr};
 use std::rc::Rc;
 use std::time::{Duration, Instant};
@@ -25,15 +26,14 @@ use shoal_common::left_out;
 use shoal_private::{KeyDigest, Refusal as PrivateRefusal};
 use shoal_swarm::ServerTime;
 use shoal_worker::{ScrapeSplit, Verdict, shard_for};
-use shoal_ws_protocol::frames::FrameScanner;
+use shoal_ws_protocol::frames::{
+    Event, FrameError, MessageReader, write_close, write_empty_close, write_pong, write_text,
+};
 use shoal_ws_protocol::{
     Action, AnnounceEvent, AnnounceRequest, ClientMessage, ErrorResponse, Id20, RawJson,
     ScrapeFile, ScrapeRequest, ScrapeResponse, ServerMessage, parse_client_message,
     write_server_message,
 };
-use tungstenite::protocol::frame::coding::CloseCode;
-use tungstenite::protocol::{CloseFrame, Role, WebSocketConfig, WebSocketContext};
-use tungstenite::{Error as WsError, Message};
 
 use crate::Config;
 use crate::messages::{ConnectionRef, RequestKind, SwarmRequest, ToConnection};
@@ -63,22 +63,13 @@ pub(crate) const PEER_ID_TAKEN: &str = "peer_id is in use by another connection"
 
 /// How long writing to a client may take before the connection is given up.
 const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
-/// Bytes read from the socket at a time.
-pub(crate) const READ_CHUNK: usize = 4096;
-/// Capacity the write buffer keeps once nothing more waits to be written. A burst of
-/// offers grows it; kept at that size, every connection that once had a burst would
-/// hold it while idle (10,000 connections held about 450 MB so in a heap profile under
-/// ws_bench's load). A connection with more waiting keeps it for the next write.
-const WRITE_BUFFER_KEPT: usize = 8 * 1024;
-
-/// tungstenite's settings for a connection: frames written out as they are made (the
-/// task writes them), reads and sizes within the configured limits.
-fn websocket_config(limits: &crate::config::LimitsConfig) -> WebSocketConfig {
-    WebSocketConfig::default()
-        .read_buffer_size(READ_CHUNK)
-        .write_buffer_size(0)
-        .max_message_size(Some(limits.max_message_size))
-        .max_frame_size(Some(limits.max_frame_size))
+/// Close codes (RFC 6455, 7.4.1).
+mod close_code {
+    pub(super) const AWAY: u16 = 1001;
+    pub(super) const UNSUPPORTED: u16 = 1003;
+    pub(super) const POLICY: u16 = 1008;
+    pub(super) const SIZE: u16 = 1009;
+    pub(super) const AGAIN: u16 = 1013;
 }
 
 /// What a session needs from the socket worker that runs it: the config, per-client
@@ -123,6 +114,11 @@ pub(crate) trait Host {
     fn note_receiving(&self, queue: &ConnectionQueue, bytes: usize);
     /// Forgets a closed connection.
     fn unregister(&self, connection: ConnectionRef);
+    /// An empty buffer to write frames into, from the worker's spares: a connection
+    /// holds one only while it has something to write.
+    fn buffer(&self) -> Vec<u8>;
+    /// Gives a buffer back, written out, for another connection's next write.
+    fn recycle(&self, buffer: Vec<u8>);
     /// Seconds a client whose request was shed is told to wait: the current interval
     /// spread over one to two.
     fn backoff_interval(&self) -> u32;
@@ -148,33 +144,6 @@ pub(crate) enum Next {
     },
     /// The connection ends (after [`Session::leave`]).
     Close,
-}
-
-/// tungstenite's view of the connection: bytes already read from the socket in,
-/// frames to write out.
-struct Io<'a, 'b> {
-    input: &'a mut &'b [u8],
-    output: &'a mut Vec<u8>,
-}
-
-impl Read for Io<'_, '_> {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        if self.input.is_empty() {
-            return Err(io::ErrorKind::WouldBlock.into());
-        }
-        Read::read(self.input, buf)
-    }
-}
-
-impl Write for Io<'_, '_> {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.output.extend_from_slice(buf);
-        Ok(buf.len())
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
-    }
 }
 
 /// What a connection may spend per second: a token bucket refilled every second
@@ -232,13 +201,15 @@ pub(crate) struct Session<'a, H: Host> {
     peer: SocketAddr,
     /// In private mode, the digest of the passkey the connection was opened with.
     key: Option<KeyDigest>,
-    websocket: WebSocketContext,
-    /// Where the client's byte stream stands between frames, to know when the read
-    /// buffer tungstenite grew for a large message can go ([`Session::shrink_read_buffer`]).
-    frames: FrameScanner,
+    /// The client's frames; holds bytes only for a frame split across reads or a
+    /// message sent in fragments.
+    reader: MessageReader,
+    /// Bytes that came with the opening request, served by [`Session::start`].
+    leftover: Vec<u8>,
     connection: ConnectionRef,
     queue: Rc<ConnectionQueue>,
-    /// Frames waiting to be written to the socket.
+    /// Frames waiting to be written to the socket: a buffer of the worker's while
+    /// there are any, none otherwise.
     out: Vec<u8>,
     /// The info hashes this connection announced, with the peer id used.
     announced: HashMap<Id20, Id20>,
@@ -289,19 +260,13 @@ impl<'a, H: Host> Session<'a, H> {
         now: Instant,
     ) -> Self {
         let limits = &host.config().limits;
-        let mut frames = FrameScanner::new();
-        frames.scan(&leftover);
         let idle = Duration::from_secs(host.config().network.idle_timeout.into());
         Self {
             host,
             peer,
             key: None,
-            websocket: WebSocketContext::from_partially_read(
-                leftover,
-                Role::Server,
-                Some(websocket_config(limits)),
-            ),
-            frames,
+            reader: MessageReader::new(limits.max_frame_size, limits.max_message_size),
+            leftover,
             connection,
             queue,
             out: Vec::new(),
@@ -342,7 +307,8 @@ impl<'a, H: Host> Session<'a, H> {
     /// handshake's time, not the idle timeout's, so slots cannot be held for minutes
     /// by connections that never say anything.
     pub(crate) fn start(&mut self, now: Instant) -> bool {
-        let heard = self.feed(&[], now);
+        let mut leftover = std::mem::take(&mut self.leftover);
+        let heard = self.feed(&mut leftover, now);
         if !heard {
             let first_message =
                 Duration::from_secs(self.host.config().network.handshake_timeout.into());
@@ -364,10 +330,8 @@ impl<'a, H: Host> Session<'a, H> {
             }
             if self.queue.overflowed() && !self.closing {
                 let reason = self.report_overflow(now);
-                self.close(CloseCode::Policy, reason);
+                self.close(close_code::POLICY, reason);
             }
-            self.flush_frames();
-            self.shrink_read_buffer();
             self.queue.set_writing(self.out.len());
             if !self.out.is_empty() {
                 return Next::Write {
@@ -380,7 +344,7 @@ impl<'a, H: Host> Session<'a, H> {
             let deadline = self.heard + self.allowed;
             if now >= deadline {
                 self.host.counters().idle_timeouts += 1;
-                self.close(CloseCode::Away, "idle timeout");
+                self.close(close_code::AWAY, "idle timeout");
                 continue;
             }
             return Next::Wait { deadline };
@@ -390,7 +354,8 @@ impl<'a, H: Host> Session<'a, H> {
     /// Bytes read from the client at `now`; returns whether a tracker message was
     /// among them (idleness is measured in tracker messages, not bytes: a client that
     /// drips bytes, or only pings, does not keep its slot).
-    pub(crate) fn received(&mut self, bytes: &[u8], now: Instant) -> bool {
+    /// The bytes are the driver's read buffer: frames are unmasked in it.
+    pub(crate) fn received(&mut self, bytes: &mut [u8], now: Instant) -> bool {
         let heard = self.feed(bytes, now);
         if heard {
             self.heard = now;
@@ -414,7 +379,8 @@ impl<'a, H: Host> Session<'a, H> {
     pub(crate) fn written(&mut self) {
         self.out.clear();
         if self.queue.is_empty() {
-            self.out.shrink_to(WRITE_BUFFER_KEPT);
+            // Nothing more to write soon: the buffer goes back to the worker.
+            self.host.recycle(std::mem::take(&mut self.out));
         }
         self.queue.set_writing(0);
     }
@@ -430,6 +396,7 @@ impl<'a, H: Host> Session<'a, H> {
         }
         self.queue.set_writing(0);
         self.out.clear();
+        self.host.recycle(std::mem::take(&mut self.out));
         self.closing = true;
         self.broken = true;
     }
@@ -438,7 +405,7 @@ impl<'a, H: Host> Session<'a, H> {
     /// and this connection had been quiet the longest.
     pub(crate) fn evicted(&mut self) {
         if !self.closing {
-            self.close(CloseCode::Again, "tracker full, try again later");
+            self.close(close_code::AGAIN, "tracker full, try again later");
         }
     }
 
@@ -498,116 +465,62 @@ impl<'a, H: Host> Session<'a, H> {
         }
     }
 
-    /// Replaces tungstenite's context with a fresh one once a frame larger than its
-    /// initial read buffer arrived and the stream is between messages again.
-    /// tungstenite keeps the capacity of the largest frame it read for the life of
-    /// the connection: without this, every browser that once sent a large announce
-    /// (offers with their session descriptions, up to `limits.max_message_size`)
-    /// would hold that much for hours, and a client could make each of its
-    /// connections hold it with one message. Between messages, after the flush, the
-    /// context holds nothing a fresh one lacks: no partial frame or message, nothing
-    /// to send, and the connection is open (not `closing`).
-    fn shrink_read_buffer(&mut self) {
-        if self.closing
-            || !self.frames.between_messages()
-            || self.frames.largest() <= READ_CHUNK as u64
-        {
-            return;
+    /// The buffer to write frames into: the worker's, taken when the first frame
+    /// since the last write is written.
+    fn out(&mut self) -> &mut Vec<u8> {
+        if self.out.capacity() == 0 {
+            self.out = self.host.buffer();
         }
-        self.frames.take_largest();
-        self.websocket = WebSocketContext::new(
-            Role::Server,
-            Some(websocket_config(&self.host.config().limits)),
-        );
+        &mut self.out
     }
 
-    /// Moves the frames tungstenite queued (pongs, a close) into `out`.
-    fn flush_frames(&mut self) {
-        let _ = self.websocket.flush(&mut Io {
-            input: &mut &[][..],
-            output: &mut self.out,
-        });
-    }
-
-    /// Hands bytes to tungstenite and serves every complete message; returns whether
-    /// there was a tracker message among them.
-    ///
-    /// A large message and the start of the next can come in one read, and then the
-    /// stream is never between messages after a read: tungstenite gets the bytes up
-    /// to the last point between messages first, and its grown buffer goes there.
-    /// Otherwise a client could keep each connection's 64 KiB with one write of a
-    /// large message and one byte more.
-    fn feed(&mut self, bytes: &[u8], now: Instant) -> bool {
-        let boundary = self.frames.last_boundary(bytes);
-        if boundary == 0 || boundary == bytes.len() {
-            return self.feed_part(bytes, now);
-        }
-        let heard = self.feed_part(&bytes[..boundary], now);
-        self.flush_frames();
-        self.shrink_read_buffer();
-        self.feed_part(&bytes[boundary..], now) || heard
-    }
-
-    /// [`feed`](Self::feed) for bytes in which the stream is between messages at most
-    /// at their end.
-    fn feed_part(&mut self, bytes: &[u8], now: Instant) -> bool {
-        self.frames.scan(bytes);
-        let held = usize::try_from(self.frames.held()).unwrap_or(usize::MAX);
-        self.host.note_receiving(&self.queue, held);
+    /// Serves every whole message in `bytes` (read just now); returns whether there
+    /// was a tracker message among them. What did not arrive whole waits in the
+    /// reader for the next read, counted against the worker's budget for messages
+    /// still arriving.
+    fn feed(&mut self, bytes: &mut [u8], now: Instant) -> bool {
+        let mut reader = std::mem::take(&mut self.reader);
         let mut heard = false;
-        let mut input = bytes;
+        let mut at = 0;
         while !self.closing {
-            let read = self.websocket.read(&mut Io {
-                input: &mut input,
-                output: &mut self.out,
-            });
-            match read {
-                Ok(Message::Text(text)) => {
+            match reader.next(bytes, &mut at) {
+                Ok(None) => break,
+                Ok(Some(Event::Text(text))) => {
                     heard = true;
-                    self.on_text(text.as_bytes(), now);
+                    self.on_text(text, now);
                 }
-                Ok(Message::Binary(_)) => {
+                Ok(Some(Event::Binary)) => {
                     self.host.counters().bad_messages += 1;
-                    self.close(CloseCode::Unsupported, "binary messages are not supported");
-                    return heard;
+                    self.close(close_code::UNSUPPORTED, "binary messages are not supported");
                 }
-                // Pings are answered by tungstenite; pongs and raw frames need nothing.
-                Ok(Message::Ping(_) | Message::Pong(_) | Message::Frame(_)) => {}
-                // tungstenite queued its reply to the client's close frame.
-                Ok(Message::Close(_)) => {}
-                Err(WsError::Io(err)) if err.kind() == io::ErrorKind::WouldBlock => break,
-                Err(WsError::Capacity(_)) => {
-                    self.host.counters().oversized_messages += 1;
-                    self.close(CloseCode::Size, "message too big");
-                    return heard;
-                }
-                Err(WsError::Protocol(_) | WsError::Utf8(_)) => {
-                    self.host.counters().bad_messages += 1;
-                    self.close(CloseCode::Protocol, "WebSocket protocol error");
-                    return heard;
-                }
-                Err(_) => {
-                    // Closed (the client's close handshake is done) or unusable.
+                Ok(Some(Event::Ping(payload))) => write_pong(self.out(), payload),
+                Ok(Some(Event::Pong)) => {}
+                Ok(Some(Event::Close(code))) => {
+                    // The client's close handshake: echo its code, then end.
+                    match code {
+                        Some(code) => write_close(self.out(), code, ""),
+                        None => write_empty_close(self.out()),
+                    }
                     self.closing = true;
+                }
+                Err(FrameError::TooBig) => {
+                    self.host.counters().oversized_messages += 1;
+                    self.close(close_code::SIZE, "message too big");
+                }
+                Err(error) => {
+                    self.host.counters().bad_messages += 1;
+                    self.close(error.close_code(), "WebSocket protocol error");
                 }
             }
         }
+        self.reader = reader;
+        self.host.note_receiving(&self.queue, self.reader.held());
         heard
     }
 
     /// Sends a close frame; the connection ends once it is written.
-    fn close(&mut self, code: CloseCode, reason: &'static str) {
-        let frame = CloseFrame {
-            code,
-            reason: reason.into(),
-        };
-        let _ = self.websocket.close(
-            &mut Io {
-                input: &mut &[][..],
-                output: &mut self.out,
-            },
-            Some(frame),
-        );
+    fn close(&mut self, code: u16, reason: &'static str) {
+        write_close(self.out(), code, reason);
         self.closing = true;
     }
 
@@ -617,7 +530,7 @@ impl<'a, H: Host> Session<'a, H> {
             Verdict::Allow => {}
             Verdict::Limited => return self.refuse(Action::Announce, None, CLIENT_RATE_LIMITED),
             Verdict::Banned | Verdict::NewBan => {
-                return self.close(CloseCode::Policy, "banned");
+                return self.close(close_code::POLICY, "banned");
             }
         }
         match parse_client_message(bytes) {
@@ -975,16 +888,7 @@ impl<'a, H: Host> Session<'a, H> {
             *all += 1;
             *ipv6 += self.ipv6;
         }
-        let mut json = Vec::with_capacity(128);
-        write_server_message(message, &mut json);
-        let text = String::from_utf8(json).expect("serde_json writes UTF-8");
-        let _ = self.websocket.write(
-            &mut Io {
-                input: &mut &[][..],
-                output: &mut self.out,
-            },
-            Message::text(text),
-        );
+        write_text(self.out(), |out| write_server_message(message, out));
     }
 
     /// The connection is closing: its peers leave their swarms now.

@@ -1,304 +1,437 @@
-//! Where a client's byte stream stands between WebSocket frames (RFC 6455, 5.2).
+//! WebSocket frames on the server's side (RFC 6455, 5), without buffers of their own
+//! while a connection is between messages.
 //!
-//! tungstenite reads frames into one buffer per connection and never gives its
-//! capacity back: after a 64 KiB message a connection holds 64 KiB for as long as it
-//! stays open, though the next messages are a few hundred bytes. The tracker cannot
-//! ask tungstenite what it holds, so it follows the frame headers itself with a
-//! [`FrameScanner`]: once the stream is between messages, tungstenite holds nothing
-//! that a fresh context would not, and one that read a large frame can be replaced.
+//! A tracker holds tens of thousands of idle WebSocket connections, so what each one
+//! keeps between messages is the memory that counts. [`MessageReader`] parses frames
+//! in the bytes the connection just read (unmasking them there), and keeps bytes only
+//! for what did not arrive whole: a frame split across reads, or a message sent in
+//! fragments. Once the message is served, those buffers go. Frames the server sends
+//! are written straight into the connection's output ([`write_text`], [`write_close`],
+//! [`write_pong`]).
+//!
+//! What it refuses, as a server must: unmasked client frames, reserved bits (no
+//! extension is negotiated), unknown opcodes, control frames that are fragmented or
+//! longer than 125 bytes, continuation frames outside a message and data frames
+//! inside one, a 64-bit length with its top bit set, close frames of one byte or
+//! with a code or reason that is not allowed, and text that is not UTF-8.
 
-/// Follows the frame boundaries of one direction of a WebSocket stream, fed the same
-/// bytes as the parser, in order. It checks nothing (the parser does); it only counts.
-#[derive(Clone, Debug, Default)]
-pub struct FrameScanner {
-    /// The header under way: its bytes so far.
-    header: [u8; MAX_HEADER],
-    header_len: usize,
-    /// Payload bytes of the current frame not yet seen.
-    payload_left: u64,
-    /// A fragmented data message is open: its last frame (FIN) has not come yet.
-    in_message: bool,
-    /// The largest frame (header and payload) since [`FrameScanner::take_largest`].
-    largest: u64,
-    /// Bytes since the stream was last between messages: what the parser has read
-    /// of the message under way (fragments read, and the frame being read).
-    held: u64,
-}
+/// Opcodes.
+const CONTINUATION: u8 = 0x0;
+const TEXT: u8 = 0x1;
+const BINARY: u8 = 0x2;
+const CLOSE: u8 = 0x8;
+const PING: u8 = 0x9;
+const PONG: u8 = 0xA;
 
-/// Two bytes, up to eight of extended length, four of mask.
+/// The longest frame header: two bytes, eight of extended length, four of mask.
 const MAX_HEADER: usize = 14;
 
-impl FrameScanner {
-    /// A stream at its start (or the bytes after an opening handshake).
-    pub fn new() -> Self {
-        Self::default()
-    }
+/// What the client sent, one at a time ([`MessageReader::next`]).
+#[derive(Debug, PartialEq, Eq)]
+pub enum Event<'a> {
+    /// A whole text message (checked to be UTF-8).
+    Text(&'a [u8]),
+    /// The first frame of a binary message (the tracker takes none: it closes).
+    Binary,
+    /// A ping, to be answered with a pong carrying `payload`.
+    Ping(&'a [u8]),
+    /// A pong (nothing to do).
+    Pong,
+    /// The client closes, with its code if it gave one.
+    Close(Option<u16>),
+}
 
-    /// Follows `bytes`, the next bytes of the stream.
-    pub fn scan(&mut self, mut bytes: &[u8]) {
-        while !bytes.is_empty() {
-            bytes = &bytes[self.step(bytes)..];
-        }
-    }
+/// Why the stream cannot be read on (the connection closes with the code).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FrameError {
+    /// The frames break the protocol (close code 1002).
+    Protocol(&'static str),
+    /// A frame or message past its limit (1009).
+    TooBig,
+    /// A text message that is not UTF-8 (1007).
+    NotUtf8,
+}
 
-    /// How many of `bytes` (the next bytes of the stream) lead to the last point
-    /// where the stream is between messages: 0 if it never is within them. A
-    /// connection hands its parser that many first, so that the buffer a large message
-    /// grew can go even when the next message starts in the same read.
-    pub fn last_boundary(&self, bytes: &[u8]) -> usize {
-        let mut probe = self.clone();
-        let (mut at, mut boundary) = (0, 0);
-        while at < bytes.len() {
-            at += probe.step(&bytes[at..]);
-            if probe.between_messages() {
-                boundary = at;
-            }
-        }
-        boundary
-    }
-
-    /// Follows the first bytes of `bytes` (not empty): the rest of a payload, or one
-    /// header byte. Returns how many it took.
-    fn step(&mut self, bytes: &[u8]) -> usize {
-        if self.payload_left > 0 {
-            let taken = usize::try_from(self.payload_left)
-                .unwrap_or(usize::MAX)
-                .min(bytes.len());
-            self.payload_left -= taken as u64;
-            self.held += taken as u64;
-            self.forget_if_between();
-            return taken;
-        }
-        self.header[self.header_len] = bytes[0];
-        self.header_len += 1;
-        self.held += 1;
-        if let Some(payload) = self.complete_header() {
-            let first = self.header[0];
-            let opcode = first & 0x0f;
-            let fin = first & 0x80 != 0;
-            // Data frames (continuation 0, text 1, binary 2, reserved 3-7) open or
-            // close a message; control frames (8-15) may come in between.
-            if opcode < 8 {
-                self.in_message = !fin;
-            }
-            // A 64-bit length may be anything a client writes: saturate.
-            self.largest = self
-                .largest
-                .max((self.header_len as u64).saturating_add(payload));
-            self.payload_left = payload;
-            self.header_len = 0;
-            self.forget_if_between();
-        }
-        1
-    }
-
-    /// Once a message (or a control frame between messages) is whole, the parser
-    /// holds nothing of it.
-    fn forget_if_between(&mut self) {
-        if self.between_messages() {
-            self.held = 0;
+impl FrameError {
+    /// The close code to send.
+    pub fn close_code(self) -> u16 {
+        match self {
+            Self::Protocol(_) => 1002,
+            Self::TooBig => 1009,
+            Self::NotUtf8 => 1007,
         }
     }
+}
 
-    /// The payload length once the header under way is whole.
-    fn complete_header(&self) -> Option<u64> {
-        if self.header_len < 2 {
-            return None;
+/// Reads a client's frames out of the bytes each read brings.
+#[derive(Debug, Default)]
+pub struct MessageReader {
+    /// The bytes of a frame (header first) that did not arrive whole; empty between
+    /// frames.
+    partial: Vec<u8>,
+    /// The fragments so far of a text message sent in several frames.
+    message: Vec<u8>,
+    /// A fragmented message is open (its last frame has not come).
+    in_message: bool,
+    /// What the last event lent out of the reader's own buffers, which goes at the
+    /// next call.
+    lent: Lent,
+    max_frame: usize,
+    max_message: usize,
+}
+
+/// Which buffer an event borrowed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+enum Lent {
+    #[default]
+    Nothing,
+    /// A frame that was split across reads, served from `partial`.
+    Partial,
+    /// A message sent in fragments, served from `message`.
+    Message,
+}
+
+/// A frame whose header is whole.
+#[derive(Clone, Copy)]
+struct Header {
+    fin: bool,
+    opcode: u8,
+    mask: [u8; 4],
+    /// Header bytes.
+    len: usize,
+    payload: usize,
+}
+
+impl MessageReader {
+    /// A reader refusing frames over `max_frame` and messages over `max_message`
+    /// payload bytes.
+    pub fn new(max_frame: usize, max_message: usize) -> Self {
+        Self {
+            max_frame,
+            max_message,
+            ..Self::default()
         }
-        let second = self.header[1];
-        let mask = if second & 0x80 != 0 { 4 } else { 0 };
-        let (extended, short) = match second & 0x7f {
-            126 => (2, None),
-            127 => (8, None),
-            len => (0, Some(u64::from(len))),
+    }
+
+    /// Bytes kept for what has not arrived whole: a split frame, the fragments of a
+    /// message (the partial frame counted at the size its header declares, for which
+    /// room is made once the header is read).
+    pub fn held(&self) -> usize {
+        let frame = match parse_header(&self.partial) {
+            Ok(Some(header)) => header.len + header.payload,
+            _ => self.partial.len(),
         };
-        if self.header_len < 2 + extended + mask {
-            return None;
-        }
-        Some(short.unwrap_or_else(|| {
-            self.header[2..2 + extended]
-                .iter()
-                .fold(0, |len, &byte| (len << 8) | u64::from(byte))
-        }))
+        frame + self.message.len()
     }
 
-    /// Whether the stream is between messages: no frame, header or fragmented
-    /// message under way.
+    /// Whether the stream is between messages: nothing partial, no message open.
     pub fn between_messages(&self) -> bool {
-        self.header_len == 0 && self.payload_left == 0 && !self.in_message
+        self.partial.is_empty() && !self.in_message
     }
 
-    /// Bytes the parser holds or has set aside for the message under way: its
-    /// fragments so far and the frame being read, headers included, that frame counted
-    /// whole as its header declares (tungstenite reserves room for a frame's payload
-    /// once it has read the header, before the payload comes); 0 between messages.
-    pub fn held(&self) -> u64 {
-        self.held.saturating_add(self.payload_left)
+    /// The next event in `input`, the bytes of the latest read, from `*at` on
+    /// (advanced past what was used); `None` once `input` is used up, what is left of
+    /// a frame kept for the next read. Payloads are unmasked in `input`. After an
+    /// error the stream is unusable.
+    pub fn next<'a>(
+        &'a mut self,
+        input: &'a mut [u8],
+        at: &mut usize,
+    ) -> Result<Option<Event<'a>>, FrameError> {
+        match std::mem::take(&mut self.lent) {
+            Lent::Nothing => {}
+            Lent::Partial => self.partial = Vec::new(),
+            Lent::Message => self.message = Vec::new(),
+        }
+        // Finds the next whole frame: where its payload lies, in `partial` or `input`.
+        loop {
+            let (header, in_partial, start) = if self.partial.is_empty() {
+                let rest = &input[*at..];
+                match parse_header(rest)? {
+                    Some(header) if rest.len() >= header.len + header.payload => {
+                        self.check(&header)?;
+                        let start = *at + header.len;
+                        *at = start + header.payload;
+                        (header, false, start)
+                    }
+                    Some(header) => {
+                        // Split across reads: keep it, with room for all of it.
+                        self.check(&header)?;
+                        self.partial.reserve_exact(header.len + header.payload);
+                        self.partial.extend_from_slice(rest);
+                        *at = input.len();
+                        return Ok(None);
+                    }
+                    None => {
+                        self.partial.extend_from_slice(rest);
+                        *at = input.len();
+                        return Ok(None);
+                    }
+                }
+            } else {
+                // Complete the header first, then the payload, from this read.
+                let rest = &input[*at..];
+                let header = match parse_header(&self.partial)? {
+                    Some(header) => header,
+                    None => {
+                        let wanted = MAX_HEADER - self.partial.len();
+                        let taken = wanted.min(rest.len());
+                        let before = self.partial.len();
+                        self.partial.extend_from_slice(&rest[..taken]);
+                        match parse_header(&self.partial)? {
+                            Some(header) => {
+                                // Give back what went past the header.
+                                let used = header.len - before;
+                                self.partial.truncate(header.len);
+                                *at += used;
+                                self.check(&header)?;
+                                self.partial.reserve_exact(header.payload);
+                                header
+                            }
+                            None => {
+                                *at += taken;
+                                return Ok(None);
+                            }
+                        }
+                    }
+                };
+                let rest = &input[*at..];
+                let missing = header.len + header.payload - self.partial.len();
+                let taken = missing.min(rest.len());
+                self.partial.extend_from_slice(&rest[..taken]);
+                *at += taken;
+                if taken < missing {
+                    return Ok(None);
+                }
+                (header, true, header.len)
+            };
+            let payload: &mut [u8] = if in_partial {
+                &mut self.partial[start..start + header.payload]
+            } else {
+                &mut input[start..start + header.payload]
+            };
+            unmask(payload, header.mask);
+            match header.opcode {
+                TEXT if header.fin => {
+                    // One frame, one message: served where it lies.
+                    std::str::from_utf8(payload).map_err(|_| FrameError::NotUtf8)?;
+                    let text: &'a [u8] = if in_partial {
+                        self.lent = Lent::Partial;
+                        &self.partial[start..]
+                    } else {
+                        &input[start..start + header.payload]
+                    };
+                    return Ok(Some(Event::Text(text)));
+                }
+                TEXT | CONTINUATION => {
+                    if self.message.len() + payload.len() > self.max_message {
+                        return Err(FrameError::TooBig);
+                    }
+                    self.message.extend_from_slice(payload);
+                    if in_partial {
+                        self.partial = Vec::new();
+                    }
+                    self.in_message = !header.fin;
+                    if header.fin {
+                        std::str::from_utf8(&self.message).map_err(|_| FrameError::NotUtf8)?;
+                        self.lent = Lent::Message;
+                        return Ok(Some(Event::Text(&self.message)));
+                    }
+                }
+                BINARY => return Ok(Some(Event::Binary)),
+                PING => {
+                    // Control frames may come between a message's fragments: a ping
+                    // from `partial` leaves `message` as it is.
+                    let ping: &'a [u8] = if in_partial {
+                        self.lent = Lent::Partial;
+                        &self.partial[start..]
+                    } else {
+                        &input[start..start + header.payload]
+                    };
+                    return Ok(Some(Event::Ping(ping)));
+                }
+                PONG => {
+                    if in_partial {
+                        self.partial = Vec::new();
+                    }
+                    return Ok(Some(Event::Pong));
+                }
+                _ => {
+                    // CLOSE (`parse_header` lets no other opcode through).
+                    let code = close_code(payload)?;
+                    if in_partial {
+                        self.partial = Vec::new();
+                    }
+                    return Ok(Some(Event::Close(code)));
+                }
+            }
+        }
     }
 
-    /// The largest frame seen since the last call (header included), and starts
-    /// counting anew.
-    pub fn take_largest(&mut self) -> u64 {
-        std::mem::take(&mut self.largest)
+    /// The rules a header must follow before anything is kept for its frame.
+    fn check(&self, header: &Header) -> Result<(), FrameError> {
+        let control = header.opcode >= CLOSE;
+        if control {
+            if !header.fin {
+                return Err(FrameError::Protocol("a fragmented control frame"));
+            }
+            if header.payload > 125 {
+                return Err(FrameError::Protocol("a control frame over 125 bytes"));
+            }
+            return Ok(());
+        }
+        match header.opcode {
+            CONTINUATION if !self.in_message => {
+                return Err(FrameError::Protocol(
+                    "a continuation frame outside a message",
+                ));
+            }
+            TEXT | BINARY if self.in_message => {
+                return Err(FrameError::Protocol(
+                    "a new message inside a fragmented one",
+                ));
+            }
+            _ => {}
+        }
+        if header.payload > self.max_frame || self.message.len() + header.payload > self.max_message
+        {
+            return Err(FrameError::TooBig);
+        }
+        Ok(())
     }
+}
 
-    /// The largest frame seen since [`take_largest`](Self::take_largest), without
-    /// resetting it.
-    pub fn largest(&self) -> u64 {
-        self.largest
+/// Reads a frame header from the start of `bytes`: `None` until it is whole.
+fn parse_header(bytes: &[u8]) -> Result<Option<Header>, FrameError> {
+    let [first, second, ..] = *bytes else {
+        return Ok(None);
+    };
+    if first & 0x70 != 0 {
+        return Err(FrameError::Protocol("reserved bits set"));
     }
+    let opcode = first & 0x0f;
+    if !matches!(opcode, CONTINUATION | TEXT | BINARY | CLOSE | PING | PONG) {
+        return Err(FrameError::Protocol("an unknown opcode"));
+    }
+    if second & 0x80 == 0 {
+        return Err(FrameError::Protocol("an unmasked client frame"));
+    }
+    let (extended, short) = match second & 0x7f {
+        126 => (2, None),
+        127 => (8, None),
+        len => (0, Some(usize::from(len))),
+    };
+    let len = 2 + extended + 4;
+    if bytes.len() < len {
+        return Ok(None);
+    }
+    let payload = match short {
+        Some(payload) => payload,
+        None => {
+            let declared = bytes[2..2 + extended]
+                .iter()
+                .fold(0u64, |len, &byte| (len << 8) | u64::from(byte));
+            if declared >> 63 != 0 {
+                return Err(FrameError::Protocol("a length with its top bit set"));
+            }
+            // Past any limit on this machine: refused by `check` as too big.
+            usize::try_from(declared).unwrap_or(usize::MAX / 2)
+        }
+    };
+    let mut mask = [0; 4];
+    mask.copy_from_slice(&bytes[2 + extended..len]);
+    Ok(Some(Header {
+        fin: first & 0x80 != 0,
+        opcode,
+        mask,
+        len,
+        payload,
+    }))
+}
+
+fn unmask(payload: &mut [u8], mask: [u8; 4]) {
+    let mut words = payload.chunks_exact_mut(8);
+    let wide = u64::from_ne_bytes([
+        mask[0], mask[1], mask[2], mask[3], mask[0], mask[1], mask[2], mask[3],
+    ]);
+    for word in &mut words {
+        let value = u64::from_ne_bytes(word.try_into().expect("8 bytes")) ^ wide;
+        word.copy_from_slice(&value.to_ne_bytes());
+    }
+    for (byte, key) in words.into_remainder().iter_mut().zip(mask.iter().cycle()) {
+        *byte ^= key;
+    }
+}
+
+/// The code of a close frame's payload: none, or a code a client may send followed by
+/// a UTF-8 reason.
+fn close_code(payload: &[u8]) -> Result<Option<u16>, FrameError> {
+    match payload {
+        [] => Ok(None),
+        [_] => Err(FrameError::Protocol("a close frame of one byte")),
+        [high, low, reason @ ..] => {
+            let code = u16::from_be_bytes([*high, *low]);
+            // 1004 is reserved; 1005, 1006 and 1015 are never sent (RFC 6455, 7.4).
+            let allowed = matches!(code, 1000..=1003 | 1007..=1014 | 3000..=4999);
+            if !allowed {
+                return Err(FrameError::Protocol("a close code a client may not send"));
+            }
+            std::str::from_utf8(reason).map_err(|_| FrameError::NotUtf8)?;
+            Ok(Some(code))
+        }
+    }
+}
+
+/// Appends a server frame (final, unmasked) of `opcode` whose payload `write` appends.
+fn write_frame(out: &mut Vec<u8>, opcode: u8, write: impl FnOnce(&mut Vec<u8>)) {
+    // Room for the longest header first; the payload is written in place after it and
+    // the header, once its length is known, is moved up against it.
+    let start = out.len();
+    out.extend_from_slice(&[0; 10]);
+    write(out);
+    let payload = out.len() - start - 10;
+    let mut header = [0u8; 10];
+    header[0] = 0x80 | opcode;
+    let header_len = if payload < 126 {
+        header[1] = payload as u8;
+        2
+    } else if let Ok(short) = u16::try_from(payload) {
+        header[1] = 126;
+        header[2..4].copy_from_slice(&short.to_be_bytes());
+        4
+    } else {
+        header[1] = 127;
+        header[2..10].copy_from_slice(&(payload as u64).to_be_bytes());
+        10
+    };
+    let gap = 10 - header_len;
+    out[start + gap..start + 10].copy_from_slice(&header[..header_len]);
+    out.drain(start..start + gap);
+}
+
+/// Appends a text frame whose payload `write` appends (UTF-8, which the caller keeps).
+pub fn write_text(out: &mut Vec<u8>, write: impl FnOnce(&mut Vec<u8>)) {
+    write_frame(out, TEXT, write);
+}
+
+/// Appends a pong answering a ping's `payload`.
+pub fn write_pong(out: &mut Vec<u8>, payload: &[u8]) {
+    write_frame(out, PONG, |out| out.extend_from_slice(payload));
+}
+
+/// Appends a close frame with `code` and `reason` (at most 123 bytes).
+pub fn write_close(out: &mut Vec<u8>, code: u16, reason: &str) {
+    write_frame(out, CLOSE, |out| {
+        out.extend_from_slice(&code.to_be_bytes());
+        out.extend_from_slice(&reason.as_bytes()[..reason.len().min(123)]);
+    });
+}
+
+/// Appends a close frame without a code (the answer to a client's close that gave
+/// none).
+pub fn write_empty_close(out: &mut Vec<u8>) {
+    write_frame(out, CLOSE, |_| {});
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use tungstenite::protocol::frame::Frame;
-    use tungstenite::protocol::frame::coding::{Control, Data, OpCode};
-
-    /// A client's frame as tungstenite writes it (masked).
-    fn frame(opcode: OpCode, fin: bool, payload: &[u8]) -> Vec<u8> {
-        let mut frame = match opcode {
-            OpCode::Control(Control::Ping) => Frame::ping(payload.to_vec()),
-            _ => Frame::message(payload.to_vec(), opcode, fin),
-        };
-        frame.header_mut().mask = Some([1, 2, 3, 4]);
-        let mut out = Vec::new();
-        frame.format(&mut out).unwrap();
-        out
-    }
-
-    fn text(fin: bool, len: usize) -> Vec<u8> {
-        frame(OpCode::Data(Data::Text), fin, &vec![b'x'; len])
-    }
-
-    #[test]
-    fn whole_frames_of_every_length_encoding_leave_it_between_messages() {
-        for len in [0, 1, 125, 126, 65_535, 65_536, 70_000] {
-            let bytes = text(true, len);
-            let mut scanner = FrameScanner::new();
-            scanner.scan(&bytes);
-            assert!(scanner.between_messages(), "{len}");
-            assert_eq!(scanner.take_largest(), bytes.len() as u64, "{len}");
-            assert_eq!(scanner.largest(), 0);
-        }
-    }
-
-    #[test]
-    fn any_split_of_the_stream_is_followed() {
-        let frames = [
-            text(true, 300),
-            text(false, 10),
-            frame(OpCode::Control(Control::Ping), true, b"hi"),
-            frame(OpCode::Data(Data::Continue), true, b"rest"),
-        ];
-        // (start, end of header, end) of each frame; every header here is 6 bytes or
-        // 8 (the 300-byte payload's 16-bit length), a mask included.
-        let mut frame_ends = Vec::new();
-        let mut stream = Vec::new();
-        for frame in &frames {
-            let header = if frame.len() > 300 { 8 } else { 6 };
-            frame_ends.push((
-                stream.len(),
-                stream.len() + header,
-                stream.len() + frame.len(),
-            ));
-            stream.extend(frame);
-        }
-        // After each byte: between messages only at the end of the first frame and at
-        // the very end (the ping inside the fragmented message does not end it).
-        let first_end = text(true, 300).len();
-        let mut scanner = FrameScanner::new();
-        for (at, byte) in stream.iter().enumerate() {
-            scanner.scan(std::slice::from_ref(byte));
-            let expected = at + 1 == first_end || at + 1 == stream.len();
-            assert_eq!(scanner.between_messages(), expected, "after byte {at}");
-            // Once a header is whole its frame counts whole: what arrived of the
-            // message, plus what its frame under way still declares.
-            let arrived = if at < first_end {
-                at + 1
-            } else {
-                at + 1 - first_end
-            };
-            let (_, header_end, end) = *frame_ends
-                .iter()
-                .find(|&&(start, _, end)| start <= at && at < end)
-                .expect("in a frame");
-            let declared = if at + 1 >= header_end {
-                end - (at + 1)
-            } else {
-                0
-            };
-            let held = if expected { 0 } else { arrived + declared };
-            assert_eq!(scanner.held(), held as u64, "after byte {at}");
-        }
-        // In chunks of every size, the same end state.
-        for chunk in 1..40 {
-            let mut scanner = FrameScanner::new();
-            for part in stream.chunks(chunk) {
-                scanner.scan(part);
-            }
-            assert!(scanner.between_messages());
-            assert_eq!(scanner.largest(), first_end as u64);
-        }
-    }
-
-    #[test]
-    fn a_header_alone_is_a_frame_under_way() {
-        let whole = text(true, 65_000);
-        let mut scanner = FrameScanner::new();
-        scanner.scan(&whole[..7]);
-        assert_eq!(scanner.held(), 7, "a header under way is what arrived");
-        scanner.scan(&whole[7..8]);
-        assert!(!scanner.between_messages());
-        assert_eq!(
-            scanner.held(),
-            whole.len() as u64,
-            "the frame its header declares, which the parser reserves"
-        );
-        assert_eq!(
-            scanner.largest(),
-            whole.len() as u64,
-            "counted from its header"
-        );
-        scanner.scan(&whole[8..]);
-        assert!(scanner.between_messages());
-        assert_eq!(scanner.held(), 0);
-    }
-
-    #[test]
-    fn the_largest_length_a_header_can_declare_saturates() {
-        let mut header = vec![0x81, 0xff];
-        header.extend([0xff; 8]);
-        header.extend([1, 2, 3, 4]);
-        let mut scanner = FrameScanner::new();
-        scanner.scan(&header);
-        assert_eq!(scanner.largest(), u64::MAX);
-        assert_eq!(scanner.held(), u64::MAX);
-    }
-
-    #[test]
-    fn the_last_boundary_is_where_the_stream_was_last_between_messages() {
-        let large = text(true, 65_000);
-        let small = text(true, 20);
-        let mut stream = large.clone();
-        stream.extend(&small);
-        stream.extend(&small[..1]);
-        let scanner = FrameScanner::new();
-        assert_eq!(scanner.last_boundary(&stream), large.len() + small.len());
-        assert_eq!(scanner.last_boundary(&large[..100]), 0, "never between");
-        assert_eq!(scanner.last_boundary(&large), large.len());
-        assert_eq!(scanner.last_boundary(&[]), 0);
-        // A fragmented message is not over at its first frame's end, nor at a ping
-        // inside it.
-        let mut fragmented = text(false, 10);
-        fragmented.extend(frame(OpCode::Control(Control::Ping), true, b"hi"));
-        assert_eq!(scanner.last_boundary(&fragmented), 0);
-        // It leaves the scanner as it was.
-        let mut scanner = FrameScanner::new();
-        scanner.scan(&large[..10]);
-        let before = (scanner.held(), scanner.largest());
-        let rest = &stream[10..];
-        assert_eq!(scanner.last_boundary(rest), stream.len() - 1 - 10);
-        assert_eq!((scanner.held(), scanner.largest()), before);
-    }
-}
+mod tests;

@@ -216,32 +216,37 @@ fn error_replies_are_what_the_reference_client_reads() {
 }
 
 proptest! {
-    /// The frame scanner takes any bytes, split anywhere, without panicking; the
-    /// boundary it names is one: the stream is between messages there, and the
-    /// scanner, fed the bytes in two parts at any split, ends where it would fed them
-    /// at once.
+    /// Any bytes, split into two reads anywhere, give the reader the same events (or
+    /// the same error) as in one read.
     #[test]
-    fn the_frame_scanner_follows_any_bytes_split_anywhere(
+    fn the_message_reader_reads_any_bytes_split_anywhere_alike(
         bytes in proptest::collection::vec(any::<u8>(), 0..300),
         split in any::<prop::sample::Index>(),
     ) {
-        use shoal_ws_protocol::frames::FrameScanner;
-        let scanner = FrameScanner::new();
-        let boundary = scanner.last_boundary(&bytes);
-        prop_assert!(boundary <= bytes.len());
-        if boundary > 0 {
-            let mut upto = FrameScanner::new();
-            upto.scan(&bytes[..boundary]);
-            prop_assert!(upto.between_messages());
-            prop_assert_eq!(upto.held(), 0);
+        use shoal_ws_protocol::frames::{Event, MessageReader};
+        fn read(reads: &[&[u8]]) -> Vec<Result<String, u16>> {
+            let mut reader = MessageReader::new(200, 250);
+            let mut got = Vec::new();
+            for read in reads {
+                let mut read = read.to_vec();
+                let mut at = 0;
+                loop {
+                    match reader.next(&mut read, &mut at) {
+                        Ok(None) => break,
+                        Ok(Some(event)) => got.push(Ok(match event {
+                            Event::Text(text) => format!("text {text:?}"),
+                            other => format!("{other:?}"),
+                        })),
+                        Err(error) => {
+                            got.push(Err(error.close_code()));
+                            return got;
+                        }
+                    }
+                }
+            }
+            got
         }
         let at = split.index(bytes.len() + 1);
-        let (mut whole, mut parts) = (FrameScanner::new(), FrameScanner::new());
-        whole.scan(&bytes);
-        parts.scan(&bytes[..at]);
-        parts.scan(&bytes[at..]);
-        prop_assert_eq!(whole.between_messages(), parts.between_messages());
-        prop_assert_eq!(whole.held(), parts.held());
-        prop_assert_eq!(whole.largest(), parts.largest());
+        prop_assert_eq!(read(&[&bytes]), read(&[&bytes[..at], &bytes[at..]]));
     }
 }

@@ -166,6 +166,14 @@ impl Host for TestHost {
         self.logged.set(self.logged.get() + 1);
         Some(0)
     }
+
+    fn buffer(&self) -> Vec<u8> {
+        Vec::with_capacity(64)
+    }
+
+    fn recycle(&self, buffer: Vec<u8>) {
+        assert!(buffer.is_empty(), "a buffer given back must be written out");
+    }
 }
 
 /// A client address for tests.
@@ -302,7 +310,7 @@ pub(crate) fn fuzz(data: &[u8]) {
         }
         let len = usize::from(len).min(tail.len());
         now += Duration::from_millis(10);
-        session.received(&tail[..len], now);
+        session.received(&mut tail[..len].to_vec(), now);
         rest = &tail[len..];
         // Whatever the client asked, the swarm workers answer at once.
         let asked: Vec<_> = host.submitted.borrow_mut().drain(..).collect();

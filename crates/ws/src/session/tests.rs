@@ -67,7 +67,7 @@ fn an_announce_goes_to_its_swarm_worker_and_its_reply_is_written() {
     let mut session = host.session(Vec::new(), start);
     let mut transcript = Transcript::default();
     session.start(start);
-    assert!(session.received(&announce(7, 1), start));
+    assert!(session.received(&mut announce(7, 1), start));
     step(&mut session, start, &mut transcript);
     assert!(
         transcript.frames.is_empty(),
@@ -115,7 +115,7 @@ fn a_quiet_connection_gets_the_handshake_time_then_the_idle_timeout() {
 
     // A ping is not a tracker message: the deadline stays.
     let later = start + Duration::from_secs(1);
-    assert!(!session.received(&client_frame(PING, b"hi"), later));
+    assert!(!session.received(&mut client_frame(PING, b"hi"), later));
     step(&mut session, later, &mut transcript);
     assert_eq!(
         transcript.frames.last().map(|f| f.opcode),
@@ -125,7 +125,7 @@ fn a_quiet_connection_gets_the_handshake_time_then_the_idle_timeout() {
     assert_eq!(transcript.waiting_until, Some(start + handshake.min(idle)));
 
     // A tracker message gives it the idle timeout from then.
-    assert!(session.received(&announce(1, 1), later));
+    assert!(session.received(&mut announce(1, 1), later));
     step(&mut session, later, &mut transcript);
     assert_eq!(transcript.waiting_until, Some(later + idle));
 
@@ -147,12 +147,12 @@ fn binary_oversized_and_malformed_frames_close_with_their_codes() {
         // An unmasked client frame breaks the protocol.
         (vec![0x81, 0x02, b'h', b'i'], 1002),
     ];
-    for (bytes, code) in cases {
+    for (mut bytes, code) in cases {
         let host = host();
         let start = Instant::now();
         let mut session = host.session(Vec::new(), start);
         let mut transcript = Transcript::default();
-        session.received(&bytes, start);
+        session.received(&mut bytes, start);
         step(&mut session, start, &mut transcript);
         assert_eq!(
             transcript.frames.last().and_then(|f| f.close_code()),
@@ -168,7 +168,7 @@ fn bad_json_gets_an_error_and_the_connection_stays() {
     let start = Instant::now();
     let mut session = host.session(Vec::new(), start);
     let mut transcript = Transcript::default();
-    session.received(&client_frame(TEXT, b"{\"action\":\"nonsense\"}"), start);
+    session.received(&mut client_frame(TEXT, b"{\"action\":\"nonsense\"}"), start);
     step(&mut session, start, &mut transcript);
     assert!(transcript.frames[0].text().contains("failure reason"));
     assert!(!transcript.closed);
@@ -185,7 +185,7 @@ fn over_the_connections_rate_its_requests_are_refused() {
     let mut session = host.session(Vec::new(), start);
     let mut transcript = Transcript::default();
     for hash in 1..=3 {
-        session.received(&announce(hash, 1), start);
+        session.received(&mut announce(hash, 1), start);
     }
     step(&mut session, start, &mut transcript);
     assert_eq!(host.submitted.borrow().len(), 2, "the burst");
@@ -193,7 +193,7 @@ fn over_the_connections_rate_its_requests_are_refused() {
     assert_eq!(host.counters.borrow().rate_limited, 1);
     // A second later there is one more.
     host.time.set(shoal_swarm::ServerTime(101));
-    session.received(&announce(4, 1), start);
+    session.received(&mut announce(4, 1), start);
     assert_eq!(host.submitted.borrow().len(), 3);
 }
 
@@ -204,13 +204,13 @@ fn a_banned_client_is_closed_and_a_limited_one_refused() {
     let start = Instant::now();
     let mut session = host.session(Vec::new(), start);
     let mut transcript = Transcript::default();
-    session.received(&announce(1, 1), start);
+    session.received(&mut announce(1, 1), start);
     step(&mut session, start, &mut transcript);
     assert!(transcript.frames[0].text().contains("from your address"));
     assert!(!transcript.closed);
 
     host.verdict.set(Verdict::Banned);
-    session.received(&announce(1, 1), start);
+    session.received(&mut announce(1, 1), start);
     step(&mut session, start, &mut transcript);
     assert_eq!(
         transcript.frames.last().and_then(|f| f.close_code()),
@@ -227,14 +227,14 @@ fn refused_torrents_and_unasked_answers_never_reach_a_swarm_worker() {
     let start = Instant::now();
     let mut session = host.session(Vec::new(), start);
     let mut transcript = Transcript::default();
-    session.received(&announce(9, 1), start);
+    session.received(&mut announce(9, 1), start);
     let mut answer = announce_of(2, 1);
     answer.answer = Some(WebRtcAnswer {
         to_peer_id: Id20([3; 20]),
         offer_id: Id20([4; 20]),
         answer: serde_json::value::RawValue::from_string("{}".into()).unwrap(),
     });
-    session.received(&text_frame(&ClientMessage::Announce(answer)), start);
+    session.received(&mut text_frame(&ClientMessage::Announce(answer)), start);
     step(&mut session, start, &mut transcript);
     assert!(host.submitted.borrow().is_empty());
     assert!(transcript.frames[0].text().contains(NOT_ALLOWED));
@@ -250,7 +250,7 @@ fn a_scrape_over_several_workers_is_answered_once_whole() {
     let mut session = host.session(Vec::new(), start);
     let mut transcript = Transcript::default();
     let hashes: Vec<u8> = (1..=12).collect();
-    session.received(&scrape(&hashes), start);
+    session.received(&mut scrape(&hashes), start);
     let parts: Vec<_> = host.submitted.borrow_mut().drain(..).collect();
     assert!(parts.len() > 1);
     for (worker, request) in parts {
@@ -286,7 +286,7 @@ fn one_shed_part_fails_the_scrape_with_one_error() {
     let start = Instant::now();
     let mut session = host.session(Vec::new(), start);
     let mut transcript = Transcript::default();
-    session.received(&scrape(&(1..=12).collect::<Vec<u8>>()), start);
+    session.received(&mut scrape(&(1..=12).collect::<Vec<u8>>()), start);
     let parts: Vec<_> = host.submitted.borrow_mut().drain(..).collect();
     for (_, request) in parts {
         let RequestKind::Scrape { scrape_id, .. } = request.kind else {
@@ -342,7 +342,7 @@ fn leaving_takes_every_announced_peer_out_of_its_swarm() {
     let start = Instant::now();
     let mut session = host.session(Vec::new(), start);
     for hash in 1..=6 {
-        session.received(&announce(hash, 1), start);
+        session.received(&mut announce(hash, 1), start);
     }
     host.submitted.borrow_mut().clear();
     session.leave();
@@ -441,9 +441,9 @@ fn a_private_connection_announces_registered_torrents_with_its_key_only() {
     let mut transcript = Transcript::default();
     // The opener's key: a registered torrent is served, another is refused.
     let mut session = host.session(Vec::new(), start).with_key(digest(KEY));
-    session.received(&announce(1, 1), start);
-    session.received(&announce(2, 1), start);
-    session.received(&scrape(&[1, 2]), start);
+    session.received(&mut announce(1, 1), start);
+    session.received(&mut announce(2, 1), start);
+    session.received(&mut scrape(&[1, 2]), start);
     step(&mut session, start, &mut transcript);
     assert_eq!(host.submitted.borrow().len(), 1);
     let unregistered = shoal_private::Refusal::Unregistered.reason();
@@ -459,7 +459,7 @@ fn a_private_connection_announces_registered_torrents_with_its_key_only() {
         .with_key(digest(SEEDER_ONLY));
     let mut leeching = announce_of(1, 2);
     leeching.left = Some(100);
-    session.received(&text_frame(&ClientMessage::Announce(leeching)), start);
+    session.received(&mut text_frame(&ClientMessage::Announce(leeching)), start);
     let mut transcript = Transcript::default();
     step(&mut session, start, &mut transcript);
     assert!(
@@ -471,7 +471,7 @@ fn a_private_connection_announces_registered_torrents_with_its_key_only() {
     assert_eq!(host.counters.borrow().private_refused, 3);
     // It seeds, and answers a leecher's offer (an answer says nothing of what is
     // left): both go through.
-    session.received(&announce(1, 2), start);
+    session.received(&mut announce(1, 2), start);
     let mut answer = announce_of(1, 2);
     answer.left = None;
     answer.answer = Some(WebRtcAnswer {
@@ -479,7 +479,7 @@ fn a_private_connection_announces_registered_torrents_with_its_key_only() {
         offer_id: Id20([4; 20]),
         answer: serde_json::value::RawValue::from_string("{}".into()).unwrap(),
     });
-    session.received(&text_frame(&ClientMessage::Announce(answer)), start);
+    session.received(&mut text_frame(&ClientMessage::Announce(answer)), start);
     step(&mut session, start, &mut transcript);
     assert_eq!(host.submitted.borrow().len(), 3);
     assert_eq!(host.counters.borrow().private_refused, 3);
@@ -498,8 +498,8 @@ fn client_rules_refuse_by_peer_id_before_a_swarm_worker() {
     let mut transcript = Transcript::default();
     let mut webtorrent = announce_of(1, 1);
     webtorrent.peer_id.0[..8].copy_from_slice(b"-WW0208-");
-    session.received(&text_frame(&ClientMessage::Announce(webtorrent)), start);
-    session.received(&announce(2, 2), start);
+    session.received(&mut text_frame(&ClientMessage::Announce(webtorrent)), start);
+    session.received(&mut announce(2, 2), start);
     step(&mut session, start, &mut transcript);
     assert_eq!(
         host.submitted.borrow().len(),

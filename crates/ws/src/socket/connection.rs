@@ -5,12 +5,15 @@
 //! (replies, and offers and answers from other peers), the session's deadline, or a
 //! newcomer taking the connection's place among the worker's quiet ones.
 
-use std::cell::RefMut;
+use std::cell::{RefCell, RefMut};
+use std::future::poll_fn;
 use std::net::{IpAddr, SocketAddr};
+use std::pin::Pin;
 use std::rc::Rc;
+use std::task::Poll;
 use std::time::{Duration, Instant};
 
-use futures_lite::{AsyncRead, AsyncReadExt as _, AsyncWrite, AsyncWriteExt as _};
+use futures_lite::{AsyncRead, AsyncWrite, AsyncWriteExt as _};
 use shoal_private::{ClientAnnounce, Event as LedgerEvent, KeyDigest, Refusal as PrivateRefusal};
 use shoal_swarm::ServerTime;
 use shoal_tcp::{Place, within, write_all_before as write_all};
@@ -23,7 +26,7 @@ use super::handshake::{Opening, open};
 use super::router::{ConnectionQueue, QueueLimit, submit};
 use crate::Config;
 use crate::messages::{ConnectionRef, SwarmRequest};
-use crate::session::{Host, Next, READ_CHUNK, Session};
+use crate::session::{Host, Next, Session};
 use crate::stats::SocketCounters;
 
 /// Answers a connection over the limit.
@@ -67,19 +70,25 @@ pub(crate) async fn serve<'w, S: AsyncRead + AsyncWrite + Unpin>(
         });
         let mut session =
             Session::new(local, client, connection, queue, leftover, Instant::now()).with_key(key);
-        drive(&mut session, &mut stream, &mut place).await;
+        drive(
+            &mut session,
+            &mut stream,
+            &mut place,
+            &local.shared.read_buffer,
+        )
+        .await;
         session.leave();
     }
 }
 
-/// Runs `session` over `stream` until it closes. `place` moves on with each tracker
-/// message the client sends.
+/// Runs `session` over `stream` until it closes, reading into the worker's `buffer`.
+/// `place` moves on with each tracker message the client sends.
 async fn drive<S: AsyncRead + AsyncWrite + Unpin>(
     session: &mut Session<'_, Worker>,
     stream: &mut S,
     place: &mut Place<'_>,
+    buffer: &RefCell<Vec<u8>>,
 ) {
-    let mut buffer = vec![0u8; READ_CHUNK];
     if session.start(Instant::now()) {
         place.touch();
     }
@@ -115,7 +124,7 @@ async fn drive<S: AsyncRead + AsyncWrite + Unpin>(
                 let event = within(
                     left,
                     futures_lite::future::or(
-                        async { Some(stream.read(&mut buffer).await) },
+                        async { Some(read_into(stream, buffer, session).await) },
                         async {
                             futures_lite::future::or(queue.ready(), quiet.evicted()).await;
                             None
@@ -126,9 +135,9 @@ async fn drive<S: AsyncRead + AsyncWrite + Unpin>(
                 match event {
                     // The deadline, messages or an eviction: the next step handles each.
                     None | Some(None) => {}
-                    Some(Some(Ok(0) | Err(_))) => return,
-                    Some(Some(Ok(read))) => {
-                        if session.received(&buffer[..read], Instant::now()) {
+                    Some(Some(Read::Closed)) => return,
+                    Some(Some(Read::Served { heard })) => {
+                        if heard {
                             place.touch();
                         }
                     }
@@ -136,6 +145,36 @@ async fn drive<S: AsyncRead + AsyncWrite + Unpin>(
             }
         }
     }
+}
+
+/// What one read from the client came to.
+enum Read {
+    /// Bytes, served: `heard` when a tracker message was among them.
+    Served { heard: bool },
+    /// The client closed the connection, or it failed.
+    Closed,
+}
+
+/// Reads what the client sent into the worker's read buffer and serves it in the same
+/// step. The buffer is borrowed only while the stream is polled, never across a wait
+/// (the sockets are readiness-based: a read that would block keeps no buffer), so one
+/// buffer serves all of a worker's connections and an idle connection holds none.
+async fn read_into<S: AsyncRead + Unpin>(
+    stream: &mut S,
+    buffer: &RefCell<Vec<u8>>,
+    session: &mut Session<'_, Worker>,
+) -> Read {
+    poll_fn(|cx| {
+        let mut buffer = buffer.borrow_mut();
+        match Pin::new(&mut *stream).poll_read(cx, &mut buffer) {
+            Poll::Pending => Poll::Pending,
+            Poll::Ready(Ok(0) | Err(_)) => Poll::Ready(Read::Closed),
+            Poll::Ready(Ok(read)) => Poll::Ready(Read::Served {
+                heard: session.received(&mut buffer[..read], Instant::now()),
+            }),
+        }
+    })
+    .await
 }
 
 impl Host for Worker {
@@ -246,6 +285,14 @@ impl Host for Worker {
 
     fn unregister(&self, connection: ConnectionRef) {
         self.shared.router.borrow_mut().unregister(connection);
+    }
+
+    fn buffer(&self) -> Vec<u8> {
+        self.shared.write_buffers.borrow_mut().take()
+    }
+
+    fn recycle(&self, buffer: Vec<u8>) {
+        self.shared.write_buffers.borrow_mut().give_back(buffer);
     }
 
     fn backoff_interval(&self) -> u32 {

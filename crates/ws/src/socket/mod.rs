@@ -49,6 +49,51 @@ pub(crate) struct Shared {
     pub(crate) overflow_log: RefCell<LogBudget>,
     /// Which Origins may open connections, and how many each holds.
     pub(crate) origins: Arc<Origins>,
+    /// The one buffer the worker's connections read into ([`READ_BUFFER`] bytes),
+    /// borrowed for one read and what it brought to be served.
+    pub(crate) read_buffer: RefCell<Vec<u8>>,
+    /// Buffers to write frames into, lent to connections while they have something
+    /// to write.
+    pub(crate) write_buffers: RefCell<WriteBuffers>,
+}
+
+/// Bytes one read takes from a connection at most: an announce with ten offers
+/// (about 10 KB) in one read.
+pub(crate) const READ_BUFFER: usize = 64 * 1024;
+
+/// A socket worker's spare write buffers. A connection takes one when it has frames
+/// to write and gives it back once they are written and nothing more waits, so only
+/// connections whose socket is full hold one; a buffer grown past [`KEPT_CAPACITY`]
+/// by a burst is not kept.
+#[derive(Debug, Default)]
+pub(crate) struct WriteBuffers {
+    spare: Vec<Vec<u8>>,
+}
+
+/// Capacity up to which a returned buffer is kept for reuse.
+const KEPT_CAPACITY: usize = 64 * 1024;
+/// Spare buffers kept at most (the most connections written in one round, about).
+const SPARES: usize = 256;
+/// Capacity of a new buffer: a few messages.
+const NEW_CAPACITY: usize = 4 * 1024;
+
+impl WriteBuffers {
+    /// An empty buffer: a spare, or a new one.
+    pub(crate) fn take(&mut self) -> Vec<u8> {
+        self.spare
+            .pop()
+            .unwrap_or_else(|| Vec::with_capacity(NEW_CAPACITY))
+    }
+
+    /// Keeps `buffer` (emptied) for the next connection that writes, within bounds.
+    pub(crate) fn give_back(&mut self, mut buffer: Vec<u8>) {
+        if buffer.capacity() == 0 || buffer.capacity() > KEPT_CAPACITY || self.spare.len() >= SPARES
+        {
+            return;
+        }
+        buffer.clear();
+        self.spare.push(buffer);
+    }
 }
 
 /// Overflow closes logged in a row, then one per [`OVERFLOW_LOG_REFILL`].
@@ -140,6 +185,8 @@ impl TcpTracker for WsTracker {
             router: Rc::new(RefCell::new(router)),
             overflow_log: RefCell::new(LogBudget::new(OVERFLOW_LOG_BURST, OVERFLOW_LOG_REFILL)),
             origins: origins.clone(),
+            read_buffer: RefCell::new(vec![0; READ_BUFFER]),
+            write_buffers: RefCell::new(WriteBuffers::default()),
         }
     }
 
