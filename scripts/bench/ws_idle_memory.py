@@ -13,6 +13,7 @@ allocator keeps freed pages: both are the same before and after, and so cancel.
 
   scripts/bench/ws_idle_memory.py [--connections 3000] [--trackers shoal,aquatic]
                                   [--modes ws,wss] [--rounds 2]
+  scripts/bench/ws_idle_memory.py --trackers shoal,shoal-before,aquatic --baseline-dir /tmp/before
 """
 
 import argparse
@@ -96,6 +97,7 @@ def main():
     p.add_argument("--client-cpus", default="1")
     p.add_argument("--shoal-dir", default="target/release")
     p.add_argument("--aquatic-dir", default=".bench/aquatic/bin")
+    p.add_argument("--baseline-dir", help="an earlier build, run as the tracker \"shoal-before\"")
     p.add_argument("--port", type=int, default=24900)
     p.add_argument("--force", action="store_true")
     a = p.parse_args()
@@ -108,8 +110,8 @@ def main():
     bench = ws_bench.Bench(types.SimpleNamespace(
         tracker_cpus=a.tracker_cpus, load_cpus=a.client_cpus, workers=1, load_workers=1,
         port=a.port, handshakes=None, swarm_workers=0, shoal_network=[],
-        baseline_same_config=False, shoal_dir=a.shoal_dir, aquatic_dir=a.aquatic_dir,
-        baseline_dir=None))
+        baseline_same_config=True, shoal_dir=a.shoal_dir, aquatic_dir=a.aquatic_dir,
+        baseline_dir=a.baseline_dir))
     results = {}
     for _ in range(a.rounds):
         for mode in a.modes.split(","):

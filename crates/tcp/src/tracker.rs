@@ -620,43 +620,76 @@ async fn connection<T: TcpTracker>(worker: Rc<Worker<T>>, stream: TcpStream, pee
     let _ = stream.get_mut().set_nodelay();
     let deadline = Instant::now() + settings.handshake_timeout;
     let place = worker.quiet.enter();
+    // Each way of serving is its own boxed future, sized for itself: inline, every
+    // connection's task would be as large as the largest (a TLS stream and its
+    // handshake: 17 KiB a connection, plain ones included). Made in statements of
+    // their own: a temporary of the statement that awaits it would be kept in this
+    // future's state too.
     match &worker.tls {
-        None => serve_and_close(&worker, stream, peer, deadline, place).await,
+        None => {
+            let serving = Box::pin(serve_and_close(&worker, stream, peer, deadline, place));
+            serving.await;
+        }
         Some(tls) => {
-            let limits = (&settings, deadline, exempt);
-            let spent = Cell::new(Duration::ZERO);
-            let accept = timed(
-                async {
-                    let acceptor = futures_rustls::TlsAcceptor::from(tls.current());
-                    acceptor.accept(stream).await.ok()
-                },
-                &spent,
-            );
-            let handshake = handshake(&worker, limits, peer.ip(), &place, accept).await;
-            let micros = spent.get().as_micros() as u64;
-            worker.count(|counters| counters.tls_handshake_micros += micros);
-            match handshake {
-                Some(mut stream)
-                    if crate::tls::is_acme_validation(stream.get_ref().1.alpn_protocol()) =>
-                {
-                    // The CA has seen the validation certificate: nothing to serve.
-                    worker.count(|counters| counters.acme_validations += 1);
-                    let _ = within(Duration::from_secs(1), stream.close()).await;
-                }
-                Some(stream) => {
-                    let resumed =
-                        stream.get_ref().1.handshake_kind() == Some(HandshakeKind::Resumed);
-                    worker.count(|counters| {
-                        counters.tls_resumed += u64::from(resumed);
-                        counters.tls_full += u64::from(!resumed);
-                    });
-                    serve_and_close(&worker, stream, peer, deadline, place).await
-                }
-                None => worker.count(|counters| counters.tls_failures += 1),
-            }
+            let tls = TlsStart {
+                config: tls.current(),
+                settings: &settings,
+                deadline,
+                exempt,
+            };
+            let serving = Box::pin(serve_tls(&worker, tls, stream, peer, place));
+            serving.await;
         }
     }
     worker.connections.set(worker.connections.get() - 1);
+}
+
+/// What a TLS connection's handshake needs.
+struct TlsStart<'a> {
+    config: Arc<rustls::ServerConfig>,
+    settings: &'a TcpSettings,
+    deadline: Instant,
+    exempt: bool,
+}
+
+/// The TLS handshake, then the connection served over it. Both are boxed: the
+/// handshake's state goes once it is done.
+async fn serve_tls<'w, T: TcpTracker>(
+    worker: &'w Worker<T>,
+    tls: TlsStart<'_>,
+    stream: Counted<'w, TcpStream>,
+    peer: SocketAddr,
+    place: Place<'w>,
+) {
+    let limits = (tls.settings, tls.deadline, tls.exempt);
+    let spent = Cell::new(Duration::ZERO);
+    let accept = Box::pin(timed(
+        async {
+            let acceptor = futures_rustls::TlsAcceptor::from(tls.config);
+            acceptor.accept(stream).await.ok()
+        },
+        &spent,
+    ));
+    let handshake = handshake(worker, limits, peer.ip(), &place, accept).await;
+    let micros = spent.get().as_micros() as u64;
+    worker.count(|counters| counters.tls_handshake_micros += micros);
+    match handshake {
+        Some(mut stream) if crate::tls::is_acme_validation(stream.get_ref().1.alpn_protocol()) => {
+            // The CA has seen the validation certificate: nothing to serve.
+            worker.count(|counters| counters.acme_validations += 1);
+            let _ = within(Duration::from_secs(1), stream.close()).await;
+        }
+        Some(stream) => {
+            let resumed = stream.get_ref().1.handshake_kind() == Some(HandshakeKind::Resumed);
+            worker.count(|counters| {
+                counters.tls_resumed += u64::from(resumed);
+                counters.tls_full += u64::from(!resumed);
+            });
+            let serving = Box::pin(serve_and_close(worker, stream, peer, tls.deadline, place));
+            serving.await;
+        }
+        None => worker.count(|counters| counters.tls_failures += 1),
+    }
 }
 
 /// Answers a refused connection the tracker's way, then it closes; on a TLS port it

@@ -47,7 +47,10 @@ pub(crate) async fn serve<'w, S: AsyncRead + AsyncWrite + Unpin>(
     deadline: Instant,
     mut place: Place<'w>,
 ) {
-    let opening = futures_lite::future::or(open(&mut stream, local, peer, deadline), async {
+    // Boxed, in a statement of its own: the opening's state lives while it is read,
+    // not for as long as the connection stays open.
+    let opening = Box::pin(open(&mut stream, local, peer, deadline));
+    let opening = futures_lite::future::or(opening, async {
         place.evicted().await;
         Opening::Answered
     })

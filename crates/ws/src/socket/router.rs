@@ -196,7 +196,16 @@ impl ConnectionQueue {
     /// The next message to write; its bytes stay counted in the budget until the
     /// write they go into is done ([`set_writing`](Self::set_writing)).
     pub(crate) fn pop(&self) -> Option<ToConnection> {
-        let message = self.messages.borrow_mut().pop_front()?;
+        let message = {
+            let mut messages = self.messages.borrow_mut();
+            let message = messages.pop_front()?;
+            if messages.is_empty() {
+                // An idle connection keeps no queue: a few hundred bytes each, for a
+                // new allocation when its next messages come.
+                *messages = VecDeque::new();
+            }
+            message
+        };
         let weight = message.weight();
         self.bytes.set(self.bytes.get() - weight);
         if self.overflowed.get().is_none() {
