@@ -314,15 +314,25 @@ fn a_request_dripped_a_byte_at_a_time_gets_no_more_time() {
 /// Bytes the kernel holds for the tracker's connections on `port`: each socket's
 /// send queue (written, not yet taken by the client) and receive queue (sent by the
 /// client, not yet read by the tracker), from /proc/net/tcp.
-fn kernel_bytes_on(port: u16) -> (u64, usize) {
+fn kernel_bytes_on(server: SocketAddr) -> (u64, usize) {
+    let SocketAddr::V4(server) = server else {
+        panic!("an IPv4 tracker address");
+    };
+    // As /proc/net/tcp writes it: the address's bytes as a little-endian word, the
+    // port big-endian. The address counts too: a client socket of another test, bound
+    // to another loopback address, may have the same port number.
+    let local = format!(
+        "{:08X}:{:04X}",
+        u32::from_le_bytes(server.ip().octets()),
+        server.port()
+    );
     let table = std::fs::read_to_string("/proc/net/tcp").unwrap();
     let mut bytes = 0;
     let mut sockets = 0;
     for line in table.lines().skip(1) {
         let fields: Vec<&str> = line.split_whitespace().collect();
-        let local_port = fields[1].rsplit(':').next().unwrap();
         // Established connections of the tracker (not the listener, state 0A).
-        if u16::from_str_radix(local_port, 16).unwrap() != port || fields[3] != "01" {
+        if fields[1] != local || fields[3] != "01" {
             continue;
         }
         let (tx, rx) = fields[4].split_once(':').unwrap();
@@ -377,7 +387,7 @@ fn clients_that_pipeline_and_never_read_hold_only_their_buffers() {
         })
         .collect();
     std::thread::sleep(Duration::from_millis(500));
-    let (held, sockets) = kernel_bytes_on(server.port());
+    let (held, sockets) = kernel_bytes_on(server);
     assert_eq!(sockets, clients.len());
     // The kernel may use up to twice a buffer's size for data and its bookkeeping.
     let bound = clients.len() as u64 * 2 * (send + receive) as u64;
