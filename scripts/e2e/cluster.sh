@@ -24,23 +24,8 @@ e2e_init cluster
 libtorrent_deps
 need_apt redis-server prometheus
 
-free_port() {
-    "$SYS_PYTHON" -c 'import socket, sys
-kind = socket.SOCK_DGRAM if sys.argv[1] == "udp" else socket.SOCK_STREAM
-s = socket.socket(socket.AF_INET, kind); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])' "$1"
-}
-
-redis_port=$(free_port tcp)
-mkdir -p "$WORK/redis"
-start_bg redis redis-server --bind 127.0.0.1 --port "$redis_port" --save "" --appendonly no \
-    --dir "$WORK/redis"
-deadline=$((SECONDS + 10))
-until [ "$(redis-cli -p "$redis_port" ping 2>/dev/null)" = PONG ]; do
-    running redis || fail "redis-server exited at start"
-    [ "$SECONDS" -lt "$deadline" ] || fail "redis-server did not answer within 10 s"
-    sleep 0.1
-done
-say "redis-server on 127.0.0.1:$redis_port"
+start_redis
+redis_port=$REDIS_PORT
 
 shoal_bin=$(tracker_bin shoal)
 declare -A UDP_PORT HTTP_PORT METRICS_PORT

@@ -47,15 +47,8 @@ if grep -q '^tune' "$WORK/check-host.txt"; then want=1; else want=0; fi
 say "check-host: $(tail -n1 "$WORK/check-host.txt")"
 
 # --- 2. one config, metrics -----------------------------------------------------------
-redis_port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-mkdir -p "$WORK/redis"
-start_bg redis redis-server --bind 127.0.0.1 --port "$redis_port" --save "" --appendonly no \
-    --dir "$WORK/redis"
-for _ in $(seq 100); do
-    [ "$(redis-cli -p "$redis_port" ping 2>/dev/null)" = PONG ] && break
-    sleep 0.1
-done
-[ "$(redis-cli -p "$redis_port" ping 2>/dev/null)" = PONG ] || fail "redis-server did not answer"
+start_redis
+redis_port=$REDIS_PORT
 "$shoal" -p >"$WORK/default.toml"
 "$shoal" -c "$WORK/default.toml" -P >/dev/null || fail "shoal rejects its own -p output"
 mkdir -p "$WORK/state"

@@ -25,21 +25,8 @@ if [ -z "${SHOAL_E2E_IN_NETNS:-}" ]; then
 fi
 netns_loopback_up
 
-free_port() {
-    "$SYS_PYTHON" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
-
-redis_port=$(free_port)
-mkdir -p "$WORK/redis"
-start_bg redis redis-server --bind 127.0.0.1 --port "$redis_port" --save "" --appendonly no \
-    --dir "$WORK/redis"
-deadline=$((SECONDS + 10))
-until [ "$(redis-cli -p "$redis_port" ping 2>/dev/null)" = PONG ]; do
-    running redis || fail "redis-server exited at start"
-    [ "$SECONDS" -lt "$deadline" ] || fail "redis-server did not answer within 10 s"
-    sleep 0.1
-done
-say "redis-server on 127.0.0.1:$redis_port"
+start_redis
+redis_port=$REDIS_PORT
 
 ws_bin=$(tracker_bin shoal_ws)
 declare -A PORT METRICS_PORT

@@ -724,19 +724,11 @@ fn announce_reply(info_hash: Id20, counts: ScrapeFile, interval: u32) -> ToConne
     }))
 }
 
-/// `fuzz/fuzz_targets/ws_cluster.rs`: any bytes as another node's changes and as
-/// messages it relayed, into a clustered shard that holds one peer of its own
-/// (torrent `[7; 20]`, peer `[1; 20]`, connection 0/1, which relayed messages can name):
-/// never a panic, the counts stay true, and every message delivered goes to that one
-/// connection.
-#[cfg(fuzzing)]
-pub(crate) fn fuzz_cluster(data: &[u8]) {
-    use rand::SeedableRng as _;
-    let Some((&split, rest)) = data.split_first() else {
-        return;
-    };
-    let (changes, relayed) = rest.split_at(usize::from(split).min(rest.len()));
-    let settings = SwarmSettings {
+/// Settings for tests and fuzzing: a fixed 120 s interval (no adapting, no jitter),
+/// 300 s peers, 60 s offers.
+#[cfg(any(test, fuzzing))]
+fn fixed_settings(max_pending_offers: usize, clustered: bool) -> SwarmSettings {
+    SwarmSettings {
         interval: std::sync::Arc::new(shoal_worker::AnnounceInterval::new(
             shoal_worker::IntervalSettings {
                 adaptive: false,
@@ -751,9 +743,24 @@ pub(crate) fn fuzz_cluster(data: &[u8]) {
         )),
         peer_timeout: 300,
         offer_lifetime: 60,
-        max_pending_offers: 4,
-        clustered: true,
+        max_pending_offers,
+        clustered,
+    }
+}
+
+/// `fuzz/fuzz_targets/ws_cluster.rs`: any bytes as another node's changes and as
+/// messages it relayed, into a clustered shard that holds one peer of its own
+/// (torrent `[7; 20]`, peer `[1; 20]`, connection 0/1, which relayed messages can name):
+/// never a panic, the counts stay true, and every message delivered goes to that one
+/// connection.
+#[cfg(fuzzing)]
+pub(crate) fn fuzz_cluster(data: &[u8]) {
+    use rand::SeedableRng as _;
+    let Some((&split, rest)) = data.split_first() else {
+        return;
     };
+    let (changes, relayed) = rest.split_at(usize::from(split).min(rest.len()));
+    let settings = fixed_settings(4, true);
     let capacity = Capacity {
         torrents: 8,
         peers: 64,
@@ -812,24 +819,7 @@ mod tests {
     use super::*;
 
     pub(super) fn settings() -> SwarmSettings {
-        SwarmSettings {
-            interval: std::sync::Arc::new(shoal_worker::AnnounceInterval::new(
-                shoal_worker::IntervalSettings {
-                    adaptive: false,
-                    min: 120,
-                    max: 120,
-                    target_load: 0.7,
-                    jitter_percent: 0,
-                    grace: 180,
-                    min_share: 0.5,
-                    ceiling: u32::MAX,
-                },
-            )),
-            peer_timeout: 300,
-            offer_lifetime: 60,
-            max_pending_offers: 3,
-            clustered: false,
-        }
+        fixed_settings(3, false)
     }
     const HASH: Id20 = Id20([7; 20]);
 
@@ -868,7 +858,7 @@ mod tests {
         }
     }
 
-    fn send(
+    pub(super) fn send(
         swarms: &mut WsShard,
         from: ConnectionRef,
         kind: RequestKind,
@@ -883,7 +873,7 @@ mod tests {
         RequestKind::Announce(Box::new(request))
     }
 
-    fn counts(out: &[(ConnectionRef, ToConnection)]) -> (u64, u64) {
+    pub(super) fn counts(out: &[(ConnectionRef, ToConnection)]) -> (u64, u64) {
         out.iter()
             .find_map(|(_, message)| match message {
                 ToConnection::Message(ServerMessage::AnnounceResponse(reply)) => {

@@ -241,6 +241,30 @@ start_tracker() {
     fi
 }
 
+# free_port [tcp|udp]: a loopback port nothing listens on now (tcp unless told).
+free_port() {
+    "$SYS_PYTHON" -c 'import socket, sys
+kind = socket.SOCK_DGRAM if sys.argv[1] == "udp" else socket.SOCK_STREAM
+s = socket.socket(socket.AF_INET, kind); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])' "${1:-tcp}"
+}
+
+# start_redis: a real redis-server (Debian's; the caller installs it) on a free
+# loopback port, without persistence, as background process "redis"; sets REDIS_PORT
+# once it answers.
+start_redis() {
+    REDIS_PORT=$(free_port)
+    mkdir -p "$WORK/redis"
+    start_bg redis redis-server --bind 127.0.0.1 --port "$REDIS_PORT" --save "" \
+        --appendonly no --dir "$WORK/redis"
+    local deadline=$((SECONDS + 10))
+    until [ "$(redis-cli -p "$REDIS_PORT" ping 2>/dev/null)" = PONG ]; do
+        running redis || fail "redis-server exited at start"
+        [ "$SECONDS" -lt "$deadline" ] || fail "redis-server did not answer within 10 s"
+        sleep 0.1
+    done
+    say "redis-server on 127.0.0.1:$REDIS_PORT"
+}
+
 # A file of N MiB of random bytes.
 random_file() {
     head -c "$(($2 * 1024 * 1024))" /dev/urandom >"$1"

@@ -6,6 +6,7 @@ use rand::SeedableRng as _;
 use serde_json::value::RawValue;
 use shoal_ws_protocol::Offer;
 
+use super::tests::{counts, send};
 use super::*;
 
 const HASH: Id20 = Id20([7; 20]);
@@ -14,11 +15,11 @@ const A: u64 = 0xa0a0;
 const B: u64 = 0xb0b0;
 
 fn node() -> WsShard {
-    let settings = SwarmSettings {
-        clustered: true,
-        ..super::tests::settings()
-    };
-    WsShard::new(settings, Capacity::UNLIMITED, SmallRng::seed_from_u64(3))
+    WsShard::new(
+        fixed_settings(3, true),
+        Capacity::UNLIMITED,
+        SmallRng::seed_from_u64(3),
+    )
 }
 
 fn conn(id: u64) -> ConnectionRef {
@@ -62,17 +63,6 @@ fn answer(from: u8, to: u8, offer_id: Id20) -> RequestKind {
     }))
 }
 
-fn send(
-    shard: &mut WsShard,
-    from: ConnectionRef,
-    kind: RequestKind,
-    now: u32,
-) -> Vec<(ConnectionRef, ToConnection)> {
-    let mut out = Vec::new();
-    shard.serve(SwarmRequest { from, kind }, ServerTime(now), &mut out);
-    out
-}
-
 /// Applies `from`'s recorded changes to `to`, as `to`'s reader would hand them over.
 fn replicate(from: &mut WsShard, origin: u64, to: &mut WsShard, now: u32) -> Replicated {
     let bytes = from.change_log().unwrap().take();
@@ -111,17 +101,6 @@ fn relay(
         }
     });
     (delivered, done)
-}
-
-fn counts(out: &[(ConnectionRef, ToConnection)]) -> (u64, u64) {
-    out.iter()
-        .find_map(|(_, message)| match message {
-            ToConnection::Message(ServerMessage::AnnounceResponse(reply)) => {
-                Some((reply.complete, reply.incomplete))
-            }
-            _ => None,
-        })
-        .expect("an announce reply")
 }
 
 #[test]
