@@ -27,6 +27,8 @@
 //! * `executor`: glommio executors that never spin (the io_uring backend).
 //! * `poll`: the epoll executor, for hosts that refuse io_uring.
 //! * `tls`: certificates from PEM files, swapped atomically on reload.
+//! * `tls_stream`: TLS over a connection that holds no buffer while it is idle
+//!   (rustls's unbuffered connection, records in one scratch buffer per thread).
 //! * `tickets`: stateless session tickets under rotating keys every worker shares.
 //! * `http_head`: reading an HTTP request head that arrives in pieces.
 //! * `io_uring` and `memlock`: whether io_uring can be set up here, and locked
@@ -45,6 +47,7 @@ mod memlock;
 mod poll;
 mod tickets;
 mod tls;
+mod tls_stream;
 mod tracker;
 
 pub use backend::{Backend, Sleep, before, sleep, spawn_local, within, write_all_before};

@@ -20,6 +20,7 @@
 use std::cell::{Cell, RefCell};
 use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
+use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -600,7 +601,8 @@ async fn connection<T: TcpTracker>(worker: Rc<Worker<T>>, stream: TcpStream, pee
             Ok(slot) => Some(slot),
             Err(_) => {
                 worker.count(|counters| counters.refused_per_ip += 1);
-                refuse(&worker, &mut stream).await;
+                let refusing = Box::pin(refuse(&worker, &mut stream));
+                refusing.await;
                 return;
             }
         }
@@ -611,7 +613,8 @@ async fn connection<T: TcpTracker>(worker: Rc<Worker<T>>, stream: TcpStream, pee
             worker.count(|counters| counters.idle_evicted += 1);
         } else {
             worker.count(|counters| counters.refused += 1);
-            refuse(&worker, &mut stream).await;
+            let refusing = Box::pin(refuse(&worker, &mut stream));
+            refusing.await;
             return;
         }
     }
@@ -637,8 +640,15 @@ async fn connection<T: TcpTracker>(worker: Rc<Worker<T>>, stream: TcpStream, pee
                 deadline,
                 exempt,
             };
-            let serving = Box::pin(serve_tls(&worker, tls, stream, peer, place));
-            serving.await;
+            // The handshake's future (3 KiB) is let go once it is done: an open
+            // connection keeps only what serves it.
+            let serving = {
+                let handshake = Box::pin(tls_handshake(&worker, tls, stream, peer, place));
+                handshake.await
+            };
+            if let Some(serving) = serving {
+                serving.await;
+            }
         }
     }
     worker.connections.set(worker.connections.get() - 1);
@@ -652,43 +662,54 @@ struct TlsStart<'a> {
     exempt: bool,
 }
 
-/// The TLS handshake, then the connection served over it. Both are boxed: the
-/// handshake's state goes once it is done.
-async fn serve_tls<'w, T: TcpTracker>(
+/// A connection boxed for serving, as [`TcpTracker::serve`] and [`serve_and_close`]
+/// make it.
+type Serving<'w> = Pin<Box<dyn Future<Output = ()> + 'w>>;
+
+/// The TLS handshake, and then, unless it failed or was ACME's validation, the
+/// connection's serving future: made here, run by the caller once this future (and
+/// the handshake's state) is gone.
+async fn tls_handshake<'w, T: TcpTracker>(
     worker: &'w Worker<T>,
     tls: TlsStart<'_>,
     stream: Counted<'w, TcpStream>,
     peer: SocketAddr,
     place: Place<'w>,
-) {
+) -> Option<Serving<'w>> {
     let limits = (tls.settings, tls.deadline, tls.exempt);
     let spent = Cell::new(Duration::ZERO);
     let accept = Box::pin(timed(
-        async {
-            let acceptor = futures_rustls::TlsAcceptor::from(tls.config);
-            acceptor.accept(stream).await.ok()
-        },
+        async { crate::tls_stream::accept(stream, tls.config).await.ok() },
         &spent,
     ));
     let handshake = handshake(worker, limits, peer.ip(), &place, accept).await;
     let micros = spent.get().as_micros() as u64;
     worker.count(|counters| counters.tls_handshake_micros += micros);
     match handshake {
-        Some(mut stream) if crate::tls::is_acme_validation(stream.get_ref().1.alpn_protocol()) => {
+        Some(mut stream) if crate::tls::is_acme_validation(stream.alpn_protocol()) => {
             // The CA has seen the validation certificate: nothing to serve.
             worker.count(|counters| counters.acme_validations += 1);
             let _ = within(Duration::from_secs(1), stream.close()).await;
+            None
         }
         Some(stream) => {
-            let resumed = stream.get_ref().1.handshake_kind() == Some(HandshakeKind::Resumed);
+            let resumed = stream.handshake_kind() == Some(HandshakeKind::Resumed);
             worker.count(|counters| {
                 counters.tls_resumed += u64::from(resumed);
                 counters.tls_full += u64::from(!resumed);
             });
-            let serving = Box::pin(serve_and_close(worker, stream, peer, tls.deadline, place));
-            serving.await;
+            Some(Box::pin(serve_and_close(
+                worker,
+                stream,
+                peer,
+                tls.deadline,
+                place,
+            )))
         }
-        None => worker.count(|counters| counters.tls_failures += 1),
+        None => {
+            worker.count(|counters| counters.tls_failures += 1);
+            None
+        }
     }
 }
 
@@ -786,15 +807,21 @@ impl<T: TcpTracker> Drop for HandshakeCount<'_, T> {
     }
 }
 
-async fn serve_and_close<'w, T: TcpTracker, S: AsyncRead + AsyncWrite + Unpin>(
+/// Serves a connection, then ends it properly: TLS sends close_notify (clients may
+/// otherwise take the close for a truncation attack), and TCP gets a FIN.
+///
+/// Not an `async fn`: that would move its parameters into locals of its future, and
+/// the future would hold the stream twice (rustc keeps the places of both).
+#[allow(clippy::manual_async_fn)]
+fn serve_and_close<'w, T: TcpTracker, S: AsyncRead + AsyncWrite + Unpin + 'w>(
     worker: &'w Worker<T>,
     mut stream: S,
     peer: SocketAddr,
     deadline: Instant,
     place: Place<'w>,
-) {
-    T::serve(worker, &mut stream, peer, deadline, place).await;
-    // End the connection properly: TLS sends close_notify (clients may otherwise take
-    // the close for a truncation attack), and TCP gets a FIN.
-    let _ = within(Duration::from_secs(1), stream.close()).await;
+) -> impl Future<Output = ()> + 'w {
+    async move {
+        T::serve(worker, &mut stream, peer, deadline, place).await;
+        let _ = within(Duration::from_secs(1), stream.close()).await;
+    }
 }
