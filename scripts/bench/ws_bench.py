@@ -91,6 +91,18 @@ class Bench:
             older = tracker == "shoal-before" and not a.baseline_same_config
             budget = "" if older else (
                 "max_outgoing_bytes_per_worker = 17179869184\nmax_offer_bytes_per_second = 0\n")
+            outgoing_messages = 8192
+            if a.queue_budget == "aquatic":
+                # aquatic_ws's queue per connection (LOCAL_CHANNEL_SIZE in its socket
+                # worker): 16 messages. It drops what does not fit; shoal_ws closes the
+                # connection (its rule for a client that does not keep up).
+                outgoing_messages = 16
+                budget = "" if older else "max_offer_bytes_per_second = 0\n"
+            elif a.queue_budget == "default":
+                # shoal_ws's own defaults: 256 messages and 1 MiB a connection, 256 MiB
+                # a socket worker.
+                outgoing_messages = 256
+                budget = "" if older else "max_offer_bytes_per_second = 0\n"
             network_extra = "" if tracker == "shoal-before" else "".join(
                 f"{line}\n" for line in a.shoal_network)
             if a.handshakes and tracker == "shoal":
@@ -110,7 +122,7 @@ max_connections = 1000000
 {network_extra}[limits]
 max_requests_per_second = 0
 max_torrents_per_connection = 1000000
-max_outgoing_messages = 8192
+max_outgoing_messages = {outgoing_messages}
 {budget}[protocol]
 max_pending_offers = 1000
 [statistics]
@@ -347,6 +359,11 @@ def main():
                    help="a line for shoal's [network] (not the baseline's), e.g. socket_send_buffer_size=0")
     p.add_argument("--no-aquatic", action="store_true",
                    help="shoal against --baseline-dir only (the effect of one change); shoal's load tester")
+    p.add_argument("--queue-budget", choices=["bench", "default", "aquatic"], default="bench",
+                   help="shoal's outgoing queues: far above what the load testers need (bench), "
+                        "shoal's defaults (default: 256 messages a connection, 256 MiB a worker), "
+                        "or aquatic_ws's 16 messages a connection with shoal's per-worker default "
+                        "(aquatic)")
     p.add_argument("--baseline-dir", help="a directory with an earlier shoal_ws, run as \"shoal-before\"")
     p.add_argument("--baseline-same-config", action="store_true",
                    help="give the baseline the current build's config: it knows every key")

@@ -111,7 +111,7 @@ def main():
         tracker_cpus=a.tracker_cpus, load_cpus=a.client_cpus, workers=1, load_workers=1,
         port=a.port, handshakes=None, swarm_workers=0, shoal_network=[],
         baseline_same_config=True, shoal_dir=a.shoal_dir, aquatic_dir=a.aquatic_dir,
-        baseline_dir=a.baseline_dir))
+        baseline_dir=a.baseline_dir, queue_budget="bench"))
     results = {}
     for _ in range(a.rounds):
         for mode in a.modes.split(","):

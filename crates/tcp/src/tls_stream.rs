@@ -173,6 +173,12 @@ pub(crate) async fn accept<S: AsyncRead + AsyncWrite + Unpin>(
                 kept.peer_closed = true;
                 break;
             }
+            // TLS 1.3's session tickets, after the client's Finished: the client does
+            // not wait for them, and they go out with the first write (one send for
+            // both, a syscall less per connection).
+            Step::Transmit
+                if !conn.is_handshaking()
+                    && conn.protocol_version() == Some(rustls::ProtocolVersion::TLSv1_3) => {}
             Step::Transmit => {
                 let sent = stream.write_all(&outgoing).await;
                 outgoing.clear();
@@ -198,6 +204,7 @@ pub(crate) async fn accept<S: AsyncRead + AsyncWrite + Unpin>(
         }
     }
     if !outgoing.is_empty() {
+        outgoing.shrink_to_fit();
         kept.sending = outgoing;
     }
     if !incoming.is_empty() {
@@ -299,7 +306,7 @@ impl<S: AsyncWrite + Unpin> TlsStream<S> {
             write_into(scratch, |room| Ok(traffic.encrypt(data, room)?))
         })?;
         let mut sent = 0;
-        // Handshake messages queued meanwhile go first.
+        // Records kept from before go first, in the same send.
         if self.kept.sending.is_empty() {
             while sent < encrypted {
                 match Pin::new(&mut self.inner).poll_write(cx, &scratch[sent..encrypted]) {
@@ -352,11 +359,13 @@ impl<S: AsyncRead + AsyncWrite + Unpin> TlsStream<S> {
             self.kept.unread = false;
             scratch[..kept].copy_from_slice(&self.kept.received);
             let total = kept + fresh;
+            let queued = self.kept.sending.len();
             let (used, filled) = self.process(&mut scratch[..total], out)?;
             self.kept.keep_received(&scratch[used..total]);
-            if !self.kept.sending.is_empty() {
+            if self.kept.sending.len() > queued {
                 // A key update's answer: sent now if the socket takes it, else with
-                // the next write (the client does not wait for it).
+                // the next write (the client does not wait for it). Session tickets
+                // kept from the handshake wait for the first write.
                 if let Poll::Ready(Err(err)) = self.poll_send(cx) {
                     return Poll::Ready(Err(err));
                 }
@@ -436,9 +445,12 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for TlsStream<S> {
         data: &[u8],
     ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
-        // Records kept from before go first: while the socket does not take them,
-        // nothing more is taken.
-        ready!(this.poll_send(cx))?;
+        // Records kept from before go first, with these when there are few (session
+        // tickets waiting for the first write): past a chunk of them, nothing more is
+        // taken until the socket has taken them.
+        if this.kept.sending.len() - this.kept.sending_from > WRITE_CHUNK {
+            ready!(this.poll_send(cx))?;
+        }
         if data.is_empty() {
             return Poll::Ready(Ok(0));
         }

@@ -32,6 +32,8 @@ struct Wire {
     client_plaintext: Vec<u8>,
     /// The client has seen the server's close_notify.
     client_saw_close: bool,
+    /// Writes the server's end took bytes from.
+    writes: usize,
 }
 
 /// The server's end of the wire.
@@ -84,6 +86,7 @@ impl AsyncWrite for End {
         wire.refuse_write = wire.write_room != usize::MAX;
         let taken = data.len().min(wire.write_room);
         wire.to_client.extend_from_slice(&data[..taken]);
+        wire.writes += 1;
         Poll::Ready(Ok(taken))
     }
 
@@ -230,12 +233,18 @@ impl Pair {
         std::mem::take(&mut self.wire.0.borrow_mut().client_plaintext)
     }
 
-    /// Nothing kept between messages, and no allocation.
-    fn assert_idle(&self) {
+    /// Nothing received kept between messages, and no allocation for it.
+    fn assert_nothing_received_kept(&self) {
         let kept = &self.server.kept;
         assert_eq!(kept.received.capacity(), 0, "received");
         assert_eq!(kept.plaintext.capacity(), 0, "plaintext");
-        assert_eq!(kept.sending.capacity(), 0, "sending");
+    }
+
+    /// Nothing kept between messages, and no allocation (once the server has written:
+    /// TLS 1.3's session tickets wait for its first write).
+    fn assert_idle(&self) {
+        self.assert_nothing_received_kept();
+        assert_eq!(self.server.kept.sending.capacity(), 0, "sending");
     }
 }
 
@@ -251,7 +260,6 @@ fn messages_cross_whole_at_every_read_size_and_leave_nothing_kept() {
         for read_size in [1, 5, 7, 64, 1000, 16 * 1024 + 30, READ_SIZE] {
             for chunk in [3, 100, 64 * 1024] {
                 let mut pair = connect(versions, read_size, usize::MAX);
-                pair.assert_idle();
                 let messages = [pattern(10, 1), pattern(40_000, 2), pattern(1, 3)];
                 for message in &messages {
                     pair.client_sends(message);
@@ -262,7 +270,7 @@ fn messages_cross_whole_at_every_read_size_and_leave_nothing_kept() {
                     all,
                     "{read_size} {chunk}"
                 );
-                pair.assert_idle();
+                pair.assert_nothing_received_kept();
                 let reply = pattern(100_000, 4);
                 pair.server_sends(&reply);
                 assert_eq!(pair.client_received(), reply);
@@ -270,6 +278,22 @@ fn messages_cross_whole_at_every_read_size_and_leave_nothing_kept() {
             }
         }
     }
+}
+
+/// TLS 1.3's session tickets wait for the first write and go out in the same send;
+/// TLS 1.2's handshake ends with the server's Finished, which is sent at once.
+#[test]
+fn session_tickets_go_out_with_the_first_write() {
+    let mut pair = connect(&[&rustls::version::TLS13], READ_SIZE, usize::MAX);
+    assert!(!pair.server.kept.sending.is_empty(), "the tickets wait");
+    let writes = pair.wire.0.borrow().writes;
+    pair.server_sends(b"first");
+    assert_eq!(pair.wire.0.borrow().writes, writes + 1, "one send");
+    assert_eq!(pair.client_received(), b"first");
+    pair.assert_idle();
+
+    let pair = connect(&[&rustls::version::TLS12], READ_SIZE, usize::MAX);
+    pair.assert_idle();
 }
 
 #[test]
@@ -302,7 +326,7 @@ fn a_record_split_across_reads_is_kept_until_it_is_whole() {
     pair.wire.0.borrow_mut().to_server.extend(&record[10..]);
     let read = run(pair.server.read(&mut buffer), &mut pair.client, &pair.wire).unwrap();
     assert_eq!(&buffer[..read], b"split");
-    pair.assert_idle();
+    pair.assert_nothing_received_kept();
 }
 
 #[test]
@@ -433,6 +457,6 @@ proptest! {
         }
         let all = messages.concat();
         prop_assert_eq!(pair.server_reads(all.len(), chunk), all);
-        pair.assert_idle();
+        pair.assert_nothing_received_kept();
     }
 }
