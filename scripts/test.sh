@@ -55,6 +55,9 @@ ensure_command redis-server redis-server
 # The ACME tests (crates/{http,ws}/tests/acme.rs) get certificates from a real ACME
 # CA: Let's Encrypt's pebble, with pebble-challtestsrv as its DNS server.
 ensure_command pebble pebble
+# Listener backlogs (crates/sockets, crates/http/tests/http.rs) are read from the
+# kernel with ss.
+ensure_command ss iproute2
 export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-always}"
 
 # The HTTP tracker's tests run glommio executors, whose io_uring buffers are locked

@@ -729,6 +729,13 @@ macro_rules! network_config {
                 /// TLS handshakes one client (as the per_ip section counts clients) may have under way
                 /// on a socket worker; one more is closed at once.
                 pub max_tls_handshakes_per_client: usize = 32,
+                /// Connections the kernel queues on each socket worker's listener before
+                /// the tracker accepts them. A burst past it (clients coming back together
+                /// after a restart or a network cut) has SYNs dropped, and those clients
+                /// retry after a second or more. The kernel caps it at
+                /// net.core.somaxconn (4096 by default since Linux 5.4; the log says when
+                /// it does): raise both for bursts of many thousands.
+                pub listen_backlog: u32 = 1024,
                 /// What the socket workers run on. The default picks io_uring where
                 /// it can be set up (fewer system calls per request) and epoll where it
                 /// cannot: under Docker's or containerd's default seccomp profile, with
@@ -763,6 +770,10 @@ macro_rules! network_config {
 
             fn tls_handshake_limits(&self) -> (usize, usize) {
                 (self.max_tls_handshakes, self.max_tls_handshakes_per_client)
+            }
+
+            fn listen_backlog(&self) -> u32 {
+                self.listen_backlog
             }
         }
     };
@@ -917,8 +928,13 @@ pub trait TcpNetwork {
     /// TLS handshakes under way per socket worker, and per client.
     fn tls_handshake_limits(&self) -> (usize, usize);
 
-    /// Checks that TLS, when on, names its files, and its limits.
-    fn validate_tls(&self, problems: &mut Problems) {
+    /// Connections queued on each listener before they are accepted.
+    fn listen_backlog(&self) -> u32;
+
+    /// Checks the listeners' backlog, that TLS, when on, names its files, and the
+    /// handshake limits.
+    fn validate_tcp(&self, problems: &mut Problems) {
+        problems.within("listen_backlog", self.listen_backlog(), 1..=65535);
         let (per_worker, per_client) = self.tls_handshake_limits();
         problems.within("max_tls_handshakes", per_worker, 1..=1 << 20);
         problems.within("max_tls_handshakes_per_client", per_client, 1..=1 << 20);

@@ -143,7 +143,7 @@ impl TrackerKind for Http {
     fn validate(config: &Config, problems: &mut Problems) {
         let network = &config.network;
         problems.section("network", |p| {
-            network.validate_tls(p);
+            network.validate_tcp(p);
             p.within("max_connections", network.max_connections, 1..=1 << 20);
             for (key, value) in [
                 ("socket_send_buffer_size", network.socket_send_buffer_size),
@@ -252,5 +252,20 @@ mod tests {
             err.contains("protocol.announce_path: must start with /"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn a_listen_backlog_must_be_one_the_kernel_takes() {
+        for backlog in [0, 65536] {
+            let err = parse_config::<Config>(&format!("[network]\nlisten_backlog = {backlog}\n"))
+                .unwrap_err()
+                .to_string();
+            assert!(
+                err.contains("network.listen_backlog: must be between 1 and 65535"),
+                "{err}"
+            );
+        }
+        let config = parse_config::<Config>("[network]\nlisten_backlog = 8192\n").unwrap();
+        assert_eq!(config.network.listen_backlog, 8192);
     }
 }

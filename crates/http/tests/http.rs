@@ -159,6 +159,26 @@ fn keep_alive_can_be_turned_off() {
 }
 
 #[test]
+fn every_listener_queues_the_configured_backlog() {
+    let mut config = loopback_config(false);
+    config.network.listen_backlog = 55;
+    let tracker = start(config);
+    let port = v4(&tracker).port();
+    let output = std::process::Command::new("ss")
+        .args(["-ltnH", &format!("sport = :{port}")])
+        .output()
+        .expect("ss (iproute2) runs");
+    let text = String::from_utf8_lossy(&output.stdout);
+    let backlogs: Vec<&str> = text
+        .lines()
+        .filter_map(|line| line.split_whitespace().nth(2))
+        .collect();
+    // One listener per socket worker; each column is Send-Q, a listener's backlog.
+    assert!(!backlogs.is_empty(), "{text}");
+    assert!(backlogs.iter().all(|&backlog| backlog == "55"), "{text}");
+}
+
+#[test]
 fn malformed_requests_get_4xx_and_a_closed_connection() {
     let tracker = start(loopback_config(false));
     let cases: Vec<(Vec<u8>, u16, &str)> = vec![

@@ -25,6 +25,6 @@ pub use sleep::{Doorbell, Ready, Want, wait as wait_for_sockets};
 pub use sockets::{
     ReceiveQueue, bind_failure, bind_listeners, bind_per_worker, cap_connection_buffers,
     may_force_recv_buffer, receive_queue, rmem_max, send_fragmenting, sends_unfragmented,
-    set_dont_fragment, set_recv_buffer, stop_listening, too_big_unfragmented,
+    set_dont_fragment, set_recv_buffer, somaxconn, stop_listening, too_big_unfragmented,
 };
 pub use udp_batch::{MAX_BATCH, RecvBatch, SendBatch};

@@ -46,17 +46,18 @@ pub fn bind_per_worker<S>(
 }
 
 /// Binds `workers` listening TCP sockets to each of `addresses` (see
-/// [`bind_per_worker`]), and fails if another process listens on one of the ports
-/// too (`foreign_listener`).
+/// [`bind_per_worker`]), each queueing up to `backlog` connections not yet accepted,
+/// and fails if another process listens on one of the ports too (`foreign_listener`).
 pub fn bind_listeners(
     addresses: &[SocketAddr],
     workers: usize,
+    backlog: u32,
 ) -> anyhow::Result<(Vec<Vec<TcpListener>>, Vec<SocketAddr>)> {
     let (sockets, bound) = bind_per_worker(
         addresses,
         workers,
         Type::STREAM,
-        bind_listener,
+        |addr| bind_listener(addr, backlog),
         TcpListener::local_addr,
     )?;
     let ours: Vec<u64> = sockets.iter().flatten().filter_map(socket_inode).collect();
@@ -167,8 +168,9 @@ pub(crate) fn exclusive_port(addr: SocketAddr, kind: Type) -> anyhow::Result<Soc
 }
 
 /// A listening TCP socket with SO_REUSEPORT and, for IPv6, IPV6_V6ONLY (IPv4
-/// clients use the IPv4 socket).
-fn bind_listener(addr: SocketAddr) -> anyhow::Result<TcpListener> {
+/// clients use the IPv4 socket), queueing up to `backlog` connections not yet
+/// accepted (the kernel caps it at net.core.somaxconn).
+fn bind_listener(addr: SocketAddr, backlog: u32) -> anyhow::Result<TcpListener> {
     let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))
         .with_context(|| format!("cannot create a TCP socket for {addr}"))?;
     if addr.is_ipv6() {
@@ -184,7 +186,7 @@ fn bind_listener(addr: SocketAddr) -> anyhow::Result<TcpListener> {
         .bind(&addr.into())
         .map_err(|err| bind_failure("TCP", addr, &err))?;
     socket
-        .listen(1024)
+        .listen(i32::try_from(backlog).unwrap_or(i32::MAX))
         .with_context(|| format!("cannot listen on {addr}"))?;
     Ok(socket.into())
 }
@@ -276,6 +278,16 @@ pub fn may_force_recv_buffer(socket: &Socket, size: usize) -> bool {
 /// ask for. `None` when /proc cannot be read (read it before a chroot).
 pub fn rmem_max() -> Option<usize> {
     std::fs::read_to_string("/proc/sys/net/core/rmem_max")
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+}
+
+/// net.core.somaxconn: the kernel's cap on a listener's backlog. `None` when /proc
+/// cannot be read.
+pub fn somaxconn() -> Option<u32> {
+    std::fs::read_to_string("/proc/sys/net/core/somaxconn")
         .ok()?
         .trim()
         .parse()
@@ -506,7 +518,7 @@ mod tests {
             SocketAddr::from(([127, 0, 0, 1], port)),
             SocketAddr::from((std::net::Ipv6Addr::LOCALHOST, port)),
         ];
-        let (sockets, bound) = bind_listeners(&addresses, 3).unwrap();
+        let (sockets, bound) = bind_listeners(&addresses, 3, 1024).unwrap();
         assert_eq!(bound, addresses);
         assert_eq!(sockets.len(), 3);
         for worker in &sockets {
@@ -539,7 +551,7 @@ mod tests {
         });
         assert!(tcp_free_beside_udp, "TCP is another namespace");
         // Port 0 resolves to a free port; a listening TCP port is busy.
-        let listener = bind_listener(SocketAddr::from(([127, 0, 0, 1], 0))).unwrap();
+        let listener = bind_listener(SocketAddr::from(([127, 0, 0, 1], 0)), 1024).unwrap();
         let listening = listener.local_addr().unwrap();
         let err = exclusive_port(listening, Type::STREAM)
             .unwrap_err()
@@ -550,22 +562,37 @@ mod tests {
     }
 
     #[test]
+    fn a_listener_queues_the_backlog_it_is_given() {
+        let listener = bind_listener(SocketAddr::from(([127, 0, 0, 1], 0)), 77).unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let output = std::process::Command::new("ss")
+            .args(["-ltnH", &format!("sport = :{port}")])
+            .output()
+            .expect("ss (iproute2) runs");
+        let text = String::from_utf8_lossy(&output.stdout);
+        // State, Recv-Q (connections waiting), Send-Q (the backlog), local, peer.
+        let columns: Vec<&str> = text.split_whitespace().collect();
+        assert_eq!(columns.get(2), Some(&"77"), "{text}");
+        assert!(somaxconn().is_some_and(|cap| cap >= 128));
+    }
+
+    #[test]
     fn a_second_tracker_on_the_same_tcp_port_is_refused_and_a_restart_is_not() {
         // Another tracker's listener: SO_REUSEPORT, same user, so our binds succeed.
-        let other = bind_listener(SocketAddr::from(([127, 0, 0, 1], 0))).unwrap();
+        let other = bind_listener(SocketAddr::from(([127, 0, 0, 1], 0)), 1024).unwrap();
         let taken = other.local_addr().unwrap();
-        let err = bind_listeners(&[taken], 2).unwrap_err().to_string();
+        let err = bind_listeners(&[taken], 2, 1024).unwrap_err().to_string();
         assert!(
             err.contains("another process listens on 127.0.0.1:") && err.contains("ss -ltnp"),
             "{err}"
         );
         // On the wildcard address too: it would take the same clients.
         let wildcard = SocketAddr::from(([0, 0, 0, 0], taken.port()));
-        assert!(bind_listeners(&[wildcard], 1).is_err());
+        assert!(bind_listeners(&[wildcard], 1, 1024).is_err());
         drop(other);
 
         // A restart: the old listener closed with a connection left in TIME_WAIT.
-        let (sockets, bound) = bind_listeners(&[taken], 2).unwrap();
+        let (sockets, bound) = bind_listeners(&[taken], 2, 1024).unwrap();
         let client = std::net::TcpStream::connect(bound[0]).unwrap();
         let accepted = sockets
             .iter()
@@ -584,7 +611,7 @@ mod tests {
         drop(accepted); // the server side closes first: TIME_WAIT on the tracker's port
         drop(client);
         drop(sockets);
-        bind_listeners(&[taken], 2).expect("TIME_WAIT is not a listener");
+        bind_listeners(&[taken], 2, 1024).expect("TIME_WAIT is not a listener");
     }
 
     #[test]

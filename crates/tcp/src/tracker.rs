@@ -304,8 +304,17 @@ pub fn prepare<T: TcpTracker>(
     )?;
     let (tls, acme) = crate::certificates::set_up(T::NAME, &config.network)?;
     let common = T::common(&config)?;
+    let backlog = config.network.listen_backlog();
+    if let Some(cap) = shoal_sockets::somaxconn().filter(|&cap| cap < backlog) {
+        log::warn!(
+            "{}: network.listen_backlog = {backlog}, but the kernel queues at most {cap} \
+             (net.core.somaxconn): raise it (sysctl -w net.core.somaxconn={backlog}) for \
+             the backlog asked for",
+            T::NAME
+        );
+    }
     let (listeners, addrs) =
-        shoal_sockets::bind_listeners(&config.network.addresses(), socket_workers)?;
+        shoal_sockets::bind_listeners(&config.network.addresses(), socket_workers, backlog)?;
     let (send, receive) = settings.connection_buffers;
     for listener in listeners.iter().flatten() {
         shoal_sockets::cap_connection_buffers(listener, send, receive).context(

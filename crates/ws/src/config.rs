@@ -238,7 +238,7 @@ impl TrackerKind for Ws {
         let protocol = &config.protocol;
         let network = &config.network;
         problems.section("network", |p| {
-            network.validate_tls(p);
+            network.validate_tcp(p);
             network.validate_reverse_proxy(p);
             p.within("max_connections", network.max_connections, 1..=1 << 20);
             for (key, value) in [
