@@ -317,23 +317,20 @@ impl AccessControl {
         if self.mode == AccessListMode::Off {
             return None;
         }
-        let old = self.list.load().len();
-        Some(match self.reload_if_changed() {
-            Ok((new, false)) => {
-                format!("{tracker} access list: {new} info hashes (file unchanged)")
-            }
-            Ok((new, true)) => {
-                log::info!(
-                    "{tracker}: access list reloaded from {}: {old} -> {new} info hashes",
-                    self.path.display()
-                );
-                format!("{tracker} access list: {new} info hashes")
-            }
-            Err(err) => {
-                log::error!("{tracker}: access list not reloaded, keeping the old one: {err:#}");
-                format!("{tracker} access list kept ({old} info hashes): reload failed")
-            }
-        })
+        let hashes = |len: usize| format!("{len} info hashes");
+        let held = hashes(self.list.load().len());
+        let outcome = match self.reload_if_changed() {
+            Ok((_, false)) => crate::Reloaded::Unchanged,
+            Ok((len, true)) => crate::Reloaded::Read(hashes(len)),
+            Err(err) => crate::Reloaded::Failed(err),
+        };
+        Some(crate::report_reload(
+            tracker,
+            "access list",
+            &self.path.display(),
+            &held,
+            outcome,
+        ))
     }
 }
 

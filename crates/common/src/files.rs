@@ -89,9 +89,79 @@ impl FileStamp {
     }
 }
 
+/// What reloading a file on SIGUSR1 came to, for [`report_reload`].
+#[derive(Debug)]
+pub enum Reloaded {
+    /// The file was not written since it was last read: nothing changed.
+    Unchanged,
+    /// Read and in force: what it holds now ("12 info hashes").
+    Read(String),
+    /// Not read, or refused: what was in force stays.
+    Failed(anyhow::Error),
+}
+
+/// Logs how reloading `what` (its name in the status line: "access list") of
+/// `tracker` from `from` went, and returns the status line it leaves (systemd's
+/// StatusText, the reload's reply). `held` is what was in force before, in the words
+/// of [`Reloaded::Read`]. One wording for every file a reload reads.
+pub fn report_reload(
+    tracker: &str,
+    what: &str,
+    from: &dyn std::fmt::Display,
+    held: &str,
+    outcome: Reloaded,
+) -> String {
+    match outcome {
+        Reloaded::Unchanged => format!("{tracker} {what}: {held} (file unchanged)"),
+        Reloaded::Read(now) => {
+            log::info!("{tracker}: {what} reloaded from {from}: {held} -> {now}");
+            format!("{tracker} {what}: {now}")
+        }
+        Reloaded::Failed(err) => {
+            log::error!("{tracker}: {what} not reloaded, keeping the one in force: {err:#}");
+            format!("{tracker} {what} kept ({held}): reload failed")
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_reload_reports_one_way_for_every_file() {
+        let from = "/etc/shoal/list.txt";
+        assert_eq!(
+            report_reload(
+                "udp",
+                "access list",
+                &from,
+                "2 info hashes",
+                Reloaded::Unchanged
+            ),
+            "udp access list: 2 info hashes (file unchanged)"
+        );
+        assert_eq!(
+            report_reload(
+                "udp",
+                "access list",
+                &from,
+                "2 info hashes",
+                Reloaded::Read("3 info hashes".into())
+            ),
+            "udp access list: 3 info hashes"
+        );
+        assert_eq!(
+            report_reload(
+                "udp",
+                "access list",
+                &from,
+                "2 info hashes",
+                Reloaded::Failed(anyhow::anyhow!("cut short"))
+            ),
+            "udp access list kept (2 info hashes): reload failed"
+        );
+    }
 
     #[test]
     fn unreadable_files_are_named_with_the_reason() {

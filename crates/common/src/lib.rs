@@ -91,7 +91,9 @@ pub use config::{
     to_toml as config_to_toml,
 };
 pub use cpu::{CpuPinningConfig, maybe_pin_current_thread};
-pub use files::{FileStamp, read_bounded, read_to_string_bounded, unreadable};
+pub use files::{
+    FileStamp, Reloaded, read_bounded, read_to_string_bounded, report_reload, unreadable,
+};
 pub use ip_net::IpNet;
 pub use log_budget::{LogBudget, left_out};
 pub use logging::{LogLevel, LoggingConfig};

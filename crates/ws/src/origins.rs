@@ -100,21 +100,19 @@ impl Origins {
     /// rules file.
     pub(crate) fn reload_and_log(&self, tracker: &str) -> Option<String> {
         let path = self.path.as_ref()?;
-        let old = self.rules.load().len();
-        Some(match self.reload() {
-            Ok((len, false)) => format!("{tracker} origin rules: {len} (file unchanged)"),
-            Ok((len, true)) => {
-                log::info!(
-                    "{tracker}: origin rules reloaded from {}: {old} -> {len} rules",
-                    path.display()
-                );
-                format!("{tracker} origin rules: {len}")
-            }
-            Err(err) => {
-                log::error!("{tracker}: origin rules not reloaded, keeping the old ones: {err:#}");
-                format!("{tracker} origin rules kept ({old}): reload failed")
-            }
-        })
+        let held = self.rules.load().len().to_string();
+        let outcome = match self.reload() {
+            Ok((_, false)) => shoal_common::Reloaded::Unchanged,
+            Ok((len, true)) => shoal_common::Reloaded::Read(len.to_string()),
+            Err(err) => shoal_common::Reloaded::Failed(err),
+        };
+        Some(shoal_common::report_reload(
+            tracker,
+            "origin rules",
+            &path.display(),
+            &held,
+            outcome,
+        ))
     }
 
     /// Origins holding connections now.
