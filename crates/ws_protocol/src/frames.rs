@@ -238,7 +238,14 @@ impl MessageReader {
                         return Ok(Some(Event::Text(&self.message)));
                     }
                 }
-                BINARY => return Ok(Some(Event::Binary)),
+                BINARY => {
+                    // Refused by the caller; its bytes are used all the same, so that
+                    // reading on gives what follows, never this frame again.
+                    if in_partial {
+                        self.partial = Vec::new();
+                    }
+                    return Ok(Some(Event::Binary));
+                }
                 PING => {
                     // Control frames may come between a message's fragments: a ping
                     // from `partial` leaves `message` as it is.

@@ -215,6 +215,70 @@ fn error_replies_are_what_the_reference_client_reads() {
     );
 }
 
+/// What a `MessageReader` gives for `reads` in turn: events as text, an error as its
+/// close code (the last entry).
+fn read_frames(reads: &[&[u8]]) -> Vec<Result<String, u16>> {
+    use shoal_ws_protocol::frames::{Event, MessageReader};
+    let total: usize = reads.iter().map(|read| read.len()).sum();
+    let mut reader = MessageReader::new(200, 250);
+    let mut got = Vec::new();
+    for read in reads {
+        let mut read = read.to_vec();
+        let mut at = 0;
+        loop {
+            match reader.next(&mut read, &mut at) {
+                Ok(None) => break,
+                Ok(Some(event)) => {
+                    // A frame takes two bytes at least: more events than that is one
+                    // frame reported again and again.
+                    assert!(got.len() < total / 2, "a frame read twice: {got:?}");
+                    got.push(Ok(match event {
+                        Event::Text(text) => format!("text {text:?}"),
+                        other => format!("{other:?}"),
+                    }));
+                }
+                Err(error) => {
+                    got.push(Err(error.close_code()));
+                    return got;
+                }
+            }
+        }
+    }
+    got
+}
+
+/// A client frame: any opcode a client may send (or not), final or not, masked or
+/// (rarely) not, of a length that fits the reader's limits or just passes them.
+fn client_frame() -> impl Strategy<Value = Vec<u8>> {
+    (
+        prop_oneof![4 => 0u8..=2, 3 => 8u8..=10, 1 => any::<u8>()],
+        any::<bool>(),
+        prop_oneof![9 => Just(true), 1 => Just(false)],
+        any::<[u8; 4]>(),
+        prop_oneof![
+            4 => proptest::collection::vec(any::<u8>(), 0..8),
+            2 => proptest::collection::vec(b'a'..=b'z', 0..130),
+            1 => proptest::collection::vec(any::<u8>(), 195..=205),
+        ],
+    )
+        .prop_map(|(opcode, fin, masked, mask, payload)| {
+            let mut frame = vec![(u8::from(fin) << 7) | (opcode & 0x8f)];
+            let length = u8::from(masked) << 7;
+            match payload.len() {
+                len @ 0..=125 => frame.push(length | len as u8),
+                len => {
+                    frame.push(length | 126);
+                    frame.extend_from_slice(&(len as u16).to_be_bytes());
+                }
+            }
+            if masked {
+                frame.extend_from_slice(&mask);
+            }
+            frame.extend(payload.iter().enumerate().map(|(i, b)| b ^ mask[i % 4]));
+            frame
+        })
+}
+
 proptest! {
     /// Any bytes, split into two reads anywhere, give the reader the same events (or
     /// the same error) as in one read.
@@ -223,30 +287,26 @@ proptest! {
         bytes in proptest::collection::vec(any::<u8>(), 0..300),
         split in any::<prop::sample::Index>(),
     ) {
-        use shoal_ws_protocol::frames::{Event, MessageReader};
-        fn read(reads: &[&[u8]]) -> Vec<Result<String, u16>> {
-            let mut reader = MessageReader::new(200, 250);
-            let mut got = Vec::new();
-            for read in reads {
-                let mut read = read.to_vec();
-                let mut at = 0;
-                loop {
-                    match reader.next(&mut read, &mut at) {
-                        Ok(None) => break,
-                        Ok(Some(event)) => got.push(Ok(match event {
-                            Event::Text(text) => format!("text {text:?}"),
-                            other => format!("{other:?}"),
-                        })),
-                        Err(error) => {
-                            got.push(Err(error.close_code()));
-                            return got;
-                        }
-                    }
-                }
-            }
-            got
-        }
         let at = split.index(bytes.len() + 1);
-        prop_assert_eq!(read(&[&bytes]), read(&[&bytes[..at], &bytes[at..]]));
+        prop_assert_eq!(read_frames(&[&bytes]), read_frames(&[&bytes[..at], &bytes[at..]]));
+    }
+
+    /// Streams of frames, well formed or nearly (random bytes mostly stop at the first
+    /// header), read alike in one read and in three split anywhere.
+    #[test]
+    fn the_message_reader_reads_streams_of_frames_split_anywhere_alike(
+        frames in proptest::collection::vec(client_frame(), 0..12),
+        splits in any::<[prop::sample::Index; 2]>(),
+    ) {
+        let bytes = frames.concat();
+        let mut at = [splits[0].index(bytes.len() + 1), splits[1].index(bytes.len() + 1)];
+        at.sort_unstable();
+        let whole = read_frames(&[&bytes]);
+        prop_assert_eq!(
+            &whole,
+            &read_frames(&[&bytes[..at[0]], &bytes[at[0]..at[1]], &bytes[at[1]..]])
+        );
+        let tiny: Vec<&[u8]> = bytes.chunks(1).collect();
+        prop_assert_eq!(&whole, &read_frames(&tiny));
     }
 }
