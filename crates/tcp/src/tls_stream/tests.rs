@@ -28,6 +28,8 @@ struct Wire {
     /// when this is limited.
     write_room: usize,
     refuse_write: bool,
+    /// Every write is refused (a client that reads nothing).
+    blocked: bool,
     /// Plaintext the client has received.
     client_plaintext: Vec<u8>,
     /// The client has seen the server's close_notify.
@@ -79,6 +81,9 @@ impl AsyncWrite for End {
         data: &[u8],
     ) -> Poll<io::Result<usize>> {
         let mut wire = self.0.borrow_mut();
+        if wire.blocked {
+            return Poll::Pending;
+        }
         if wire.refuse_write {
             wire.refuse_write = false;
             return Poll::Pending;
@@ -388,6 +393,35 @@ fn a_key_update_from_the_client_is_answered_and_traffic_goes_on() {
     pair.server_sends(b"answered under new keys");
     assert_eq!(pair.client_received(), b"answered under new keys");
     pair.assert_idle();
+}
+
+/// A client may ask for a key update 32 times between application data records, and
+/// each asks for an answer. One that keeps asking and never reads does not make the
+/// server keep an answer for each: rustls holds one (it updates its keys once more
+/// only after the last update went out), sent with the next write.
+#[test]
+fn key_updates_asked_for_again_and_again_keep_one_answer() {
+    let mut pair = connect(&[&rustls::version::TLS13], READ_SIZE, usize::MAX);
+    pair.server_sends(b"tickets out");
+    pair.client_received();
+    pair.wire.0.borrow_mut().blocked = true;
+    let mut buffer = [0; 64];
+    // 32 at a time, the most rustls takes (a 33rd is refused as misbehaviour).
+    for round in 0..300 {
+        for _ in 0..32 {
+            pair.client.refresh_traffic_keys().unwrap();
+        }
+        pair.client_sends(b"x");
+        let read = run(pair.server.read(&mut buffer), &mut pair.client, &pair.wire);
+        assert_eq!(read.unwrap(), 1);
+        let kept = pair.server.kept.sending.len();
+        assert!(kept <= RECORD_OVERHEAD, "round {round}: {kept} bytes kept");
+    }
+    pair.wire.0.borrow_mut().blocked = false;
+    pair.server_sends(b"under the new keys");
+    assert_eq!(pair.client_received(), b"under the new keys");
+    pair.client_sends(b"and back");
+    assert_eq!(pair.server_reads(8, 64), b"and back");
 }
 
 #[test]
