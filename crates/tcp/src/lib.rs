@@ -61,3 +61,14 @@ pub use tracker::{
     PreparedTcpTracker, RunningTcpTracker, TcpExtra, TcpSettings, TcpTracker, Worker, prepare,
     start,
 };
+
+/// Entry points for the fuzz targets (built only by cargo-fuzz, which sets
+/// `--cfg fuzzing`).
+#[cfg(fuzzing)]
+#[doc(hidden)]
+pub mod fuzzing {
+    /// `fuzz/fuzz_targets/tls_stream.rs`.
+    pub fn tls_stream(data: &[u8]) {
+        crate::tls_stream::rig::fuzz(data);
+    }
+}

@@ -565,5 +565,7 @@ fn invalid(err: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> io::Erro
     io::Error::new(io::ErrorKind::InvalidData, err)
 }
 
+#[cfg(any(test, fuzzing))]
+pub(crate) mod rig;
 #[cfg(test)]
 mod tests;

@@ -1,263 +1,13 @@
-//! The stream against rustls's own buffered client, over an in-memory wire whose
-//! reads and writes are as small and as often refused as a test asks.
+//! The stream against rustls's own buffered client, over the in-memory wire of
+//! [`rig`](super::rig).
 
-use std::cell::RefCell;
-use std::collections::VecDeque;
-use std::future::Future;
-use std::io::Read as _;
 use std::pin::pin;
-use std::rc::Rc;
-use std::task::Waker;
 
 use proptest::prelude::*;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
-use rustls::{ClientConfig, ClientConnection, RootCertStore, SupportedProtocolVersion};
+use rustls::ClientConnection;
 
+use super::rig::*;
 use super::*;
-
-/// What crosses between the client and the server's end.
-#[derive(Default)]
-struct Wire {
-    to_server: VecDeque<u8>,
-    to_client: Vec<u8>,
-    client_closed: bool,
-    server_closed: bool,
-    /// Most bytes the server's end reads at once.
-    read_size: usize,
-    /// Most bytes its end takes at once; every other write is refused (would block)
-    /// when this is limited.
-    write_room: usize,
-    refuse_write: bool,
-    /// Every write is refused (a client that reads nothing).
-    blocked: bool,
-    /// Plaintext the client has received.
-    client_plaintext: Vec<u8>,
-    /// The client has seen the server's close_notify.
-    client_saw_close: bool,
-    /// Writes the server's end took bytes from.
-    writes: usize,
-}
-
-/// The server's end of the wire.
-#[derive(Clone)]
-struct End(Rc<RefCell<Wire>>);
-
-impl End {
-    fn new(read_size: usize, write_room: usize) -> Self {
-        Self(Rc::new(RefCell::new(Wire {
-            read_size,
-            write_room,
-            ..Wire::default()
-        })))
-    }
-}
-
-impl AsyncRead for End {
-    fn poll_read(
-        self: Pin<&mut Self>,
-        _: &mut Context<'_>,
-        out: &mut [u8],
-    ) -> Poll<io::Result<usize>> {
-        let mut wire = self.0.borrow_mut();
-        if wire.to_server.is_empty() {
-            return if wire.client_closed {
-                Poll::Ready(Ok(0))
-            } else {
-                Poll::Pending
-            };
-        }
-        let read = out.len().min(wire.read_size).min(wire.to_server.len());
-        for (slot, byte) in out.iter_mut().zip(wire.to_server.drain(..read)) {
-            *slot = byte;
-        }
-        Poll::Ready(Ok(read))
-    }
-}
-
-impl AsyncWrite for End {
-    fn poll_write(
-        self: Pin<&mut Self>,
-        _: &mut Context<'_>,
-        data: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        let mut wire = self.0.borrow_mut();
-        if wire.blocked {
-            return Poll::Pending;
-        }
-        if wire.refuse_write {
-            wire.refuse_write = false;
-            return Poll::Pending;
-        }
-        wire.refuse_write = wire.write_room != usize::MAX;
-        let taken = data.len().min(wire.write_room);
-        wire.to_client.extend_from_slice(&data[..taken]);
-        wire.writes += 1;
-        Poll::Ready(Ok(taken))
-    }
-
-    fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn poll_close(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
-        self.0.borrow_mut().server_closed = true;
-        Poll::Ready(Ok(()))
-    }
-}
-
-/// A client and a server over a wire.
-struct Pair {
-    client: ClientConnection,
-    server: TlsStream<End>,
-    wire: End,
-}
-
-fn poll_once<F: Future>(future: Pin<&mut F>) -> Poll<F::Output> {
-    future.poll(&mut Context::from_waker(Waker::noop()))
-}
-
-/// Moves what the client wrote to the server's side, and what the server wrote
-/// through the client's TLS.
-fn shuttle(client: &mut ClientConnection, wire: &End) {
-    let mut out = Vec::new();
-    while client.wants_write() {
-        client.write_tls(&mut out).unwrap();
-    }
-    wire.0.borrow_mut().to_server.extend(out);
-    let bytes = std::mem::take(&mut wire.0.borrow_mut().to_client);
-    let mut bytes = &bytes[..];
-    while !bytes.is_empty() {
-        client.read_tls(&mut bytes).unwrap();
-        client.process_new_packets().unwrap();
-        let mut wire = wire.0.borrow_mut();
-        match client.reader().read_to_end(&mut wire.client_plaintext) {
-            Ok(_) => wire.client_saw_close = true,
-            Err(err) => assert_eq!(err.kind(), io::ErrorKind::WouldBlock),
-        }
-    }
-}
-
-/// Runs `future` to its end, moving bytes between polls.
-fn run<F: Future>(future: F, client: &mut ClientConnection, wire: &End) -> F::Output {
-    let mut future = pin!(future);
-    for _ in 0..1_000_000 {
-        if let Poll::Ready(output) = poll_once(future.as_mut()) {
-            shuttle(client, wire);
-            return output;
-        }
-        shuttle(client, wire);
-    }
-    panic!("never finished");
-}
-
-fn configs(
-    versions: &[&'static SupportedProtocolVersion],
-) -> (Arc<ServerConfig>, Arc<ClientConfig>) {
-    let key = rcgen::KeyPair::generate().unwrap();
-    let certificate = rcgen::CertificateParams::new(vec!["localhost".to_string()])
-        .unwrap()
-        .self_signed(&key)
-        .unwrap();
-    let der = CertificateDer::from(certificate.der().to_vec());
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let server = ServerConfig::builder_with_provider(provider.clone())
-        .with_protocol_versions(versions)
-        .unwrap()
-        .with_no_client_auth()
-        .with_single_cert(
-            vec![der.clone()],
-            PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der())),
-        )
-        .unwrap();
-    let mut roots = RootCertStore::empty();
-    roots.add(der).unwrap();
-    let client = ClientConfig::builder_with_provider(provider)
-        .with_protocol_versions(versions)
-        .unwrap()
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    (Arc::new(server), Arc::new(client))
-}
-
-const BOTH: [&[&SupportedProtocolVersion]; 2] =
-    [&[&rustls::version::TLS13], &[&rustls::version::TLS12]];
-
-fn connect(
-    versions: &[&'static SupportedProtocolVersion],
-    read_size: usize,
-    write_room: usize,
-) -> Pair {
-    let (server, client) = configs(versions);
-    let wire = End::new(read_size, write_room);
-    let mut client = ClientConnection::new(client, "localhost".try_into().unwrap()).unwrap();
-    let server = run(accept(wire.clone(), server), &mut client, &wire).unwrap();
-    assert!(!client.is_handshaking());
-    Pair {
-        client,
-        server,
-        wire,
-    }
-}
-
-impl Pair {
-    /// The client sends `data` (TLS records of up to 16 KiB).
-    fn client_sends(&mut self, data: &[u8]) {
-        use std::io::Write as _;
-        self.client.writer().write_all(data).unwrap();
-        shuttle(&mut self.client, &self.wire);
-    }
-
-    /// What the server reads, `chunk` bytes of room at a time, until it has `len`.
-    fn server_reads(&mut self, len: usize, chunk: usize) -> Vec<u8> {
-        let mut received = Vec::new();
-        let mut buffer = vec![0; chunk];
-        while received.len() < len {
-            let read = run(self.server.read(&mut buffer), &mut self.client, &self.wire).unwrap();
-            assert!(read > 0, "the stream ended after {} bytes", received.len());
-            received.extend_from_slice(&buffer[..read]);
-        }
-        received
-    }
-
-    /// The server writes `data` and flushes it.
-    fn server_sends(&mut self, data: &[u8]) {
-        let server = &mut self.server;
-        let sent = run(
-            async {
-                server.write_all(data).await?;
-                server.flush().await
-            },
-            &mut self.client,
-            &self.wire,
-        );
-        sent.unwrap();
-    }
-
-    /// What the client has received.
-    fn client_received(&mut self) -> Vec<u8> {
-        std::mem::take(&mut self.wire.0.borrow_mut().client_plaintext)
-    }
-
-    /// Nothing received kept between messages, and no allocation for it.
-    fn assert_nothing_received_kept(&self) {
-        let kept = &self.server.kept;
-        assert_eq!(kept.received.capacity(), 0, "received");
-        assert_eq!(kept.plaintext.capacity(), 0, "plaintext");
-    }
-
-    /// Nothing kept between messages, and no allocation (once the server has written:
-    /// TLS 1.3's session tickets wait for its first write).
-    fn assert_idle(&self) {
-        self.assert_nothing_received_kept();
-        assert_eq!(self.server.kept.sending.capacity(), 0, "sending");
-    }
-}
-
-fn pattern(len: usize, seed: u8) -> Vec<u8> {
-    (0..len)
-        .map(|n| (n as u8).wrapping_mul(31).wrapping_add(seed))
-        .collect()
-}
 
 #[test]
 fn messages_cross_whole_at_every_read_size_and_leave_nothing_kept() {
@@ -493,4 +243,32 @@ proptest! {
         prop_assert_eq!(pair.server_reads(all.len(), chunk), all);
         pair.assert_nothing_received_kept();
     }
+}
+
+/// Inputs the fuzz target once failed on (its own checks, not the stream): plaintext
+/// from a TLS 1.3 record whose outer type was changed (rustls authenticates the fixed
+/// value, so the record is genuine), and a key update's record begun in the read that
+/// ended a message (before a read, and before a write).
+#[test]
+fn fuzz_inputs_that_once_failed() {
+    rig::fuzz(&[
+        0x00, 0x3c, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x64, 0x00, 0x00, 0x00, 0x00, 0x00,
+        0x00, 0x03, 0x00, 0x02, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+        0x00, 0x00, 0x00, 0x00,
+    ]);
+    rig::fuzz(&[
+        0x00, 0x02, 0x03, 0x13, 0x16, 0x27, 0x00, 0xb1, 0x01, 0x00, 0x00, 0x00, 0x01, 0x3b, 0x00,
+        0x00, 0xc3, 0xc3, 0xc3, 0xc3, 0xc3, 0xc3, 0xff, 0x1f, 0xc3, 0x01, 0x03, 0x01, 0x02, 0x09,
+        0x00, 0x00,
+    ]);
+    rig::fuzz(&[
+        0x00, 0x01, 0x00, 0x02, 0x02, 0x02, 0x02, 0x00, 0x00, 0x00, 0xb5, 0x02, 0x02, 0x1a, 0x02,
+        0x7b, 0x7b, 0x7b, 0x7b, 0x7b, 0x7b, 0x7b, 0x7b, 0x7b, 0x7b, 0x7b, 0x7b, 0x7b, 0x7b, 0x7b,
+        0x7b, 0x7b, 0x7b, 0x7b, 0x7b, 0x7b, 0x7b, 0x7b, 0x7b, 0x7b, 0x7b, 0x7b, 0x7b, 0x7b, 0x7b,
+        0x7b, 0x7b, 0x7b, 0x7b, 0x7b, 0x7b, 0x7b, 0x7b, 0x7b, 0x7b, 0x7b, 0x7b, 0x7b, 0x7b, 0x7b,
+        0x7b, 0x7b, 0x7b, 0x7b, 0x7b, 0x7c, 0x7b, 0x7b, 0x7b, 0x7b, 0x7b, 0x02, 0x02, 0x02, 0x02,
+        0x02, 0x9c, 0x01, 0x3a, 0x7b, 0x7b, 0x02, 0x7b, 0x7b, 0x7b, 0x7b, 0x7b, 0x7b, 0x7b, 0x7b,
+        0x7b, 0x7b, 0x7b, 0x7b, 0x7b, 0x7b, 0x02, 0x02, 0x9c, 0x01, 0x3a, 0x7b, 0x7b, 0x7b, 0x02,
+        0x02, 0x02, 0x02, 0x02, 0x9c, 0x01, 0x3a, 0x00, 0x00, 0x02,
+    ]);
 }
