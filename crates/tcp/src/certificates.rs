@@ -69,6 +69,32 @@ pub(crate) fn set_up(
     Ok((Some(Arc::new(tls)), None))
 }
 
+/// The warning to log when a tracker that gets its certificate by TLS-ALPN-01
+/// listens on no port 443: the CA connects to port 443 of each name, so validation
+/// reaches the tracker only through a port forward (which is why this does not
+/// refuse to start).
+pub(crate) fn acme_port_warning(
+    name: &'static str,
+    addresses: &[std::net::SocketAddr],
+) -> Option<String> {
+    if addresses.is_empty() || addresses.iter().any(|addr| addr.port() == 443) {
+        return None;
+    }
+    let mut ports: Vec<u16> = addresses.iter().map(|addr| addr.port()).collect();
+    ports.sort_unstable();
+    ports.dedup();
+    let listed: Vec<String> = ports.iter().map(u16::to_string).collect();
+    let ports = match listed.len() {
+        1 => format!("port {}", listed[0]),
+        _ => format!("ports {}", listed.join(" and ")),
+    };
+    Some(format!(
+        "{name}: the ACME CA validates each name on its port 443 (TLS-ALPN-01), and this \
+         tracker listens on {ports}: certificates are issued only if port 443 of the \
+         names' addresses is forwarded to it"
+    ))
+}
+
 /// What the ACME thread of tracker `name` is told, from the keys.
 fn acme_settings(name: &'static str, keys: &AcmeKeys<'_>) -> AcmeSettings {
     AcmeSettings {
@@ -84,5 +110,34 @@ fn acme_settings(name: &'static str, keys: &AcmeKeys<'_>) -> AcmeSettings {
         storage: keys.storage_of(name),
         renew_before: Duration::from_secs(u64::from(keys.renew_days_before) * 86_400),
         first_retry: Duration::from_secs(keys.retry_seconds.into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::net::SocketAddr;
+
+    use super::acme_port_warning;
+
+    fn addrs(list: &[&str]) -> Vec<SocketAddr> {
+        list.iter().map(|addr| addr.parse().unwrap()).collect()
+    }
+
+    #[test]
+    fn a_tracker_off_port_443_is_told_that_validation_needs_a_forward() {
+        assert_eq!(
+            acme_port_warning("http", &addrs(&["0.0.0.0:443", "[::]:443"])),
+            None
+        );
+        assert_eq!(
+            acme_port_warning("http", &addrs(&["0.0.0.0:8443", "[::]:443"])),
+            None
+        );
+        let warning = acme_port_warning("ws", &addrs(&["0.0.0.0:8443", "[::]:8443"])).unwrap();
+        assert!(warning.starts_with("ws: "), "{warning}");
+        assert!(warning.contains("listens on port 8443:"), "{warning}");
+        let warning = acme_port_warning("ws", &addrs(&["0.0.0.0:8443", "[::]:9443"])).unwrap();
+        assert!(warning.contains("ports 8443 and 9443:"), "{warning}");
+        assert!(warning.contains("forwarded"), "{warning}");
     }
 }

@@ -315,6 +315,11 @@ pub fn prepare<T: TcpTracker>(
     }
     let (listeners, addrs) =
         shoal_sockets::bind_listeners(&config.network.addresses(), socket_workers, backlog)?;
+    if acme.is_some()
+        && let Some(warning) = crate::certificates::acme_port_warning(T::NAME, &addrs)
+    {
+        log::warn!("{warning}");
+    }
     let (send, receive) = settings.connection_buffers;
     for listener in listeners.iter().flatten() {
         shoal_sockets::cap_connection_buffers(listener, send, receive).context(
