@@ -47,6 +47,13 @@ const HANDSHAKE_READ: usize = 4096;
 /// messages of up to 64 KiB.
 const MAX_HANDSHAKE_BUFFER: usize = 64 * 1024 + MAX_RECORD;
 
+/// Most bytes kept received after the handshake once what could be processed is: a
+/// record split across reads, or a handshake message split across records (rustls
+/// keeps its records in our buffer until it is whole). An honest client leaves one
+/// record at most; past two, the connection fails, or a client sending a byte of a
+/// long message per padded record would hold a GiB.
+const MAX_RECEIVED: usize = 2 * MAX_RECORD;
+
 thread_local! {
     /// Where a poll's records lie: received ones (and the start of a split record
     /// kept from the poll before), or those just encrypted.
@@ -246,25 +253,51 @@ impl<S> TlsStream<S> {
 
     /// Handles rustls's states until it lets application data be written, then runs
     /// `write` on it. Handshake messages it asks to send (a key update) are queued
-    /// first; plaintext it holds is kept for the reader.
+    /// first; plaintext it holds is kept for the reader. rustls is given the bytes
+    /// kept received: the start of a handshake message split across records lies
+    /// there, and rustls's place in them counts from their start.
     fn with_write_traffic<R>(
         &mut self,
         write: impl FnOnce(&mut WriteTraffic<'_, ServerConnectionData>) -> io::Result<R>,
     ) -> io::Result<R> {
+        let mut write = Some(write);
         loop {
-            let UnbufferedStatus { state, .. } = self.conn.process_tls_records(&mut []);
-            match state.map_err(invalid)? {
-                ConnectionState::WriteTraffic(mut traffic) => return write(&mut traffic),
-                ConnectionState::EncodeTlsData(mut encode) => {
-                    append_with(&mut self.kept.sending, 256, |room| Ok(encode.encode(room)?))?;
+            let mut received = std::mem::take(&mut self.kept.received);
+            let UnbufferedStatus { discard, state } = self.conn.process_tls_records(&mut received);
+            let done = match state {
+                Err(err) => Some(Err(invalid(err))),
+                Ok(ConnectionState::WriteTraffic(mut traffic)) => {
+                    let write = write.take().expect("written once");
+                    Some(write(&mut traffic))
                 }
-                ConnectionState::TransmitTlsData(transmit) => transmit.done(),
-                ConnectionState::ReadTraffic(mut traffic) => {
-                    self.kept.read_records(&mut traffic, &mut [], 0)?;
+                Ok(ConnectionState::EncodeTlsData(mut encode)) => {
+                    append_with(&mut self.kept.sending, 256, |room| Ok(encode.encode(room)?))
+                        .err()
+                        .map(Err)
                 }
-                ConnectionState::PeerClosed => self.kept.peer_closed = true,
-                ConnectionState::Closed => return Err(io::ErrorKind::BrokenPipe.into()),
-                _ => return Err(io::ErrorKind::NotConnected.into()),
+                Ok(ConnectionState::TransmitTlsData(transmit)) => {
+                    transmit.done();
+                    None
+                }
+                Ok(ConnectionState::ReadTraffic(mut traffic)) => self
+                    .kept
+                    .read_records(&mut traffic, &mut [], 0)
+                    .err()
+                    .map(Err),
+                Ok(ConnectionState::PeerClosed) => {
+                    self.kept.peer_closed = true;
+                    None
+                }
+                Ok(ConnectionState::Closed) => Some(Err(io::ErrorKind::BrokenPipe.into())),
+                Ok(_) => Some(Err(io::ErrorKind::NotConnected.into())),
+            };
+            received.drain(..discard);
+            if received.is_empty() {
+                received = Vec::new();
+            }
+            self.kept.received = received;
+            if let Some(done) = done {
+                return done;
             }
         }
     }
@@ -362,6 +395,11 @@ impl<S: AsyncRead + AsyncWrite + Unpin> TlsStream<S> {
             let queued = self.kept.sending.len();
             let (used, filled) = self.process(&mut scratch[..total], out)?;
             self.kept.keep_received(&scratch[used..total]);
+            if self.kept.received.len() > MAX_RECEIVED {
+                return Poll::Ready(Err(invalid(
+                    "a handshake message split over more records than a client sends",
+                )));
+            }
             if self.kept.sending.len() > queued {
                 // A key update's answer: sent now if the socket takes it, else with
                 // the next write (the client does not wait for it). Session tickets

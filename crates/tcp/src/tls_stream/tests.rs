@@ -174,6 +174,144 @@ fn key_updates_asked_for_again_and_again_keep_one_answer() {
     assert_eq!(pair.server_reads(8, 64), b"and back");
 }
 
+/// Seals TLS 1.3 records under a client's extracted traffic keys: records rustls's
+/// client never sends (a handshake message split across records, padding), as
+/// another client may.
+struct Sealer {
+    key: ring::aead::LessSafeKey,
+    iv: [u8; 12],
+    seq: u64,
+}
+
+impl Sealer {
+    /// The sealer of `client`'s records, which it takes over.
+    fn take_over(client: ClientConnection) -> Self {
+        use rustls::ConnectionTrafficSecrets as Secrets;
+        let (seq, secrets) = client.dangerous_extract_secrets().unwrap().tx;
+        let (algorithm, key, iv) = match secrets {
+            Secrets::Aes128Gcm { key, iv } => (&ring::aead::AES_128_GCM, key, iv),
+            Secrets::Aes256Gcm { key, iv } => (&ring::aead::AES_256_GCM, key, iv),
+            Secrets::Chacha20Poly1305 { key, iv } => (&ring::aead::CHACHA20_POLY1305, key, iv),
+            _ => panic!("a cipher suite the test does not know"),
+        };
+        let key = ring::aead::UnboundKey::new(algorithm, key.as_ref()).unwrap();
+        Self {
+            key: ring::aead::LessSafeKey::new(key),
+            iv: iv.as_ref().try_into().unwrap(),
+            seq,
+        }
+    }
+
+    /// A record of `content_type` holding `content`, padded with `padding` zeros.
+    fn seal(&mut self, content_type: u8, content: &[u8], padding: usize) -> Vec<u8> {
+        let mut body = content.to_vec();
+        body.push(content_type);
+        body.resize(body.len() + padding, 0);
+        let len = body.len() + 16;
+        let header = [0x17, 3, 3, (len >> 8) as u8, len as u8];
+        let mut nonce = self.iv;
+        for (at, byte) in self.seq.to_be_bytes().iter().enumerate() {
+            nonce[4 + at] ^= byte;
+        }
+        self.seq += 1;
+        self.key
+            .seal_in_place_append_tag(
+                ring::aead::Nonce::assume_unique_for_key(nonce),
+                ring::aead::Aad::from(header),
+                &mut body,
+            )
+            .unwrap();
+        [&header[..], &body].concat()
+    }
+}
+
+/// A TLS 1.3 pair whose client's records the test seals itself from now on.
+fn taken_over() -> (TlsStream<End>, End, Sealer) {
+    let (server, client) = configs(&[&rustls::version::TLS13]);
+    let mut client = (*client).clone();
+    client.enable_secret_extraction = true;
+    let mut pair = connect_with((server, Arc::new(client)), READ_SIZE, usize::MAX);
+    pair.server_sends(b"tickets out");
+    pair.client_received();
+    let Pair {
+        client,
+        server,
+        wire,
+    } = pair;
+    (server, wire, Sealer::take_over(client))
+}
+
+const HANDSHAKE: u8 = 0x16;
+const APPLICATION_DATA: u8 = 0x17;
+
+/// A handshake message may come split across records; rustls holds the part that came
+/// in the received bytes. The server writing meanwhile must hand rustls those bytes
+/// (given none, it panicked: one record could stop the tracker).
+#[test]
+fn a_handshake_message_split_across_records_lets_the_server_write_meanwhile() {
+    let (mut server, wire, mut sealer) = taken_over();
+    wire.0
+        .borrow_mut()
+        .to_server
+        .extend(sealer.seal(APPLICATION_DATA, b"ask", 0));
+    let mut buffer = [0; 64];
+    let read = poll_once(pin!(server.read(&mut buffer)));
+    assert!(matches!(read, Poll::Ready(Ok(3))));
+    // A KeyUpdate (type 24, one byte of body: no update asked for) in two records.
+    wire.0
+        .borrow_mut()
+        .to_server
+        .extend(sealer.seal(HANDSHAKE, &[24, 0, 0], 0));
+    assert!(poll_once(pin!(server.read(&mut buffer))).is_pending());
+    assert!(!server.kept.received.is_empty(), "the start of the message");
+    for reply in [&b"answer"[..], b"another"] {
+        let written = poll_once(pin!(async {
+            server.write_all(reply).await?;
+            server.flush().await
+        }));
+        assert!(matches!(written, Poll::Ready(Ok(()))), "{written:?}");
+    }
+    wire.0
+        .borrow_mut()
+        .to_server
+        .extend(sealer.seal(HANDSHAKE, &[1, 0], 0));
+    assert!(poll_once(pin!(server.read(&mut buffer))).is_pending());
+    assert_eq!(server.kept.received.capacity(), 0, "the message is used");
+    let written = poll_once(pin!(server.write_all(b"after")));
+    assert!(matches!(written, Poll::Ready(Ok(()))), "{written:?}");
+}
+
+/// A handshake message declared 64 KiB long, sent a byte a record with each record
+/// padded to its largest: rustls keeps every record until the message is whole (a
+/// GiB per connection at this rate). The server refuses past what an honest client
+/// could leave unprocessed.
+#[test]
+fn a_handshake_message_trickled_in_padded_records_is_refused() {
+    let (mut server, wire, mut sealer) = taken_over();
+    let mut records = vec![sealer.seal(HANDSHAKE, &[24, 0, 0xff], 0)];
+    for _ in 0..40 {
+        records.push(sealer.seal(HANDSHAKE, &[0], 16_000));
+    }
+    let mut buffer = [0; 64];
+    for (n, record) in records.iter().enumerate() {
+        wire.0.borrow_mut().to_server.extend(record);
+        match poll_once(pin!(server.read(&mut buffer))) {
+            Poll::Pending => assert!(
+                server.kept.received.len() <= MAX_RECEIVED,
+                "record {n}: {} bytes kept",
+                server.kept.received.len()
+            ),
+            Poll::Ready(Err(err)) => {
+                assert_eq!(err.kind(), io::ErrorKind::InvalidData, "{err}");
+                assert!(n > 1, "refused at record {n}");
+                return;
+            }
+            Poll::Ready(Ok(read)) => panic!("read {read}"),
+        }
+    }
+    panic!("never refused");
+}
+
 #[test]
 fn bytes_that_are_not_tls_fail() {
     let (server, client) = configs(&[&rustls::version::TLS13]);
