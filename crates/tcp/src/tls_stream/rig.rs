@@ -268,13 +268,92 @@ pub(crate) fn pattern(len: usize, seed: u8) -> Vec<u8> {
         .collect()
 }
 
+/// Seals TLS 1.3 records under a client's extracted traffic keys: records rustls's
+/// client never sends (a handshake message split across records, padding), as
+/// another client may.
+pub(crate) struct Sealer {
+    key: ring::aead::LessSafeKey,
+    iv: [u8; 12],
+    seq: u64,
+}
+
+impl Sealer {
+    /// The sealer of `client`'s records, which it takes over.
+    pub(crate) fn take_over(client: ClientConnection) -> Self {
+        use rustls::ConnectionTrafficSecrets as Secrets;
+        let (seq, secrets) = client.dangerous_extract_secrets().unwrap().tx;
+        let (algorithm, key, iv) = match secrets {
+            Secrets::Aes128Gcm { key, iv } => (&ring::aead::AES_128_GCM, key, iv),
+            Secrets::Aes256Gcm { key, iv } => (&ring::aead::AES_256_GCM, key, iv),
+            Secrets::Chacha20Poly1305 { key, iv } => (&ring::aead::CHACHA20_POLY1305, key, iv),
+            _ => panic!("a cipher suite the test does not know"),
+        };
+        let key = ring::aead::UnboundKey::new(algorithm, key.as_ref()).unwrap();
+        Self {
+            key: ring::aead::LessSafeKey::new(key),
+            iv: iv.as_ref().try_into().unwrap(),
+            seq,
+        }
+    }
+
+    /// A record of `content_type` holding `content`, padded with `padding` zeros.
+    pub(crate) fn seal(&mut self, content_type: u8, content: &[u8], padding: usize) -> Vec<u8> {
+        let mut body = content.to_vec();
+        body.push(content_type);
+        body.resize(body.len() + padding, 0);
+        let len = body.len() + 16;
+        let header = [0x17, 3, 3, (len >> 8) as u8, len as u8];
+        let mut nonce = self.iv;
+        for (at, byte) in self.seq.to_be_bytes().iter().enumerate() {
+            nonce[4 + at] ^= byte;
+        }
+        self.seq += 1;
+        self.key
+            .seal_in_place_append_tag(
+                ring::aead::Nonce::assume_unique_for_key(nonce),
+                ring::aead::Aad::from(header),
+                &mut body,
+            )
+            .unwrap();
+        [&header[..], &body].concat()
+    }
+}
+
+/// A TLS 1.3 pair whose client's records the test seals itself from now on.
+#[cfg(test)]
+pub(crate) fn taken_over() -> (TlsStream<End>, End, Sealer) {
+    taken_over_with(configs(&[&rustls::version::TLS13]), READ_SIZE)
+}
+
+/// The same with these configurations and the server's read size.
+pub(crate) fn taken_over_with(
+    (server, client): (Arc<ServerConfig>, Arc<ClientConfig>),
+    read_size: usize,
+) -> (TlsStream<End>, End, Sealer) {
+    let mut client = (*client).clone();
+    client.enable_secret_extraction = true;
+    let mut pair = connect_with((server, Arc::new(client)), read_size, usize::MAX);
+    pair.server_sends(b"tickets out");
+    pair.client_received();
+    let Pair {
+        client,
+        server,
+        wire,
+    } = pair;
+    (server, wire, Sealer::take_over(client))
+}
+
+pub(crate) const HANDSHAKE: u8 = 0x16;
+pub(crate) const APPLICATION_DATA: u8 = 0x17;
+
 /// Runs the server's stream over fuzzed input, against rustls's client. The first
 /// bytes choose the TLS version, the server's read size and how much its socket takes
 /// at a time; then, three bytes an operation: the client sends, the server reads, the
 /// server writes, the client asks for a key update, a record is altered on the way, or
 /// bytes that are not TLS come, or either side closes. Or, with the second bit of the
 /// first byte, the rest is all the client ever sends, from its first byte (a handshake
-/// that is not one). Every byte sent arrives once and in order, no plaintext comes
+/// that is not one); with the third, records sealed by hand after a TLS 1.3 handshake
+/// (see `sealed`). Every byte sent arrives once and in order, no plaintext comes
 /// that the client did not send, the stream keeps at most a record and a read, and
 /// nothing once a message is read.
 #[cfg(any(test, fuzzing))]
@@ -289,6 +368,11 @@ pub(crate) fn fuzz(data: &[u8]) {
     let read_size = usize::from(read_size) * 97 + 1;
     if knobs & 2 != 0 {
         not_a_handshake(configs[0].0.clone(), read_size, ops);
+        return;
+    }
+    if knobs & 4 != 0 {
+        let (server, wire, sealer) = taken_over_with(configs[0].clone(), read_size);
+        sealed(server, wire, sealer, ops);
         return;
     }
     let write_room = match write_room {
@@ -402,6 +486,62 @@ pub(crate) fn fuzz(data: &[u8]) {
             "{} bytes of plaintext",
             kept.plaintext.len()
         );
+    }
+}
+
+/// Records rustls's client never sends, sealed under its keys after the handshake:
+/// three bytes an operation, application data, a read of what is there, a handshake
+/// record (a part of a message, of any content, padded), a write. What the server
+/// reads is what was sent, in order (it may stop at an error: application data inside
+/// a handshake message is one), it keeps at most `MAX_RECEIVED`, and writes go on.
+#[cfg(any(test, fuzzing))]
+fn sealed(mut server: TlsStream<End>, wire: End, mut sealer: Sealer, mut ops: &[u8]) {
+    let mut sent = Vec::new();
+    let mut received = Vec::new();
+    let mut buffer = vec![0; 4096];
+    while let [op, low, high, rest @ ..] = ops {
+        ops = rest;
+        let size = usize::from(u16::from_le_bytes([*low, *high])) % 16_000 + 1;
+        match op % 4 {
+            0 => {
+                let data = pattern(size, *op);
+                let record = sealer.seal(APPLICATION_DATA, &data, 0);
+                wire.0.borrow_mut().to_server.extend(record);
+                sent.extend_from_slice(&data);
+            }
+            1 => loop {
+                match poll_once(pin!(server.read(&mut buffer))) {
+                    Poll::Ready(Ok(0)) | Poll::Ready(Err(_)) => {
+                        assert!(sent.starts_with(&received), "bytes never sent");
+                        return;
+                    }
+                    Poll::Ready(Ok(read)) => received.extend_from_slice(&buffer[..read]),
+                    Poll::Pending => break,
+                }
+            },
+            2 => {
+                let len = usize::from(*low % 8).min(ops.len());
+                let (content, rest) = ops.split_at(len);
+                ops = rest;
+                let record = sealer.seal(HANDSHAKE, content, usize::from(*high) * 64);
+                wire.0.borrow_mut().to_server.extend(record);
+            }
+            _ => {
+                let data = pattern(size, *op);
+                let written = poll_once(pin!(async {
+                    server.write_all(&data).await?;
+                    server.flush().await
+                }));
+                match written {
+                    Poll::Ready(Ok(())) => wire.0.borrow_mut().to_client.clear(),
+                    Poll::Ready(Err(_)) => return,
+                    Poll::Pending => panic!("a write pending on a socket that takes it all"),
+                }
+            }
+        }
+        assert!(sent.starts_with(&received), "bytes never sent");
+        let kept = server.kept.received.len();
+        assert!(kept <= MAX_RECEIVED, "{kept} bytes received kept");
     }
 }
 
