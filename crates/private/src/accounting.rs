@@ -3,13 +3,18 @@
 //! [`Ledger`], and every `interval` it writes the credits since the last time as one
 //! batch file into the export directory, where the site picks them up.
 //!
-//! A batch file is `<batch id>.json` (see [`Batch::to_json`]), written under a
-//! temporary name and renamed, so the site never reads half a batch. The site applies
-//! a batch, records its id (a batch it has seen is skipped: exactly once), and deletes
-//! the file. Batches wait in the directory while the site is away, and across tracker
-//! restarts. A batch that cannot be written (a full disk, a directory gone) is kept
-//! and tried again at every flush and at the end, up to [`MAX_UNWRITTEN`] batches;
-//! reports dropped for a full queue are logged at each flush.
+//! A batch file is `<batch id>.json` (see [`Batch::to_json`]), renamed into place
+//! whole, so the site never reads half a batch. The site applies a batch, records its
+//! id (a batch it has seen is skipped: exactly once), and deletes the file. Batches
+//! wait in the directory while the site is away, and across tracker restarts.
+//!
+//! Outside a cluster the ledger's baselines are on disk beside the batches, and a
+//! batch is published only once the baselines it was credited against are (the
+//! `journal` module): whatever the moment a crash stops the process, the next run
+//! credits no byte twice and loses at most what was reported since the last batch
+//! reached the disk. A batch that cannot be committed (a full disk, a directory
+//! gone) gives its credits back to the ledger: they go out with the next flush that
+//! can write.
 //!
 //! In a cluster ([`Accounts::start`] with a store), the thread keeps no baselines of
 //! its own: it gathers reports for up to [`SHARED_ROUND`] and applies them to the
@@ -17,7 +22,12 @@
 //! client announcing to several nodes is credited once. While the store is away the
 //! reports wait (up to [`MAX_SHARED_PENDING`]; past it new ones are dropped and
 //! counted). A dropped report loses no bytes there: the baselines are in the store,
-//! so the client's next report is credited from the last one applied.
+//! so the client's next report is credited from the last one applied. The store's
+//! transaction is the commit there: a node killed before its batch file is written
+//! loses those credits, never doubles them. Batches that cannot be written are kept
+//! in memory and tried again at every flush, up to [`MAX_UNWRITTEN`].
+
+mod journal;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -28,6 +38,7 @@ use std::time::{Duration, Instant, SystemTime};
 use crossbeam_channel::{Receiver, Sender, TrySendError};
 
 use crate::ledger::{Batch, Ledger, Live, Report, SharedError, SharedPairs, Whose};
+use journal::Journal;
 
 /// A cluster's store of ledger pairs, as the accounting thread holds it.
 pub type SharedStore = Box<dyn SharedPairs + Send>;
@@ -50,8 +61,8 @@ const QUERY_TIMEOUT: Duration = Duration::from_secs(2);
 /// Reports waiting for the thread at most; past it they are dropped and counted.
 pub const QUEUE_LEN: usize = 1 << 16;
 
-/// Batches kept in memory while they cannot be written; past it the oldest is lost
-/// (and logged).
+/// In a cluster, batches kept in memory while they cannot be written; past it the
+/// oldest is lost (and logged).
 pub const MAX_UNWRITTEN: usize = 1024;
 
 /// Where socket workers send reports; dropping the last handle flushes a last batch
@@ -112,23 +123,11 @@ impl Accounts {
         // directory cannot make the same id.
         let run = format!("{name}-{run_started_ms}-{}", std::process::id());
         let mut ledger = Ledger::new(run, peer_timeout, unix_now());
-        let saved = saved_ledger(directory, name);
-        match std::fs::read(&saved) {
-            // The store holds a cluster's baselines.
-            _ if shared.is_some() => {}
-            Ok(bytes) => match ledger.restore(&bytes, unix_now()) {
-                Ok(peers) => log::info!(
-                    "{name}: accounting baselines of {peers} peers kept from the last run"
-                ),
-                Err(problem) => log::warn!(
-                    "{name}: accounting baselines in {} not read ({problem}); every peer \
-                     starts from its next announce",
-                    saved.display()
-                ),
-            },
-            Err(err) if err.kind() == std::io::ErrorKind::NotFound => {}
-            Err(err) => log::warn!("{name}: cannot read {}: {err}", saved.display()),
-        }
+        // In a cluster the store holds the baselines.
+        let journal = match shared {
+            Some(_) => None,
+            None => Some(open_journal(name, directory, &mut ledger)?),
+        };
         let thread = Thread {
             name: name.to_owned(),
             directory: directory.to_owned(),
@@ -136,6 +135,7 @@ impl Accounts {
             receiver,
             questions,
             ledger,
+            journal,
             accounts: Arc::downgrade(&accounts),
             stop,
             unwritten: Vec::new(),
@@ -220,9 +220,11 @@ struct Thread {
     receiver: Receiver<Report>,
     questions: Receiver<Query>,
     ledger: Ledger,
+    /// Outside a cluster: the ledger on disk.
+    journal: Option<Journal>,
     accounts: std::sync::Weak<Accounts>,
     stop: Arc<std::sync::atomic::AtomicBool>,
-    /// Batches not written yet, oldest first.
+    /// In a cluster: batches not written yet, oldest first.
     unwritten: Vec<Batch>,
     /// Dropped reports already logged.
     dropped_logged: u64,
@@ -277,29 +279,30 @@ impl Thread {
                 default(wait) => {}
             }
         }
-        // What is still queued, then the last batch, then the baselines for the next
-        // run (a cluster's are in its store).
+        // What is still queued, then the last batch, then the whole ledger as the
+        // base for the next run (a cluster's baselines are in its store).
         while let Ok(report) = self.receiver.try_recv() {
             self.take(report);
         }
         self.flush();
-        if let Some(shared) = &self.shared {
-            if !shared.pending.is_empty() {
+        if let Some(journal) = &mut self.journal {
+            if let Err(err) = journal.compact(&self.ledger) {
                 log::warn!(
-                    "{}: {} accounting reports not applied to the cluster's store at stop: \
-                     those clients are credited from their last applied report",
-                    self.name,
-                    shared.pending.len()
+                    "{}: accounting journal not folded into its base at stop ({err}); the \
+                     next run reads both",
+                    self.name
                 );
             }
             return;
         }
-        let saved = saved_ledger(&self.directory, &self.name);
-        if let Err(err) = write_private(&saved, &self.ledger.save()) {
+        if let Some(shared) = &self.shared
+            && !shared.pending.is_empty()
+        {
             log::warn!(
-                "{}: accounting baselines not kept for the next run ({}: {err})",
+                "{}: {} accounting reports not applied to the cluster's store at stop: \
+                 those clients are credited from their last applied report",
                 self.name,
-                saved.display()
+                shared.pending.len()
             );
         }
     }
@@ -393,43 +396,32 @@ impl Thread {
         }
         let now = unix_now();
         self.ledger.expire(now);
-        if let Some(batch) = self.ledger.take_batch(now) {
-            if self.unwritten.len() == MAX_UNWRITTEN {
-                let lost = self.unwritten.remove(0);
-                log::error!(
-                    "{}: accounting batch {} ({} entries) lost: {MAX_UNWRITTEN} batches could not be written",
-                    self.name,
-                    lost.id,
-                    lost.entries.len()
-                );
-            }
-            self.unwritten.push(batch);
-        }
+        let batch = self.ledger.take_batch(now);
         let accounts = self.accounts.upgrade();
-        while let Some(batch) = self.unwritten.first() {
-            match write_batch(&self.directory, batch) {
-                Ok(_) => {
-                    self.unwritten.remove(0);
-                    if let Some(accounts) = &accounts {
-                        accounts.written.fetch_add(1, Relaxed);
-                    }
-                }
-                Err(err) => {
+        let count = |counter: fn(&Accounts) -> &AtomicU64| {
+            if let Some(accounts) = &accounts {
+                counter(accounts).fetch_add(1, Relaxed);
+            }
+        };
+        if let Some(journal) = &mut self.journal {
+            let had_batch = batch.is_some();
+            match journal.commit(&mut self.ledger, batch) {
+                Ok(()) if had_batch => count(|accounts| &accounts.written),
+                Ok(()) => {}
+                Err(problem) => {
+                    count(|accounts| &accounts.failed);
+                    // One line a flush at most.
                     log::error!(
-                        "{}: accounting batch {} ({} entries) not written to {} ({err}); kept, \
-                         {} waiting, tried again at the next flush",
+                        "{}: accounting {problem} in {}; its credits wait in memory for the \
+                         next flush",
                         self.name,
-                        batch.id,
-                        batch.entries.len(),
                         self.directory.display(),
-                        self.unwritten.len()
                     );
-                    if let Some(accounts) = &accounts {
-                        accounts.failed.fetch_add(1, Relaxed);
-                    }
-                    break;
                 }
             }
+        } else {
+            self.ledger.clear_changes();
+            self.write_unwritten(batch, &count);
         }
         if let Some(accounts) = &accounts {
             let dropped = accounts.dropped();
@@ -444,35 +436,77 @@ impl Thread {
             }
         }
     }
-}
 
-/// Where tracker `name`'s ledger baselines wait between runs: a hidden file beside the
-/// batches (a site that reads the directory takes `*.json` only).
-fn saved_ledger(directory: &Path, name: &str) -> PathBuf {
-    directory.join(format!(".{name}.ledger"))
-}
-
-/// Writes `bytes` to `path` whole (a temporary file renamed over it), readable by the
-/// tracker's user only: the baselines name users and torrents.
-fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    use std::io::Write as _;
-    use std::os::unix::fs::OpenOptionsExt as _;
-    let partial = path.with_extension("ledger.partial");
-    let written = (|| {
-        let mut file = std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(&partial)?;
-        file.write_all(bytes)?;
-        file.sync_all()?;
-        std::fs::rename(&partial, path)
-    })();
-    if written.is_err() {
-        let _ = std::fs::remove_file(&partial);
+    /// In a cluster: writes `batch` and those kept from earlier flushes, oldest first.
+    fn write_unwritten(&mut self, batch: Option<Batch>, count: &dyn Fn(fn(&Accounts) -> &AtomicU64)) {
+        if let Some(batch) = batch {
+            if self.unwritten.len() == MAX_UNWRITTEN {
+                let lost = self.unwritten.remove(0);
+                log::error!(
+                    "{}: accounting batch {} ({} entries) lost: {MAX_UNWRITTEN} batches could not be written",
+                    self.name,
+                    lost.id,
+                    lost.entries.len()
+                );
+            }
+            self.unwritten.push(batch);
+        }
+        while let Some(batch) = self.unwritten.first() {
+            match write_batch(&self.directory, batch) {
+                Ok(_) => {
+                    self.unwritten.remove(0);
+                    count(|accounts| &accounts.written);
+                }
+                Err(err) => {
+                    log::error!(
+                        "{}: accounting batch {} ({} entries) not written to {} ({err}); kept, \
+                         {} waiting, tried again at the next flush",
+                        self.name,
+                        batch.id,
+                        batch.entries.len(),
+                        self.directory.display(),
+                        self.unwritten.len()
+                    );
+                    count(|accounts| &accounts.failed);
+                    break;
+                }
+            }
+        }
     }
-    written
+}
+
+/// Opens tracker `name`'s ledger on disk into `ledger` and says what it found.
+fn open_journal(name: &str, directory: &Path, ledger: &mut Ledger) -> anyhow::Result<Journal> {
+    let (journal, found) = Journal::open(directory, name, ledger, unix_now())?;
+    if let Some(problem) = &found.problem {
+        log::warn!(
+            "{name}: accounting baselines not read ({problem}); every peer without them \
+             starts from its next announce"
+        );
+    }
+    let peers = ledger.peers();
+    if peers > 0 || found.records > 0 {
+        log::info!(
+            "{name}: accounting baselines of {peers} peers kept from the last run ({} journal \
+             records replayed)",
+            found.records
+        );
+    }
+    if found.published > 0 {
+        log::info!(
+            "{name}: {} accounting batches committed by the last run published now (it \
+             stopped before it could)",
+            found.published
+        );
+    }
+    if found.discarded > 0 {
+        log::warn!(
+            "{name}: {} accounting batches the last run wrote but never committed deleted: \
+             their reports are credited from the baselines before them",
+            found.discarded
+        );
+    }
+    Ok(journal)
 }
 
 /// Writes `batch` as `<id>.json` in `directory`, whole or not at all, and never over
@@ -535,13 +569,18 @@ mod tests {
             .map(|entry| entry.unwrap().path())
             .collect();
         files.sort();
-        // The batch, and the baselines kept for the next run.
-        assert_eq!(files.len(), 2, "{files:?}");
-        assert!(files[0].ends_with(".udp.ledger"), "{files:?}");
+        // The batch, and the ledger kept for the next run: its base, and its journal
+        // (empty: folded into the base at stop).
+        assert_eq!(files.len(), 3, "{files:?}");
+        assert!(files[0].ends_with(".udp.journal"), "{files:?}");
+        assert_eq!(std::fs::metadata(&files[0]).unwrap().len(), 0);
+        assert!(files[1].ends_with(".udp.ledger"), "{files:?}");
         use std::os::unix::fs::PermissionsExt as _;
-        let mode = std::fs::metadata(&files[0]).unwrap().permissions().mode();
-        assert_eq!(mode & 0o777, 0o600);
-        let files = &files[1..];
+        for private in &files[..2] {
+            let mode = std::fs::metadata(private).unwrap().permissions().mode();
+            assert_eq!(mode & 0o777, 0o600);
+        }
+        let files = &files[2..];
         // The next run starts from them: one peer restored.
         let next = Accounts::start("udp", &dir, Duration::from_secs(3600), 3600, None).unwrap();
         assert_eq!(next.live_user(17).unwrap().peers, 1);
@@ -586,7 +625,7 @@ mod tests {
         let files: Vec<_> = std::fs::read_dir(&dir)
             .unwrap()
             .flatten()
-            .filter(|file| !file.file_name().to_string_lossy().ends_with(".ledger"))
+            .filter(|file| !file.file_name().to_string_lossy().starts_with('.'))
             .collect();
         assert_eq!(
             files.len(),

@@ -4,11 +4,6 @@
 //! Clients report totals since their session started, on every announce. The ledger
 //! keeps the last totals of each (user, torrent, peer id) and credits the difference:
 //!
-//! * a total that went down in a `started` announce is a restarted session: nothing
-//!   is credited, and the new total is the baseline; a total that went down in any
-//!   other announce (reports of one client crossing on two sockets, two machines
-//!   sharing a peer id) credits nothing and keeps the higher baseline, so no byte is
-//!   credited twice;
 //! * a report older than the peer's last one (a cluster node's, applied late) changes
 //!   no totals and credits nothing: its bytes were seen, or its session is over;
 //! * the same client announcing over IPv4 and over IPv6 (dual-stack clients do, with
@@ -17,8 +12,15 @@
 //!   one entry too;
 //! * the first announce a ledger sees of a peer only sets its baseline: its totals may
 //!   include what an earlier run of the tracker credited already. The baselines are
-//!   kept across a restart ([`Ledger::save`], [`Ledger::restore`]), so a client that
-//!   announced before a restart is credited from its last totals after it;
+//!   kept on disk with every batch (`durable`: a base and a journal), so a client
+//!   that announced before a restart or a crash is credited from its last committed
+//!   totals after it;
+//! * a total that went down is a restarted session (it becomes the baseline, nothing
+//!   is credited) when the announce says `started`, or when it comes 30 s or more
+//!   after the peer's last one (a client restarted while its `started` was lost);
+//!   sooner, it is a report overtaken by a newer one and credits nothing;
+//! * factors apply to the totals, not to each gain, so a session's credits add up to
+//!   its total's credit whatever reports reached the tracker;
 //! * a completion (a `completed` announce, or a leecher's bytes left reaching 0) is
 //!   counted once per entry; seeding time accrues between announces
 //!   made with nothing left, gaps longer than the peer timeout excepted, and once per
@@ -30,11 +32,13 @@
 //! as one [`Batch`] with an id the site uses to apply each batch exactly once. No I/O:
 //! times come in with the reports.
 
-use hashbrown::HashMap;
+use hashbrown::{HashMap, HashSet};
 
+mod durable;
 mod pair;
 mod shared;
 
+pub(crate) use durable::{Committed, read_journal};
 use pair::{Accrued, Pair, Peer};
 pub use shared::{MAX_SHARED_ATTEMPTS, SharedError, SharedPairs};
 
@@ -107,13 +111,8 @@ pub struct Batch {
     pub entries: Vec<(u32, u32, Credit)>,
 }
 
-/// The first line of a saved ledger: the format and its version.
-const SAVED_MAGIC: &[u8] = b"shoal ledger 1\n";
-/// Bytes per saved peer: user, torrent, peer id, uploaded, downloaded, last seen, flags.
-const SAVED_RECORD: usize = 4 + 4 + 20 + 8 + 8 + 8 + 1;
-
 /// FNV-1a over `bytes`: enough to tell a cut or damaged file from a whole one.
-fn checksum(bytes: &[u8]) -> u64 {
+pub(crate) fn checksum(bytes: &[u8]) -> u64 {
     bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, &byte| {
         (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3)
     })
@@ -163,23 +162,22 @@ impl Book {
             Some(accrued) if accrued == Accrued::default() => {}
             Some(accrued) => {
                 let credit = self.credits.entry(key).or_default();
-                credit.add(&accrued, report.up_factor, report.down_factor);
+                credit.add(&accrued);
             }
         }
     }
 }
 
 impl Credit {
-    fn add(&mut self, accrued: &Accrued, up_factor: u16, down_factor: u16) {
-        let (up_factor, down_factor) = (u64::from(up_factor), u64::from(down_factor));
+    fn add(&mut self, accrued: &Accrued) {
         self.uploaded = self.uploaded.saturating_add(accrued.uploaded);
         self.downloaded = self.downloaded.saturating_add(accrued.downloaded);
         self.credited_uploaded = self
             .credited_uploaded
-            .saturating_add(accrued.uploaded.saturating_mul(up_factor) / 100);
+            .saturating_add(accrued.credited_uploaded);
         self.credited_downloaded = self
             .credited_downloaded
-            .saturating_add(accrued.downloaded.saturating_mul(down_factor) / 100);
+            .saturating_add(accrued.credited_downloaded);
         self.seed_seconds = self.seed_seconds.saturating_add(accrued.seed_seconds);
         self.completed = self.completed.saturating_add(u32::from(accrued.completed));
     }
@@ -209,6 +207,8 @@ pub struct Ledger {
     run: String,
     next_batch: u64,
     since: u64,
+    /// Pairs changed since the last journal record (`durable`).
+    dirty: HashSet<(u32, u32)>,
 }
 
 impl Ledger {
@@ -221,12 +221,14 @@ impl Ledger {
             run: run.into(),
             next_batch: 0,
             since: now,
+            dirty: HashSet::new(),
         }
     }
 
     /// Credits what `report` adds to its peer's last totals.
     pub fn record(&mut self, report: &Report) {
         self.book.record(report, self.peer_timeout);
+        self.touch((report.user, report.torrent));
     }
 
     /// Forgets peers not heard from for the peer timeout (their clients left without
@@ -234,8 +236,13 @@ impl Ledger {
     pub fn expire(&mut self, now: u64) -> usize {
         let timeout = self.peer_timeout;
         let mut gone = 0;
-        self.book.pairs.retain(|_, pair| {
-            gone += pair.expire(now, timeout);
+        let dirty = &mut self.dirty;
+        self.book.pairs.retain(|&key, pair| {
+            let expired = pair.expire(now, timeout);
+            if expired > 0 {
+                gone += expired;
+                dirty.insert(key);
+            }
             !pair.peers.is_empty()
         });
         gone
@@ -271,6 +278,19 @@ impl Ledger {
         })
     }
 
+    /// Takes back a batch that could not be committed: its credits wait for the next
+    /// one (its id is not used again; the site sees a gap in the sequence).
+    pub fn give_back(&mut self, batch: Batch) {
+        for (user, torrent, credit) in batch.entries {
+            self.book
+                .credits
+                .entry((user, torrent))
+                .or_default()
+                .merge(&credit);
+        }
+        self.since = self.since.min(batch.from);
+    }
+
     /// The live state of a user or a torrent: a walk over every pair followed, for
     /// the admin API (tens of milliseconds at a million peers), never for announces.
     pub fn live(&self, whose: Whose) -> Live {
@@ -292,84 +312,6 @@ impl Ledger {
             }
         }
         live
-    }
-
-    /// The baselines (every peer's last totals), to be read back by
-    /// [`restore`](Self::restore) in the next run. Credits are not in it: take the
-    /// last batch first.
-    pub fn save(&self) -> Vec<u8> {
-        let peers = self.peers();
-        let mut out = Vec::with_capacity(SAVED_MAGIC.len() + 16 + peers * SAVED_RECORD);
-        out.extend_from_slice(SAVED_MAGIC);
-        out.extend_from_slice(&(peers as u64).to_le_bytes());
-        for (&(user, torrent), pair) in &self.book.pairs {
-            for peer in &pair.peers {
-                out.extend_from_slice(&user.to_le_bytes());
-                out.extend_from_slice(&torrent.to_le_bytes());
-                out.extend_from_slice(&peer.id);
-                out.extend_from_slice(&peer.uploaded.to_le_bytes());
-                out.extend_from_slice(&peer.downloaded.to_le_bytes());
-                out.extend_from_slice(&peer.last_seen.to_le_bytes());
-                out.push(u8::from(peer.seeding) | u8::from(peer.completed) << 1);
-            }
-        }
-        let sum = checksum(&out);
-        out.extend_from_slice(&sum.to_le_bytes());
-        out
-    }
-
-    /// Takes the baselines of `saved` (what [`save`](Self::save) wrote in an earlier
-    /// run) for peers heard from within the peer timeout before `now`. Returns how
-    /// many were restored; a file that is cut short, changed or of another format is
-    /// refused whole.
-    pub fn restore(&mut self, saved: &[u8], now: u64) -> Result<usize, &'static str> {
-        let body = saved
-            .len()
-            .checked_sub(8)
-            .map(|end| (&saved[..end], &saved[end..]))
-            .filter(|(body, _)| body.starts_with(SAVED_MAGIC));
-        let Some((body, sum)) = body else {
-            return Err("not a ledger file");
-        };
-        if checksum(body).to_le_bytes() != sum {
-            return Err("its checksum does not match: cut short or changed");
-        }
-        let records = &body[SAVED_MAGIC.len()..];
-        let (count, records) = records.split_at_checked(8).ok_or("cut short")?;
-        let count = u64::from_le_bytes(count.try_into().unwrap_or_default());
-        if records.len() as u64 != count.saturating_mul(SAVED_RECORD as u64) {
-            return Err("its record count does not match its length");
-        }
-        let mut restored = 0;
-        for record in records.chunks_exact(SAVED_RECORD) {
-            let word =
-                |at: usize| u64::from_le_bytes(record[at..at + 8].try_into().unwrap_or_default());
-            let half =
-                |at: usize| u32::from_le_bytes(record[at..at + 4].try_into().unwrap_or_default());
-            let peer = Peer {
-                id: record[8..28].try_into().unwrap_or_default(),
-                uploaded: word(28),
-                downloaded: word(36),
-                last_seen: word(44),
-                seeding: record[52] & 1 != 0,
-                completed: record[52] & 2 != 0,
-            };
-            if now.saturating_sub(peer.last_seen) > self.peer_timeout {
-                continue;
-            }
-            let pair = self.book.pairs.entry((half(0), half(4))).or_default();
-            if pair.peers.len() >= usize::from(MAX_PEERS_PER_ENTRY)
-                || pair.peers.iter().any(|known| known.id == peer.id)
-            {
-                continue;
-            }
-            if peer.seeding {
-                pair.seeded_until = pair.seeded_until.max(peer.last_seen);
-            }
-            pair.peers.push(peer);
-            restored += 1;
-        }
-        Ok(restored)
     }
 
     /// Peers followed.
@@ -411,3 +353,6 @@ impl Batch {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod properties;

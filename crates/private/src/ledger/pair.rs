@@ -29,9 +29,19 @@ pub(super) struct Pair {
 pub(super) struct Accrued {
     pub(super) uploaded: u64,
     pub(super) downloaded: u64,
+    /// The same with the torrent's factors applied.
+    pub(super) credited_uploaded: u64,
+    pub(super) credited_downloaded: u64,
     pub(super) seed_seconds: u64,
     pub(super) completed: bool,
 }
+
+/// Seconds within which a lower total without `started` is taken for a report
+/// overtaken by a newer one of the same session (dual-stack clients announce over
+/// IPv4 and IPv6 at the same moment); later, it is a session restarted unseen.
+/// Clients announce at most once a minute (`min interval`), so two reports of one
+/// session this close together were sent together.
+pub(super) const CROSSING: u64 = 30;
 
 /// The version byte of [`Pair::encode`]'s form.
 const ENCODED_VERSION: u8 = 1;
@@ -67,30 +77,45 @@ impl Pair {
             });
         };
         let peer = &mut self.peers[index];
-        let restarted = report.event == Event::Started;
-        let advance = |last: &mut u64, now: u64| -> u64 {
-            if now >= *last {
-                std::mem::replace(last, now).abs_diff(now)
-            } else {
-                // Lower: a new session only when the client says it started one;
-                // otherwise the higher baseline stays and nothing is credited.
-                if restarted {
-                    *last = now;
-                }
-                0
-            }
-        };
         // A report older than the last one applied (another node's, late: a cluster's
         // nodes apply reports in rounds, their clocks a little apart) tells nothing
         // new of the totals: its bytes were seen already or belong to a session that
         // has restarted since, and its `started` is no restart.
         let stale = report.at < peer.last_seen;
-        let (uploaded, downloaded) = if stale {
-            (0, 0)
+        let lower = report.uploaded < peer.uploaded || report.downloaded < peer.downloaded;
+        // A total that went down is a new session when the client says it started one,
+        // or when the report comes later than reports of one session can cross
+        // (`CROSSING`): a client restarted while its `started` was lost (the tracker
+        // down, a datagram dropped). Within the window it is the same session's report
+        // overtaken by a newer one (IPv4 and IPv6 announces sent together): the higher
+        // baseline stays, so no byte is credited twice.
+        let restarted = lower
+            && (report.event == Event::Started
+                || report.at.saturating_sub(peer.last_seen) >= CROSSING);
+        let ((uploaded, credited_uploaded), (downloaded, credited_downloaded)) = if stale {
+            ((0, 0), (0, 0))
+        } else if restarted {
+            // The new session's totals are its baseline; nothing of them is credited
+            // (what it sent before its first report reached the tracker is unknown).
+            peer.uploaded = report.uploaded;
+            peer.downloaded = report.downloaded;
+            ((0, 0), (0, 0))
         } else {
+            // Bytes gained, and their credit: the factor applied to the totals, not to
+            // the gain, so that the credits of a session add up to its last total's
+            // credit whichever reports reached the tracker (rounding down each gain on
+            // its own would lose up to a byte a report, and more where reports were
+            // lost to a crash than where they were not).
+            let advance = |last: &mut u64, now: u64, factor: u16| {
+                let credit = |total: u64| u128::from(total) * u128::from(factor) / 100;
+                let new = (*last).max(now);
+                let gained = (new - *last, credit(new) - credit(*last));
+                *last = new;
+                (gained.0, u64::try_from(gained.1).unwrap_or(u64::MAX))
+            };
             (
-                advance(&mut peer.uploaded, report.uploaded),
-                advance(&mut peer.downloaded, report.downloaded),
+                advance(&mut peer.uploaded, report.uploaded, report.up_factor),
+                advance(&mut peer.downloaded, report.downloaded, report.down_factor),
             )
         };
         // Seeding since its last announce, if that was within the peer timeout;
@@ -115,6 +140,8 @@ impl Pair {
         Some(Accrued {
             uploaded,
             downloaded,
+            credited_uploaded,
+            credited_downloaded,
             seed_seconds,
             completed,
         })

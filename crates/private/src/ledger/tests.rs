@@ -91,6 +91,23 @@ fn stopped_peers_leave_and_silent_ones_expire_without_seed_time() {
 }
 
 #[test]
+fn a_lower_total_long_after_the_last_report_is_a_session_restarted_unseen() {
+    let mut ledger = Ledger::new("udp-1", 3600, 0);
+    ledger.record(&report(0, 0, 1000, Event::Started, 0));
+    ledger.record(&report(5000, 700, 300, Event::None, 60));
+    // The client restarted while the tracker was down: its `started` never arrived,
+    // and its next announce comes with the new session's totals.
+    ledger.record(&report(200, 50, 300, Event::None, 1860));
+    ledger.record(&report(900, 80, 300, Event::None, 3660));
+    let credit = only(&ledger.take_batch(3700).unwrap());
+    assert_eq!((credit.uploaded, credit.downloaded), (5000 + 700, 700 + 30));
+    // Either total lower is a new session: both start over, nothing credited.
+    ledger.record(&report(1000, 10, 300, Event::None, 5460));
+    ledger.record(&report(1100, 20, 300, Event::None, 5520));
+    assert_eq!(only(&ledger.take_batch(5600).unwrap()).uploaded, 100);
+}
+
+#[test]
 fn a_lower_total_without_a_restart_credits_nothing_twice() {
     let mut ledger = Ledger::new("udp-1", 3600, 0);
     ledger.record(&report(0, 0, 1000, Event::Started, 0));
@@ -199,11 +216,16 @@ fn baselines_survive_a_restart_and_a_damaged_file_is_refused() {
     before.record(&report(1, 0, 0, Event::Started, 100));
     before.record(&report(1, 1000, 0, Event::None, 200));
     before.record(&report(2, 50, 10, Event::Started, 10));
-    let saved = before.save();
+    let committed = Committed {
+        sequence: 7,
+        batches: vec!["udp-1-2-3".into()],
+    };
+    let saved = before.save(&committed);
     // The next run: peer 1's next announce is credited from 1000; peer 2, last
     // heard 3,690 s before (past the peer timeout), starts from scratch.
     let mut after = Ledger::new("udp-2", 3600, 500);
-    assert_eq!(after.restore(&saved, 3700), Ok(1));
+    assert_eq!(after.restore(&saved), Ok(committed));
+    assert_eq!(after.expire(3700), 1);
     after.record(&report(1, 1500, 0, Event::None, 3700));
     after.record(&report(2, 80, 10, Event::None, 3700));
     let batch = after.take_batch(3700).unwrap();
@@ -211,17 +233,65 @@ fn baselines_survive_a_restart_and_a_damaged_file_is_refused() {
     assert_eq!(batch.entries[0].2.uploaded, 500, "{batch:?}");
     let mut damaged = saved.clone();
     damaged[30] ^= 1;
-    assert!(Ledger::new("x", 3600, 0).restore(&damaged, 0).is_err());
-    assert!(
-        Ledger::new("x", 3600, 0)
-            .restore(&saved[..saved.len() - 1], 0)
-            .is_err()
-    );
-    assert!(Ledger::new("x", 3600, 0).restore(b"", 0).is_err());
+    let mut refused = Ledger::new("x", 3600, 0);
+    assert!(refused.restore(&damaged).is_err());
+    assert!(refused.restore(&saved[..saved.len() - 1]).is_err());
+    assert!(refused.restore(b"").is_err());
+    assert!(refused.restore(&saved[..7]).is_err());
+    assert_eq!(refused.peers(), 0, "a refused base changes nothing");
     assert_eq!(
-        Ledger::new("x", 3600, 0).restore(&Ledger::new("y", 1, 0).save(), 0),
-        Ok(0)
+        refused.restore(&Ledger::new("y", 1, 0).save(&Committed::default())),
+        Ok(Committed::default())
     );
+}
+
+#[test]
+fn journal_records_carry_the_changed_pairs_and_a_cut_one_ends_the_journal() {
+    let mut ledger = Ledger::new("udp-1", 3600, 0);
+    ledger.record(&report(0, 0, 0, Event::Started, 0));
+    ledger.record(&report(100, 0, 0, Event::None, 60));
+    let other = Report {
+        user: 18,
+        ..report(5, 0, 0, Event::Started, 60)
+    };
+    ledger.record(&other);
+    let first = ledger.journal_record(&Committed {
+        sequence: 1,
+        batches: vec!["udp-1-1-0".into()],
+    });
+    ledger.clear_changes();
+    assert!(!ledger.has_changes());
+    // User 18's client stops: its pair is gone, and the record says so.
+    ledger.record(&Report {
+        event: Event::Stopped,
+        at: 120,
+        ..other
+    });
+    let second = ledger.journal_record(&Committed {
+        sequence: 2,
+        batches: Vec::new(),
+    });
+    let mut journal = first.clone();
+    journal.extend_from_slice(&second);
+    let (records, whole) = read_journal(&journal);
+    assert_eq!((records.len(), whole), (2, journal.len()));
+    assert_eq!(records[0].committed.batches, ["udp-1-1-0"]);
+    let mut replayed = Ledger::new("udp-2", 3600, 0);
+    for record in &records {
+        replayed.apply_record(record).unwrap();
+    }
+    assert_eq!(replayed.peers(), 1);
+    replayed.record(&report(150, 0, 0, Event::None, 180));
+    assert_eq!(only(&replayed.take_batch(180).unwrap()).uploaded, 50);
+    // Cut anywhere in the second record, or a byte of it changed: the first stands.
+    for cut in first.len()..journal.len() {
+        let (records, whole) = read_journal(&journal[..cut]);
+        assert_eq!((records.len(), whole), (1, first.len()), "cut at {cut}");
+    }
+    let mut changed = journal.clone();
+    *changed.last_mut().unwrap() ^= 0x40;
+    assert_eq!(read_journal(&changed).0.len(), 1);
+    assert_eq!(read_journal(b"").0.len(), 0);
 }
 
 #[test]
