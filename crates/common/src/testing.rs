@@ -3,8 +3,12 @@
 use std::time::{Duration, Instant};
 
 mod pebble;
+mod process;
+mod site;
 
 pub use pebble::Pebble;
+pub use process::Process;
+pub use site::{Credited, Site};
 
 /// How long [`eventually`] waits. Generous: it returns as soon as the condition holds,
 /// and workers flush statistics every 100 ms, so only a failing test waits this long.

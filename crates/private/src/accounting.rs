@@ -438,7 +438,11 @@ impl Thread {
     }
 
     /// In a cluster: writes `batch` and those kept from earlier flushes, oldest first.
-    fn write_unwritten(&mut self, batch: Option<Batch>, count: &dyn Fn(fn(&Accounts) -> &AtomicU64)) {
+    fn write_unwritten(
+        &mut self,
+        batch: Option<Batch>,
+        count: &dyn Fn(fn(&Accounts) -> &AtomicU64),
+    ) {
         if let Some(batch) = batch {
             if self.unwritten.len() == MAX_UNWRITTEN {
                 let lost = self.unwritten.remove(0);
@@ -482,6 +486,12 @@ fn open_journal(name: &str, directory: &Path, ledger: &mut Ledger) -> anyhow::Re
         log::warn!(
             "{name}: accounting baselines not read ({problem}); every peer without them \
              starts from its next announce"
+        );
+    }
+    if let Some(problem) = &found.unfolded {
+        log::error!(
+            "{name}: accounting baselines not folded into a new base ({problem}); they are \
+             kept as they are, and batches wait in memory until the disk takes them"
         );
     }
     let peers = ledger.peers();

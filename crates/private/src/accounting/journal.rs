@@ -62,6 +62,9 @@ pub(super) struct Recovered {
     pub(super) discarded: usize,
     /// Why the base or the journal could not be read, when one could not.
     pub(super) problem: Option<String>,
+    /// Why they could not be folded into a new base, when they could not (a full
+    /// disk): the tracker runs on them as they are.
+    pub(super) unfolded: Option<String>,
 }
 
 impl Journal {
@@ -104,7 +107,8 @@ impl Journal {
             Err(err) => recovered.problem = Some(format!("{}: {err}", base.display())),
         }
         let base_len = std::fs::metadata(&base).map_or(0, |meta| meta.len());
-        let journal = std::fs::read(&path).with_context(|| format!("cannot read {}", path.display()))?;
+        let journal =
+            std::fs::read(&path).with_context(|| format!("cannot read {}", path.display()))?;
         let (records, whole) = read_journal(&journal);
         let mut sequence = committed.sequence;
         let mut batches = committed.batches;
@@ -157,7 +161,10 @@ impl Journal {
             else {
                 continue;
             };
-            if batches.binary_search_by(|known| known.as_str().cmp(id)).is_ok() {
+            if batches
+                .binary_search_by(|known| known.as_str().cmp(id))
+                .is_ok()
+            {
                 journal.unpublished.push(id.to_owned());
             } else {
                 std::fs::remove_file(entry.path())
@@ -169,9 +176,16 @@ impl Journal {
         let before = journal.unpublished.len();
         journal.publish();
         recovered.published = before - journal.unpublished.len();
-        journal
-            .compact(ledger)
-            .with_context(|| format!("cannot write {}", base.display()))?;
+        if let Err(err) = journal.compact(ledger) {
+            // The base and the journal on disk still hold everything (the journal cut
+            // back to its last whole record, so that records appended from now on
+            // follow it); the fold is tried again when the journal outgrows the base.
+            journal
+                .file
+                .set_len(journal.len)
+                .with_context(|| format!("cannot cut {} to its whole records", path.display()))?;
+            recovered.unfolded = Some(format!("{}: {err}", base.display()));
+        }
         Ok((journal, recovered))
     }
 
@@ -222,9 +236,16 @@ impl Journal {
         self.unpublished.extend(batch.map(|batch| batch.id));
         self.publish();
         crash_point("published");
-        if self.len > COMPACT_AT.max(self.base_len) {
-            self.compact(ledger)
-                .map_err(|err| format!("journal not folded into the base: {err}"))?;
+        if self.len > COMPACT_AT.max(self.base_len)
+            && let Err(err) = self.compact(ledger)
+        {
+            // Committed all the same: the journal holds it, and grows until a fold can
+            // be written.
+            log::warn!(
+                "{}: accounting journal not folded into a new base ({err}); tried again at \
+                 the next flush",
+                self.name
+            );
         }
         Ok(())
     }
@@ -295,7 +316,9 @@ impl Journal {
         let bytes = ledger.save(&committed);
         let base = base_path(&self.directory, &self.name);
         let partial = base.with_extension("ledger.partial");
-        if let Err(err) = write_synced(&partial, &bytes).and_then(|()| std::fs::rename(&partial, &base)) {
+        if let Err(err) =
+            write_synced(&partial, &bytes).and_then(|()| std::fs::rename(&partial, &base))
+        {
             let _ = std::fs::remove_file(&partial);
             return Err(err);
         }
@@ -362,12 +385,7 @@ fn lock(file: &File) -> std::io::Result<()> {
 }
 
 /// Takes back what a flush could not commit; the message for the log.
-fn give_back(
-    ledger: &mut Ledger,
-    batch: Option<Batch>,
-    what: &str,
-    err: std::io::Error,
-) -> String {
+fn give_back(ledger: &mut Ledger, batch: Option<Batch>, what: &str, err: std::io::Error) -> String {
     match batch {
         Some(batch) => {
             let id = batch.id.clone();
@@ -441,9 +459,8 @@ mod crash {
     /// Whether this passage of `step` is the one wanted.
     #[cfg(not(test))]
     pub(super) fn hit(step: &str) -> bool {
-        wanted().is_some_and(|(wanted, n)| {
-            wanted == step && REACHED.fetch_add(1, Relaxed) + 1 == *n
-        })
+        wanted()
+            .is_some_and(|(wanted, n)| wanted == step && REACHED.fetch_add(1, Relaxed) + 1 == *n)
     }
 
     /// Unit tests set the step per thread ([`super::tests::crash_at`]).

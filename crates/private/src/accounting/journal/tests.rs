@@ -191,7 +191,11 @@ fn run_through(dir: &Dir, crash: Option<(&str, u64)>) -> u32 {
     let mut run = open_surviving(dir, &mut runs, 0);
     for number in 0..=ROUNDS {
         // The last "round" is the clean stop: a flush, then the fold into a base.
-        let reports = if number < ROUNDS { round(number) } else { Vec::new() };
+        let reports = if number < ROUNDS {
+            round(number)
+        } else {
+            Vec::new()
+        };
         for report in reports {
             run.ledger.record(&report);
         }
@@ -245,7 +249,10 @@ type Credits = BTreeMap<(u32, u32), Credit>;
 fn a_crash_at_any_step_of_any_flush_credits_exactly_what_was_reported() {
     let (expected, last_round) = expected();
     assert_eq!(expected[&(17, 1)].uploaded, 9 * 1000 + 9 * 10);
-    assert_eq!(expected[&(17, 1)].credited_uploaded, 2 * (9 * 1000 + 9 * 10));
+    assert_eq!(
+        expected[&(17, 1)].credited_uploaded,
+        2 * (9 * 1000 + 9 * 10)
+    );
     assert_eq!(expected[&(17, 1)].completed, 1);
     assert_eq!(expected[&(18, 2)].seed_seconds, 9 * 60);
     let mut crashes = 0;
@@ -303,7 +310,9 @@ fn a_record_cut_short_ends_the_journal_and_its_batch_is_never_published() {
     assert!(crashed.is_err());
     disarm();
     drop(run);
-    let journal_len = std::fs::metadata(dir.0.join(".http.journal")).unwrap().len();
+    let journal_len = std::fs::metadata(dir.0.join(".http.journal"))
+        .unwrap()
+        .len();
     assert!(journal_len > 0, "half a record is on disk");
     let (run, recovered) = Run::open(&dir, 2, 100);
     assert_eq!(
@@ -315,7 +324,9 @@ fn a_record_cut_short_ends_the_journal_and_its_batch_is_never_published() {
     assert_eq!(run.ledger.peers(), 3);
     assert!(dir.batches().is_empty(), "round 0 credited nothing");
     assert_eq!(
-        std::fs::metadata(dir.0.join(".http.journal")).unwrap().len(),
+        std::fs::metadata(dir.0.join(".http.journal"))
+            .unwrap()
+            .len(),
         0,
         "folded into the base at start"
     );
@@ -408,4 +419,3 @@ fn a_base_of_the_earlier_format_is_read_once_and_replaced() {
     run.flush(400).unwrap();
     assert_eq!(credited(&dir.batches())[&(17, 1)].uploaded, 500);
 }
-
