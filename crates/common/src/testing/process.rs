@@ -64,6 +64,11 @@ impl Process {
         None
     }
 
+    /// Whether a line read so far (the log up to now) contains `needle`.
+    pub fn logged(&self, needle: &str) -> bool {
+        self.log.iter().any(|line| line.contains(needle))
+    }
+
     /// The first line from now on containing `needle`, within 20 s; panics with the
     /// log otherwise.
     pub fn line_with(&mut self, needle: &str) -> String {
