@@ -58,6 +58,14 @@ ensure_command pebble pebble
 # Listener backlogs (crates/sockets, crates/http/tests/http.rs) are read from the
 # kernel with ss.
 ensure_command ss iproute2
+# The documents' examples (crates/shoal/tests/documents.rs) are run as written: curl
+# against the admin API, the stateless-key recipe in Python on a secret from openssl.
+ensure_command curl curl
+ensure_command python3 python3
+ensure_command openssl openssl
+# The full-disk accounting test (crates/http/tests/accounting.rs) mounts a small tmpfs
+# in a mount namespace of its own: unshare and nsenter.
+ensure_command nsenter util-linux
 export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-always}"
 
 # The HTTP tracker's tests run glommio executors, whose io_uring buffers are locked

@@ -117,12 +117,6 @@ impl KeyDigest {
         (self.0[0] == STATELESS).then_some((self.0[1] as u32, (self.0[1] >> 32) as u16))
     }
 
-    /// Where a user registered for stateless keys is kept in the users table: their
-    /// id, whatever the version.
-    pub(crate) fn stateless_user(user: u32) -> Self {
-        Self::derived(user, 0)
-    }
-
     /// The digest of any secret (the admin API's token too): two digests are equal
     /// when their secrets are, and comparing them tells a timing observer nothing
     /// about either secret, which no one outside the process can hash.

@@ -33,6 +33,8 @@ pub use ledger::{
     Batch, Credit, Event, Ledger, Live, MAX_PEERS_PER_ENTRY, MAX_SHARED_ATTEMPTS, Report,
     SharedError, SharedPairs, Whose,
 };
-pub use registry::{Change, Conflict, Grant, MAX_FILE, Refusal, Registry, Torrent, User};
+pub use registry::{
+    Change, Conflict, Grant, KeyChange, MAX_FILE, Refusal, Registry, Torrent, User,
+};
 pub use sessions::{Admitted, ClientAnnounce, MAX_CLIENTS, Sessions};
-pub use stateless::{MIN_SECRET, derive_key, set_secret};
+pub use stateless::{MIN_SECRET, derive_key, fingerprint_hex, secret_of_file, set_secret};

@@ -6,6 +6,13 @@
 //! the admin API. Socket workers never wait: the tables are read without locks, and a
 //! change swaps in a changed copy of the small part of a table it touches.
 //!
+//! One rule decides for every key: a user is their id, and whatever key they present
+//! (a passkey from the users file or the API, or a stateless key of any version),
+//! the restrictions registered for that id apply. A stateless key of an id never
+//! registered is unrestricted; an id deleted through the API stays refused until it
+//! is registered again (a tombstone), so deleting a restricted user cannot free them.
+//! Reloading the files makes them the whole truth again, tombstones included.
+//!
 //! Users file, one user per line, `#` comments and blank lines ignored:
 //!
 //! ```text
@@ -22,17 +29,21 @@
 //! 0123456789abcdef0123456789abcdef01234567 1001 down=0
 //! ```
 
-use std::io::BufRead;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, Weak};
 
-use anyhow::{Context as _, bail};
+use anyhow::Context as _;
 use hashbrown::DefaultHashBuilder;
 use hashbrown::HashMap;
 
 use crate::key::{DigestHasher, KeyDigest, Passkey};
 use crate::ledger::{Event, Report};
 use crate::shards::CowShards;
+
+mod files;
+
+pub use files::MAX_FILE;
+use files::{FileStamp, Files, Tables};
 
 /// A user as the site registered them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -46,8 +57,30 @@ pub struct User {
     /// Peers they may have in one torrent at once; 0: no cap.
     pub peer_cap: u16,
     /// The oldest version of their stateless key still accepted (`stateless`); a site
-    /// retires a leaked key by raising it. 0 for keys from the users file.
+    /// retires a leaked key by raising it.
     pub min_key_version: u16,
+}
+
+/// What the registry holds of a user id.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Entry {
+    /// A user the site registered, with their restrictions.
+    Registered(User),
+    /// A user the site deleted through the API: their stateless keys stay refused
+    /// (never "unrestricted", which only ids never registered are) until they are
+    /// registered again or the files are reloaded.
+    Deleted,
+}
+
+/// What a change to a user does to their passkey.
+#[derive(Clone, Copy, Debug)]
+pub enum KeyChange<'k> {
+    /// Leaves it as it is (none stays none).
+    Keep,
+    /// Takes it away: the user announces with stateless keys only.
+    Remove,
+    /// Sets it: the old one stops working.
+    Set(Passkey<'k>),
 }
 
 impl User {
@@ -142,15 +175,19 @@ impl Grant {
     }
 }
 
-/// Users by key digest and torrents by info hash, as workers read them, and the
-/// changes the site makes: whole files reloaded, or one user or torrent at a time
-/// through the admin API.
+/// Users by id and passkeys by digest, torrents by info hash, as workers read them,
+/// and the changes the site makes: whole files reloaded, or one user or torrent at a
+/// time through the admin API.
 ///
 /// Reads take no lock (`CowShards`); changes are serialized by `writer`, which
-/// also holds what only changes need (user ids to keys, the files' identities).
+/// also holds what only changes need (each user's passkey, the files' identities).
 #[derive(Debug)]
 pub struct Registry {
-    users: CowShards<KeyDigest, User, DigestBuild>,
+    /// Every user registered (or deleted through the API), by id: the one place their
+    /// restrictions are kept, whatever key they present.
+    users: CowShards<u32, Entry, DefaultHashBuilder>,
+    /// Passkeys (from the users file or the API) to the user ids they belong to.
+    keys: CowShards<KeyDigest, u32, DigestBuild>,
     torrents: CowShards<[u8; 20], Torrent, DefaultHashBuilder>,
     writer: Mutex<Writer>,
 }
@@ -160,52 +197,13 @@ type DigestBuild = std::hash::BuildHasherDefault<DigestHasher>;
 /// What changes need besides the tables.
 #[derive(Debug)]
 struct Writer {
-    /// Each user's key digest, by user id: a user is changed and removed by id.
+    /// Each user's passkey digest, by user id (users of stateless keys have none).
     keys: HashMap<u32, KeyDigest>,
+    /// Users deleted through the API and not registered again (tombstones).
+    deleted: usize,
     /// The files, when the registry was read from files.
     files: Option<Files>,
 }
-
-/// The users and torrents files and what they were when last read.
-#[derive(Debug)]
-struct Files {
-    users: PathBuf,
-    torrents: PathBuf,
-    read: Option<[FileStamp; 2]>,
-}
-
-/// A file's identity and version as far as the file system tells: inode, size and
-/// modification time; equal stamps mean the file was not written since. (The access
-/// list has the same check in `shoal_common`; this crate depends on no shoal crate,
-/// so that the protocol parsers can use it.)
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct FileStamp {
-    inode: u64,
-    len: u64,
-    modified: Option<std::time::SystemTime>,
-}
-
-impl FileStamp {
-    fn of(path: &Path) -> Option<Self> {
-        use std::os::unix::fs::MetadataExt as _;
-        let meta = std::fs::metadata(path).ok()?;
-        Some(Self {
-            inode: meta.ino(),
-            len: meta.len(),
-            modified: meta.modified().ok(),
-        })
-    }
-}
-
-/// The users and torrents of a pair of files, parsed.
-struct Tables {
-    users: UserTable,
-    keys: HashMap<u32, KeyDigest>,
-    torrents: HashMap<[u8; 20], Torrent>,
-}
-
-/// Users by key digest, the digest's first word as the table's hash.
-type UserTable = HashMap<KeyDigest, User, DigestBuild>;
 
 /// What a change through the API did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -229,12 +227,11 @@ impl Registry {
     /// The registry of a users file and a torrents file given as text (no files to
     /// reload: tests, and tools that build one in memory).
     pub fn parse(users: &str, torrents: &str) -> anyhow::Result<Self> {
-        let tables = Tables {
-            users: UserTable::default(),
-            keys: HashMap::new(),
-            torrents: parse_torrents(torrents.as_bytes()).context("torrents file")?,
+        let mut tables = Tables {
+            torrents: files::parse_torrents(torrents.as_bytes()).context("torrents file")?,
+            ..Tables::default()
         };
-        let tables = parse_users(users.as_bytes(), tables).context("users file")?;
+        files::parse_users(users.as_bytes(), &mut tables).context("users file")?;
         Ok(Self::from_tables(tables, None))
     }
 
@@ -272,38 +269,80 @@ impl Registry {
     }
 
     fn from_tables(tables: Tables, files: Option<Files>) -> Self {
+        let (users, keys, torrents) = Self::shards_of(&tables, None);
         Self {
-            users: CowShards::from_map(tables.users),
-            torrents: CowShards::from_map(tables.torrents),
+            users,
+            keys,
+            torrents,
             writer: Mutex::new(Writer {
                 keys: tables.keys,
+                deleted: 0,
                 files,
             }),
         }
     }
 
-    /// Users and torrents held.
-    pub fn counts(&self) -> (usize, usize) {
-        (self.users.len(), self.torrents.len())
+    /// The lock-free tables of `tables`, split alike as `like`'s (when replacing
+    /// them).
+    #[allow(clippy::type_complexity)]
+    fn shards_of(
+        tables: &Tables,
+        like: Option<&Self>,
+    ) -> (
+        CowShards<u32, Entry, DefaultHashBuilder>,
+        CowShards<KeyDigest, u32, DigestBuild>,
+        CowShards<[u8; 20], Torrent, DefaultHashBuilder>,
+    ) {
+        let mut users = like.map_or_else(HashMap::default, |like| like.users.empty_map());
+        users.extend(tables.users.iter().map(|(&id, &entry)| (id, entry)));
+        let mut keys = like.map_or_else(HashMap::default, |like| like.keys.empty_map());
+        keys.extend(tables.keys.iter().map(|(&id, &digest)| (digest, id)));
+        let mut torrents = like.map_or_else(HashMap::default, |like| like.torrents.empty_map());
+        torrents.extend(
+            tables
+                .torrents
+                .iter()
+                .map(|(&hash, &torrent)| (hash, torrent)),
+        );
+        (
+            CowShards::from_map(users),
+            CowShards::from_map(keys),
+            CowShards::from_map(torrents),
+        )
     }
 
-    /// The user a key (its digest) belongs to.
+    /// Users and torrents registered (deleted users not counted).
+    pub fn counts(&self) -> (usize, usize) {
+        let deleted = self.writer().deleted;
+        (self.users.len() - deleted, self.torrents.len())
+    }
+
+    /// The user a key (its digest) belongs to, with their restrictions applied: the
+    /// same whichever of their keys it is.
     pub fn user(&self, key: Option<KeyDigest>) -> Result<User, Refusal> {
         let key = key.ok_or(Refusal::MissingKey)?;
         let user = match key.stateless() {
             // A stateless key's MAC was checked when it was digested: its user is
             // known, registered (to restrict them) or not.
             Some((id, version)) => {
-                let user = self
-                    .users
-                    .get(&KeyDigest::stateless_user(id))
-                    .unwrap_or(User::unrestricted(id));
+                let user = match self.users.get(&id) {
+                    Some(Entry::Registered(user)) => user,
+                    Some(Entry::Deleted) => return Err(Refusal::UnknownKey),
+                    None => User::unrestricted(id),
+                };
                 if version < user.min_key_version {
                     return Err(Refusal::UnknownKey);
                 }
                 user
             }
-            None => self.users.get(&key).ok_or(Refusal::UnknownKey)?,
+            None => {
+                let id = self.keys.get(&key).ok_or(Refusal::UnknownKey)?;
+                match self.users.get(&id) {
+                    Some(Entry::Registered(user)) => user,
+                    // Changed meanwhile (deleted, or its key replaced).
+                    _ => return Err(Refusal::UnknownKey),
+                }
+            }
         };
         if user.disabled {
             return Err(Refusal::Disabled);
@@ -342,47 +381,75 @@ impl Registry {
         Ok(user)
     }
 
-    /// The user with the site's id `id`.
+    /// The user registered with the site's id `id`.
     pub fn user_by_id(&self, id: u32) -> Option<User> {
-        let key = *self.writer().keys.get(&id)?;
-        self.users.get(&key)
+        match self.users.get(&id)? {
+            Entry::Registered(user) => Some(user),
+            Entry::Deleted => None,
+        }
     }
 
-    /// Sets user `user.id`, whose key is `key` (`None`: they use stateless keys): a
-    /// new user, or new settings or a new key (the old one stops working) for one
-    /// already there.
-    pub fn put_user(&self, user: User, key: Option<Passkey<'_>>) -> Result<Change, Conflict> {
-        let digest = match key {
-            Some(key) => key.digest(),
-            // A user of stateless keys, registered to restrict them.
-            None => KeyDigest::stateless_user(user.id),
-        };
+    /// Whether user `id` has a passkey (besides the stateless keys any user may
+    /// have when a secret is set).
+    pub fn has_passkey(&self, id: u32) -> bool {
+        self.writer().keys.contains_key(&id)
+    }
+
+    /// Sets user `user.id` (a new user, or new settings for one already there) and
+    /// changes their passkey as `key` says.
+    pub fn put_user(&self, user: User, key: KeyChange<'_>) -> Result<Change, Conflict> {
         let mut writer = self.writer();
-        if let Some(owner) = self.users.get(&digest)
-            && owner.id != user.id
-        {
-            return Err(Conflict::KeyTaken(owner.id));
-        }
-        let change = match writer.keys.insert(user.id, digest) {
-            None => Change::Created,
-            Some(old) if old != digest => {
-                self.users.remove(&old);
-                Change::Updated
-            }
-            Some(_) if self.users.get(&digest) == Some(user) => return Ok(Change::Unchanged),
-            Some(_) => Change::Updated,
+        let old_key = writer.keys.get(&user.id).copied();
+        let new_key = match key {
+            KeyChange::Keep => old_key,
+            KeyChange::Remove => None,
+            KeyChange::Set(key) => Some(key.digest()),
         };
-        self.users.insert(digest, user);
+        if let Some(digest) = new_key
+            && let Some(owner) = self.keys.get(&digest)
+            && owner != user.id
+        {
+            return Err(Conflict::KeyTaken(owner));
+        }
+        let old = self.users.get(&user.id);
+        let change = match old {
+            Some(Entry::Registered(old)) if old == user && old_key == new_key => {
+                return Ok(Change::Unchanged);
+            }
+            Some(Entry::Registered(_)) => Change::Updated,
+            Some(Entry::Deleted) => {
+                writer.deleted -= 1;
+                Change::Created
+            }
+            None => Change::Created,
+        };
+        // The user first, then their key: a reader never finds a key of no user.
+        self.users.insert(user.id, Entry::Registered(user));
+        if old_key != new_key {
+            if let Some(old) = old_key {
+                self.keys.remove(&old);
+                writer.keys.remove(&user.id);
+            }
+            if let Some(new) = new_key {
+                self.keys.insert(new, user.id);
+                writer.keys.insert(user.id, new);
+            }
+        }
         Ok(change)
     }
 
-    /// Removes user `id`; whether there was one.
+    /// Removes user `id` (their passkey stops working, their stateless keys stay
+    /// refused until they are registered again); whether there was one.
     pub fn delete_user(&self, id: u32) -> bool {
         let mut writer = self.writer();
-        let Some(key) = writer.keys.remove(&id) else {
+        if !matches!(self.users.get(&id), Some(Entry::Registered(_))) {
             return false;
-        };
-        self.users.remove(&key);
+        }
+        if let Some(key) = writer.keys.remove(&id) {
+            self.keys.remove(&key);
+        }
+        self.users.insert(id, Entry::Deleted);
+        writer.deleted += 1;
         true
     }
 
@@ -424,11 +491,13 @@ impl Registry {
     pub fn reload_and_log(&self, tracker: &str) -> String {
         let mut writer = self.writer();
         let Some(files) = &mut writer.files else {
+            drop(writer);
             let (users, torrents) = self.counts();
             return format!("{tracker} registry: {users} users, {torrents} torrents (in memory)");
         };
         let stamps = FileStamp::of(&files.users).zip(FileStamp::of(&files.torrents));
         if stamps.is_some() && stamps.map(|(u, t)| [u, t]) == files.read {
+            drop(writer);
             let (users, torrents) = self.counts();
             return format!(
                 "{tracker} registry: {users} users, {torrents} torrents (files unchanged)"
@@ -438,19 +507,21 @@ impl Registry {
             Ok(tables) => {
                 files.read = stamps.map(|(u, t)| [u, t]);
                 let (users, torrents) = (tables.users.len(), tables.torrents.len());
-                let mut user_map = self.users.empty_map();
-                user_map.extend(tables.users);
-                let mut torrent_map = self.torrents.empty_map();
-                torrent_map.extend(tables.torrents);
-                self.users.replace_with(CowShards::from_map(user_map));
-                self.torrents.replace_with(CowShards::from_map(torrent_map));
+                let (user_shards, key_shards, torrent_shards) =
+                    Self::shards_of(&tables, Some(self));
+                // Users before keys, as in `put_user`.
+                self.users.replace_with(user_shards);
+                self.keys.replace_with(key_shards);
+                self.torrents.replace_with(torrent_shards);
                 writer.keys = tables.keys;
+                writer.deleted = 0;
                 log::info!(
                     "{tracker}: private registry reloaded: {users} users, {torrents} torrents"
                 );
                 format!("{tracker} registry: {users} users, {torrents} torrents")
             }
             Err(err) => {
+                drop(writer);
                 let (users, torrents) = self.counts();
                 log::error!(
                     "{tracker}: private registry not reloaded, keeping the old one: {err:#}"
@@ -463,460 +534,5 @@ impl Registry {
     }
 }
 
-impl Tables {
-    fn load(users: &Path, torrents: &Path) -> anyhow::Result<Self> {
-        // Read line by line: a file of millions of lines is never held whole.
-        let open = |path: &Path| {
-            std::fs::File::open(path)
-                .map(|file| std::io::BufReader::with_capacity(1 << 16, file))
-                .with_context(|| format!("cannot read {}", path.display()))
-        };
-        let tables = Self {
-            users: UserTable::default(),
-            keys: HashMap::new(),
-            torrents: parse_torrents(open(torrents)?)
-                .with_context(|| format!("in torrents file {}", torrents.display()))?,
-        };
-        parse_users(open(users)?, tables)
-            .with_context(|| format!("in users file {}", users.display()))
-    }
-}
-
-/// The largest users or torrents file read (about 60 bytes a line: 10 million lines).
-pub const MAX_FILE: u64 = 1 << 30;
-
-/// Adds the users of `reader` to `tables`.
-fn parse_users(reader: impl BufRead, mut tables: Tables) -> anyhow::Result<Tables> {
-    each_line(reader, |number, line| {
-        let mut words = line.split_whitespace();
-        let (Some(id), Some(key)) = (words.next(), words.next()) else {
-            bail!("line {number}: expected `<user id> <passkey> [options]`");
-        };
-        // Words are never echoed: in a line with its columns swapped, a word could be
-        // a passkey, and the message goes to the log.
-        let Ok(id) = id.parse::<u32>() else {
-            bail!("line {number}: the first word is not a user id (a number up to 4294967295)");
-        };
-        let stateless = key == "-";
-        let key = if stateless {
-            None
-        } else {
-            Passkey::new(key.as_bytes())
-        };
-        if !stateless && key.is_none() {
-            bail!(
-                "line {number}: user {id}'s passkey must be {} to {} characters of A-Z, a-z, 0-9, - and _",
-                crate::key::MIN_KEY_LEN,
-                crate::key::MAX_KEY_LEN
-            );
-        };
-        let mut user = User::unrestricted(id);
-        for (word, option) in words.enumerate() {
-            match option.split_once('=') {
-                None if option == "noleech" => user.can_leech = false,
-                None if option == "disabled" => user.disabled = true,
-                Some(("peers", cap)) => {
-                    let Ok(cap) = cap.parse() else {
-                        bail!("line {number}: peers= takes a number up to 65535");
-                    };
-                    user.peer_cap = cap;
-                }
-                Some(("version", version)) if stateless => {
-                    let Ok(version) = version.parse() else {
-                        bail!("line {number}: version= takes a number up to 65535");
-                    };
-                    user.min_key_version = version;
-                }
-                _ => bail!(
-                    "line {number}: word {} is not an option (known: noleech, disabled, \
-                     peers=N, and version=N for a stateless user, `-` as the passkey)",
-                    word + 3
-                ),
-            }
-        }
-        let digest = match key {
-            Some(key) => key.digest(),
-            None => KeyDigest::stateless_user(id),
-        };
-        if tables.keys.insert(id, digest).is_some() {
-            bail!("line {number}: user {id} is listed twice");
-        }
-        if tables.users.insert(digest, user).is_some() {
-            bail!("line {number}: user {id}'s passkey is another user's too");
-        }
-        Ok(())
-    })?;
-    Ok(tables)
-}
-
-fn parse_torrents(reader: impl BufRead) -> anyhow::Result<HashMap<[u8; 20], Torrent>> {
-    let mut torrents = HashMap::new();
-    each_line(reader, |number, line| {
-        let mut words = line.split_whitespace();
-        let (Some(hash), Some(id)) = (words.next(), words.next()) else {
-            bail!("line {number}: expected `<info hash> <torrent id> [up=PERCENT] [down=PERCENT]`");
-        };
-        let Some(hash) = hex_hash(hash) else {
-            bail!("line {number}: {hash:?} is not an info hash (40 hexadecimal characters)");
-        };
-        let id: u32 = id
-            .parse()
-            .with_context(|| format!("line {number}: torrent id {id:?} is not a number"))?;
-        let mut torrent = Torrent {
-            id,
-            up_factor: 100,
-            down_factor: 100,
-        };
-        for option in words {
-            let percent = |value: &str| {
-                value
-                    .parse::<u16>()
-                    .ok()
-                    .filter(|&p| p <= 10_000)
-                    .with_context(|| format!("line {number}: {option:?}: a percentage, 0 to 10000"))
-            };
-            match option.split_once('=') {
-                Some(("up", value)) => torrent.up_factor = percent(value)?,
-                Some(("down", value)) => torrent.down_factor = percent(value)?,
-                _ => bail!(
-                    "line {number}: unknown option {option:?} (known: up=PERCENT, down=PERCENT)"
-                ),
-            }
-        }
-        if torrents.insert(hash, torrent).is_some() {
-            bail!("line {number}: info hash listed twice");
-        }
-        Ok(())
-    })?;
-    Ok(torrents)
-}
-
-/// 40 hexadecimal characters as 20 bytes.
-fn hex_hash(text: &str) -> Option<[u8; 20]> {
-    let bytes = text.as_bytes();
-    if bytes.len() != 40 {
-        return None;
-    }
-    let mut hash = [0u8; 20];
-    for (out, pair) in hash.iter_mut().zip(bytes.chunks(2)) {
-        let digit = |b: u8| (b as char).to_digit(16);
-        *out = (digit(pair[0])? * 16 + digit(pair[1])?) as u8;
-    }
-    Some(hash)
-}
-
-/// Calls `each` with the number and the content (its comment and surrounding blanks
-/// taken off) of every line of `reader` that has any, refusing past [`MAX_FILE`]
-/// bytes.
-fn each_line(
-    reader: impl BufRead,
-    mut each: impl FnMut(usize, &str) -> anyhow::Result<()>,
-) -> anyhow::Result<()> {
-    let mut reader = reader.take(MAX_FILE + 1);
-    let mut line = String::new();
-    let (mut number, mut read) = (0, 0u64);
-    loop {
-        line.clear();
-        let n = reader.read_line(&mut line)?;
-        if n == 0 {
-            return Ok(());
-        }
-        read += n as u64;
-        if read > MAX_FILE {
-            bail!("larger than {MAX_FILE} bytes");
-        }
-        number += 1;
-        let content = line.split('#').next().unwrap_or_default().trim();
-        if !content.is_empty() {
-            each(number, content)?;
-        }
-    }
-}
-
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    const ALICE: &str = "6f0d1b2c3d4e5f60718293a4b5c6d7e8";
-    const BOB: &str = "a1b2c3d4e5f60718293a4b5c6d7e8f90";
-    const CAROL: &str = "ccccccccccccccccccccccccccccccc1";
-    const HASH: &str = "0123456789abcdef0123456789abcdef01234567";
-    const V2: &str = "89abcdef0123456789abcdef0123456789abcdef";
-
-    fn registry() -> Registry {
-        Registry::parse(
-            &format!("# users\n17 {ALICE}\n18 {BOB} noleech peers=3  # seeding only\n\n19 {CAROL} disabled\n"),
-            &format!("{HASH} 1001 down=0\n{V2} 1001 down=0\n"),
-        )
-        .unwrap()
-    }
-
-    fn key(text: &str) -> Option<KeyDigest> {
-        Passkey::new(text.as_bytes()).map(Passkey::digest)
-    }
-
-    fn hash(hex: &str) -> [u8; 20] {
-        hex_hash(hex).unwrap()
-    }
-
-    #[test]
-    fn announces_are_granted_or_refused_for_a_reason() {
-        let registry = registry();
-        let grant = registry.announce(key(ALICE), &hash(HASH), true).unwrap();
-        assert_eq!(
-            (grant.user.id, grant.torrent.id, grant.torrent.down_factor),
-            (17, 1001, 0)
-        );
-        // The v2 hash of the same hybrid torrent is the same torrent.
-        assert_eq!(
-            registry
-                .announce(key(ALICE), &hash(V2), true)
-                .unwrap()
-                .torrent
-                .id,
-            1001
-        );
-        assert_eq!(
-            registry.announce(None, &hash(HASH), true),
-            Err(Refusal::MissingKey)
-        );
-        assert_eq!(
-            registry.announce(key("00000000000000000000000000000bad"), &hash(HASH), true),
-            Err(Refusal::UnknownKey)
-        );
-        // Too short to be a key: as if none was given.
-        assert_eq!(
-            registry.announce(key("0000"), &hash(HASH), true),
-            Err(Refusal::MissingKey)
-        );
-        assert_eq!(
-            registry.announce(key(CAROL), &hash(HASH), false),
-            Err(Refusal::Disabled)
-        );
-        assert_eq!(
-            registry.announce(key(ALICE), &[7; 20], false),
-            Err(Refusal::Unregistered)
-        );
-        assert_eq!(
-            registry.announce(key(BOB), &hash(HASH), true),
-            Err(Refusal::CannotLeech)
-        );
-        let seeding = registry.announce(key(BOB), &hash(HASH), false).unwrap();
-        assert_eq!(seeding.user.peer_cap, 3);
-        for refusal in [
-            Refusal::MissingKey,
-            Refusal::UnknownKey,
-            Refusal::Unregistered,
-        ] {
-            assert!(!refusal.reason().contains(ALICE));
-        }
-    }
-
-    #[test]
-    fn scrapes_need_a_user_and_registered_torrents() {
-        let registry = registry();
-        assert_eq!(registry.scrape(key(ALICE), [&hash(HASH)]).unwrap().id, 17);
-        assert_eq!(registry.scrape(key(ALICE), []).unwrap().id, 17);
-        assert_eq!(
-            registry.scrape(key(ALICE), [&hash(HASH), &[7; 20]]),
-            Err(Refusal::Unregistered)
-        );
-        assert_eq!(
-            registry.scrape(None, [&hash(HASH)]),
-            Err(Refusal::MissingKey)
-        );
-    }
-
-    #[test]
-    fn bad_lines_are_refused_with_their_number() {
-        let users = |text: &str| format!("{:#}", Registry::parse(text, "").unwrap_err());
-        assert!(
-            users("17\n").contains("line 1: expected"),
-            "{}",
-            users("17\n")
-        );
-        assert!(users(&format!("x {ALICE}\n")).contains("the first word is not a user id"));
-        assert!(users("17 a/b\n").contains("line 1: user 17's passkey must be"));
-        assert!(users(&format!("17 {ALICE} vip\n")).contains("word 3 is not an option"));
-        // Columns swapped, or a key where an option belongs: the key is not echoed.
-        assert!(!users(&format!("{ALICE} 17\n")).contains(ALICE));
-        assert!(!users(&format!("17 {ALICE} {BOB}\n")).contains(BOB));
-        assert!(
-            users(&format!("17 {ALICE}\n17 {BOB}\n")).contains("line 2: user 17 is listed twice")
-        );
-        assert!(users(&format!("17 {ALICE}\n18 {ALICE}\n")).contains("another user's too"));
-        let torrents = |text: &str| format!("{:#}", Registry::parse("", text).unwrap_err());
-        assert!(torrents("abc 1\n").contains("line 1:"));
-        assert!(torrents(&format!("{HASH} 1 down=x\n")).contains("a percentage"));
-        assert!(
-            torrents(&format!("{HASH} 1\n{HASH} 2\n")).contains("line 2: info hash listed twice")
-        );
-        // No key text in any message.
-        assert!(!users(&format!("17 {ALICE}\n18 {ALICE}\n")).contains(ALICE));
-    }
-
-    #[test]
-    fn a_failed_reload_keeps_the_old_registry() {
-        let dir = std::env::temp_dir().join(format!("shoal-private-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let (users, torrents) = (dir.join("users"), dir.join("torrents"));
-        std::fs::write(&users, format!("17 {ALICE}\n")).unwrap();
-        std::fs::write(&torrents, format!("{HASH} 1\n")).unwrap();
-        let shared = Registry::load(&users, &torrents).unwrap();
-        assert_eq!(shared.counts(), (1, 1));
-        std::fs::write(&users, format!("17 {ALICE}\n18 {BOB}\n")).unwrap();
-        assert_eq!(
-            shared.reload_and_log("udp"),
-            "udp registry: 2 users, 1 torrents"
-        );
-        std::fs::write(&users, "bad line\n").unwrap();
-        assert_eq!(
-            shared.reload_and_log("udp"),
-            "udp registry kept (2 users, 1 torrents): reload failed"
-        );
-        assert_eq!(shared.counts(), (2, 1));
-        std::fs::remove_dir_all(&dir).unwrap();
-    }
-
-    #[test]
-    fn users_and_torrents_change_one_at_a_time() {
-        let registry = registry();
-        let alice = registry.user_by_id(17).unwrap();
-        let passkey = |text: &'static str| Passkey::new(text.as_bytes());
-        assert_eq!(
-            registry.put_user(alice, passkey(ALICE)),
-            Ok(Change::Unchanged)
-        );
-        // A new key for Alice: the old one stops working.
-        const NEW: &str = "n3wn3wn3wn3wn3wn3wn3wn3wn3wn3wn3";
-        assert_eq!(registry.put_user(alice, passkey(NEW)), Ok(Change::Updated));
-        assert_eq!(registry.user(key(ALICE)), Err(Refusal::UnknownKey));
-        assert_eq!(registry.user(key(NEW)).unwrap().id, 17);
-        // Bob's key cannot become Alice's.
-        assert_eq!(
-            registry.put_user(alice, passkey(BOB)),
-            Err(Conflict::KeyTaken(18))
-        );
-        let dave = User {
-            id: 20,
-            can_leech: false,
-            disabled: false,
-            peer_cap: 2,
-            min_key_version: 0,
-        };
-        assert_eq!(registry.put_user(dave, passkey(ALICE)), Ok(Change::Created));
-        assert_eq!(registry.user(key(ALICE)), Ok(dave));
-        assert_eq!(
-            registry.put_user(
-                User {
-                    peer_cap: 5,
-                    ..dave
-                },
-                passkey(ALICE)
-            ),
-            Ok(Change::Updated)
-        );
-        assert_eq!(registry.user_by_id(20).unwrap().peer_cap, 5);
-        assert!(registry.delete_user(20));
-        assert!(!registry.delete_user(20));
-        assert_eq!(registry.user(key(ALICE)), Err(Refusal::UnknownKey));
-        assert_eq!(registry.counts(), (3, 2));
-
-        let torrent = Torrent {
-            id: 7,
-            up_factor: 200,
-            down_factor: 0,
-        };
-        assert_eq!(registry.put_torrent([7; 20], torrent), Change::Created);
-        assert_eq!(registry.put_torrent([7; 20], torrent), Change::Unchanged);
-        assert_eq!(
-            registry.announce(key(NEW), &[7; 20], true).unwrap().torrent,
-            torrent
-        );
-        assert!(registry.delete_torrent(&[7; 20]));
-        assert!(!registry.delete_torrent(&[7; 20]));
-        assert_eq!(
-            registry.announce(key(NEW), &[7; 20], true),
-            Err(Refusal::Unregistered)
-        );
-    }
-
-    #[test]
-    fn a_reload_reads_files_only_when_they_changed_and_trackers_share_one_registry() {
-        let dir = std::env::temp_dir().join(format!("shoal-private-open-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let (users, torrents) = (dir.join("users"), dir.join("torrents"));
-        std::fs::write(&users, format!("17 {ALICE}\n")).unwrap();
-        std::fs::write(&torrents, format!("{HASH} 1\n")).unwrap();
-        let udp = Registry::open(&users, &torrents).unwrap();
-        let http = Registry::open(&dir.join(".").join("users"), &torrents).unwrap();
-        assert!(Arc::ptr_eq(&udp, &http), "one registry for the same files");
-        let bob = User {
-            id: 18,
-            can_leech: true,
-            disabled: false,
-            peer_cap: 0,
-            min_key_version: 0,
-        };
-        udp.put_user(bob, Passkey::new(BOB.as_bytes())).unwrap();
-        assert_eq!(http.user(key(BOB)).unwrap().id, 18);
-        // Files unchanged: the change made through the API stays.
-        assert_eq!(
-            udp.reload_and_log("udp"),
-            "udp registry: 2 users, 1 torrents (files unchanged)"
-        );
-        // The site wrote its files again: they are the registry now.
-        std::fs::write(&users, format!("17 {ALICE}\n19 {CAROL}\n")).unwrap();
-        assert_eq!(
-            udp.reload_and_log("udp"),
-            "udp registry: 2 users, 1 torrents"
-        );
-        assert_eq!(http.user(key(BOB)), Err(Refusal::UnknownKey));
-        assert_eq!(http.user_by_id(19).unwrap().id, 19);
-        assert!(http.delete_user(19));
-        drop((udp, http));
-        // Nothing holds it: opened again, it is read again.
-        let again = Registry::open(&users, &torrents).unwrap();
-        assert_eq!(again.counts(), (2, 1));
-        std::fs::remove_dir_all(&dir).unwrap();
-    }
-
-    #[test]
-    fn stateless_keys_need_no_registration_and_old_versions_can_be_retired() {
-        const SECRET: &[u8] = b"0123456789abcdef0123456789abcdef: a test secret";
-        crate::set_secret(SECRET).unwrap();
-        assert!(crate::set_secret(SECRET).is_ok(), "the same secret again");
-        assert!(crate::set_secret(b"another secret, at least 32 bytes long").is_err());
-        assert!(crate::set_secret(b"short").is_err());
-        let registry =
-            Registry::parse(&format!("17 {ALICE}\n18 - noleech version=2\n"), "").unwrap();
-        let digest = |text: &str| Passkey::new(text.as_bytes()).map(Passkey::digest);
-        let key42 = crate::derive_key(SECRET, 42, 1);
-        assert_eq!(registry.user(digest(&key42)), Ok(User::unrestricted(42)));
-        // A MAC with one digit changed, or another user's id on it: no user.
-        let mut forged = key42.clone().into_bytes();
-        let last = forged.len() - 1;
-        forged[last] = if forged[last] == b'0' { b'1' } else { b'0' };
-        let forged = String::from_utf8(forged).unwrap();
-        assert_eq!(registry.user(digest(&forged)), Err(Refusal::UnknownKey));
-        let moved = key42.replacen("42-", "43-", 1);
-        assert_eq!(registry.user(digest(&moved)), Err(Refusal::UnknownKey));
-        // User 18 is registered to restrict them: seeding only, version 1 retired.
-        let old = crate::derive_key(SECRET, 18, 1);
-        assert_eq!(registry.user(digest(&old)), Err(Refusal::UnknownKey));
-        let bob = registry
-            .user(digest(&crate::derive_key(SECRET, 18, 2)))
-            .unwrap();
-        assert!(!bob.can_leech);
-        // Registered through the API without a key: disabled.
-        let disabled = User {
-            disabled: true,
-            ..User::unrestricted(42)
-        };
-        assert_eq!(registry.put_user(disabled, None), Ok(Change::Created));
-        assert_eq!(registry.user(digest(&key42)), Err(Refusal::Disabled));
-        assert_eq!(registry.user_by_id(42), Some(disabled));
-        // Keys from the users file work as before.
-        assert_eq!(registry.user(key(ALICE)).unwrap().id, 17);
-    }
-}
+mod tests;

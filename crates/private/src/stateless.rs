@@ -9,7 +9,12 @@
 //! keys (`min_key_version`). Keys of users in the users file work as before.
 //!
 //! The secret is process-wide ([`set_secret`], once at start): a key names a user, not
-//! a tracker, and the trackers of one process share one users table.
+//! a tracker, and the trackers of one process share one users table. Its bytes are
+//! those of `private.key_secret_path` with trailing whitespace taken off
+//! ([`secret_of_file`]): `openssl rand -hex 32 > key.secret` writes 64 hex digits
+//! and a newline, and the secret is the 64 digits, as the site reads them with
+//! `.rstrip()`. [`fingerprint_hex`] is what the tracker logs of it at start, for a site
+//! to compare with its own.
 
 use std::sync::OnceLock;
 
@@ -26,6 +31,19 @@ static SECRET: OnceLock<Secret> = OnceLock::new();
 
 /// The shortest secret accepted, in bytes.
 pub const MIN_SECRET: usize = 32;
+
+/// The secret a secret file holds: its bytes with trailing whitespace (a newline)
+/// taken off. The one definition the tracker uses and documents/private.md states.
+pub fn secret_of_file(bytes: &[u8]) -> &[u8] {
+    bytes.trim_ascii_end()
+}
+
+/// The secret's fingerprint as logged at start: the first 8 hex digits of the
+/// SHA-256 of the secret's bytes (a site compares it with its own; it tells nothing
+/// usable about the secret).
+pub fn fingerprint_hex(secret: &[u8]) -> String {
+    hex(&fingerprint(secret)[..4])
+}
 
 /// Makes `secret` the process's; a second call with the same secret is fine, with
 /// another it is an error (two trackers of one process must share one).
@@ -107,6 +125,15 @@ pub(crate) fn verify(key: &[u8]) -> Option<(u32, u16)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_secret_file_s_newline_is_not_the_secret_s() {
+        assert_eq!(secret_of_file(b"abcd\n"), b"abcd");
+        assert_eq!(secret_of_file(b"abcd \r\n\n"), b"abcd");
+        assert_eq!(secret_of_file(b" ab cd"), b" ab cd");
+        // sha256("abc") = ba7816bf...
+        assert_eq!(fingerprint_hex(b"abc"), "ba7816bf");
+    }
 
     #[test]
     fn keys_match_the_documented_recipe() {

@@ -158,10 +158,14 @@ impl<C: Counters> Context<C> {
             let secret = shoal_common::read_bounded(path, 4096).with_context(|| {
                 format!("cannot read private.key_secret_path {}", path.display())
             })?;
-            let secret = secret.trim_ascii_end();
+            let secret = shoal_private::secret_of_file(&secret);
             shoal_private::set_secret(secret)
                 .map_err(|problem| anyhow::anyhow!("private.key_secret_path: {problem}"))?;
-            log::info!("private mode: stateless keys accepted (private.key_secret_path)");
+            log::info!(
+                "private mode: stateless keys accepted (private.key_secret_path), secret \
+                 fingerprint {} (the first 8 hex digits of its SHA-256)",
+                shoal_private::fingerprint_hex(secret)
+            );
         }
         let private = if settings.enabled {
             let registry = Registry::open(&settings.users_path, &settings.torrents_path)

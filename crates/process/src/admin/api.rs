@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use shoal_common::{AccessListMode, ClientConfig, LogBudget, RuleSet, parse_hex_hash};
-use shoal_private::{Change, Conflict, KeyDigest, Passkey, Registry, Torrent, User};
+use shoal_private::{Change, Conflict, KeyChange, KeyDigest, Passkey, Registry, Torrent, User};
 
 use super::AdminTarget;
 
@@ -63,41 +63,40 @@ impl Answer {
     }
 }
 
-/// A user as a `PUT` sets it.
+/// What a `PUT` on a user changes: the fields it names, and only those (the user's
+/// others keep their values; a new user's take the defaults).
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct UserBody {
-    /// Absent: the user announces with stateless keys and is registered to be
-    /// restricted (or to retire old key versions).
-    #[serde(default)]
-    passkey: Option<String>,
-    #[serde(default)]
-    min_key_version: u16,
-    #[serde(default = "yes")]
-    can_leech: bool,
-    #[serde(default)]
-    disabled: bool,
-    #[serde(default)]
-    peer_cap: u16,
+    /// Absent: the passkey stays as it is (none for a new user, who then announces
+    /// with stateless keys); `null`: taken away; a string: set (the old one stops
+    /// working).
+    #[serde(default, deserialize_with = "present")]
+    passkey: Option<Option<String>>,
+    min_key_version: Option<u16>,
+    can_leech: Option<bool>,
+    disabled: Option<bool>,
+    peer_cap: Option<u16>,
 }
 
-fn yes() -> bool {
-    true
-}
-
-/// A torrent as a `PUT` sets it.
+/// What a `PUT` on a torrent changes: the fields it names; a new torrent needs its
+/// `id`, and its factors default to 100.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct TorrentBody {
-    id: u32,
-    #[serde(default = "hundred")]
-    up_factor: u16,
-    #[serde(default = "hundred")]
-    down_factor: u16,
+    id: Option<u32>,
+    up_factor: Option<u16>,
+    down_factor: Option<u16>,
 }
 
-fn hundred() -> u16 {
-    100
+/// A field that may be `null`: present as `Some(None)`, absent (through
+/// `#[serde(default)]`) as `None`.
+fn present<'de, D, T>(deserializer: D) -> Result<Option<Option<T>>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    Option::<T>::deserialize(deserializer).map(Some)
 }
 
 /// A bulk access-list edit.
@@ -259,6 +258,7 @@ impl AdminApi {
                     .collect();
                 Answer::ok(json!({
                     "user": id,
+                    "has_passkey": registries.iter().any(|r| r.has_passkey(id)),
                     "can_leech": user.can_leech,
                     "disabled": user.disabled,
                     "peer_cap": user.peer_cap,
@@ -271,30 +271,39 @@ impl AdminApi {
                     Ok(body) => body,
                     Err(answer) => return answer,
                 };
-                let passkey = body
-                    .passkey
-                    .as_deref()
-                    .map(|text| Passkey::new(text.as_bytes()));
-                let Some(passkey) = passkey.map_or(Some(None), |key| key.map(Some)) else {
-                    return Answer::error(
-                        400,
-                        format!(
-                            "passkey: {} to {} characters of A-Z, a-z, 0-9, - and _",
-                            shoal_private::MIN_KEY_LEN,
-                            shoal_private::MAX_KEY_LEN
-                        ),
-                    );
+                let key = match &body.passkey {
+                    None => KeyChange::Keep,
+                    Some(None) => KeyChange::Remove,
+                    Some(Some(text)) => match Passkey::new(text.as_bytes()) {
+                        Some(key) => KeyChange::Set(key),
+                        None => {
+                            return Answer::error(
+                                400,
+                                format!(
+                                    "passkey: {} to {} characters of A-Z, a-z, 0-9, - and _ \
+                                     (or null to take it away)",
+                                    shoal_private::MIN_KEY_LEN,
+                                    shoal_private::MAX_KEY_LEN
+                                ),
+                            );
+                        }
+                    },
                 };
+                // What the user is now, changed where the body says.
+                let now = registries
+                    .iter()
+                    .find_map(|r| r.user_by_id(id))
+                    .unwrap_or(User::unrestricted(id));
                 let user = User {
                     id,
-                    can_leech: body.can_leech,
-                    disabled: body.disabled,
-                    peer_cap: body.peer_cap,
-                    min_key_version: body.min_key_version,
+                    can_leech: body.can_leech.unwrap_or(now.can_leech),
+                    disabled: body.disabled.unwrap_or(now.disabled),
+                    peer_cap: body.peer_cap.unwrap_or(now.peer_cap),
+                    min_key_version: body.min_key_version.unwrap_or(now.min_key_version),
                 };
                 let mut change = Change::Unchanged;
                 for registry in registries {
-                    match registry.put_user(user, passkey) {
+                    match registry.put_user(user, key) {
                         Ok(Change::Unchanged) => {}
                         Ok(done) => change = strongest(change, done),
                         Err(Conflict::KeyTaken(owner)) => {
@@ -350,14 +359,24 @@ impl AdminApi {
                     Ok(body) => body,
                     Err(answer) => return answer,
                 };
-                if body.up_factor > 10_000 || body.down_factor > 10_000 {
+                let now = registries.iter().find_map(|r| r.torrent(hash));
+                let Some(id) = body.id.or(now.map(|torrent| torrent.id)) else {
+                    return Answer::error(400, "id: a new torrent needs the site's id for it");
+                };
+                let torrent = Torrent {
+                    id,
+                    up_factor: body
+                        .up_factor
+                        .or(now.map(|torrent| torrent.up_factor))
+                        .unwrap_or(100),
+                    down_factor: body
+                        .down_factor
+                        .or(now.map(|torrent| torrent.down_factor))
+                        .unwrap_or(100),
+                };
+                if torrent.up_factor > 10_000 || torrent.down_factor > 10_000 {
                     return Answer::error(400, "factors are percentages, 0 to 10000");
                 }
-                let torrent = Torrent {
-                    id: body.id,
-                    up_factor: body.up_factor,
-                    down_factor: body.down_factor,
-                };
                 let change = registries
                     .iter()
                     .map(|r| r.put_torrent(*hash, torrent))
@@ -736,12 +755,4 @@ fn interval_json(protocol: &str, interval: &shoal_worker::AnnounceInterval) -> V
         "load": gauges.load_per_mille.load(Relaxed) as f64 / 1000.0,
         "capacity_announces_per_second": gauges.capacity.load(Relaxed),
     })
-}
-
-/// A key that is present, `null` or not: `Some(None)` for `null` (with
-/// `#[serde(default)]`, a key left out is `None`).
-fn present<'de, D: serde::Deserializer<'de>>(
-    deserializer: D,
-) -> Result<Option<Option<u32>>, D::Error> {
-    Option::<u32>::deserialize(deserializer).map(Some)
 }

@@ -2,7 +2,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 use shoal_common::{AccessControl, AccessList, AccessListMode, ClientRules};
-use shoal_private::{KeyDigest, Passkey, Registry};
+use shoal_private::{KeyDigest, Passkey, Refusal, Registry, Torrent};
 
 use super::*;
 use crate::admin::AdminTarget;
@@ -149,6 +149,54 @@ fn users_are_put_read_and_deleted_idempotently() {
 }
 
 #[test]
+fn a_put_changes_only_the_fields_it_names() {
+    let (mut api, registry, _) = api();
+    let get = |api: &mut AdminApi| call(api, "GET", "/v1/users/17", "").1;
+    assert_eq!(get(&mut api)["has_passkey"], true);
+    // documents/admin-api.md's own example: the key stays.
+    let (status, json) = call(&mut api, "PUT", "/v1/users/17", r#"{"can_leech":false}"#);
+    assert_eq!((status, json["change"].as_str()), (200, Some("updated")));
+    let alice = registry.user(key(ALICE)).unwrap();
+    assert_eq!((alice.can_leech, alice.peer_cap), (false, 0));
+    // Disabled and enabled again: told the account is disabled meanwhile, the key
+    // and the other fields kept throughout.
+    call(
+        &mut api,
+        "PUT",
+        "/v1/users/17",
+        r#"{"disabled":true,"peer_cap":4}"#,
+    );
+    assert_eq!(registry.user(key(ALICE)), Err(Refusal::Disabled));
+    call(&mut api, "PUT", "/v1/users/17", r#"{"disabled":false}"#);
+    let alice = registry.user(key(ALICE)).unwrap();
+    assert_eq!((alice.can_leech, alice.peer_cap), (false, 4));
+    let json = get(&mut api);
+    assert_eq!(
+        (&json["has_passkey"], &json["disabled"], &json["peer_cap"]),
+        (&Value::Bool(true), &Value::Bool(false), &Value::from(4))
+    );
+    // Taking the key away takes an explicit null.
+    let (status, _) = call(&mut api, "PUT", "/v1/users/17", r#"{"passkey":null}"#);
+    assert_eq!(status, 200);
+    assert_eq!(registry.user(key(ALICE)), Err(Refusal::UnknownKey));
+    assert_eq!(get(&mut api)["has_passkey"], false);
+    assert_eq!(registry.user_by_id(17).unwrap().peer_cap, 4);
+    // A torrent's factors: the one not named keeps its value.
+    let path = format!("/v1/torrents/{HASH}");
+    call(&mut api, "PUT", &path, r#"{"up_factor":200}"#);
+    call(&mut api, "PUT", &path, r#"{"id":2001,"down_factor":50}"#);
+    let hash = shoal_common::parse_hex_hash(HASH).unwrap();
+    assert_eq!(
+        registry.torrent(&hash),
+        Some(Torrent {
+            id: 2001,
+            up_factor: 200,
+            down_factor: 50
+        })
+    );
+}
+
+#[test]
 fn a_user_of_stateless_keys_is_registered_without_a_key() {
     let (mut api, registry, _) = api();
     let (status, json) = call(
@@ -230,10 +278,10 @@ fn bad_requests_say_what_is_wrong_without_echoing_values() {
         ),
         (
             "PUT",
-            "/v1/torrents/0123456789abcdef0123456789abcdef01234567",
+            "/v1/torrents/89abcdef0123456789abcdef0123456789abcdef",
             r#"{"up_factor":100}"#,
             400,
-            "missing field `id`",
+            "a new torrent needs the site's id",
         ),
         (
             "PUT",
