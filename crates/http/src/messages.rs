@@ -106,9 +106,10 @@ pub(crate) enum AnnounceAnswer {
         incomplete: u32,
         /// The peers chosen.
         peers: AnnouncedPeers,
-        /// Whether the peer was stored (false: new, and its torrent or the tracker
-        /// is full).
-        stored: bool,
+        /// Whether the peer asked to be stored and was not: new, and its torrent or
+        /// the tracker full (a `stopped` or port 0 announce is not stored and not
+        /// full).
+        full: bool,
     },
     /// The announce would start a torrent and may not: the tracker is full, or the
     /// client started as many as it may lately (the reason).

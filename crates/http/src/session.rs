@@ -367,12 +367,12 @@ impl Session {
                 complete,
                 incomplete,
                 peers,
-                stored,
+                full,
             }) => {
-                let (interval, min_interval) = if stored {
-                    host.reply_interval(served.client_ip.to_canonical().is_ipv6())
-                } else {
+                let (interval, min_interval) = if full {
                     host.full_interval()
+                } else {
+                    host.reply_interval(served.client_ip.to_canonical().is_ipv6())
                 };
                 with_peer_list(&peers, call.compact, call.work.peer, |peers| {
                     let response = AnnounceResponse {
@@ -381,7 +381,7 @@ impl Session {
                         complete,
                         incomplete,
                         peers,
-                        warning: (!stored).then_some(NOT_STORED),
+                        warning: full.then_some(NOT_STORED),
                     };
                     write_announce(&mut self.out, &response, keep_alive);
                 });

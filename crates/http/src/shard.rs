@@ -183,7 +183,7 @@ impl HttpShard {
             complete: counts.seeders,
             incomplete: counts.leechers,
             peers,
-            stored: announced.stored,
+            full: announced.full,
         }
     }
 }

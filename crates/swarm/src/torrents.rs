@@ -85,9 +85,14 @@ impl Refused {
 pub struct Announced {
     /// The torrent's counts afterwards.
     pub counts: SwarmCounts,
-    /// Whether the peer is stored: false when it is new and the torrent or the map is
-    /// full (see [`Capacity`]); it was still sent peers.
+    /// Whether the peer is stored now: false when it left (`stopped`), listens nowhere
+    /// (port 0), or is new and found no room ([`full`](Self::full)).
     pub stored: bool,
+    /// Whether a peer that asked to be stored was not, for lack of room: new, and its
+    /// torrent or the map full (see [`Capacity`]); it was still sent peers. Only
+    /// this is "the tracker is full": a leaving or unreachable peer is not stored
+    /// because it asked not to be.
+    pub full: bool,
     /// Whether it counted a download (`Completed` from a stored peer that was not a
     /// seeder yet).
     pub downloaded: bool,
@@ -572,6 +577,7 @@ impl<S: PeerSet> TorrentMap<S> {
             return Ok(Announced {
                 counts: torrent.counts(),
                 stored: false,
+                full: false,
                 downloaded: false,
             });
         }
@@ -590,6 +596,7 @@ impl<S: PeerSet> TorrentMap<S> {
             return Ok(Announced {
                 counts: torrent.counts(),
                 stored: false,
+                full: false,
                 downloaded: false,
             });
         }
@@ -653,6 +660,7 @@ impl<S: PeerSet> TorrentMap<S> {
         Ok(Announced {
             counts: torrent.counts(),
             stored: position.is_some(),
+            full: position.is_none(),
             downloaded,
         })
     }

@@ -201,7 +201,7 @@ impl UdpShard {
                 return;
             }
         };
-        if !announced.stored {
+        if announced.full {
             let interval = self.interval.for_full(self.rng.random::<u32>());
             out[header + 8..header + 12].copy_from_slice(&interval.to_be_bytes());
         }

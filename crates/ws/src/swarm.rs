@@ -419,7 +419,12 @@ impl WsShard {
                 });
         let reply = match result {
             Ok(announced) => {
-                let Announced { counts, stored, .. } = announced;
+                let Announced {
+                    counts,
+                    stored,
+                    full,
+                    ..
+                } = announced;
                 if event == SwarmEvent::Stopped {
                     self.record_change(info_hash, offerer, 0, false, false, from);
                 } else if stored {
@@ -434,13 +439,13 @@ impl WsShard {
                     downloads: 0,
                 };
                 // A new peer of a full swarm (sent offers, not stored) comes back after
-                // the longest interval.
+                // the longest interval; a leaving one is told the usual interval.
                 let interval = &self.settings.interval;
                 let random = self.rng.random();
-                let given = if stored {
-                    interval.for_reply(shoal_worker::Family::V4, random)
-                } else {
+                let given = if full {
                     interval.for_full(random)
+                } else {
+                    interval.for_reply(shoal_worker::Family::V4, random)
                 };
                 announce_reply(info_hash, scrape_file(counts), given)
             }

@@ -274,7 +274,7 @@ pub(crate) fn fuzz(data: &[u8]) {
                     complete: 1,
                     incomplete: 2,
                     peers: AnnouncedPeers::Compact(vec![7; 6 * usize::from(self.0 % 5) + 1]),
-                    stored: self.0 % 3 != 0,
+                    full: self.0 % 3 == 0,
                 }),
                 _ => Ok(AnnounceAnswer::Peers {
                     complete: 3,
@@ -283,7 +283,7 @@ pub(crate) fn fuzz(data: &[u8]) {
                         SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 1),
                         call.work.peer_id,
                     )]),
-                    stored: true,
+                    full: false,
                 }),
             }
         }

@@ -48,7 +48,7 @@ impl Answering {
                 complete: 5,
                 incomplete: 7,
                 peers,
-                stored: true,
+                full: false,
             }),
             scrape_busy: false,
         }
@@ -357,7 +357,7 @@ fn a_full_tracker_says_so_and_gives_the_longest_interval() {
         complete: 5,
         incomplete: 7,
         peers: AnnouncedPeers::Compact(vec![9; 6]),
-        stored: false,
+        full: true,
     });
     let transcript = run(&host, &[&announce(1, "", "")], &mut not_stored, AtEnd::Wait);
     let write = text(&transcript.writes[0]);

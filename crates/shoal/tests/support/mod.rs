@@ -211,63 +211,81 @@ fn chars(bytes: &[u8]) -> String {
 }
 
 fn ws(tracker: SocketAddr, announce: &Announce<'_>) -> Reply {
-    let mut stream = TcpStream::connect(tracker).unwrap();
-    stream
-        .set_read_timeout(Some(Duration::from_secs(5)))
+    match WsConnection::open(tracker, announce.key) {
+        Ok(mut connection) => connection.announce(announce),
+        Err(refused) => refused,
+    }
+}
+
+/// A WebTorrent connection kept open: its peers live as long as it does.
+pub struct WsConnection(TcpStream);
+
+impl WsConnection {
+    /// Opens and upgrades a connection with `key` as the URL's path; the refusal as a
+    /// reply if the upgrade is refused.
+    pub fn open(tracker: SocketAddr, key: Option<&str>) -> Result<Self, Reply> {
+        let mut stream = TcpStream::connect(tracker).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .unwrap();
+        let path = key
+            .map(|key| format!("/{key}"))
+            .unwrap_or("/announce".into());
+        write!(
+            stream,
+            "GET {path} HTTP/1.1\r\nHost: t\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
+             Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n"
+        )
         .unwrap();
-    let path = announce
-        .key
-        .map(|key| format!("/{key}"))
-        .unwrap_or("/announce".into());
-    write!(
-        stream,
-        "GET {path} HTTP/1.1\r\nHost: t\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
-         Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n"
-    )
-    .unwrap();
-    let mut head = Vec::new();
-    let mut byte = [0u8; 1];
-    while !head.ends_with(b"\r\n\r\n") {
-        if stream.read(&mut byte).unwrap() == 0 {
-            break;
+        let mut head = Vec::new();
+        let mut byte = [0u8; 1];
+        while !head.ends_with(b"\r\n\r\n") {
+            if stream.read(&mut byte).unwrap() == 0 {
+                break;
+            }
+            head.push(byte[0]);
         }
-        head.push(byte[0]);
+        let head = String::from_utf8_lossy(&head).into_owned();
+        if !head.starts_with("HTTP/1.1 101") {
+            // Refused before the upgrade: the reason is the body.
+            let mut body = String::new();
+            let _ = stream.read_to_string(&mut body);
+            return Err(Reply {
+                failure: Some(format!(
+                    "{} {}",
+                    head.lines().next().unwrap_or(""),
+                    body.trim()
+                )),
+                ..Reply::default()
+            });
+        }
+        Ok(Self(stream))
     }
-    let head = String::from_utf8_lossy(&head).into_owned();
-    if !head.starts_with("HTTP/1.1 101") {
-        // Refused before the upgrade: the reason is the body.
-        let mut body = String::new();
-        let _ = stream.read_to_string(&mut body);
-        return Reply {
-            failure: Some(format!(
-                "{} {}",
-                head.lines().next().unwrap_or(""),
-                body.trim()
-            )),
-            ..Reply::default()
+
+    /// Announces on this connection and reads the reply.
+    pub fn announce(&mut self, announce: &Announce<'_>) -> Reply {
+        let event = if announce.event.is_empty() {
+            String::new()
+        } else {
+            format!(r#","event":"{}""#, announce.event)
         };
-    }
-    let event = if announce.event.is_empty() {
-        String::new()
-    } else {
-        format!(r#","event":"{}""#, announce.event)
-    };
-    let message = format!(
-        r#"{{"action":"announce","info_hash":{},"peer_id":{},"uploaded":{},"downloaded":{},"left":{},"numwant":5{event}}}"#,
-        json_string(&chars(&announce.info_hash)),
-        json_string(&chars(&announce.peer_id)),
-        announce.uploaded,
-        announce.downloaded,
-        announce.left
-    );
-    send_text(&mut stream, message.as_bytes());
-    let text = read_text(&mut stream);
-    let value: serde_json::Value = serde_json::from_str(&text).unwrap();
-    Reply {
-        failure: value["failure reason"].as_str().map(str::to_owned),
-        warning: value["warning message"].as_str().map(str::to_owned),
-        interval: value["interval"].as_u64().unwrap_or(0),
-        peers: 0,
+        let message = format!(
+            r#"{{"action":"announce","info_hash":{},"peer_id":{},"uploaded":{},"downloaded":{},"left":{},"numwant":5{event}}}"#,
+            json_string(&chars(&announce.info_hash)),
+            json_string(&chars(&announce.peer_id)),
+            announce.uploaded,
+            announce.downloaded,
+            announce.left
+        );
+        send_text(&mut self.0, message.as_bytes());
+        let text = read_text(&mut self.0);
+        let value: serde_json::Value = serde_json::from_str(&text).unwrap();
+        Reply {
+            failure: value["failure reason"].as_str().map(str::to_owned),
+            warning: value["warning message"].as_str().map(str::to_owned),
+            interval: value["interval"].as_u64().unwrap_or(0),
+            peers: 0,
+        }
     }
 }
 

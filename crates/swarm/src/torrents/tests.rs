@@ -738,9 +738,25 @@ fn a_full_swarm_answers_newcomers_without_storing_them() {
     }
     let (late, sent) = announce_in(&mut map, HASH, v4(9, 1), &mut rng);
     let late = late.unwrap();
-    assert!(!late.stored);
+    assert!(!late.stored && late.full);
     assert_eq!(late.counts.leechers, 3);
     assert_eq!(sent.len(), 3, "it is still sent the swarm's peers");
+    // A newcomer that leaves, or listens nowhere, is not stored and not full either.
+    for (peer, event) in [
+        (v4(10, 1), AnnounceEvent::Stopped),
+        (v4(11, 0), AnnounceEvent::Started),
+    ] {
+        let answered = map
+            .announce(
+                &HASH,
+                announce(peer, false, event),
+                ServerTime(0),
+                &mut rng,
+                |_| {},
+            )
+            .unwrap();
+        assert!(!answered.stored && !answered.full, "{event:?}");
+    }
     // Known peers re-announce as before, and one leaving makes room.
     assert!(
         announce_in(&mut map, HASH, v4(2, 1), &mut rng)
