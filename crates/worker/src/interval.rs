@@ -134,7 +134,9 @@ pub struct AnnounceInterval {
     seconds: [AtomicU32; 2],
     settings: IntervalSettings,
     bounds: std::sync::Mutex<Bounds>,
-    /// `bounds.max`, read without the lock by full replies.
+    /// `bounds.min` and `bounds.max`, read without the lock by every reply: whatever
+    /// the jitter or the backoff, a reply's interval stays within them.
+    shortest: AtomicU32,
     longest: AtomicU32,
     gauges: IntervalGauges,
 }
@@ -151,20 +153,42 @@ impl AnnounceInterval {
                 adaptive: settings.adaptive,
                 fixed: None,
             }),
+            shortest: AtomicU32::new(settings.min),
             longest: AtomicU32::new(settings.max),
             gauges: IntervalGauges::default(),
         }
+    }
+
+    /// The bounds in force, `(shortest, longest)`, never under 1.
+    fn limits(&self) -> (u64, u64) {
+        let longest = self.longest.load(Relaxed).max(1);
+        let shortest = self.shortest.load(Relaxed).clamp(1, longest);
+        (u64::from(shortest), u64::from(longest))
+    }
+
+    /// `seconds` within the bounds in force.
+    fn bounded(&self, seconds: u64) -> u32 {
+        let (shortest, longest) = self.limits();
+        seconds.clamp(shortest, longest) as u32
+    }
+
+    /// `interval` moved by `random` within ± `jitter_percent`, spread evenly over the
+    /// part of that range inside the bounds (clamping would give half the replies at
+    /// rest the same interval, and keep clients that announce in lockstep together).
+    fn jittered(&self, interval: u32, random: u32) -> u32 {
+        let (shortest, longest) = self.limits();
+        let interval = u64::from(interval).clamp(shortest, longest);
+        let spread = interval * u64::from(self.settings.jitter_percent.min(50)) / 100;
+        let low = interval.saturating_sub(spread).max(shortest);
+        let high = (interval + spread).min(longest);
+        (low + u64::from(random) % (high - low + 1)) as u32
     }
 
     /// The interval for a client the tracker is too full to take (a new torrent, or
     /// a new peer not stored): the longest it gives, jittered, so it does not come
     /// back before there may be room.
     pub fn for_full(&self, random: u32) -> u32 {
-        jittered(
-            self.longest.load(Relaxed),
-            self.settings.jitter_percent,
-            random,
-        )
+        self.jittered(self.longest.load(Relaxed), random)
     }
 
     /// The bounds in force.
@@ -173,9 +197,10 @@ impl AnnounceInterval {
     }
 
     /// Replaces the bounds (the controller takes them at its next tick, within a
-    /// second); an interval given fixed is given at once. Refused, with the reason,
-    /// unless 1 ≤ min ≤ max ≤ a day (and under the transport's ceiling) and a fixed
-    /// interval within the same. Returns whether anything changed.
+    /// second; replies are held within them at once); an interval given fixed is
+    /// given at once. Refused, with the reason, unless 1 ≤ min ≤ max ≤ a day (and
+    /// under the transport's ceiling) and a fixed interval between min and max.
+    /// Returns whether anything changed.
     pub fn set_bounds(&self, bounds: Bounds) -> Result<bool, String> {
         let ceiling = self.settings.ceiling.min(LONGEST_BOUND);
         if bounds.min < 1 || bounds.min > bounds.max || bounds.max > ceiling {
@@ -185,14 +210,26 @@ impl AnnounceInterval {
         }
         if bounds
             .fixed
-            .is_some_and(|fixed| !(1..=ceiling).contains(&fixed))
+            .is_some_and(|fixed| !(bounds.min..=bounds.max).contains(&fixed))
         {
-            return Err(format!("fixed must be 1 to {ceiling} seconds"));
+            return Err(format!(
+                "fixed must be between min and max ({} to {} seconds)",
+                bounds.min, bounds.max
+            ));
         }
         let mut current = self.bounds.lock().unwrap_or_else(|e| e.into_inner());
         let changed = *current != bounds;
         *current = bounds;
+        // Widened before narrowed, so that a reply read between the two stores is
+        // within the old bounds or the new.
+        self.shortest
+            .store(bounds.min.min(self.shortest.load(Relaxed)), Relaxed);
         self.longest.store(bounds.max, Relaxed);
+        self.shortest.store(bounds.min, Relaxed);
+        for family in Family::ALL {
+            let now = u64::from(self.current(family));
+            self.seconds[family as usize].store(self.bounded(now), Relaxed);
+        }
         drop(current);
         if let Some(fixed) = bounds.fixed {
             for family in Family::ALL {
@@ -247,15 +284,17 @@ impl AnnounceInterval {
         self.seconds[family as usize].load(Relaxed)
     }
 
-    /// Sets the interval of `family` (the controller, a runtime override).
+    /// Sets the interval of `family` (the controller, a runtime override), held
+    /// within the bounds in force.
     pub fn set(&self, family: Family, seconds: u32) {
-        self.seconds[family as usize].store(seconds, Relaxed);
+        self.seconds[family as usize].store(self.bounded(u64::from(seconds)), Relaxed);
     }
 
     /// The interval for one reply: the current one moved by `random` (any 32 bits)
-    /// within ± `jitter_percent`, never under 1.
+    /// within ± `jitter_percent`, and within the bounds (at the shortest interval the
+    /// jitter only lengthens it, at the longest only shortens it).
     pub fn for_reply(&self, family: Family, random: u32) -> u32 {
-        jittered(self.current(family), self.settings.jitter_percent, random)
+        self.jittered(self.current(family), random)
     }
 
     /// The interval for a backoff reply (the request was shed: answered without being
@@ -263,7 +302,7 @@ impl AnnounceInterval {
     /// faster than the swarm workers can serve come back no faster than they can.
     pub fn for_backoff(&self, family: Family, random: u32) -> u32 {
         let interval = u64::from(self.current(family));
-        (interval + u64::from(random) % (interval + 1)).min(u64::from(u32::MAX)) as u32
+        self.bounded(interval + u64::from(random) % (interval + 1))
     }
 
     /// HTTP's `min interval` to go with `interval`.
@@ -283,16 +322,6 @@ impl AnnounceInterval {
         (u64::from(longest) + jitter + u64::from(self.settings.grace)).min(u64::from(u32::MAX))
             as u32
     }
-}
-
-/// `interval` moved by up to `percent`% either way, chosen by `random`.
-fn jittered(interval: u32, percent: u32, random: u32) -> u32 {
-    let spread = u64::from(interval) * u64::from(percent.min(50)) / 100;
-    if spread == 0 {
-        return interval.max(1);
-    }
-    let offset = u64::from(random) % (2 * spread + 1);
-    (u64::from(interval) + offset - spread).clamp(1, u64::from(u32::MAX)) as u32
 }
 
 /// What one second measured of one IP family.
@@ -325,10 +354,13 @@ pub struct LoadSample {
 impl LoadSample {
     /// The share of the tracker's capacity the second used: its busiest worker's.
     pub fn busy(&self) -> f64 {
-        self.socket_busy
-            .unwrap_or(0.0)
-            .max(self.swarm_busy)
-            .clamp(0.0, 1.0)
+        // `max` passes over a NaN; a share that is no number at all counts as none.
+        let busy = self.socket_busy.unwrap_or(0.0).max(self.swarm_busy);
+        if busy.is_finite() {
+            busy.clamp(0.0, 1.0)
+        } else {
+            0.0
+        }
     }
 
     /// The load to show: the busy share, or offered over served when requests were
@@ -339,17 +371,17 @@ impl LoadSample {
         if lost == 0 {
             return self.busy();
         }
-        self.busy().max(1.0) * (served + lost) as f64 / served.max(1) as f64
+        self.busy().max(1.0) * (served as f64 + lost as f64) / served.max(1) as f64
     }
 
     fn total(&self, field: impl Fn(&FamilySample) -> u64) -> u64 {
-        self.families.iter().map(field).sum()
+        self.families.iter().map(field).fold(0, u64::saturating_add)
     }
 }
 
 /// Busy shares under this teach nothing of the capacity (fixed costs dominate).
 const MIN_BUSY_TO_LEARN: f64 = 0.02;
-/// Seconds over which the capacity estimate is averaged.
+/// Seconds that teach the capacity, over which its estimate is averaged.
 const CAPACITY_WINDOW: f64 = 60.0;
 
 /// The adaptive interval of both families (see the module's notes); no clock, no
@@ -399,18 +431,30 @@ impl Controller {
         }
     }
 
-    /// Takes the bounds an operator set ([`AnnounceInterval::set_bounds`]).
+    /// Takes the bounds an operator set ([`AnnounceInterval::set_bounds`]); the
+    /// intervals move into them at once.
     pub fn apply(&mut self, bounds: &Bounds) {
-        self.settings.min = bounds.min;
-        self.settings.max = bounds.max;
+        let max = bounds.max.max(1);
+        self.settings.min = bounds.min.clamp(1, max);
+        self.settings.max = max;
         self.settings.adaptive = bounds.adaptive;
-        self.fixed = bounds.fixed;
+        self.fixed = bounds
+            .fixed
+            .map(|fixed| fixed.clamp(self.settings.min, max));
+        for state in &mut self.families {
+            state.current = state
+                .current
+                .clamp(f64::from(self.settings.min), f64::from(max));
+        }
     }
 
-    /// Announces a second the tracker would answer fully busy, as learnt so far.
+    /// Announces a second the tracker would answer fully busy, as learnt so far:
+    /// `None` until seconds with announces and busy time taught it (a second busy
+    /// with no announce, a start restoring peers, teaches nothing), never zero, never
+    /// infinite or NaN.
     pub fn capacity(&self) -> Option<f64> {
-        (self.busy_rate > MIN_BUSY_TO_LEARN / CAPACITY_WINDOW)
-            .then(|| self.announces_rate / self.busy_rate)
+        let capacity = self.announces_rate / self.busy_rate;
+        (self.busy_rate > 0.0 && capacity.is_finite() && capacity >= 1.0).then_some(capacity)
     }
 
     /// The intervals to give from now on, per family, after a second that measured
@@ -428,8 +472,13 @@ impl Controller {
         }
         let busy = sample.busy();
         let announces = sample.total(|family| family.announces) as f64;
-        self.announces_rate += (announces - self.announces_rate) / CAPACITY_WINDOW;
-        self.busy_rate += (busy - self.busy_rate) / CAPACITY_WINDOW;
+        // Only seconds that did work and answered announces teach the capacity: the
+        // ratio of announces to busy time over them. (Averaged over every second, a
+        // second of busy time and no announce made it 0, and the demand infinite.)
+        if busy >= MIN_BUSY_TO_LEARN && announces >= 1.0 {
+            self.announces_rate += (announces - self.announces_rate) / CAPACITY_WINDOW;
+            self.busy_rate += (busy - self.busy_rate) / CAPACITY_WINDOW;
+        }
         let capacity = self.capacity();
         let peers = sample.peers as f64;
         let mut given = [settings.min; 2];
@@ -445,7 +494,7 @@ impl Controller {
                 // Losing requests: the peers stored are only those answered. The
                 // arrivals tell the rest: they come at the load's pace times the
                 // interval they were given.
-                let offered = (measured.served + measured.lost) as f64;
+                let offered = measured.served as f64 + measured.lost as f64;
                 let load = busy.max(1.0) * offered / measured.served.max(1) as f64;
                 let from_arrivals = state
                     .arrivals(settings.min)
@@ -455,7 +504,8 @@ impl Controller {
                     (a, b) => a.or(b),
                 };
             }
-            if let Some(now) = now {
+            // A demand is a number of seconds: finite, not negative.
+            if let Some(now) = now.filter(|now| now.is_finite() && *now >= 0.0) {
                 state.demand = Some(match state.demand {
                     Some(before) => before + (now - before) / SMOOTHING,
                     None => now,
@@ -481,6 +531,12 @@ impl FamilyState {
                 self.current = (self.current - slope).max(target);
             }
         }
+        // Whatever came before (bounds changed, a target of the old bounds), the
+        // interval is within the bounds.
+        if !self.current.is_finite() {
+            self.current = min;
+        }
+        self.current = self.current.clamp(min, max);
         let given = self.current.round() as u32;
         self.history.push_back(given);
         while self.history.len() > settings.max as usize + 1 {
@@ -515,5 +571,7 @@ impl FamilyState {
     }
 }
 
+#[cfg(test)]
+mod properties;
 #[cfg(test)]
 mod tests;

@@ -7,6 +7,8 @@ use std::time::{Duration, Instant};
 
 use shoal_common::{Counters, Shutdown, Supervisor, WorkerStats};
 
+#[cfg(test)]
+use super::Bounds;
 use super::{AnnounceInterval, Controller, Family, FamilySample, LoadSample};
 
 /// How often the controller is ticked.
@@ -64,8 +66,7 @@ where
     C: Counters,
     C::Totals: LoadCounters,
 {
-    let mut controller = Controller::new(*interval.settings());
-    let mut before = Reading::take(stats);
+    let mut driver = Driver::new(interval, Reading::take(stats));
     let mut next = Instant::now() + TICK;
     while !shutdown.is_requested() {
         let now = Instant::now();
@@ -81,21 +82,47 @@ where
             // Suspended or starved: start counting from here.
             next = now + TICK;
         }
-        let reading = Reading::take(stats);
-        let sample = reading.since(&before);
-        before = reading;
-        controller.apply(&interval.bounds());
-        let given = controller.tick(&sample);
+        driver.step(interval, Reading::take(stats));
+    }
+}
+
+/// The controller and the last reading: one [`step`](Self::step) a second.
+struct Driver {
+    controller: Controller,
+    before: Reading,
+}
+
+impl Driver {
+    fn new(interval: &AnnounceInterval, first: Reading) -> Self {
+        Self {
+            controller: Controller::new(*interval.settings()),
+            before: first,
+        }
+    }
+
+    /// Ticks the controller with what happened since the last reading (under the
+    /// bounds in force now) and hands its intervals and gauges to `interval`.
+    fn step(&mut self, interval: &AnnounceInterval, reading: Reading) {
+        let sample = reading.since(&self.before);
+        self.before = reading;
+        self.controller.apply(&interval.bounds());
+        let given = self.controller.tick(&sample);
         for family in Family::ALL {
             interval.set(family, given[family as usize]);
         }
         let gauges = interval.gauges();
-        gauges
-            .load_per_mille
-            .store((sample.busy_or_load() * 1000.0) as u64, Relaxed);
+        let load = sample.busy_or_load();
+        gauges.load_per_mille.store(
+            if load.is_finite() {
+                (load * 1000.0) as u64
+            } else {
+                0
+            },
+            Relaxed,
+        );
         gauges
             .capacity
-            .store(controller.capacity().map_or(0, |c| c as u64), Relaxed);
+            .store(self.controller.capacity().map_or(0, |c| c as u64), Relaxed);
     }
 }
 
@@ -156,5 +183,94 @@ impl Reading {
             peers: self.peers,
             families,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::interval::IntervalSettings;
+
+    fn reading(at: Instant, announces: u64, lost: u64, peers: u64, busy: u64) -> Reading {
+        Reading {
+            at,
+            counts: [
+                FamilyCounts {
+                    announces,
+                    served: announces,
+                    lost,
+                },
+                FamilyCounts::default(),
+            ],
+            peers,
+            socket_busy: vec![busy, busy / 2],
+            swarm_busy: vec![busy / 4],
+        }
+    }
+
+    #[test]
+    fn a_sample_is_what_happened_between_two_readings() {
+        let start = Instant::now();
+        let before = reading(start, 1000, 0, 10, 0);
+        let after = reading(start + Duration::from_millis(500), 3000, 7, 20, 100_000_000);
+        let sample = after.since(&before);
+        assert_eq!(sample.families[0].announces, 2000);
+        assert_eq!(sample.families[0].lost, 7);
+        assert_eq!(sample.peers, 20);
+        // The busiest socket worker: 0.1 s of 0.5 s.
+        assert!((sample.socket_busy.unwrap() - 0.2).abs() < 1e-9);
+        assert!((sample.swarm_busy - 0.05).abs() < 1e-9);
+        // Counters that went backwards (a worker's restarted) count nothing; busy
+        // time over the elapsed time is all of it; no time elapsed divides by a
+        // nanosecond, not by zero.
+        let backwards = before.since(&after);
+        assert_eq!(backwards.families[0].announces, 0);
+        let same_moment = reading(start, 5000, 0, 10, 1_000_000_000).since(&before);
+        assert_eq!(same_moment.socket_busy, Some(1.0));
+        assert!(same_moment.busy_or_load().is_finite());
+    }
+
+    #[test]
+    fn each_step_hands_the_controller_s_intervals_and_gauges_to_the_replies() {
+        let interval = AnnounceInterval::new(IntervalSettings::adaptive(60, 360));
+        let start = Instant::now();
+        let mut driver = Driver::new(&interval, reading(start, 0, 0, 0, 0));
+        // A busy second with no announce: nothing learnt, the interval at rest.
+        driver.step(
+            &interval,
+            reading(start + TICK, 0, 0, 1_000_000, 900_000_000),
+        );
+        assert_eq!(interval.current(Family::V4), 60);
+        assert_eq!(interval.gauges().capacity.load(Relaxed), 0);
+        assert_eq!(interval.gauges().load_per_mille.load(Relaxed), 900);
+        // Losing half of what is offered: the interval rises, within the bounds.
+        let mut at = start + TICK;
+        let (mut announces, mut lost) = (0, 0);
+        for _ in 0..30 {
+            at += TICK;
+            announces += 1000;
+            lost += 1000;
+            driver.step(
+                &interval,
+                reading(at, announces, lost, 30_000, 900_000_000 * 30),
+            );
+        }
+        let risen = interval.current(Family::V4);
+        assert!(risen > 60 && risen <= 360, "{risen}");
+        assert!(interval.gauges().capacity.load(Relaxed) > 0);
+        // A lower maximum set through the API is in force at the next step.
+        let bounds = Bounds {
+            max: 90,
+            ..interval.bounds()
+        };
+        interval.set_bounds(bounds).unwrap();
+        at += TICK;
+        announces += 1000;
+        lost += 1000;
+        driver.step(
+            &interval,
+            reading(at, announces, lost, 30_000, 900_000_000 * 31),
+        );
+        assert!(interval.current(Family::V4) <= 90);
     }
 }

@@ -10,16 +10,39 @@ fn settings(min: u32, max: u32) -> IntervalSettings {
 #[test]
 fn replies_are_jittered_within_bounds_and_peers_outlive_them() {
     let interval = AnnounceInterval::new(settings(1800, 10800));
-    let given: Vec<u32> = (0..10_000u32)
-        .map(|i| interval.for_reply(Family::V4, i.wrapping_mul(2_654_435_761)))
-        .collect();
-    assert!(given.iter().all(|&i| (1620..=1980).contains(&i)));
-    assert!(given.iter().any(|&i| i < 1700) && given.iter().any(|&i| i > 1900));
+    let replies = |interval: &AnnounceInterval, family| -> Vec<u32> {
+        (0..10_000u32)
+            .map(|i| interval.for_reply(family, i.wrapping_mul(2_654_435_761)))
+            .collect()
+    };
+    // At the shortest interval the jitter only lengthens, spread evenly (not half
+    // of the replies on the bound).
+    let given = replies(&interval, Family::V4);
+    assert!(given.iter().all(|&i| (1800..=1980).contains(&i)));
+    let at_bound = given.iter().filter(|&&i| i == 1800).count();
+    assert!(at_bound < 200, "{at_bound} replies of 10,000 on the bound");
+    assert!(given.iter().any(|&i| i < 1830) && given.iter().any(|&i| i > 1950));
     assert_eq!(interval.min_interval(1800), 900);
-    // Peers live past the longest reply of either family, plus the grace.
+    // In the middle, both ways; at the longest, only shorter.
     interval.set(Family::V6, 3600);
+    let given = replies(&interval, Family::V6);
+    assert!(given.iter().all(|&i| (3240..=3960).contains(&i)));
+    assert!(given.iter().any(|&i| i < 3300) && given.iter().any(|&i| i > 3900));
+    // Peers live past the longest reply of either family, plus the grace.
     assert_eq!(interval.peer_timeout(), 3600 + 360 + 30);
-    assert_eq!(jittered(5, 10, 7), 5, "no spread below 10 s at 10%");
+    interval.set(Family::V6, 99_999);
+    assert_eq!(interval.current(Family::V6), 10800, "set within the bounds");
+    assert!(
+        replies(&interval, Family::V6)
+            .iter()
+            .all(|&i| (9720..=10800).contains(&i))
+    );
+    // Full and backoff replies too.
+    assert!((0..1000).all(|r| (9720..=10800).contains(&interval.for_full(r))));
+    assert!((0..1000).all(|r| (1800..=10800).contains(&interval.for_backoff(Family::V6, r))));
+    // No spread below 10 s at 10%.
+    let short = AnnounceInterval::new(settings(5, 50));
+    assert_eq!(short.for_reply(Family::V4, 7), 5);
 }
 
 #[test]
@@ -131,13 +154,20 @@ fn a_fixed_interval_stays_put() {
 }
 
 /// Clients that obey as libtorrent does, against a tracker whose swarm workers serve
-/// `capacity` announces a second and whose socket workers answer four times as many:
-/// past the swarm workers' share they answer with the interval and no peers (a backoff
-/// reply, nothing stored), past theirs the rest is dropped; one tick a second.
+/// `capacity` announces a second and whose socket workers answer `answering` times
+/// as many: past the swarm workers' share they answer with the interval and no peers
+/// (a backoff reply, nothing stored), past theirs the rest is dropped; one tick a
+/// second.
+///
+/// `answering` is what the benchmarks found (documents/benchmarks/
+/// obeying-2026-11-27.md): over UDP the one socket worker is the bottleneck and the
+/// kernel drops the excess before a swarm queue fills, so nothing gets a backoff
+/// reply (1); over HTTP, connections wait in the backlog and most excess gets one.
 struct Simulation {
     controller: Controller,
     interval: AnnounceInterval,
     capacity: usize,
+    answering: usize,
     /// Clients due at each second ahead, by second (a wheel of `wheel.len()` seconds).
     wheel: Vec<Vec<u32>>,
     fails: Vec<u32>,
@@ -159,7 +189,7 @@ struct Second {
 
 impl Simulation {
     /// `clients` spread evenly over one base interval, as a population at rest is.
-    fn new(settings: IntervalSettings, capacity: usize, clients: usize) -> Self {
+    fn new(settings: IntervalSettings, capacity: usize, clients: usize, answering: usize) -> Self {
         let wheel_len = settings.max as usize * 2 + 4000;
         let mut wheel = vec![Vec::new(); wheel_len];
         for client in 0..clients {
@@ -169,6 +199,7 @@ impl Simulation {
             controller: Controller::new(settings),
             interval: AnnounceInterval::new(settings),
             capacity,
+            answering,
             wheel,
             fails: vec![0; clients],
             expires: vec![0; clients],
@@ -196,7 +227,7 @@ impl Simulation {
         let due = std::mem::take(&mut self.wheel[slot]);
         let offered = due.len();
         let full = offered.min(self.capacity);
-        let served = offered.min(4 * self.capacity);
+        let served = offered.min(self.answering * self.capacity);
         for (i, &client) in due.iter().enumerate() {
             if i < served {
                 let random = self.next_random();
@@ -222,7 +253,7 @@ impl Simulation {
         let now = self.now;
         let peers = self.expires.iter().filter(|&&at| at > now).count();
         let mut sample = LoadSample {
-            socket_busy: Some(served as f64 / (4 * self.capacity) as f64),
+            socket_busy: Some(served as f64 / (self.answering * self.capacity) as f64),
             swarm_busy: full as f64 / self.capacity as f64,
             peers: peers as u64,
             ..LoadSample::default()
@@ -266,7 +297,7 @@ fn scaled() -> IntervalSettings {
 #[test]
 fn at_rest_the_interval_stays_at_its_minimum() {
     // Offered 0.5 of capacity: under the target load, nothing moves.
-    let mut simulation = Simulation::new(scaled(), 100, 50 * BASE as usize);
+    let mut simulation = Simulation::new(scaled(), 100, 50 * BASE as usize, 4);
     let seconds = simulation.run(10 * BASE as usize);
     assert!(
         seconds.iter().all(|s| s.interval == BASE),
@@ -276,9 +307,10 @@ fn at_rest_the_interval_stays_at_its_minimum() {
     assert_eq!(served_share(&seconds), 1.0);
 }
 
-/// Runs `clients` against capacity 100 for 24 base intervals; returns the seconds.
-fn surge(clients: usize) -> Vec<Second> {
-    let mut simulation = Simulation::new(scaled(), 100, clients);
+/// Runs `clients` against capacity 100, socket workers answering `answering` times
+/// that, for 24 base intervals; returns the seconds.
+fn surge(clients: usize, answering: usize) -> Vec<Second> {
+    let mut simulation = Simulation::new(scaled(), 100, clients, answering);
     simulation.run(24 * BASE as usize)
 }
 
@@ -298,7 +330,7 @@ fn report(seconds: &[Second]) -> String {
 
 #[test]
 fn twice_the_capacity_is_served_after_two_base_intervals_without_oscillation() {
-    let seconds = surge(2 * 100 * BASE as usize);
+    let seconds = surge(2 * 100 * BASE as usize, 1);
     eprintln!(
         "2x, per base interval, answered share @ interval: {}",
         report(&seconds)
@@ -325,21 +357,59 @@ fn twice_the_capacity_is_served_after_two_base_intervals_without_oscillation() {
     assert!((2.6..=3.2).contains(&last), "{}", report(&seconds));
 }
 
+/// 5x the capacity where the socket workers answer the excess with backoff replies
+/// (HTTP, its connections waiting in the backlog): served after two base intervals.
 #[test]
-fn five_times_the_capacity_is_served_after_two_base_intervals() {
-    let seconds = surge(5 * 100 * BASE as usize);
+fn five_times_the_capacity_with_backoff_replies_is_served_after_two_base_intervals() {
+    let seconds = surge(5 * 100 * BASE as usize, 4);
     eprintln!(
-        "5x, per base interval, answered share @ interval: {}",
+        "5x, backoff replies, per base interval, answered share @ interval: {}",
         report(&seconds)
     );
     let after = &seconds[2 * BASE as usize..];
     assert!(served_share(after) >= 0.95, "{}", report(&seconds));
 }
 
+/// 5x the capacity where the socket workers are the bottleneck and the kernel drops
+/// the excess (UDP, as the benchmark found: 7% then 41% answered over ten base
+/// intervals, documents/benchmarks/obeying-2026-11-27.md). No reply reaches a client
+/// that was not answered, so reaching each of them once takes clients / capacity =
+/// five base intervals whatever the interval: the controller's part is to be at its
+/// longest from the first seconds and stay there (the load at the longest interval,
+/// 5/6 of the capacity, is over the target).
+#[test]
+fn five_times_the_capacity_with_drops_holds_the_longest_interval_while_each_client_is_reached() {
+    let seconds = surge(5 * 100 * BASE as usize, 1);
+    eprintln!(
+        "5x, drops, per base interval, answered share @ interval: {}",
+        report(&seconds)
+    );
+    let base = BASE as usize;
+    // At the longest interval within the first base interval, and never lower.
+    let up = seconds.iter().position(|s| s.interval == 6 * BASE).unwrap();
+    assert!(up < base, "{}", report(&seconds));
+    assert!(seconds[up..].iter().all(|s| s.interval == 6 * BASE));
+    // Meanwhile the answered share climbs as clients are reached and told to come
+    // back later (the benchmark's 7% to 41%).
+    let shares: Vec<f64> = seconds[..5 * base].chunks(base).map(served_share).collect();
+    assert!(
+        shares.windows(2).all(|pair| pair[1] > pair[0]),
+        "{}",
+        report(&seconds)
+    );
+    // Once each was reached, most are answered (0.76 here): the arrivals still come
+    // in waves at the capacity's rate (the clients were first answered at it, and the
+    // jitter spreads a wave by a tenth of the interval only), and a wave's overflow
+    // retries.
+    let later = served_share(&seconds[6 * base..]);
+    eprintln!("answered after six base intervals: {later:.3}");
+    assert!(later >= 0.7, "{later}: {}", report(&seconds));
+}
+
 #[test]
 fn the_interval_comes_back_down_when_the_surge_ends() {
     let base = BASE as usize;
-    let mut simulation = Simulation::new(scaled(), 100, 2 * 100 * base);
+    let mut simulation = Simulation::new(scaled(), 100, 2 * 100 * base, 1);
     let surge = simulation.run(4 * base);
     assert!(surge.last().unwrap().interval > 2 * BASE);
     // Most clients leave: the ones due are dropped from the wheel for good.
@@ -353,4 +423,35 @@ fn the_interval_comes_back_down_when_the_surge_ends() {
         .unwrap_or(usize::MAX);
     assert!(back < 12 * base, "{}", report(&after));
     assert_eq!(served_share(&after), 1.0, "{}", report(&after));
+}
+
+/// A start busy with something else (restoring peers, another process on the core):
+/// seconds of busy time and no announce teach no capacity, so the restored peers make
+/// no demand, and the interval stays at its minimum (it fell to 1 s before: capacity
+/// 0, demand infinite, then NaN).
+#[test]
+fn a_busy_start_without_announces_teaches_nothing() {
+    let mut controller = Controller::new(settings(120, 720));
+    let busy_start = LoadSample {
+        socket_busy: Some(0.6),
+        swarm_busy: 0.9,
+        peers: 2_000_000,
+        ..LoadSample::default()
+    };
+    for _ in 0..120 {
+        assert_eq!(controller.tick(&busy_start), [120, 120]);
+    }
+    assert_eq!(controller.capacity(), None);
+    // Then announces come: the capacity is learnt from them alone.
+    let mut serving = busy_start;
+    serving.families[0].announces = 3000;
+    serving.families[0].served = 3000;
+    serving.socket_busy = Some(0.3);
+    serving.swarm_busy = 0.3;
+    for _ in 0..120 {
+        let given = controller.tick(&serving);
+        assert!(given.iter().all(|&g| (120..=720).contains(&g)), "{given:?}");
+    }
+    let capacity = controller.capacity().unwrap();
+    assert!((capacity - 10_000.0).abs() < 1.0, "{capacity}");
 }
