@@ -61,6 +61,9 @@ ensure_command ss iproute2
 # The documents' examples (crates/shoal/tests/documents.rs) are run as written: curl
 # against the admin API, the stateless-key recipe in Python on a secret from openssl.
 ensure_command curl curl
+# /metrics, the alerting rules and the dashboard's queries are checked with promtool
+# (crates/shoal/tests/metrics.rs).
+ensure_command promtool prometheus
 ensure_command python3 python3
 ensure_command openssl openssl
 # The full-disk accounting test (crates/http/tests/accounting.rs) mounts a small tmpfs

@@ -96,6 +96,10 @@ impl Observation {
         labels: &[(&'static str, &str)],
         value: u64,
     ) {
+        debug_assert!(
+            !name.ends_with("_total"),
+            "{name}: the encoder adds `_total` to a counter's name"
+        );
         self.sample(name, help, MetricKind::Counter, labels, value as f64);
     }
 

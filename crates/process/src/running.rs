@@ -396,7 +396,7 @@ fn observe_exporter(stats: &shoal_worker::ExportStats, out: &mut Observation) {
         ("redis", "failed", &stats.redis_failed),
     ] {
         out.counter(
-            "shoal_accounting_exports_total",
+            "shoal_accounting_exports",
             "Accounting batches sent to the site, and tries that failed (the batch waits \
              in the export directory and is tried again).",
             &[("target", target), ("outcome", outcome)],
@@ -404,7 +404,7 @@ fn observe_exporter(stats: &shoal_worker::ExportStats, out: &mut Observation) {
         );
     }
     out.counter(
-        "shoal_accounting_batches_dropped_total",
+        "shoal_accounting_batches_dropped",
         "Accounting batches deleted unsent: more than private.export_backlog were waiting.",
         &[],
         stats.dropped.load(Relaxed),
@@ -421,7 +421,7 @@ fn observe_exporter(stats: &shoal_worker::ExportStats, out: &mut Observation) {
 fn observe_accounts(accounts: &shoal_private::Accounts, out: &mut Observation) {
     use std::sync::atomic::Ordering::Relaxed;
     out.counter(
-        "shoal_accounting_reports_dropped_total",
+        "shoal_accounting_reports_dropped",
         "Accepted private announces not credited: the accounting queue was full.",
         &[],
         accounts.dropped(),
@@ -431,7 +431,7 @@ fn observe_accounts(accounts: &shoal_private::Accounts, out: &mut Observation) {
         ("failed", accounts.failed.load(Relaxed)),
     ] {
         out.counter(
-            "shoal_accounting_batches_total",
+            "shoal_accounting_batches",
             "Accounting batch files written, and attempts that failed (the batch is kept \
              and tried again).",
             &[("outcome", outcome)],
@@ -447,7 +447,7 @@ fn observe_accounts(accounts: &shoal_private::Accounts, out: &mut Observation) {
         ("failed", &accounts.shared_failed),
     ] {
         out.counter(
-            "shoal_accounting_shared_total",
+            "shoal_accounting_shared",
             "In a cluster: transactions of accounting reports on the store's ledger \
              (contended: other nodes changed the same pairs at every try; failed: the \
              store did not answer; both keep the reports for the next round).",
@@ -682,12 +682,12 @@ mod tests {
         observe_accounts(&accounts, &mut observation);
         let names: Vec<&str> = observation.families().iter().map(|f| f.name).collect();
         assert!(
-            names.contains(&"shoal_accounting_reports_dropped_total")
-                && names.contains(&"shoal_accounting_batches_total"),
+            names.contains(&"shoal_accounting_reports_dropped")
+                && names.contains(&"shoal_accounting_batches"),
             "{names:?}"
         );
         assert_eq!(
-            observation.sum("shoal_accounting_batches_total", &[("outcome", "written")]),
+            observation.sum("shoal_accounting_batches", &[("outcome", "written")]),
             0.0
         );
         accounts.finish();
@@ -699,10 +699,7 @@ mod tests {
         let mut observation = Observation::default();
         observe_exporter(&stats, &mut observation);
         let failed = [("target", "http"), ("outcome", "failed")];
-        assert_eq!(
-            observation.sum("shoal_accounting_exports_total", &failed),
-            2.0
-        );
+        assert_eq!(observation.sum("shoal_accounting_exports", &failed), 2.0);
         assert_eq!(
             observation.sum("shoal_accounting_backlog_batches", &[]),
             0.0
