@@ -5,13 +5,15 @@
 //!
 //! The directory is the backlog. A batch is on disk (synced) before anything is sent,
 //! so a site that is down, or a tracker that restarts, loses nothing: the next pass,
-//! or the next run's exporter, sends what is there. The backlog is bounded
+//! or the next run's exporter, sends what is there. Each target takes the batches in
+//! order at its own pace, with its own backoff while it fails: a target that is down
+//! delays no other (a batch leaves the directory once every target took it). The backlog is bounded
 //! (`private.export_backlog` batches): past it the oldest are deleted, logged and
 //! counted. A batch can reach a target twice (sent, then the tracker stopped before it
 //! heard the answer); each carries its id (`Idempotency-Key` over HTTP, the `batch`
 //! field in the stream) and the site applies an id once.
 
-use std::collections::HashMap;
+use std::collections::HashSet;
 use std::io::{Read as _, Write as _};
 use std::net::{TcpStream, ToSocketAddrs as _};
 use std::path::{Path, PathBuf};
@@ -230,33 +232,22 @@ impl Exporter {
         let mut pass = Pass {
             name: name.to_owned(),
             directory: directory.to_owned(),
-            targets,
             max_backlog: max_backlog.max(1),
             stats: stats.clone(),
-            redis: None,
-            taken: HashMap::new(),
+            http: targets.http.map(Lane::new),
+            redis: targets.redis.map(|target| Lane::new((target, None))),
             failures: LogBudget::new(3, Duration::from_secs(60)),
         };
         let stopping = stop.clone();
         let thread = std::thread::Builder::new()
             .name(format!("{name}-export"))
             .spawn(move || {
-                let mut backoff = FIRST_BACKOFF;
-                let mut next = Instant::now();
                 while !stopping.load(Relaxed) {
-                    if Instant::now() >= next {
-                        if pass.run() {
-                            backoff = FIRST_BACKOFF;
-                            next = Instant::now() + POLL;
-                        } else {
-                            next = Instant::now() + backoff;
-                            backoff = (backoff * 2).min(MAX_BACKOFF);
-                        }
-                    }
+                    let next = pass.run(Instant::now());
                     std::thread::sleep(POLL.min(next.saturating_duration_since(Instant::now())));
                 }
-                // The last batch was written before the stop: one more pass.
-                pass.run();
+                // The last batch was written before the stop: one more try each.
+                pass.run_all();
             })?;
         Ok(Arc::new(Self {
             stats,
@@ -281,23 +272,161 @@ impl Drop for Exporter {
     }
 }
 
-/// One look at the directory and the sends it leads to.
+/// One target's progress: the batches it took that others have not yet, and when it
+/// is tried next.
+struct Lane<T> {
+    target: T,
+    /// Batch files this target took (deleted once every target did).
+    taken: HashSet<PathBuf>,
+    next_try: Instant,
+    backoff: Duration,
+}
+
+impl<T> Lane<T> {
+    fn new(target: T) -> Self {
+        Self {
+            target,
+            taken: HashSet::new(),
+            next_try: Instant::now(),
+            backoff: FIRST_BACKOFF,
+        }
+    }
+
+    /// Sends every batch of `batches` it has not taken, oldest first, with `send`;
+    /// stops at the first failure (the rest wait, so that the site sees batches in
+    /// order) and backs off from `now`. The failure, if one.
+    fn run(
+        &mut self,
+        batches: &[(String, PathBuf)],
+        now: Instant,
+        mut send: impl FnMut(&mut T, &str, &[u8]) -> Result<(), String>,
+    ) -> Option<String> {
+        for (id, path) in batches {
+            if self.taken.contains(path) {
+                continue;
+            }
+            let sent = shoal_common::read_bounded(path, MAX_BATCH_FILE)
+                .map_err(|err| format!("cannot read {}: {err}", path.display()))
+                .and_then(|body| send(&mut self.target, id, &body));
+            match sent {
+                Ok(()) => {
+                    self.taken.insert(path.clone());
+                }
+                Err(problem) => {
+                    self.next_try = now + self.backoff;
+                    self.backoff = (self.backoff * 2).min(MAX_BACKOFF);
+                    return Some(format!("{id}: {problem}"));
+                }
+            }
+        }
+        self.backoff = FIRST_BACKOFF;
+        self.next_try = now;
+        None
+    }
+
+    /// Whether it took `path`, or there is no such target.
+    fn took(lane: &Option<Self>, path: &Path) -> bool {
+        lane.as_ref().is_none_or(|lane| lane.taken.contains(path))
+    }
+}
+
+/// The directory and the targets' lanes.
 struct Pass {
     name: String,
     directory: PathBuf,
-    targets: ExportTargets,
     max_backlog: usize,
     stats: Arc<ExportStats>,
-    redis: Option<Connection>,
-    /// Batches one target took and another not yet: (HTTP took it, Redis took it).
-    taken: HashMap<PathBuf, (bool, bool)>,
+    http: Option<Lane<HttpTarget>>,
+    /// The stream, and the connection to its store while it works.
+    redis: Option<Lane<(RedisTarget, Option<Connection>)>>,
     failures: LogBudget,
 }
 
 impl Pass {
-    /// Sends every waiting batch, oldest first; `false` when a target failed (the
-    /// rest wait for the next try, so that the site sees batches in order).
-    fn run(&mut self) -> bool {
+    /// Gives every target whose time has come the batches it has not taken, and
+    /// deletes those every target took; returns when a target is due next.
+    fn run(&mut self, now: Instant) -> Instant {
+        self.run_due(now, false)
+    }
+
+    /// One more try for every target, due or not (at stop).
+    fn run_all(&mut self) {
+        self.run_due(Instant::now(), true);
+    }
+
+    fn run_due(&mut self, now: Instant, all: bool) -> Instant {
+        let batches = self.waiting_within_backlog();
+        let stats = self.stats.clone();
+        let mut failed = Vec::new();
+        if let Some(lane) = &mut self.http
+            && (all || lane.next_try <= now)
+        {
+            let problem = lane.run(&batches, now, |target, id, body| {
+                let sent = target.post(id, body);
+                let counter = if sent.is_ok() {
+                    &stats.http_sent
+                } else {
+                    &stats.http_failed
+                };
+                counter.fetch_add(1, Relaxed);
+                sent
+            });
+            failed.extend(problem.map(|problem| format!("HTTP, batch {problem}")));
+        }
+        if let Some(lane) = &mut self.redis
+            && (all || lane.next_try <= now)
+        {
+            let problem = lane.run(&batches, now, |(target, connection), id, body| {
+                let sent = xadd(target, connection, id, body).map_err(|err| format!("{err:#}"));
+                if sent.is_err() {
+                    *connection = None;
+                }
+                let counter = if sent.is_ok() {
+                    &stats.redis_sent
+                } else {
+                    &stats.redis_failed
+                };
+                counter.fetch_add(1, Relaxed);
+                sent
+            });
+            failed.extend(problem.map(|problem| format!("Redis, batch {problem}")));
+        }
+        for problem in failed {
+            if let Some(left_out) = self.failures.take(Instant::now()) {
+                log::warn!(
+                    "{}: accounting batches not exported ({problem}); kept, tried again with \
+                     a growing wait (other targets go on){}",
+                    self.name,
+                    shoal_common::left_out(left_out)
+                );
+            }
+        }
+        // What every target took leaves the directory.
+        let mut left = batches.len();
+        for (_, path) in &batches {
+            if Lane::took(&self.http, path) && Lane::took(&self.redis, path) {
+                let _ = std::fs::remove_file(path);
+                left -= 1;
+                for lane in [
+                    self.http.as_mut().map(|l| &mut l.taken),
+                    self.redis.as_mut().map(|l| &mut l.taken),
+                ]
+                .into_iter()
+                .flatten()
+                {
+                    lane.remove(path);
+                }
+            }
+        }
+        self.stats.backlog.store(left as u64, Relaxed);
+        let due = |lane: Option<Instant>| lane.unwrap_or(now + MAX_BACKOFF);
+        due(self.http.as_ref().map(|l| l.next_try))
+            .min(due(self.redis.as_ref().map(|l| l.next_try)))
+            .max(now + POLL)
+    }
+
+    /// This tracker's batches, oldest first, the oldest past the backlog deleted.
+    fn waiting_within_backlog(&mut self) -> Vec<(String, PathBuf)> {
         let mut batches = self.waiting();
         if batches.len() > self.max_backlog {
             let excess = batches.len() - self.max_backlog;
@@ -314,28 +443,18 @@ impl Pass {
                 }
             }
         }
-        self.stats.backlog.store(batches.len() as u64, Relaxed);
-        for (id, path) in batches {
-            match self.send(&id, &path) {
-                Ok(()) => {
-                    let _ = std::fs::remove_file(&path);
-                    self.taken.remove(&path);
-                    self.stats.backlog.fetch_sub(1, Relaxed);
-                }
-                Err(problem) => {
-                    if let Some(left_out) = self.failures.take(Instant::now()) {
-                        log::warn!(
-                            "{}: accounting batch {id} not exported ({problem}); kept, tried \
-                             again with a growing wait{}",
-                            self.name,
-                            shoal_common::left_out(left_out)
-                        );
-                    }
-                    return false;
-                }
-            }
+        // Forget what was deleted meanwhile.
+        let present: HashSet<&PathBuf> = batches.iter().map(|(_, path)| path).collect();
+        for lane in [
+            self.http.as_mut().map(|l| &mut l.taken),
+            self.redis.as_mut().map(|l| &mut l.taken),
+        ]
+        .into_iter()
+        .flatten()
+        {
+            lane.retain(|path| present.contains(path));
         }
-        true
+        batches
     }
 
     /// This tracker's batch files, oldest first, with their ids.
@@ -359,62 +478,29 @@ impl Pass {
             .map(|(_, id, path)| (id, path))
             .collect()
     }
+}
 
-    /// Sends one batch to every target that has not taken it yet.
-    fn send(&mut self, id: &str, path: &Path) -> Result<(), String> {
-        let body = shoal_common::read_bounded(path, MAX_BATCH_FILE)
-            .map_err(|err| format!("cannot read {}: {err}", path.display()))?;
-        let (mut http_done, mut redis_done) = self.taken.get(path).copied().unwrap_or_default();
-        if let Some(http) = &self.targets.http
-            && !http_done
-        {
-            match http.post(id, &body) {
-                Ok(()) => {
-                    http_done = true;
-                    self.stats.http_sent.fetch_add(1, Relaxed);
-                }
-                Err(problem) => {
-                    self.stats.http_failed.fetch_add(1, Relaxed);
-                    return Err(format!("HTTP: {problem}"));
-                }
-            }
-            self.taken.insert(path.to_owned(), (http_done, redis_done));
-        }
-        if let Some(redis) = &self.targets.redis
-            && !redis_done
-        {
-            match self.xadd(redis.clone(), id, &body) {
-                Ok(()) => {
-                    redis_done = true;
-                    self.stats.redis_sent.fetch_add(1, Relaxed);
-                }
-                Err(problem) => {
-                    self.redis = None;
-                    self.stats.redis_failed.fetch_add(1, Relaxed);
-                    return Err(format!("Redis: {problem:#}"));
-                }
-            }
-            self.taken.insert(path.to_owned(), (http_done, redis_done));
-        }
-        Ok(())
-    }
-
-    fn xadd(&mut self, target: RedisTarget, id: &str, body: &[u8]) -> anyhow::Result<()> {
-        let connection = match &mut self.redis {
-            Some(connection) => connection,
-            None => self.redis.insert(Connection::open(&target.store)?),
-        };
-        let reply = connection.command(&[
-            b"XADD",
-            target.stream.as_bytes(),
-            b"*",
-            b"batch",
-            id.as_bytes(),
-            b"json",
-            body,
-        ])?;
-        reply.ok().map(drop).map_err(|err| anyhow::anyhow!("{err}"))
-    }
+/// Adds batch `id` to `target`'s stream, opening the connection when there is none.
+fn xadd(
+    target: &RedisTarget,
+    connection: &mut Option<Connection>,
+    id: &str,
+    body: &[u8],
+) -> anyhow::Result<()> {
+    let connection = match connection {
+        Some(connection) => connection,
+        None => connection.insert(Connection::open(&target.store)?),
+    };
+    let reply = connection.command(&[
+        b"XADD",
+        target.stream.as_bytes(),
+        b"*",
+        b"batch",
+        id.as_bytes(),
+        b"json",
+        body,
+    ])?;
+    reply.ok().map(drop).map_err(|err| anyhow::anyhow!("{err}"))
 }
 
 /// The order of a batch id's part after the tracker: `<run start ms>-<pid>-<n>`.
