@@ -16,9 +16,11 @@
 #    (aria2 has no loopback guard); DHT, LPD and PEX off, so the tracker is the only
 #    way the two meet.
 # 3. Accounting: both trackers write batches into one export directory; the bytes
-#    credited to the user per torrent are what libtorrent reported (the leecher's
-#    download of the whole file, the seeder's upload of it), and every batch id is
-#    unique.
+#    credited to the user per torrent are exactly what the clients reported: every
+#    announce passes through a recorder (lib/announce_recorder.py, one for UDP and one
+#    for HTTP, in front of the trackers) that logs the counters each client sent, and
+#    the credits must equal the sum of each client's steps between its announces,
+#    byte for byte; every batch id is unique.
 # 4. A leecher whose .torrent carries a key no user has, over each: the tracker's
 #    refusal reaches the client (over HTTP with its reason, "passkey not recognised";
 #    libtorrent does not show a UDP error's text) and it never gets a tracker reply.
@@ -82,6 +84,15 @@ done
 grep -q 'private mode: 1 users, 0 torrents registered' "$WORK/tracker.log" ||
     fail "the tracker did not say it loaded the registry"
 say "shoal in private mode: UDP on $udp_port, HTTP on $http_port"
+
+# The clients reach the trackers through recorders of what they report.
+tracker_udp_port=$udp_port tracker_http_port=$http_port
+udp_port=$(free_port udp) http_port=$(free_port)
+start_bg udp-recorder "$SYS_PYTHON" "$E2E_DIR/lib/announce_recorder.py" udp "$udp_port" "$tracker_udp_port" "$WORK/reported.jsonl"
+start_bg http-recorder "$SYS_PYTHON" "$E2E_DIR/lib/announce_recorder.py" http "$http_port" "$tracker_http_port" "$WORK/reported.jsonl"
+wait_for_line "$WORK/udp-recorder.log" listening 10 udp-recorder
+wait_for_line "$WORK/http-recorder.log" listening 10 http-recorder
+say "recorders of the clients' announces: UDP on $udp_port, HTTP on $http_port"
 
 reloads=0
 # register INFO_HASH: the torrents file grows a line and the tracker reloads it.
@@ -171,31 +182,55 @@ stop_bg aria2-seeder
 
 ! grep -q "$KEY" "$WORK/tracker.log" || fail "the tracker's log holds a passkey"
 stop_bg tracker
+stop_bg udp-recorder
+stop_bg http-recorder
 
-# --- 3. accounting: the batches add up to what the clients did -----------------------
-python3 - "$WORK/export" <<'PY' || fail "the exported accounting does not match the transfers"
+# --- 3. accounting: the batches add up to what the clients reported -------------------
+python3 - "$WORK/export" "$WORK/reported.jsonl" "$WORK/torrents.txt" <<'PY' || fail "the exported accounting does not match what the clients reported"
 import glob, json, sys
 size = 6 * 1024 * 1024
-totals, ids = {}, []
+credited, ids = {}, []
 for path in sorted(glob.glob(sys.argv[1] + "/*.json")):
     batch = json.load(open(path))
     ids.append(batch["batch"])
     for entry in batch["entries"]:
         assert entry["user"] == 17, entry
-        total = totals.setdefault(entry["torrent"], {"uploaded": 0, "downloaded": 0, "completed": 0})
+        total = credited.setdefault(entry["torrent"], {"uploaded": 0, "downloaded": 0, "completed": 0})
         for field in total:
             total[field] += entry[field]
 assert len(ids) == len(set(ids)), f"batch ids repeat: {ids}"
-# Torrent 1001 went over UDP, 1002 over HTTP, 1003 over HTTP to aria2: one download
-# and one upload of the file each (clients count payload; a piece fetched twice may
-# add a little).
+# What the clients reported: per client (info hash, peer id), every step up between two
+# announces the tracker accepted; a client's first announce, and its first after a
+# `stopped`, is its baseline.
+torrent_of = {}
+for line in open(sys.argv[3]):
+    words = line.split()
+    if len(words) >= 2 and not line.startswith("#"):
+        torrent_of[words[0]] = int(words[1])
+reported, last, announces = {}, {}, 0
+for line in open(sys.argv[2]):
+    report = json.loads(line)
+    if not report["accepted"]:
+        continue
+    announces += 1
+    torrent = torrent_of[report["info_hash"]]
+    client = (report["info_hash"], report["peer_id"])
+    total = reported.setdefault(torrent, {"uploaded": 0, "downloaded": 0})
+    before = last.get(client)
+    if before is not None:
+        for field in ("uploaded", "downloaded"):
+            total[field] += max(0, report[field] - before[field])
+    last[client] = None if report["event"] == "stopped" else report
+# Torrent 1001 went over UDP, 1002 over HTTP, 1003 over HTTP to aria2: the credits are
+# what the clients reported, to the byte, and the file moved once each way (clients
+# count payload; a piece fetched twice adds a little).
 for torrent in (1001, 1002, 1003):
-    total = totals.get(torrent)
-    assert total, f"no credit for torrent {torrent}: {totals}"
-    assert size <= total["downloaded"] < size * 1.1, (torrent, total)
-    assert size <= total["uploaded"] < size * 1.1, (torrent, total)
-    assert total["completed"] == 1, (torrent, total)
-print(f"{len(ids)} batches: " + ", ".join(f"torrent {t}: {v}" for t, v in sorted(totals.items())))
+    got, want = credited.get(torrent), reported.get(torrent)
+    assert got and want, f"torrent {torrent}: credited {credited}, reported {reported}"
+    assert (got["uploaded"], got["downloaded"]) == (want["uploaded"], want["downloaded"]), (torrent, got, want)
+    assert size <= got["downloaded"] < size * 1.1, (torrent, got)
+    assert got["completed"] == 1, (torrent, got)
+print(f"{len(ids)} batches, {announces} announces recorded: " + ", ".join(f"torrent {t}: {v}" for t, v in sorted(credited.items())))
 PY
-say "accounting: batches written, deltas match the transfers over UDP and HTTP"
+say "accounting: the batches credit exactly what the clients reported over UDP and HTTP"
 say "passed in $((SECONDS - E2E_START))s"
