@@ -192,3 +192,116 @@ fn the_peers_of_a_lost_node_leave_the_others_within_the_peer_timeout() {
     }));
     drop(a);
 }
+
+/// Private mode with accounting on two nodes of a cluster: the ledger's baselines are
+/// the store's, so a client that moves from node A to node B, and one that announces
+/// the same counters to both at once (two connections), are credited exactly what
+/// they reported, once, whichever node writes the batch.
+#[test]
+fn a_private_cluster_credits_each_byte_once_whichever_node_hears_it() {
+    const KEY: &str = "6f0d1b2c3d4e5f60718293a4b5c6d7e8";
+    let redis = RedisServer::start();
+    let clock = Arc::new(Clock::new());
+    let dir = std::env::temp_dir().join(format!("shoal-ws-private-cluster-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let hex = |id: shoal_ws_protocol::Id20| -> String {
+        id.0.iter().map(|b| format!("{b:02x}")).collect()
+    };
+    std::fs::write(dir.join("users"), format!("17 {KEY}\n")).unwrap();
+    std::fs::write(
+        dir.join("torrents"),
+        format!("{} 1001\n{} 1002\n", hex(id("moving")), hex(id("both"))),
+    )
+    .unwrap();
+    let private_node = |name: &str| {
+        let mut config = loopback_config();
+        config.cluster.store = redis.address();
+        config.cluster.node = name.into();
+        config.cluster.publish_interval_ms = 20;
+        config.cluster.timeout_ms = 200;
+        config.private.enabled = true;
+        config.private.users_path = dir.join("users");
+        config.private.torrents_path = dir.join("torrents");
+        // Each node its own directory: batch ids name the process, and the two nodes
+        // share this test's.
+        let export = dir.join(format!("batches-{name}"));
+        std::fs::create_dir_all(&export).unwrap();
+        config.private.export_directory = export;
+        config.private.export_interval = 1;
+        shoal_ws::start_with_clock(config, clock.clone()).expect("node starts")
+    };
+    let a = private_node("a");
+    let b = private_node("b");
+    let open = |tracker: &RunningTracker| {
+        let tcp = std::net::TcpStream::connect(addr(tracker)).unwrap();
+        tcp.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        Client::over(tcp, &format!("ws://{}/{KEY}", addr(tracker)))
+    };
+    let announce =
+        |client: &mut Client<std::net::TcpStream>, torrent, uploaded: u64, event: &str| {
+            let mut extra = json!({"uploaded": uploaded, "downloaded": 0, "left": 0});
+            if !event.is_empty() {
+                extra["event"] = json!(event);
+            }
+            client.announce(torrent, id("client"), extra);
+            match client.receive() {
+                ServerMessage::AnnounceResponse(_) => {}
+                other => panic!("announce refused: {other:?}"),
+            }
+        };
+    // A client on node A, then (its connection closed) on node B.
+    let moving = id("moving");
+    let mut on_a = open(&a);
+    announce(&mut on_a, moving, 0, "started");
+    announce(&mut on_a, moving, 1_000, "");
+    drop(on_a);
+    // Node B takes over the peer id once node A has let it go.
+    let mut on_b = open(&b);
+    assert!(eventually(|| {
+        on_b.announce(
+            moving,
+            id("client"),
+            json!({"uploaded": 3_000, "downloaded": 0, "left": 0}),
+        );
+        matches!(on_b.receive(), ServerMessage::AnnounceResponse(_))
+    }));
+    announce(&mut on_b, moving, 4_500, "stopped");
+    // The same counters to both nodes at once, as a client with two connections.
+    let both = id("both");
+    let (mut first, mut second) = (open(&a), open(&b));
+    let other = |client: &mut Client<std::net::TcpStream>, uploaded: u64, event: &str| {
+        let mut extra = json!({"uploaded": uploaded, "downloaded": 0, "left": 0});
+        if !event.is_empty() {
+            extra["event"] = json!(event);
+        }
+        client.announce(both, id(&format!("twice-{}", uploaded % 2)), extra);
+        client.receive();
+    };
+    for (uploaded, event) in [(0, "started"), (700, ""), (2_000, "")] {
+        other(&mut first, uploaded, event);
+        other(&mut second, uploaded, event);
+    }
+    drop((first, second));
+    // The site: every batch of both nodes, each id once.
+    let mut site_a = shoal_common::testing::Site::new(&dir.join("batches-a"));
+    let mut site_b = shoal_common::testing::Site::new(&dir.join("batches-b"));
+    let credited = |site_a: &mut shoal_common::testing::Site,
+                    site_b: &mut shoal_common::testing::Site| {
+        site_a.take();
+        site_b.take();
+        let sum =
+            |torrent| site_a.credited(17, torrent).uploaded + site_b.credited(17, torrent).uploaded;
+        (sum(1001), sum(1002))
+    };
+    assert!(
+        eventually(|| credited(&mut site_a, &mut site_b) == (4_500, 2_000)),
+        "{:?}",
+        credited(&mut site_a, &mut site_b)
+    );
+    // And nothing more comes later.
+    std::thread::sleep(Duration::from_millis(2_500));
+    assert_eq!(credited(&mut site_a, &mut site_b), (4_500, 2_000));
+    drop((a, b));
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -36,11 +36,11 @@ pub(super) struct Accrued {
     pub(super) completed: bool,
 }
 
-/// Seconds within which a lower total without `started` is taken for a report
-/// overtaken by a newer one of the same session (dual-stack clients announce over
-/// IPv4 and IPv6 at the same moment); later, it is a session restarted unseen.
-/// Clients announce at most once a minute (`min interval`), so two reports of one
-/// session this close together were sent together.
+/// Seconds within which a lower total is taken for a report overtaken by a newer one
+/// of the same session (dual-stack clients announce over IPv4 and IPv6 at the same
+/// moment; a cluster's nodes apply reports in rounds); later, it is a session
+/// restarted. Clients announce at most once a minute (`min interval`), so two
+/// reports of one session this close together were sent together.
 pub(super) const CROSSING: u64 = 30;
 
 /// The version byte of [`Pair::encode`]'s form.
@@ -83,15 +83,14 @@ impl Pair {
         // has restarted since, and its `started` is no restart.
         let stale = report.at < peer.last_seen;
         let lower = report.uploaded < peer.uploaded || report.downloaded < peer.downloaded;
-        // A total that went down is a new session when the client says it started one,
-        // or when the report comes later than reports of one session can cross
-        // (`CROSSING`): a client restarted while its `started` was lost (the tracker
-        // down, a datagram dropped). Within the window it is the same session's report
-        // overtaken by a newer one (IPv4 and IPv6 announces sent together): the higher
-        // baseline stays, so no byte is credited twice.
-        let restarted = lower
-            && (report.event == Event::Started
-                || report.at.saturating_sub(peer.last_seen) >= CROSSING);
+        // A total that went down is a new session when it comes later than reports of
+        // one session can cross (`CROSSING`): a client restarted (its `started` lost or
+        // not, its `stopped` lost). Within the window it is the same session's report
+        // overtaken by a newer one, `started` included: IPv4 and IPv6 announces sent
+        // together, or a cluster's nodes applying them in rounds of their own, so the
+        // `started` one node heard can be applied after another node's next report.
+        // The higher baseline stays, so no byte is credited twice.
+        let restarted = lower && report.at.saturating_sub(peer.last_seen) >= CROSSING;
         let ((uploaded, credited_uploaded), (downloaded, credited_downloaded)) = if stale {
             ((0, 0), (0, 0))
         } else if restarted {
