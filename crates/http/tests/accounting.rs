@@ -243,15 +243,27 @@ impl Client {
 
     /// What the reports in `window` may have lost with a kill: their own steps, and
     /// the step of the client's next report after them (a baseline the kill lost
-    /// makes that report a first sight, or a restart it lost a lower total).
+    /// makes that report a first sight). When the next report starts a new session
+    /// (the kill lost the `stopped` before it), the whole of that session: the
+    /// restored baseline is the old session's, higher, and a `started` in the same
+    /// second as it reads as a report overtaken, not a restart, so the new session
+    /// is credited only past the old total.
     fn at_risk(&self, (from, to): (Instant, Instant)) -> (u64, u64) {
         let mut indices: Vec<usize> = (0..self.reports.len())
             .filter(|&i| self.reports[i].at >= from && self.reports[i].at <= to)
             .collect();
-        match indices.last() {
-            Some(&last) if last + 1 < self.reports.len() => indices.push(last + 1),
-            Some(_) => {}
-            None => return (0, 0),
+        let Some(&last) = indices.last() else {
+            return (0, 0);
+        };
+        if let Some(next) = self.reports.get(last + 1) {
+            indices.push(last + 1);
+            if next.session != self.reports[last].session {
+                let session = next.session;
+                indices.extend(
+                    (last + 2..self.reports.len())
+                        .take_while(|&i| self.reports[i].session == session),
+                );
+            }
         }
         indices
             .into_iter()

@@ -16,10 +16,11 @@
 //!   that announced before a restart or a crash is credited from its last committed
 //!   totals after it;
 //! * a total that went down is a restarted session (it becomes the baseline, nothing
-//!   is credited) when it comes 30 s or more after the peer's last report, `started`
-//!   or not (a client whose `started` was lost restarted too); sooner, even with
-//!   `started`, it is a report overtaken by a newer one (sent together over IPv4 and
-//!   IPv6, or applied late by another node of a cluster) and credits nothing;
+//!   is credited) when the announce says `started` in a later second than the peer's
+//!   last report, or when it comes 30 s or more after it (a client restarted while
+//!   its `started` was lost); otherwise it is a report overtaken by a newer one (sent
+//!   together over IPv4 and IPv6, or applied late by another node of a cluster) and
+//!   credits nothing;
 //! * factors apply to the totals, not to each gain, so a session's credits add up to
 //!   its total's credit whatever reports reached the tracker;
 //! * a completion (a `completed` announce, or a leecher's bytes left reaching 0) is

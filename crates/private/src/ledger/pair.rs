@@ -83,14 +83,17 @@ impl Pair {
         // has restarted since, and its `started` is no restart.
         let stale = report.at < peer.last_seen;
         let lower = report.uploaded < peer.uploaded || report.downloaded < peer.downloaded;
-        // A total that went down is a new session when it comes later than reports of
-        // one session can cross (`CROSSING`): a client restarted (its `started` lost or
-        // not, its `stopped` lost). Within the window it is the same session's report
-        // overtaken by a newer one, `started` included: IPv4 and IPv6 announces sent
-        // together, or a cluster's nodes applying them in rounds of their own, so the
-        // `started` one node heard can be applied after another node's next report.
-        // The higher baseline stays, so no byte is credited twice.
-        let restarted = lower && report.at.saturating_sub(peer.last_seen) >= CROSSING;
+        // A total that went down is a new session when the client says it started one
+        // in a later second than its last report, or when it comes later than reports
+        // of one session can cross (`CROSSING`): a client restarted while its
+        // `started` was lost (the tracker down, a datagram dropped). Otherwise it is
+        // the same session's report overtaken by a newer one: IPv4 and IPv6 announces
+        // sent together, or in a cluster the `started` one node heard applied after
+        // another node applied the next report of the same second. The higher
+        // baseline stays, so no byte is credited twice.
+        let since = report.at.saturating_sub(peer.last_seen);
+        let restarted =
+            lower && ((report.event == Event::Started && since > 0) || since >= CROSSING);
         let ((uploaded, credited_uploaded), (downloaded, credited_downloaded)) = if stale {
             ((0, 0), (0, 0))
         } else if restarted {
