@@ -55,6 +55,9 @@ const SHARED_RETRY: Duration = Duration::from_secs(1);
 /// A question for the accounting thread, with where its answer goes.
 type Query = (Whose, Sender<Live>);
 
+/// How often the thread takes the reports waiting (it never blocks on the queue).
+const DRAIN_EVERY: Duration = Duration::from_millis(10);
+
 /// How long a question waits for the thread (busy with a batch, at worst).
 const QUERY_TIMEOUT: Duration = Duration::from_secs(2);
 
@@ -262,22 +265,32 @@ impl Thread {
                     wake = wake.min(shared.next_round);
                 }
             }
-            // Wakes at least every second to notice a stop.
+            // Takes what waits, then sleeps until the next look: reports are not
+            // waited for one by one, since a blocked receiver is woken by every send,
+            // a context switch per announce on the socket worker's core (half of an
+            // HTTP tracker's throughput: documents/benchmarks/private-http-2026-11-28.md).
+            // A look every DRAIN_EVERY keeps up with the queue's QUEUE_LEN at millions
+            // of reports a second.
+            loop {
+                match self.receiver.try_recv() {
+                    Ok(report) => self.take(report),
+                    Err(crossbeam_channel::TryRecvError::Empty) => break,
+                    Err(crossbeam_channel::TryRecvError::Disconnected) => {
+                        self.stop.store(true, Relaxed);
+                        break;
+                    }
+                }
+            }
+            while let Ok((whose, reply)) = self.questions.try_recv() {
+                let _ = reply.send(self.ledger.live(whose));
+            }
+            if self.stop.load(Relaxed) {
+                break;
+            }
             let wait = wake
                 .saturating_duration_since(Instant::now())
-                .min(Duration::from_secs(1));
-            crossbeam_channel::select! {
-                recv(self.receiver) -> report => match report {
-                    Ok(report) => self.take(report),
-                    Err(_) => break,
-                },
-                recv(self.questions) -> query => {
-                    if let Ok((whose, reply)) = query {
-                        let _ = reply.send(self.ledger.live(whose));
-                    }
-                },
-                default(wait) => {}
-            }
+                .min(DRAIN_EVERY);
+            std::thread::sleep(wait);
         }
         // What is still queued, then the last batch, then the whole ledger as the
         // base for the next run (a cluster's baselines are in its store).

@@ -7,15 +7,13 @@
 mod support;
 
 use std::net::{SocketAddr, UdpSocket};
-use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
 use shoal_common::testing::Process;
-use support::{Announce, PROTOCOLS, Protocol};
+use support::{Announce, Protocol, loopback, start_shoal};
 
-const BINARY: &str = env!("CARGO_BIN_EXE_shoal");
 /// Scaled intervals: the base (`announce_interval`) and the longest, per protocol.
 const BOUNDS: [(Protocol, u64, u64); 3] = [
     (Protocol::Udp, 60, 360),
@@ -54,10 +52,11 @@ fn start(dir: &std::path::Path, udp_network: &str) -> (Process, Vec<(Protocol, S
             ""
         };
         config.push_str(&format!(
-            "[{name}.network]\naddress_ipv4 = \"127.0.0.1:0\"\nuse_ipv6 = false\n{network}\
+            "{}{network}\
              [{name}.protocol]\nannounce_interval = {min}\n{min_interval}\
              [{name}.interval]\nmax = {max}\n\
-             [{name}.per_ip]\nrequests_per_second = 1000000\nburst = 1000000\n"
+             [{name}.per_ip]\nrequests_per_second = 1000000\nburst = 1000000\n",
+            loopback(name)
         ));
         if protocol != Protocol::Ws {
             config.push_str(&format!(
@@ -67,14 +66,7 @@ fn start(dir: &std::path::Path, udp_network: &str) -> (Process, Vec<(Protocol, S
         }
     }
     std::fs::write(dir.join("shoal.toml"), config).unwrap();
-    let mut command = Command::new(BINARY);
-    command.arg("-c").arg(dir.join("shoal.toml"));
-    let mut process = Process::start(command);
-    let trackers = PROTOCOLS
-        .iter()
-        .map(|&protocol| (protocol, process.address_after(protocol.listening())))
-        .collect();
-    (process, trackers)
+    start_shoal(&dir.join("shoal.toml"))
 }
 
 /// Announces `count` peers to every tracker, checking each reply's interval.

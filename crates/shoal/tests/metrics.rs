@@ -9,16 +9,14 @@
 mod support;
 
 use std::collections::BTreeSet;
-use std::io::{Read as _, Write as _};
-use std::net::{SocketAddr, TcpStream};
+use std::io::Write as _;
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::Duration;
 
 use shoal_common::testing::{Process, RedisServer, post_endpoint};
-use support::{Announce, Protocol};
+use support::{Announce, Protocol, get, loopback, start_shoal};
 
-const BINARY: &str = env!("CARGO_BIN_EXE_shoal");
 const KEY: &str = "6f0d1b2c3d4e5f60718293a4b5c6d7e8";
 
 /// Families a running tracker exposes only once an ACME CA has been talked to
@@ -75,21 +73,6 @@ fn series_in<'e>(expressions: impl IntoIterator<Item = &'e str>) -> BTreeSet<Str
         }
     }
     names
-}
-
-fn get(address: SocketAddr, path: &str) -> String {
-    let mut stream = TcpStream::connect(address).unwrap();
-    stream
-        .set_read_timeout(Some(Duration::from_secs(5)))
-        .unwrap();
-    write!(
-        stream,
-        "GET {path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut text = String::new();
-    stream.read_to_string(&mut text).unwrap();
-    text.split_once("\r\n\r\n").unwrap().1.to_owned()
 }
 
 fn promtool(args: &[&str], input: Option<&str>) -> Result<String, String> {
@@ -182,20 +165,18 @@ fn start_everything(
     for name in ["udp", "http", "ws"] {
         let tls = if name == "udp" { "" } else { tls.as_str() };
         config.push_str(&format!(
-            "[{name}.network]\naddress_ipv4 = \"127.0.0.1:0\"\nuse_ipv6 = false\n{tls}\
-             [{name}.private]\n{private}[{name}.cluster]\n{cluster}node = \"{name}\"\n"
+            "{}{tls}\
+             [{name}.private]\n{private}[{name}.cluster]\n{cluster}node = \"{name}\"\n",
+            loopback(name)
         ));
         if name != "ws" {
             config.push_str(&format!("[{name}.state]\n{state}"));
         }
     }
     std::fs::write(dir.join("shoal.toml"), config).unwrap();
-    let mut command = Command::new(BINARY);
-    command.arg("-c").arg(dir.join("shoal.toml"));
-    let mut process = Process::start(command);
-    let udp = process.address_after("listening on udp://");
+    let (mut process, trackers) = start_shoal(&dir.join("shoal.toml"));
     let monitor = process.address_after("health on http://");
-    (process, monitor, vec![(Protocol::Udp, udp)])
+    (process, monitor, trackers)
 }
 
 #[test]

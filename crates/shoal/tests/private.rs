@@ -7,13 +7,11 @@ mod support;
 use std::io::{Read as _, Write as _};
 use std::net::{SocketAddr, TcpStream};
 use std::path::PathBuf;
-use std::process::Command;
 use std::time::Duration;
 
 use shoal_common::testing::Process;
-use support::{Announce, PROTOCOLS, Protocol, Reply};
+use support::{Announce, Protocol, Reply, loopback, start_shoal};
 
-const BINARY: &str = env!("CARGO_BIN_EXE_shoal");
 const TOKEN: &str = "f1e2d3c4b5a69788f1e2d3c4b5a69788";
 /// The file key of user 17, and of user 19.
 const SEVENTEEN: &str = "6f0d1b2c3d4e5f60718293a4b5c6d7e8";
@@ -52,20 +50,14 @@ impl Site {
         );
         let config = format!(
             "[admin]\nenabled = true\naddress = \"127.0.0.1:0\"\ntoken_path = \"{}\"\n\
-             [udp.network]\naddress_ipv4 = \"127.0.0.1:0\"\nuse_ipv6 = false\n\
-             [http.network]\naddress_ipv4 = \"127.0.0.1:0\"\nuse_ipv6 = false\n\
-             [ws.network]\naddress_ipv4 = \"127.0.0.1:0\"\nuse_ipv6 = false\n\
-             [udp.private]\n{private}[http.private]\n{private}[ws.private]\n{private}",
-            dir.join("token").display()
+             {}{}{}[udp.private]\n{private}[http.private]\n{private}[ws.private]\n{private}",
+            dir.join("token").display(),
+            loopback("udp"),
+            loopback("http"),
+            loopback("ws")
         );
         std::fs::write(dir.join("shoal.toml"), config).unwrap();
-        let mut command = Command::new(BINARY);
-        command.arg("-c").arg(dir.join("shoal.toml"));
-        let mut process = Process::start(command);
-        let trackers = PROTOCOLS
-            .iter()
-            .map(|&protocol| (protocol, process.address_after(protocol.listening())))
-            .collect();
+        let (mut process, trackers) = start_shoal(&dir.join("shoal.toml"));
         let api = process.address_after("admin API on http://");
         // The secret as the tracker uses it: the file's bytes, trailing whitespace off.
         let secret = secret_file.trim_ascii_end().to_vec();

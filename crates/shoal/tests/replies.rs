@@ -4,15 +4,11 @@
 
 mod support;
 
-use std::io::{Read as _, Write as _};
-use std::net::{SocketAddr, TcpStream};
-use std::process::Command;
+use std::net::SocketAddr;
 use std::time::Duration;
 
 use shoal_common::testing::Process;
-use support::{Announce, PROTOCOLS, Protocol, Reply};
-
-const BINARY: &str = env!("CARGO_BIN_EXE_shoal");
+use support::{Announce, Protocol, Reply, get, loopback, start_shoal};
 
 /// `shoal` on loopback with `extra` config (defaults otherwise), metrics on.
 fn start(
@@ -27,19 +23,13 @@ fn start(
     let dir = std::env::temp_dir().join(format!("shoal-replies-{name}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let config = format!(
-        "[metrics]\nenabled = true\naddress = \"127.0.0.1:0\"\n\
-         [udp.network]\naddress_ipv4 = \"127.0.0.1:0\"\nuse_ipv6 = false\n\
-         [http.network]\naddress_ipv4 = \"127.0.0.1:0\"\nuse_ipv6 = false\n\
-         [ws.network]\naddress_ipv4 = \"127.0.0.1:0\"\nuse_ipv6 = false\n{extra}"
+        "[metrics]\nenabled = true\naddress = \"127.0.0.1:0\"\n{}{}{}{extra}",
+        loopback("udp"),
+        loopback("http"),
+        loopback("ws")
     );
     std::fs::write(dir.join("shoal.toml"), config).unwrap();
-    let mut command = Command::new(BINARY);
-    command.arg("-c").arg(dir.join("shoal.toml"));
-    let mut process = Process::start(command);
-    let trackers = PROTOCOLS
-        .iter()
-        .map(|&protocol| (protocol, process.address_after(protocol.listening())))
-        .collect();
+    let (mut process, trackers) = start_shoal(&dir.join("shoal.toml"));
     let metrics = process.address_after("health on http://");
     (process, trackers, metrics, dir)
 }
@@ -63,18 +53,8 @@ fn ordinary(protocol: Protocol, reply: &Reply) -> bool {
 }
 
 fn metric(address: SocketAddr, series: &str) -> f64 {
-    let mut stream = TcpStream::connect(address).unwrap();
-    stream
-        .set_read_timeout(Some(Duration::from_secs(5)))
-        .unwrap();
-    write!(
-        stream,
-        "GET /metrics HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut text = String::new();
-    stream.read_to_string(&mut text).unwrap();
-    text.lines()
+    get(address, "/metrics")
+        .lines()
         .filter(|line| line.starts_with(series))
         .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
         .sum()

@@ -362,14 +362,7 @@ impl Pass {
             && (all || lane.next_try <= now)
         {
             let problem = lane.run(&batches, now, |target, id, body| {
-                let sent = target.post(id, body);
-                let counter = if sent.is_ok() {
-                    &stats.http_sent
-                } else {
-                    &stats.http_failed
-                };
-                counter.fetch_add(1, Relaxed);
-                sent
+                counted(target.post(id, body), &stats.http_sent, &stats.http_failed)
             });
             failed.extend(problem.map(|problem| format!("HTTP, batch {problem}")));
         }
@@ -381,13 +374,7 @@ impl Pass {
                 if sent.is_err() {
                     *connection = None;
                 }
-                let counter = if sent.is_ok() {
-                    &stats.redis_sent
-                } else {
-                    &stats.redis_failed
-                };
-                counter.fetch_add(1, Relaxed);
-                sent
+                counted(sent, &stats.redis_sent, &stats.redis_failed)
             });
             failed.extend(problem.map(|problem| format!("Redis, batch {problem}")));
         }
@@ -478,6 +465,17 @@ impl Pass {
             .map(|(_, id, path)| (id, path))
             .collect()
     }
+}
+
+/// Counts a try in `sent` or `failed` and hands its outcome on.
+fn counted(
+    outcome: Result<(), String>,
+    sent: &AtomicU64,
+    failed: &AtomicU64,
+) -> Result<(), String> {
+    let counter = if outcome.is_ok() { sent } else { failed };
+    counter.fetch_add(1, Relaxed);
+    outcome
 }
 
 /// Adds batch `id` to `target`'s stream, opening the connection when there is none.

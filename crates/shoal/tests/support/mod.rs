@@ -6,7 +6,48 @@
 
 use std::io::{Read as _, Write as _};
 use std::net::{SocketAddr, TcpStream, UdpSocket};
+use std::path::Path;
 use std::time::Duration;
+
+use shoal_common::testing::Process;
+
+/// The `shoal` binary the tests run.
+pub const BINARY: &str = env!("CARGO_BIN_EXE_shoal");
+
+/// The `[<tracker>.network]` lines that put it on a free loopback port, IPv4 only.
+pub fn loopback(tracker: &str) -> String {
+    format!("[{tracker}.network]\naddress_ipv4 = \"127.0.0.1:0\"\nuse_ipv6 = false\n")
+}
+
+/// Starts `shoal -c config` and waits until the UDP, HTTP and WebTorrent trackers
+/// serve: the process and their addresses, in [`PROTOCOLS`] order.
+pub fn start_shoal(config: &Path) -> (Process, Vec<(Protocol, SocketAddr)>) {
+    let mut command = std::process::Command::new(BINARY);
+    command.arg("-c").arg(config);
+    let mut process = Process::start(command);
+    let trackers = PROTOCOLS
+        .iter()
+        .map(|&protocol| (protocol, process.address_after(protocol.listening())))
+        .collect();
+    (process, trackers)
+}
+
+/// `GET path` on `address`: the body.
+pub fn get(address: SocketAddr, path: &str) -> String {
+    let mut stream = TcpStream::connect(address).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut text = String::new();
+    stream.read_to_string(&mut text).unwrap();
+    text.split_once("\r\n\r\n")
+        .map_or(text.clone(), |(_, body)| body.to_owned())
+}
 
 /// The protocols, for tests that go over each.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
