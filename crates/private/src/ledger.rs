@@ -40,7 +40,7 @@ mod durable;
 mod pair;
 mod shared;
 
-pub(crate) use durable::{Committed, read_journal};
+pub(crate) use durable::{Committed, MAX_RECORD, read_journal};
 use pair::{Accrued, Pair, Peer};
 pub use shared::{MAX_SHARED_ATTEMPTS, SharedError, SharedPairs};
 
@@ -314,6 +314,13 @@ impl Ledger {
             }
         }
         live
+    }
+
+    /// Forgets every baseline (a ledger on disk that could not be read whole): each
+    /// client's next report is a baseline.
+    pub(crate) fn forget_baselines(&mut self) {
+        self.book.pairs.clear();
+        self.dirty.clear();
     }
 
     /// Peers followed.

@@ -250,12 +250,25 @@ fn a_private_cluster_credits_each_byte_once_whichever_node_hears_it() {
                 other => panic!("announce refused: {other:?}"),
             }
         };
-    // A client on node A, then (its connection closed) on node B.
+    // The site: every batch of both nodes, each id once.
+    let mut site_a = shoal_common::testing::Site::new(&dir.join("batches-a"));
+    let mut site_b = shoal_common::testing::Site::new(&dir.join("batches-b"));
+    let credited = |site_a: &mut shoal_common::testing::Site,
+                    site_b: &mut shoal_common::testing::Site| {
+        site_a.take();
+        site_b.take();
+        let sum =
+            |torrent| site_a.credited(17, torrent).uploaded + site_b.credited(17, torrent).uploaded;
+        (sum(1001), sum(1002))
+    };
+    // A client on node A, then (its connection closed, minutes later as real clients
+    // move: here once node A's reports are in the store) on node B.
     let moving = id("moving");
     let mut on_a = open(&a);
     announce(&mut on_a, moving, 0, "started");
     announce(&mut on_a, moving, 1_000, "");
     drop(on_a);
+    assert!(eventually(|| credited(&mut site_a, &mut site_b).0 == 1_000));
     // Node B takes over the peer id once node A has let it go.
     let mut on_b = open(&b);
     assert!(eventually(|| {
@@ -281,19 +294,11 @@ fn a_private_cluster_credits_each_byte_once_whichever_node_hears_it() {
     for (uploaded, event) in [(0, "started"), (700, ""), (2_000, "")] {
         other(&mut first, uploaded, event);
         other(&mut second, uploaded, event);
+        // Real clients announce an interval apart: both nodes' rounds (200 ms) are
+        // applied before the next.
+        std::thread::sleep(Duration::from_millis(500));
     }
     drop((first, second));
-    // The site: every batch of both nodes, each id once.
-    let mut site_a = shoal_common::testing::Site::new(&dir.join("batches-a"));
-    let mut site_b = shoal_common::testing::Site::new(&dir.join("batches-b"));
-    let credited = |site_a: &mut shoal_common::testing::Site,
-                    site_b: &mut shoal_common::testing::Site| {
-        site_a.take();
-        site_b.take();
-        let sum =
-            |torrent| site_a.credited(17, torrent).uploaded + site_b.credited(17, torrent).uploaded;
-        (sum(1001), sum(1002))
-    };
     assert!(
         eventually(|| credited(&mut site_a, &mut site_b) == (4_500, 2_000)),
         "{:?}",

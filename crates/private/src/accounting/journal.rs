@@ -27,7 +27,7 @@ use std::io::Write as _;
 use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::{Path, PathBuf};
 
-use crate::ledger::{Batch, Committed, Ledger, read_journal};
+use crate::ledger::{Batch, Committed, Ledger, MAX_RECORD, read_journal};
 
 /// The journal is folded into the base once it is larger than this and than the base.
 const COMPACT_AT: u64 = 1 << 20;
@@ -39,8 +39,10 @@ pub(super) struct Journal {
     name: String,
     /// The journal file, locked: one process per tracker name and directory.
     file: File,
-    /// Its length up to the last whole record.
+    /// Its length up to the last whole record: where the next record goes.
     len: u64,
+    /// Whether a failed write may have left bytes past `len`.
+    tail_dirty: bool,
     /// The base's length when last written.
     base_len: u64,
     /// The last record written (or the base's).
@@ -79,10 +81,13 @@ impl Journal {
     ) -> anyhow::Result<(Self, Recovered)> {
         use anyhow::Context as _;
         let path = directory.join(format!(".{name}.journal"));
+        // Records are written at the journal's known length (not appended): a write
+        // that failed part way leaves bytes the next record overwrites.
         let file = OpenOptions::new()
             .read(true)
-            .append(true)
+            .write(true)
             .create(true)
+            .truncate(false)
             .mode(0o600)
             .open(&path)
             .with_context(|| format!("cannot open {}", path.display()))?;
@@ -100,7 +105,13 @@ impl Journal {
             Ok(bytes) => match ledger.restore(&bytes) {
                 Ok(found) => committed = found,
                 Err(problem) => {
-                    recovered.problem = Some(format!("{}: {problem}", base.display()));
+                    // Kept for whoever looks into it; a new base replaces it below.
+                    let _ = std::fs::rename(&base, base.with_extension("ledger.damaged"));
+                    recovered.problem = Some(format!(
+                        "{}: {problem} (kept as {}.damaged)",
+                        base.display(),
+                        base.display()
+                    ));
                 }
             },
             Err(err) if err.kind() == std::io::ErrorKind::NotFound => {}
@@ -118,12 +129,27 @@ impl Journal {
             if record.committed.sequence <= committed.sequence {
                 continue;
             }
-            if let Err(problem) = ledger.apply_record(record) {
-                recovered.problem = Some(format!("{}: {problem}", path.display()));
-                break;
-            }
-            sequence = record.committed.sequence;
             batches.extend(record.committed.batches.iter().cloned());
+            if recovered.problem.is_some() {
+                sequence = sequence.max(record.committed.sequence);
+                continue;
+            }
+            // Each record follows the one before: a gap means records are missing (a
+            // base older than its journal, restored by hand), and baselines without
+            // them would credit again what they committed.
+            let applied = if record.committed.sequence == sequence + 1 {
+                ledger.apply_record(record)
+            } else {
+                Err("a record is missing before it")
+            };
+            if let Err(problem) = applied {
+                recovered.problem = Some(format!(
+                    "{}: record {}: {problem}",
+                    path.display(),
+                    record.committed.sequence
+                ));
+            }
+            sequence = sequence.max(record.committed.sequence);
             recovered.records += 1;
         }
         if whole < journal.len() && recovered.problem.is_none() {
@@ -135,6 +161,14 @@ impl Journal {
                 path.display()
             );
         }
+        // Baselines that cannot be trusted whole are none: with none, a client's next
+        // report is a baseline, so nothing can be credited twice (what the unread
+        // records committed is lost instead). Every batch written is published then:
+        // no baseline can credit its reports again.
+        let trusted = recovered.problem.is_none();
+        if !trusted {
+            ledger.forget_baselines();
+        }
         ledger.expire(now);
         ledger.clear_changes();
         let mut journal = Self {
@@ -142,6 +176,7 @@ impl Journal {
             name: name.to_owned(),
             file,
             len: whole as u64,
+            tail_dirty: whole < journal.len(),
             base_len,
             sequence,
             unpublished: Vec::new(),
@@ -161,9 +196,10 @@ impl Journal {
             else {
                 continue;
             };
-            if batches
-                .binary_search_by(|known| known.as_str().cmp(id))
-                .is_ok()
+            if !trusted
+                || batches
+                    .binary_search_by(|known| known.as_str().cmp(id))
+                    .is_ok()
             {
                 journal.unpublished.push(id.to_owned());
             } else {
@@ -177,13 +213,20 @@ impl Journal {
         journal.publish();
         recovered.published = before - journal.unpublished.len();
         if let Err(err) = journal.compact(ledger) {
-            // The base and the journal on disk still hold everything (the journal cut
-            // back to its last whole record, so that records appended from now on
-            // follow it); the fold is tried again when the journal outgrows the base.
-            journal
-                .file
-                .set_len(journal.len)
-                .with_context(|| format!("cannot cut {} to its whole records", path.display()))?;
+            if !trusted {
+                // The journal holds records that must not be read again, and no new
+                // base could replace them.
+                return Err(err).with_context(|| {
+                    format!(
+                        "the accounting journal {} could not be read whole, and no new base \
+                         can be written in its place",
+                        path.display()
+                    )
+                });
+            }
+            // The base and the journal on disk still hold everything, and records are
+            // written at the end of its whole ones; the fold is tried again when the
+            // journal outgrows the base.
             recovered.unfolded = Some(format!("{}: {err}", base.display()));
         }
         Ok((journal, recovered))
@@ -204,7 +247,10 @@ impl Journal {
         let written = match &batch {
             Some(batch) => {
                 let partial = self.partial_path(&batch.id);
+                // The file and its name synced before the record that commits it: a
+                // power cut must not leave a committed batch without its file.
                 write_synced(&partial, batch.to_json().as_bytes())
+                    .and_then(|()| sync_directory(&self.directory))
                     .map(|()| Some(partial.clone()))
                     .inspect_err(|_| {
                         let _ = std::fs::remove_file(&partial);
@@ -224,7 +270,22 @@ impl Journal {
             batches,
         };
         let record = ledger.journal_record(&committed);
-        if let Err(err) = self.append(&record) {
+        let stored = if record.len() > MAX_RECORD {
+            // Too large to read back as a record (changes piled up while the disk was
+            // full): committed as a new base instead.
+            self.sequence = committed.sequence;
+            self.unpublished = committed.batches.clone();
+            let folded = self.compact(ledger);
+            if folded.is_err() {
+                self.sequence -= 1;
+                self.unpublished
+                    .truncate(self.unpublished.len() - usize::from(batch.is_some()));
+            }
+            folded
+        } else {
+            self.append(&record)
+        };
+        if let Err(err) = stored {
             if let Some(partial) = &partial {
                 let _ = std::fs::remove_file(partial);
             }
@@ -233,7 +294,7 @@ impl Journal {
         crash_point("journal");
         self.sequence = committed.sequence;
         ledger.clear_changes();
-        self.unpublished.extend(batch.map(|batch| batch.id));
+        self.unpublished = committed.batches;
         self.publish();
         crash_point("published");
         if self.len > COMPACT_AT.max(self.base_len)
@@ -250,32 +311,33 @@ impl Journal {
         Ok(())
     }
 
-    /// Appends a record and syncs it; a record not whole on disk is cut off again.
+    /// Writes a record after the whole ones and syncs it. A write that fails leaves at
+    /// most bytes after the whole records, which the next record overwrites (and which
+    /// end the journal for a reader meanwhile: nothing after them was committed).
     fn append(&mut self, record: &[u8]) -> std::io::Result<()> {
+        use std::os::unix::fs::FileExt as _;
         let written = (|| {
             if crash_hit("torn") {
-                self.file.write_all(&record[..record.len() / 2])?;
+                self.file
+                    .write_all_at(&record[..record.len() / 2], self.len)?;
                 self.file.sync_data()?;
                 crash_now("torn");
             }
-            self.file.write_all(record)?;
+            self.file.write_all_at(record, self.len)?;
+            if self.tail_dirty {
+                // What a failed write left past this record goes.
+                self.file.set_len(self.len + record.len() as u64)?;
+            }
             self.file.sync_data()
         })();
         match written {
             Ok(()) => {
                 self.len += record.len() as u64;
+                self.tail_dirty = false;
                 Ok(())
             }
             Err(err) => {
-                // Whatever part reached the file would end the journal for the next
-                // run, and with it every record after it.
-                if let Err(cut) = self.file.set_len(self.len) {
-                    log::error!(
-                        "{}: cannot cut a failed record off {}: {cut}",
-                        self.name,
-                        self.journal_path().display()
-                    );
-                }
+                self.tail_dirty = true;
                 Err(err)
             }
         }
@@ -326,17 +388,13 @@ impl Journal {
         crash_point("base");
         self.base_len = bytes.len() as u64;
         self.file.set_len(0)?;
-        self.file.sync_data()?;
         self.len = 0;
-        Ok(())
+        self.tail_dirty = false;
+        self.file.sync_data()
     }
 
     fn partial_path(&self, id: &str) -> PathBuf {
         self.directory.join(format!(".{id}.json.partial"))
-    }
-
-    fn journal_path(&self) -> PathBuf {
-        self.directory.join(format!(".{}.journal", self.name))
     }
 }
 

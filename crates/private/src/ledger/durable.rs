@@ -30,8 +30,8 @@ const BASE_MAGIC_V1: &[u8] = b"shoal ledger 1\n";
 const V1_RECORD: usize = 4 + 4 + 20 + 8 + 8 + 8 + 1;
 /// Bytes before a journal record's payload: its length and checksum.
 const FRAME_HEAD: usize = 4 + 8;
-/// The largest journal record read back (a record holds at most every pair: 64 MiB
-/// is about 1.4 million peers changed in one batch interval).
+/// The largest journal record read back (about 20 million peers changed in one batch
+/// interval); a larger commit is written as a new base instead.
 pub(crate) const MAX_RECORD: usize = 1 << 30;
 
 /// What a base or a journal record commits besides baselines.
@@ -48,7 +48,7 @@ pub(crate) struct Committed {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct JournalRecord {
     pub(crate) committed: Committed,
-    /// The pair changes, in the form [`Ledger::apply_changes`] takes.
+    /// The pair changes, in the form [`Ledger::apply_record`] takes.
     changes: Vec<u8>,
 }
 
@@ -216,6 +216,7 @@ impl Ledger {
                 last_seen: word(44),
                 seeding: record[52] & 1 != 0,
                 completed: record[52] & 2 != 0,
+                lowered: false,
             };
             let pair = self.book.pairs.entry((half(0), half(4))).or_default();
             if pair.peers.len() >= usize::from(super::MAX_PEERS_PER_ENTRY)

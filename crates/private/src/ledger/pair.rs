@@ -14,6 +14,9 @@ pub(super) struct Peer {
     pub(super) seeding: bool,
     pub(super) completed: bool,
     pub(super) last_seen: u64,
+    /// Whether its last report had a lower total, long after the one before: the
+    /// first sign of a session restarted unseen, which a second such report confirms.
+    pub(super) lowered: bool,
 }
 
 /// A (user, torrent): its peer ids (at most [`MAX_PEERS_PER_ENTRY`]) and the time up
@@ -69,6 +72,7 @@ impl Pair {
                     seeding,
                     completed: report.event == Event::Completed,
                     last_seen: report.at,
+                    lowered: false,
                 });
             }
             return Some(Accrued {
@@ -84,16 +88,24 @@ impl Pair {
         let stale = report.at < peer.last_seen;
         let lower = report.uploaded < peer.uploaded || report.downloaded < peer.downloaded;
         // A total that went down is a new session when the client says it started one
-        // in a later second than its last report, or when it comes later than reports
-        // of one session can cross (`CROSSING`): a client restarted while its
-        // `started` was lost (the tracker down, a datagram dropped). Otherwise it is
-        // the same session's report overtaken by a newer one: IPv4 and IPv6 announces
-        // sent together, or in a cluster the `started` one node heard applied after
-        // another node applied the next report of the same second. The higher
-        // baseline stays, so no byte is credited twice.
+        // in a later second than its last report, or when two reports in a row, each
+        // later than reports of one session can cross (`CROSSING`), say so: a client
+        // restarted while its `started` was lost (the tracker down, a datagram
+        // dropped). One such report alone may be an old one arriving late (a datagram
+        // retransmitted, the other IP family's copy): it credits nothing and waits for
+        // the next. Sooner than `CROSSING` it is the same session's report overtaken
+        // by a newer one: IPv4 and IPv6 announces sent together, or in a cluster the
+        // `started` one node heard applied after another node applied the next report
+        // of the same second. The higher baseline stays meanwhile, so no byte is
+        // credited twice.
         let since = report.at.saturating_sub(peer.last_seen);
-        let restarted =
-            lower && ((report.event == Event::Started && since > 0) || since >= CROSSING);
+        let late = since >= CROSSING;
+        let restarted = lower
+            && !stale
+            && ((report.event == Event::Started && since > 0) || (late && peer.lowered));
+        if !stale {
+            peer.lowered = lower && late && !restarted;
+        }
         let ((uploaded, credited_uploaded), (downloaded, credited_downloaded)) = if stale {
             ((0, 0), (0, 0))
         } else if restarted {
@@ -172,7 +184,11 @@ impl Pair {
             out.extend_from_slice(&peer.uploaded.to_le_bytes());
             out.extend_from_slice(&peer.downloaded.to_le_bytes());
             out.extend_from_slice(&peer.last_seen.to_le_bytes());
-            out.push(u8::from(peer.seeding) | u8::from(peer.completed) << 1);
+            out.push(
+                u8::from(peer.seeding)
+                    | u8::from(peer.completed) << 1
+                    | u8::from(peer.lowered) << 2,
+            );
         }
         out
     }
@@ -201,6 +217,7 @@ impl Pair {
                 last_seen: word(record, 36),
                 seeding: record[44] & 1 != 0,
                 completed: record[44] & 2 != 0,
+                lowered: record[44] & 4 != 0,
             })
             .collect();
         Some(Self {
@@ -226,6 +243,7 @@ mod tests {
                     seeding: true,
                     completed: false,
                     last_seen: 42,
+                    lowered: true,
                 },
                 Peer {
                     id: [0; 20],
@@ -234,6 +252,7 @@ mod tests {
                     seeding: false,
                     completed: true,
                     last_seen: 0,
+                    lowered: false,
                 },
             ],
         };

@@ -419,3 +419,96 @@ fn a_base_of_the_earlier_format_is_read_once_and_replaced() {
     run.flush(400).unwrap();
     assert_eq!(credited(&dir.batches())[&(17, 1)].uploaded, 500);
 }
+
+#[test]
+fn a_failed_write_leaves_bytes_the_next_record_overwrites() {
+    let dir = Dir::new("overwrite");
+    let (mut run, _) = Run::open(&dir, 1, 0);
+    for report in round(0) {
+        run.ledger.record(&report);
+    }
+    run.flush(30).unwrap();
+    // A write that failed part way: bytes past the whole records.
+    {
+        use std::io::Write as _;
+        let mut file = OpenOptions::new()
+            .append(true)
+            .open(dir.0.join(".http.journal"))
+            .unwrap();
+        file.write_all(&[0xee; 300]).unwrap();
+    }
+    run.journal.tail_dirty = true;
+    for report in round(1) {
+        run.ledger.record(&report);
+    }
+    run.flush(90).unwrap();
+    drop(run);
+    let (run, recovered) = Run::open(&dir, 2, 100);
+    assert_eq!(recovered.records, 2, "{recovered:?}");
+    assert!(recovered.problem.is_none());
+    assert_eq!(run.ledger.peers(), 3);
+    assert_eq!(credited(&dir.batches())[&(17, 1)].uploaded, 1010);
+}
+
+#[test]
+fn a_journal_with_a_record_missing_restores_no_baseline() {
+    let dir = Dir::new("gap");
+    let (mut run, _) = Run::open(&dir, 1, 0);
+    let mut sizes = Vec::new();
+    for number in 0..3 {
+        for report in round(number) {
+            run.ledger.record(&report);
+        }
+        run.flush(number * 60 + 30).unwrap();
+        sizes.push(run.journal.len);
+    }
+    drop(run);
+    // The first record cut out: the base (sequence 0) is older than what follows.
+    let path = dir.0.join(".http.journal");
+    let journal = std::fs::read(&path).unwrap();
+    std::fs::write(&path, &journal[sizes[0] as usize..]).unwrap();
+    let published = dir.batches().len();
+    let (run, recovered) = Run::open(&dir, 2, 200);
+    assert!(
+        recovered
+            .problem
+            .as_deref()
+            .is_some_and(|p| p.contains("missing")),
+        "{recovered:?}"
+    );
+    assert_eq!(
+        run.ledger.peers(),
+        0,
+        "every client's next report is a baseline"
+    );
+    assert_eq!(dir.batches().len(), published);
+    drop(run);
+    // The new base replaced the damaged journal: the next start is clean.
+    let (_, recovered) = Run::open(&dir, 3, 300);
+    assert!(recovered.problem.is_none(), "{recovered:?}");
+}
+
+#[test]
+fn a_damaged_base_is_kept_aside_and_restores_no_baseline() {
+    let dir = Dir::new("damaged");
+    let (mut run, _) = Run::open(&dir, 1, 0);
+    for number in 0..2 {
+        for report in round(number) {
+            run.ledger.record(&report);
+        }
+        run.flush(number * 60 + 30).unwrap();
+    }
+    run.journal.compact(&run.ledger).unwrap();
+    drop(run);
+    let base = dir.0.join(".http.ledger");
+    let mut bytes = std::fs::read(&base).unwrap();
+    bytes[20] ^= 0x55;
+    std::fs::write(&base, &bytes).unwrap();
+    let (run, recovered) = Run::open(&dir, 2, 200);
+    assert!(recovered.problem.is_some());
+    assert_eq!(run.ledger.peers(), 0);
+    assert_eq!(
+        std::fs::read(dir.0.join(".http.ledger.damaged")).unwrap(),
+        bytes
+    );
+}
