@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use shoal_common::testing::{Process, RedisServer, post_endpoint};
-use support::{Announce, Protocol, get, loopback, start_shoal};
+use support::{Announce, Protocol, get, loopback};
 
 const KEY: &str = "6f0d1b2c3d4e5f60718293a4b5c6d7e8";
 
@@ -174,9 +174,14 @@ fn start_everything(
         }
     }
     std::fs::write(dir.join("shoal.toml"), config).unwrap();
-    let (mut process, trackers) = start_shoal(&dir.join("shoal.toml"));
+    // The HTTP and WebTorrent trackers speak TLS here (https://, wss://): the
+    // traffic goes to the UDP tracker.
+    let mut command = Command::new(support::BINARY);
+    command.arg("-c").arg(dir.join("shoal.toml"));
+    let mut process = Process::start(command);
+    let udp = process.address_after("listening on udp://");
     let monitor = process.address_after("health on http://");
-    (process, monitor, trackers)
+    (process, monitor, vec![(Protocol::Udp, udp)])
 }
 
 #[test]
