@@ -16,12 +16,11 @@
 //!   that announced before a restart or a crash is credited from its last committed
 //!   totals after it;
 //! * a total that went down is a restarted session (it becomes the baseline, nothing
-//!   is credited) when the announce says `started` in a later second than the peer's
-//!   last report, or when two reports in a row, each 30 s or more after the one
-//!   before, say so (a client restarted while its `started` was lost; one alone may
-//!   be an old report arriving late); otherwise it is a report overtaken by a newer
-//!   one (sent together over IPv4 and IPv6, or applied late by another node of a
-//!   cluster) and credits nothing;
+//!   is credited) when the announce says `started`, or when two reports in a row,
+//!   each 30 s or more after the one before, say so (a client restarted while its
+//!   `started` was lost; one alone may be an old report arriving late); otherwise it
+//!   is a report overtaken by a newer one (sent together over IPv4 and IPv6) and
+//!   credits nothing;
 //! * factors apply to the totals, not to each gain, so a session's credits add up to
 //!   its total's credit whatever reports reached the tracker;
 //! * a completion (a `completed` announce, or a leecher's bytes left reaching 0) is

@@ -87,22 +87,20 @@ impl Pair {
         // has restarted since, and its `started` is no restart.
         let stale = report.at < peer.last_seen;
         let lower = report.uploaded < peer.uploaded || report.downloaded < peer.downloaded;
-        // A total that went down is a new session when the client says it started one
-        // in a later second than its last report, or when two reports in a row, each
-        // later than reports of one session can cross (`CROSSING`), say so: a client
-        // restarted while its `started` was lost (the tracker down, a datagram
-        // dropped). One such report alone may be an old one arriving late (a datagram
-        // retransmitted, the other IP family's copy): it credits nothing and waits for
-        // the next. Sooner than `CROSSING` it is the same session's report overtaken
-        // by a newer one: IPv4 and IPv6 announces sent together, or in a cluster the
-        // `started` one node heard applied after another node applied the next report
-        // of the same second. The higher baseline stays meanwhile, so no byte is
-        // credited twice.
+        // A total that went down is a new session when the client says it started one,
+        // or when two reports in a row, each later than reports of one session can
+        // cross (`CROSSING`), say so: a client restarted while its `started` was lost
+        // (the tracker down, a datagram dropped). One such report alone may be an old
+        // one arriving late (a datagram retransmitted, the other IP family's copy): it
+        // credits nothing and waits for the next. Sooner than `CROSSING` it is the
+        // same session's report overtaken by a newer one (IPv4 and IPv6 announces sent
+        // together). The higher baseline stays meanwhile, so no byte is credited
+        // twice. (A `started` another node of a cluster applies late is older than the
+        // report applied before it, and stale above, unless both came in one second.)
         let since = report.at.saturating_sub(peer.last_seen);
         let late = since >= CROSSING;
-        let restarted = lower
-            && !stale
-            && ((report.event == Event::Started && since > 0) || (late && peer.lowered));
+        let restarted =
+            lower && !stale && (report.event == Event::Started || (late && peer.lowered));
         if !stale {
             peer.lowered = lower && late && !restarted;
         }

@@ -383,18 +383,18 @@ mod shared {
 
     #[test]
     fn a_started_one_node_applies_after_another_node_s_next_reports_restarts_nothing() {
-        // A client sends the same announces to both nodes within a second (stamped
-        // alike: not older than what is stored); node A applies all three before
-        // node B applies its first (`started`, 0).
+        // A client sends the same announces to both nodes, a few seconds apart; node
+        // A applies all three before node B applies its first (`started`, 0): older
+        // than what is stored, it restarts nothing.
         let (mut a, mut b, mut store) = nodes();
         let reports = [
             report(0, 0, 0, Event::Started, 10),
-            report(700, 0, 0, Event::None, 10),
-            report(2000, 0, 0, Event::None, 10),
+            report(700, 0, 0, Event::None, 12),
+            report(2000, 0, 0, Event::None, 14),
         ];
-        a.record_shared(&reports, &mut store, 10).unwrap();
-        b.record_shared(&reports, &mut store, 10).unwrap();
-        assert_eq!(total([&mut a, &mut b], 12).uploaded, 2000);
+        a.record_shared(&reports, &mut store, 14).unwrap();
+        b.record_shared(&reports, &mut store, 14).unwrap();
+        assert_eq!(total([&mut a, &mut b], 15).uploaded, 2000);
     }
 
     #[test]
