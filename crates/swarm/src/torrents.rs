@@ -93,8 +93,8 @@ pub struct Announced {
     /// this is "the tracker is full": a leaving or unreachable peer is not stored
     /// because it asked not to be.
     pub full: bool,
-    /// Whether it counted a download (`Completed` from a stored peer that was not a
-    /// seeder yet).
+    /// Whether it counted a download (`Completed` from a peer stored as a leecher
+    /// before this announce).
     pub downloaded: bool,
 }
 
@@ -617,6 +617,7 @@ impl<S: PeerSet> TorrentMap<S> {
             && torrent.peers.len() < self.capacity.peers_per_torrent;
         let list = K::list_mut(&mut torrent.peers);
         let found = list.find_hinted(&announce.key, located.peer_hint(), hasher);
+        let known = found.is_some();
         let (position, seeder, was_seeder) = match found {
             Some(position) => {
                 let was_seeder = list.is_seeder_at(position);
@@ -651,8 +652,9 @@ impl<S: PeerSet> TorrentMap<S> {
             }
         };
         list.select(position, seeder, announce.peers_wanted, now, rng, emit);
-        let downloaded =
-            position.is_some() && announce.event == AnnounceEvent::Completed && !was_seeder;
+        // A download is a peer seen leeching that completes: a new peer announcing
+        // `completed` (fresh peer ids, or one that stopped and came back) counts none.
+        let downloaded = known && announce.event == AnnounceEvent::Completed && !was_seeder;
         if downloaded {
             torrent.downloads.add(1);
         }

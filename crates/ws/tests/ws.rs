@@ -145,6 +145,9 @@ fn scrapes_of_one_and_of_many_torrents() {
     let mut client = connect(v4(&tracker));
     let torrents: Vec<Id20> = (0..6).map(|n| id(&format!("t{n}"))).collect();
     for (n, torrent) in torrents.iter().enumerate() {
+        // Leeching first: a download counts for a peer seen leeching.
+        client.announce(*torrent, id("peer"), json!({"left": 5}));
+        client.receive();
         let left = if n % 2 == 0 { 0 } else { 5 };
         client.announce(
             *torrent,

@@ -59,8 +59,9 @@ impl Pair {
     pub(super) fn record(&mut self, report: &Report, peer_timeout: u64) -> Option<Accrued> {
         let seeding = report.left == 0;
         let Some(index) = self.peers.iter().position(|peer| peer.id == report.peer_id) else {
-            // First sight: a baseline only (see the module's notes), but a completion
-            // announced now is one.
+            // First sight: a baseline only (see the module's notes). A completion
+            // announced now is not one: the peer was never seen downloading (replayed
+            // `completed` announces and fresh peer ids would each count one).
             if report.event != Event::Stopped {
                 if self.peers.len() >= usize::from(MAX_PEERS_PER_ENTRY) {
                     return None;
@@ -70,15 +71,12 @@ impl Pair {
                     uploaded: report.uploaded,
                     downloaded: report.downloaded,
                     seeding,
-                    completed: report.event == Event::Completed,
+                    completed: false,
                     last_seen: report.at,
                     lowered: false,
                 });
             }
-            return Some(Accrued {
-                completed: report.event == Event::Completed,
-                ..Accrued::default()
-            });
+            return Some(Accrued::default());
         };
         let peer = &mut self.peers[index];
         // A report older than the last one applied (another node's, late: a cluster's
@@ -138,10 +136,10 @@ impl Pair {
             seed_seconds = report.at.saturating_sub(from);
             self.seeded_until = self.seeded_until.max(report.at);
         }
-        // A completion is announced as one (`completed`), or shows as the peer's
-        // bytes left reaching 0: aria2, told to stop once it has the file, sends only
-        // `stopped` with nothing left.
-        let finished = report.event == Event::Completed || (!peer.seeding && seeding);
+        // A completion is a peer seen downloading that announces one (`completed`), or
+        // whose bytes left reach 0 (aria2, told to stop once it has the file, sends only
+        // `stopped` with nothing left); once per session of a peer id.
+        let finished = !peer.seeding && (report.event == Event::Completed || seeding);
         let completed = finished && !peer.completed;
         peer.seeding = seeding;
         peer.completed |= completed;

@@ -510,3 +510,35 @@ fn a_late_report_restarts_nothing_and_credits_nothing() {
     ledger.record(&report(50, 0, 1000, Event::None, 500));
     assert_eq!(only(&ledger.take_batch(500).unwrap()).uploaded, 50);
 }
+
+#[test]
+fn completions_count_once_per_download_seen() {
+    let mut ledger = Ledger::new("udp-1", 3600, 0);
+    let at = |peer: u8, left, event, at| Report {
+        peer_id: [peer; 20],
+        ..report(0, 1000 - left, left, event, at)
+    };
+    // One peer id announcing completed then stopped, fifty times over.
+    for n in 0..50 {
+        ledger.record(&at(1, 0, Event::Completed, n * 2));
+        ledger.record(&at(1, 0, Event::Stopped, n * 2 + 1));
+    }
+    // Fifty fresh peer ids announcing completed with nothing left (32 are followed).
+    for peer in 2..52 {
+        ledger.record(&at(peer, 0, Event::Completed, 200));
+    }
+    let replayed = only(&ledger.take_batch(300).unwrap());
+    assert_eq!(
+        (replayed.completed, replayed.downloaded),
+        (0, 0),
+        "no download was seen: no completion"
+    );
+    // A download seen: a leecher that completes, once, however often it says so (the
+    // fresh ids gone after the peer timeout, to make room).
+    ledger.expire(4000);
+    ledger.record(&at(99, 1000, Event::Started, 4000));
+    ledger.record(&at(99, 0, Event::Completed, 4100));
+    ledger.record(&at(99, 0, Event::Completed, 4101));
+    ledger.record(&at(99, 0, Event::None, 4200));
+    assert_eq!(only(&ledger.take_batch(4300).unwrap()).completed, 1);
+}

@@ -149,14 +149,23 @@ fn completed_counts_one_download_per_finishing_peer() {
     h.announce(announce(v4(1, 1), true, AnnounceEvent::Completed));
     // A retransmitted completed from a peer already seeding is not a new download.
     h.announce(announce(v4(1, 1), true, AnnounceEvent::Completed));
-    // A peer first seen with completed (e.g. after a tracker restart) counts.
-    h.announce(announce(v4(2, 1), true, AnnounceEvent::Completed));
+    // A peer first seen with completed counts none: it was never seen leeching (fresh
+    // peer ids replaying completed would each count one). A tracker restarted without
+    // [state] loses the completions of the leechers it forgot.
+    for port in 2..50 {
+        h.announce(announce(v4(2, port), true, AnnounceEvent::Completed));
+    }
+    // One that stops and comes back with completed again: none either.
+    for _ in 0..10 {
+        h.announce(announce(v4(1, 1), true, AnnounceEvent::Stopped));
+        h.announce(announce(v4(1, 1), true, AnnounceEvent::Completed));
+    }
     assert_eq!(
         h.map.scrape(&HASH),
         ScrapeStats {
-            seeders: 2,
+            seeders: 49,
             leechers: 0,
-            downloads: 2
+            downloads: 1
         }
     );
 }
@@ -164,6 +173,7 @@ fn completed_counts_one_download_per_finishing_peer() {
 #[test]
 fn downloads_survive_the_last_peer_stopping_until_cleaning() {
     let mut h = Harness::new();
+    h.announce(announce(v4(1, 1), false, AnnounceEvent::Started));
     h.announce(announce(v4(1, 1), true, AnnounceEvent::Completed));
     h.announce(announce(v4(1, 1), true, AnnounceEvent::Stopped));
     assert_eq!(h.map.scrape(&HASH).downloads, 1);
@@ -381,7 +391,7 @@ proptest! {
                         prop_assert!(peers.is_empty());
                     } else {
                         let before = model.insert(addr, (seeder, h.now.plus(TIMEOUT)));
-                        if event == AnnounceEvent::Completed && !before.is_some_and(|(s, _)| s) {
+                        if event == AnnounceEvent::Completed && before.is_some_and(|(s, _)| !s) {
                             downloads += 1;
                         }
                         prop_assert!(!peers.contains(&addr));
@@ -507,7 +517,7 @@ proptest! {
                         let was_seeder = before.is_some_and(|(_, s, _)| s);
                         let is_seeder = seeder.unwrap_or(was_seeder);
                         model.insert(id, (owner, is_seeder, now.plus(TIMEOUT)));
-                        if event == AnnounceEvent::Completed && !was_seeder {
+                        if event == AnnounceEvent::Completed && before.is_some_and(|(_, s, _)| !s) {
                             downloads += 1;
                         }
                         prop_assert!(result.is_ok());
