@@ -63,9 +63,17 @@ pub struct PrivateConfig {
     pub export_redis: String,
     /// The stream's key.
     pub export_redis_stream: String,
-    /// Batches kept in `export_directory` while a target cannot take them (a day's
-    /// at the default interval); past it the oldest are deleted, logged and counted.
+    /// Batches kept in `export_directory` while a target (or the site reading the
+    /// directory) does not take them (a day's at the default interval); past it the
+    /// oldest are deleted, logged and counted, whenever a batch is written.
     pub export_backlog: u32,
+    /// Bytes of batches kept in `export_directory` at most (a batch of many users
+    /// can be megabytes); past it the oldest are deleted, as past `export_backlog`.
+    pub export_backlog_bytes: u64,
+    /// Bytes a client may report uploaded or downloaded in one session: an announce
+    /// past it (a total no client reaches: a forged or broken one) is refused and
+    /// counted, and nothing of it is credited. 1 PiB by default.
+    pub max_session_bytes: u64,
 }
 
 impl Default for PrivateConfig {
@@ -84,6 +92,8 @@ impl Default for PrivateConfig {
             export_redis: String::new(),
             export_redis_stream: "shoal:accounting".into(),
             export_backlog: 8640,
+            export_backlog_bytes: 1 << 30,
+            max_session_bytes: 1 << 50,
         }
     }
 }
@@ -111,6 +121,16 @@ impl PrivateConfig {
             0..=1_000_000,
         );
         problems.within("export_backlog", self.export_backlog, 1..=1_000_000);
+        problems.within(
+            "export_backlog_bytes",
+            self.export_backlog_bytes,
+            (1 << 20)..=(1 << 40),
+        );
+        problems.within(
+            "max_session_bytes",
+            self.max_session_bytes,
+            (1 << 30)..=u64::MAX,
+        );
         problems.check(
             self.export_url.is_empty() || self.export_url.starts_with("http://"),
             "export_url",

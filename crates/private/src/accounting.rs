@@ -27,7 +27,10 @@
 //! loses those credits, never doubles them. Batches that cannot be written are kept
 //! in memory and tried again at every flush, up to [`MAX_UNWRITTEN`].
 
+mod backlog;
 mod journal;
+
+pub use backlog::{BatchFile, batch_files};
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -87,8 +90,54 @@ pub struct Accounts {
     pub shared_pending: AtomicU64,
     /// Whether the ledger is a cluster's (the counters above move).
     pub shared: bool,
+    /// Announces refused for a total past `max_session_bytes`.
+    pub refused_totals: AtomicU64,
+    /// Batches deleted unsent: the backlog past its bounds.
+    pub backlog_dropped: AtomicU64,
+    max_session_bytes: u64,
     thread: Mutex<Option<JoinHandle<()>>>,
     stop: Arc<std::sync::atomic::AtomicBool>,
+}
+
+/// How an accounting thread runs, and its bounds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AccountsSettings {
+    /// How often a batch is written.
+    pub interval: Duration,
+    /// Seconds after which a peer is forgotten.
+    pub peer_timeout: u64,
+    /// Totals a client may report in one session; an announce past them is refused
+    /// (`private.max_session_bytes`).
+    pub max_session_bytes: u64,
+    /// Batches, and their bytes, kept waiting in the export directory at most; past
+    /// either the oldest are deleted whenever a batch is written
+    /// (`private.export_backlog`, `private.export_backlog_bytes`).
+    pub backlog_batches: usize,
+    pub backlog_bytes: u64,
+    /// The largest ledger base read at start (what the tracker's capacity could write);
+    /// a larger file is refused unread.
+    pub max_ledger_bytes: u64,
+}
+
+impl AccountsSettings {
+    /// A batch every `interval`, peers forgotten after `peer_timeout` seconds, and
+    /// `[private]`'s default bounds.
+    pub fn new(interval: Duration, peer_timeout: u64) -> Self {
+        Self {
+            interval,
+            peer_timeout,
+            max_session_bytes: 1 << 50,
+            backlog_batches: 8640,
+            backlog_bytes: 1 << 30,
+            max_ledger_bytes: u64::MAX,
+        }
+    }
+
+    /// The largest base a tracker following at most `peers` peers writes: 64 bytes
+    /// a peer (an entry of its pair included), and a megabyte.
+    pub fn ledger_bytes_for(peers: usize) -> u64 {
+        (peers as u64).saturating_mul(64).saturating_add(1 << 20)
+    }
 }
 
 impl Accounts {
@@ -102,6 +151,22 @@ impl Accounts {
         peer_timeout: u64,
         shared: Option<SharedStore>,
     ) -> anyhow::Result<Arc<Self>> {
+        Self::start_with(
+            name,
+            directory,
+            AccountsSettings::new(interval, peer_timeout),
+            shared,
+        )
+    }
+
+    /// [`start`](Self::start) with every setting.
+    pub fn start_with(
+        name: &str,
+        directory: &Path,
+        settings: AccountsSettings,
+        shared: Option<SharedStore>,
+    ) -> anyhow::Result<Arc<Self>> {
+        let (interval, peer_timeout) = (settings.interval, settings.peer_timeout);
         let (sender, receiver) = crossbeam_channel::bounded(QUEUE_LEN);
         let (queries, questions) = crossbeam_channel::bounded(16);
         let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -116,6 +181,9 @@ impl Accounts {
             shared_failed: AtomicU64::new(0),
             shared_pending: AtomicU64::new(0),
             shared: shared.is_some(),
+            refused_totals: AtomicU64::new(0),
+            backlog_dropped: AtomicU64::new(0),
+            max_session_bytes: settings.max_session_bytes,
             thread: Mutex::new(None),
             stop: stop.clone(),
         });
@@ -129,9 +197,15 @@ impl Accounts {
         // In a cluster the store holds the baselines.
         let journal = match shared {
             Some(_) => None,
-            None => Some(open_journal(name, directory, &mut ledger)?),
+            None => Some(open_journal(
+                name,
+                directory,
+                &mut ledger,
+                settings.max_ledger_bytes,
+            )?),
         };
         let thread = Thread {
+            backlog: (settings.backlog_batches, settings.backlog_bytes),
             name: name.to_owned(),
             directory: directory.to_owned(),
             interval,
@@ -155,6 +229,17 @@ impl Accounts {
             .spawn(move || thread.run())?;
         *accounts.thread.lock().unwrap_or_else(|e| e.into_inner()) = Some(handle);
         Ok(accounts)
+    }
+
+    /// Whether a client may report these totals for one session: past
+    /// `max_session_bytes` the announce is refused (and counted), as no client
+    /// transfers that much in a session.
+    pub fn check_totals(&self, uploaded: u64, downloaded: u64) -> Result<(), crate::Refusal> {
+        if uploaded.max(downloaded) > self.max_session_bytes {
+            self.refused_totals.fetch_add(1, Relaxed);
+            return Err(crate::Refusal::Implausible);
+        }
+        Ok(())
     }
 
     /// Hands an accepted announce to the thread; never waits.
@@ -217,6 +302,8 @@ fn unix_now() -> u64 {
 }
 
 struct Thread {
+    /// The backlog's bounds: batches, bytes.
+    backlog: (usize, u64),
     name: String,
     directory: PathBuf,
     interval: Duration,
@@ -436,6 +523,18 @@ impl Thread {
             self.ledger.clear_changes();
             self.write_unwritten(batch, &count);
         }
+        let (max_batches, max_bytes) = self.backlog;
+        for dropped in backlog::trim_backlog(&self.directory, &self.name, max_batches, max_bytes) {
+            count(|accounts| &accounts.backlog_dropped);
+            log::error!(
+                "{}: accounting batch {} ({} bytes) deleted unsent: more than {max_batches} \
+                 batches or {max_bytes} bytes waiting (private.export_backlog, \
+                 export_backlog_bytes); the site never gets its credits",
+                self.name,
+                dropped.id,
+                dropped.size
+            );
+        }
         if let Some(accounts) = &accounts {
             let dropped = accounts.dropped();
             if dropped > self.dropped_logged {
@@ -493,8 +592,13 @@ impl Thread {
 }
 
 /// Opens tracker `name`'s ledger on disk into `ledger` and says what it found.
-fn open_journal(name: &str, directory: &Path, ledger: &mut Ledger) -> anyhow::Result<Journal> {
-    let (journal, found) = Journal::open(directory, name, ledger, unix_now())?;
+fn open_journal(
+    name: &str,
+    directory: &Path,
+    ledger: &mut Ledger,
+    max_bytes: u64,
+) -> anyhow::Result<Journal> {
+    let (journal, found) = Journal::open(directory, name, ledger, unix_now(), max_bytes)?;
     if let Some(problem) = &found.problem {
         log::warn!(
             "{name}: accounting baselines not read ({problem}); every peer without them \
@@ -660,6 +764,59 @@ mod tests {
                 .unwrap()
                 .contains("\"uploaded\":10")
         );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn the_backlog_is_kept_within_its_bounds_whenever_a_batch_is_written() {
+        let dir =
+            std::env::temp_dir().join(format!("shoal-accounting-backlog-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let settings = AccountsSettings {
+            backlog_batches: 3,
+            ..AccountsSettings::new(Duration::from_millis(50), 3600)
+        };
+        let accounts = Accounts::start_with("udp", &dir, settings, None).unwrap();
+        let report = |uploaded, event| Report {
+            user: 18,
+            torrent: 7,
+            up_factor: 100,
+            down_factor: 100,
+            peer_id: [9; 20],
+            uploaded,
+            downloaded: 0,
+            left: 0,
+            event,
+            at: 0,
+        };
+        accounts.report(report(0, Event::Started));
+        // Eight batches while no site takes them.
+        for n in 1..=8 {
+            accounts.report(report(n * 10, Event::None));
+            let deadline = Instant::now() + Duration::from_secs(5);
+            while accounts.written.load(Relaxed) < n {
+                assert!(Instant::now() < deadline);
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        }
+        accounts.finish();
+        let files = batch_files(&dir, "udp");
+        assert_eq!(files.len(), 3, "{files:?}");
+        assert_eq!(accounts.backlog_dropped.load(Relaxed), 5);
+        // The newest kept: the last three batches' credits, 10 bytes each.
+        assert!(
+            std::fs::read_to_string(&files[2].path)
+                .unwrap()
+                .contains("\"uploaded\":10")
+        );
+        // Totals past max_session_bytes are refused and counted.
+        assert!(accounts.check_totals(1 << 40, 0).is_ok());
+        assert_eq!(
+            accounts.check_totals(0, (1 << 50) + 1),
+            Err(crate::Refusal::Implausible)
+        );
+        assert_eq!(accounts.refused_totals.load(Relaxed), 1);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

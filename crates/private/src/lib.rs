@@ -26,7 +26,8 @@ mod shards;
 mod stateless;
 
 pub use accounting::{
-    Accounts, MAX_SHARED_PENDING, MAX_UNWRITTEN, QUEUE_LEN, SHARED_ROUND, SharedStore, write_batch,
+    Accounts, AccountsSettings, BatchFile, MAX_SHARED_PENDING, MAX_UNWRITTEN, QUEUE_LEN,
+    SHARED_ROUND, SharedStore, batch_files, write_batch,
 };
 pub use key::{KeyDigest, KeyPlaces, Located, MAX_KEY_LEN, MIN_KEY_LEN, Passkey};
 pub use ledger::{
@@ -35,6 +36,7 @@ pub use ledger::{
 };
 pub use registry::{
     Change, Conflict, Grant, KeyChange, MAX_FILE, Refusal, Registry, Torrent, User,
+    canonical_number,
 };
 pub use sessions::{Admitted, ClientAnnounce, MAX_CLIENTS, Sessions};
 pub use stateless::{MIN_SECRET, derive_key, fingerprint_hex, secret_of_file, set_secret};

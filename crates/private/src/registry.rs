@@ -42,8 +42,8 @@ use crate::shards::CowShards;
 
 mod files;
 
-pub use files::MAX_FILE;
 use files::{FileStamp, Files, Tables};
+pub use files::{MAX_FILE, canonical_number};
 
 /// A user as the site registered them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -125,6 +125,8 @@ pub enum Refusal {
     TooEarly,
     /// A new client past the user's peer cap in this torrent (`Sessions`).
     OverCap,
+    /// Totals past `private.max_session_bytes` (`Accounts::check_totals`).
+    Implausible,
 }
 
 impl Refusal {
@@ -138,6 +140,7 @@ impl Refusal {
             Self::CannotLeech => "downloading is disabled for your account",
             Self::TooEarly => "announced too soon: wait for the interval",
             Self::OverCap => "too many clients on this torrent for your account",
+            Self::Implausible => "uploaded or downloaded total out of range",
         }
     }
 }

@@ -101,16 +101,22 @@ pub(crate) fn verify(key: &[u8]) -> Option<(u32, u16)> {
     let secret = SECRET.get()?;
     let text = std::str::from_utf8(key).ok()?;
     let mut parts = text.splitn(3, '-');
-    let user: u32 = parts.next()?.parse().ok()?;
-    let version: u16 = parts.next()?.parse().ok()?;
+    // One written form per key: no sign, no leading zero, a lower-case MAC (other
+    // spellings of the same user and version would be other keys to refuse apart).
+    let user = crate::registry::canonical_number(parts.next()?)?;
+    let version = u16::try_from(crate::registry::canonical_number(parts.next()?)?).ok()?;
     let given = parts.next()?;
     if given.len() != 32 {
         return None;
     }
     let mut tag = [0u8; 16];
     for (out, pair) in tag.iter_mut().zip(given.as_bytes().chunks(2)) {
-        let digit = |b: u8| (b as char).to_digit(16);
-        *out = (digit(pair[0])? * 16 + digit(pair[1])?) as u8;
+        let digit = |b: u8| match b {
+            b'0'..=b'9' => Some(b - b'0'),
+            b'a'..=b'f' => Some(b - b'a' + 10),
+            _ => None,
+        };
+        *out = digit(pair[0])? * 16 + digit(pair[1])?;
     }
     // Compared in constant time: how much of a guess matched must not show.
     let expected = mac(&secret.key, user, version);

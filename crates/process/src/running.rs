@@ -403,12 +403,6 @@ fn observe_exporter(stats: &shoal_worker::ExportStats, out: &mut Observation) {
             value.load(Relaxed),
         );
     }
-    out.counter(
-        "shoal_accounting_batches_dropped",
-        "Accounting batches deleted unsent: more than private.export_backlog were waiting.",
-        &[],
-        stats.dropped.load(Relaxed),
-    );
     out.gauge(
         "shoal_accounting_backlog_batches",
         "Accounting batches waiting in the export directory to be sent.",
@@ -425,6 +419,19 @@ fn observe_accounts(accounts: &shoal_private::Accounts, out: &mut Observation) {
         "Accepted private announces not credited: the accounting queue was full.",
         &[],
         accounts.dropped(),
+    );
+    out.counter(
+        "shoal_accounting_reports_refused",
+        "Private announces refused for a total past private.max_session_bytes.",
+        &[],
+        accounts.refused_totals.load(Relaxed),
+    );
+    out.counter(
+        "shoal_accounting_batches_dropped",
+        "Accounting batches deleted unsent: more than private.export_backlog batches, or \
+         export_backlog_bytes bytes, were waiting.",
+        &[],
+        accounts.backlog_dropped.load(Relaxed),
     );
     for (outcome, value) in [
         ("written", accounts.written.load(Relaxed)),

@@ -731,3 +731,31 @@ fn a_full_disk_delays_batches_and_credits_nothing_twice() {
         "{log:#?}"
     );
 }
+
+/// A total no client reaches (past `private.max_session_bytes`, 1 PiB) is refused
+/// before anything counts it, and credits nothing.
+#[test]
+fn a_total_no_client_reaches_is_refused_and_credits_nothing() {
+    let files = Site_::new("implausible", None);
+    let mut site = Site::new(&files.export);
+    let (process, address) = files.start(&[], &[]);
+    let address = address.expect("serving");
+    let mut client = Client::new(0, 0, 0, 0);
+    assert!(client.announce(address, ""));
+    let target = |uploaded: u64| {
+        format!(
+            "/{}/announce?info_hash={}&peer_id={}&port=6881&uploaded={uploaded}&downloaded=0&left=0",
+            KEYS[0],
+            percent(&TORRENTS[0].0),
+            percent(&client.peer_id),
+        )
+    };
+    let refused = announce(address, &target((1 << 50) + 1)).expect("an answer");
+    assert!(refused.contains("uploaded or downloaded total out of range"), "{refused}");
+    let served = announce(address, &target(1000)).expect("an answer");
+    assert!(served.contains("8:interval"), "{served}");
+    std::thread::sleep(Duration::from_millis(2500));
+    process.stop();
+    site.take();
+    assert_eq!(site.credited(17, 1001).uploaded, 1000);
+}

@@ -7,7 +7,9 @@
 //! so a site that is down, or a tracker that restarts, loses nothing: the next pass,
 //! or the next run's exporter, sends what is there. Each target takes the batches in
 //! order at its own pace, with its own backoff while it fails: a target that is down
-//! delays no other (a batch leaves the directory once every target took it). The backlog is bounded
+//! delays no other (a batch leaves the directory once every target took it). The
+//! backlog's bounds (`private.export_backlog`, `export_backlog_bytes`) are kept by the
+//! accounting thread whenever it writes a batch. The backlog is bounded
 //! (`private.export_backlog` batches): past it the oldest are deleted, logged and
 //! counted. A batch can reach a target twice (sent, then the tracker stopped before it
 //! heard the answer); each carries its id (`Idempotency-Key` over HTTP, the `batch`
@@ -202,8 +204,6 @@ pub struct ExportStats {
     /// Batches the Redis stream took, and tries that failed.
     pub redis_sent: AtomicU64,
     pub redis_failed: AtomicU64,
-    /// Batches deleted unsent because the backlog was full.
-    pub dropped: AtomicU64,
     /// Batches waiting in the directory at the last look.
     pub backlog: AtomicU64,
 }
@@ -219,20 +219,17 @@ pub struct Exporter {
 }
 
 impl Exporter {
-    /// Starts exporting tracker `name`'s batches in `directory` to `targets`, keeping
-    /// at most `max_backlog` batches.
+    /// Starts exporting tracker `name`'s batches in `directory` to `targets`.
     pub fn start(
         name: &str,
         directory: &Path,
         targets: ExportTargets,
-        max_backlog: usize,
     ) -> anyhow::Result<Arc<Self>> {
         let stats = Arc::new(ExportStats::default());
         let stop = Arc::new(AtomicBool::new(false));
         let mut pass = Pass {
             name: name.to_owned(),
             directory: directory.to_owned(),
-            max_backlog: max_backlog.max(1),
             stats: stats.clone(),
             http: targets.http.map(Lane::new),
             redis: targets.redis.map(|target| Lane::new((target, None))),
@@ -334,7 +331,6 @@ impl<T> Lane<T> {
 struct Pass {
     name: String,
     directory: PathBuf,
-    max_backlog: usize,
     stats: Arc<ExportStats>,
     http: Option<Lane<HttpTarget>>,
     /// The stream, and the connection to its store while it works.
@@ -355,7 +351,7 @@ impl Pass {
     }
 
     fn run_due(&mut self, now: Instant, all: bool) -> Instant {
-        let batches = self.waiting_within_backlog();
+        let batches = self.waiting();
         let stats = self.stats.clone();
         let mut failed = Vec::new();
         if let Some(lane) = &mut self.http
@@ -412,25 +408,14 @@ impl Pass {
             .max(now + POLL)
     }
 
-    /// This tracker's batches, oldest first, the oldest past the backlog deleted.
-    fn waiting_within_backlog(&mut self) -> Vec<(String, PathBuf)> {
-        let mut batches = self.waiting();
-        if batches.len() > self.max_backlog {
-            let excess = batches.len() - self.max_backlog;
-            for (_, path) in batches.drain(..excess) {
-                if std::fs::remove_file(&path).is_ok() {
-                    self.stats.dropped.fetch_add(1, Relaxed);
-                    log::error!(
-                        "{}: accounting batch {} deleted unsent: more than {} batches waiting \
-                         (private.export_backlog); the site never gets its credits",
-                        self.name,
-                        path.display(),
-                        self.max_backlog
-                    );
-                }
-            }
-        }
-        // Forget what was deleted meanwhile.
+    /// This tracker's batches, oldest first, with their ids; what the lanes took of
+    /// files gone meanwhile (deleted past the backlog) is forgotten.
+    fn waiting(&mut self) -> Vec<(String, PathBuf)> {
+        let batches: Vec<(String, PathBuf)> =
+            shoal_private::batch_files(&self.directory, &self.name)
+                .into_iter()
+                .map(|file| (file.id, file.path))
+                .collect();
         let present: HashSet<&PathBuf> = batches.iter().map(|(_, path)| path).collect();
         for lane in [
             self.http.as_mut().map(|l| &mut l.taken),
@@ -442,28 +427,6 @@ impl Pass {
             lane.retain(|path| present.contains(path));
         }
         batches
-    }
-
-    /// This tracker's batch files, oldest first, with their ids.
-    fn waiting(&self) -> Vec<(String, PathBuf)> {
-        let Ok(entries) = std::fs::read_dir(&self.directory) else {
-            return Vec::new();
-        };
-        let prefix = format!("{}-", self.name);
-        let mut batches: Vec<((u64, u64, u64), String, PathBuf)> = entries
-            .flatten()
-            .filter_map(|entry| {
-                let name = entry.file_name().into_string().ok()?;
-                let id = name.strip_suffix(".json")?;
-                let order = batch_order(id.strip_prefix(&prefix)?)?;
-                Some((order, id.to_owned(), entry.path()))
-            })
-            .collect();
-        batches.sort_unstable_by_key(|(order, _, _)| *order);
-        batches
-            .into_iter()
-            .map(|(_, id, path)| (id, path))
-            .collect()
     }
 }
 
@@ -499,13 +462,6 @@ fn xadd(
         body,
     ])?;
     reply.ok().map(drop).map_err(|err| anyhow::anyhow!("{err}"))
-}
-
-/// The order of a batch id's part after the tracker: `<run start ms>-<pid>-<n>`.
-fn batch_order(rest: &str) -> Option<(u64, u64, u64)> {
-    let mut numbers = rest.split('-').map(|part| part.parse::<u64>().ok());
-    let order = (numbers.next()??, numbers.next()??, numbers.next()??);
-    numbers.next().is_none().then_some(order)
 }
 
 #[cfg(test)]

@@ -188,11 +188,19 @@ impl<C: Counters> Context<C> {
                     config.cluster.store
                 );
             }
-            let accounts = Accounts::start(
+            let accounts = Accounts::start_with(
                 name,
                 &settings.export_directory,
-                std::time::Duration::from_secs(settings.export_interval.into()),
-                peer_timeout.into(),
+                shoal_private::AccountsSettings {
+                    interval: std::time::Duration::from_secs(settings.export_interval.into()),
+                    peer_timeout: peer_timeout.into(),
+                    max_session_bytes: settings.max_session_bytes,
+                    backlog_batches: settings.export_backlog as usize,
+                    backlog_bytes: settings.export_backlog_bytes,
+                    max_ledger_bytes: shoal_private::AccountsSettings::ledger_bytes_for(
+                        config.capacity.max_peers,
+                    ),
+                },
                 shared,
             )
             .context("cannot start the accounting thread")?;
@@ -255,13 +263,8 @@ fn start_exporter(
     if !targets.any() {
         return Ok(None);
     }
-    let exporter = Exporter::start(
-        name,
-        &settings.export_directory,
-        targets,
-        settings.export_backlog as usize,
-    )
-    .context("cannot start the accounting exporter")?;
+    let exporter = Exporter::start(name, &settings.export_directory, targets)
+        .context("cannot start the accounting exporter")?;
     log::info!(
         "{name}: accounting batches exported to{}{}",
         if settings.export_url.is_empty() {

@@ -89,9 +89,11 @@ impl<K: TrackerKind, C: Counters> std::fmt::Debug for Threads<'_, K, C> {
     }
 }
 
-/// The snapshot a tracker of kind `K` starts from, if it keeps one and one is there.
+/// The snapshot a tracker of kind `K` starts from, if it keeps one and one is there
+/// (a file larger than the tracker's capacity could have written is refused unread).
 pub fn load_snapshot<K: TrackerKind>(config: &Config<K>) -> Option<Snapshot> {
-    K::STATE.and_then(|kind| state::load_at_start(&config.state, kind))
+    let limit = state::largest_snapshot(config.capacity.max_torrents, config.capacity.max_peers);
+    K::STATE.and_then(|kind| state::load_at_start(&config.state, kind, limit))
 }
 
 /// Starts every thread of a tracker under a new supervisor, which is returned.

@@ -307,14 +307,13 @@ pub(crate) enum Loaded {
     },
 }
 
-/// Reads the `kind` snapshot from `directory`. A file that cannot be read or used is
-/// moved aside to `<name>.refused-<unix seconds>` (so the next snapshot does not
-/// overwrite the evidence) and reported; it never stops a start.
-pub(crate) fn load(directory: &Path, kind: StateKind) -> Loaded {
+/// Reads the `kind` snapshot from `directory`, refusing a file over `limit` bytes
+/// before reading it. A file that cannot be read or used is moved aside to
+/// `<name>.refused-<unix seconds>` (so the next snapshot does not overwrite the
+/// evidence) and reported; it never stops a start.
+pub(crate) fn load(directory: &Path, kind: StateKind, limit: u64) -> Loaded {
     let path = directory.join(kind.file_name());
-    // A snapshot is as large as the swarms it holds; only a path that is not a
-    // regular file (a device that never ends) is refused for its size.
-    let reason = match shoal_common::read_bounded(&path, u64::MAX) {
+    let reason = match shoal_common::read_bounded(&path, limit) {
         Ok(bytes) => match Snapshot::decode(&bytes, kind) {
             Ok(snapshot) => return Loaded::Snapshot(snapshot),
             Err(refusal) => refusal.to_string(),
@@ -327,14 +326,25 @@ pub(crate) fn load(directory: &Path, kind: StateKind) -> Loaded {
     Loaded::Refused { reason, kept_at }
 }
 
-/// Reads `kind`'s snapshot at start when `[state]` is on, saying in the log what it
-/// found: a snapshot, none yet, or a file refused (and where it was kept).
-pub(crate) fn load_at_start(config: &StateConfig, kind: StateKind) -> Option<Snapshot> {
+/// The largest snapshot a tracker holding at most `torrents` torrents and `peers`
+/// peers writes: 32 bytes a torrent, 43 a peer at most (an IPv6 address, its time
+/// left and flags, a peer id), and a megabyte for the file's own.
+pub(crate) fn largest_snapshot(torrents: usize, peers: usize) -> u64 {
+    (torrents as u64)
+        .saturating_mul(32)
+        .saturating_add((peers as u64).saturating_mul(43))
+        .saturating_add(1 << 20)
+}
+
+/// Reads `kind`'s snapshot at start when `[state]` is on (at most `limit` bytes,
+/// checked before it is read), saying in the log what it found: a snapshot, none
+/// yet, or a file refused (and where it was kept).
+pub(crate) fn load_at_start(config: &StateConfig, kind: StateKind, limit: u64) -> Option<Snapshot> {
     if !config.enabled() {
         return None;
     }
     let path = config.directory.join(kind.file_name());
-    match load(&config.directory, kind) {
+    match load(&config.directory, kind, limit) {
         Loaded::Snapshot(snapshot) => {
             log::info!(
                 "state: read {} (taken {} s ago)",
@@ -548,7 +558,10 @@ mod tests {
     fn files_are_replaced_whole_and_bad_ones_moved_aside() {
         let directory = std::env::temp_dir().join(format!("shoal-state-{}", std::process::id()));
         fs::create_dir_all(&directory).unwrap();
-        assert!(matches!(load(&directory, StateKind::Udp), Loaded::Missing));
+        assert!(matches!(
+            load(&directory, StateKind::Udp, u64::MAX),
+            Loaded::Missing
+        ));
 
         let snapshot = sample();
         let write = |snapshot: &Snapshot| {
@@ -561,7 +574,7 @@ mod tests {
         let mut newer = sample();
         newer.records = records(1);
         write(&newer);
-        match load(&directory, StateKind::Udp) {
+        match load(&directory, StateKind::Udp, u64::MAX) {
             Loaded::Snapshot(loaded) => assert_eq!(loaded, newer),
             other => panic!("{other:?}"),
         }
@@ -575,7 +588,7 @@ mod tests {
         });
         assert_eq!(failed.unwrap_err().kind(), io::ErrorKind::StorageFull);
         assert!(!directory.join(".udp.snapshot.partial").exists());
-        match load(&directory, StateKind::Udp) {
+        match load(&directory, StateKind::Udp, u64::MAX) {
             Loaded::Snapshot(loaded) => assert_eq!(loaded, newer),
             other => panic!("{other:?}"),
         }
@@ -584,7 +597,7 @@ mod tests {
         let last = damaged.len() - 1;
         damaged[last] ^= 1;
         fs::write(directory.join("udp.snapshot"), &damaged).unwrap();
-        match load(&directory, StateKind::Udp) {
+        match load(&directory, StateKind::Udp, u64::MAX) {
             Loaded::Refused { reason, kept_at } => {
                 assert!(reason.contains("checksum"), "{reason}");
                 let kept_at = kept_at.unwrap();
@@ -594,7 +607,10 @@ mod tests {
             other => panic!("{other:?}"),
         }
         // After the refusal the next start finds no file and starts empty.
-        assert!(matches!(load(&directory, StateKind::Udp), Loaded::Missing));
+        assert!(matches!(
+            load(&directory, StateKind::Udp, u64::MAX),
+            Loaded::Missing
+        ));
         fs::remove_dir_all(&directory).unwrap();
     }
 
@@ -649,18 +665,30 @@ mod tests {
             ..sample()
         };
         fs::write(directory.join("udp.snapshot"), future.encode()).unwrap();
-        match load(&directory, StateKind::Udp) {
+        match load(&directory, StateKind::Udp, u64::MAX) {
             Loaded::Refused { reason, kept_at } => {
                 assert!(reason.contains("impossible time"), "{reason}");
                 assert!(kept_at.is_some());
             }
             other => panic!("{other:?}"),
         }
+        // Larger than the tracker's capacity could have written: refused unread.
+        fs::write(directory.join("udp.snapshot"), sample().encode()).unwrap();
+        match load(&directory, StateKind::Udp, 16) {
+            Loaded::Refused { reason, .. } => {
+                assert!(reason.contains("over the limit"), "{reason}")
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(
+            largest_snapshot(10_000_000, 50_000_000),
+            320_000_000 + 2_150_000_000 + (1 << 20)
+        );
         // Not a regular file: refused, never read.
         fs::remove_dir_all(&directory).unwrap();
         fs::create_dir_all(directory.join("udp.snapshot")).unwrap();
         assert!(matches!(
-            load(&directory, StateKind::Udp),
+            load(&directory, StateKind::Udp, u64::MAX),
             Loaded::Refused { .. }
         ));
         fs::remove_dir_all(&directory).unwrap();

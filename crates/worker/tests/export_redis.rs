@@ -79,7 +79,7 @@ fn batches_go_to_the_stream_once_the_store_is_up() {
     gone.stop();
     write_batch(&dir, &batch("udp-5-1-0")).unwrap();
     write_batch(&dir, &batch("udp-5-1-1")).unwrap();
-    let exporter = Exporter::start("udp", &dir, to_stream(&address), 100).unwrap();
+    let exporter = Exporter::start("udp", &dir, to_stream(&address)).unwrap();
     let deadline = Instant::now() + Duration::from_secs(10);
     while exporter.stats.redis_failed.load(Relaxed) == 0 {
         assert!(Instant::now() < deadline);
@@ -90,7 +90,7 @@ fn batches_go_to_the_stream_once_the_store_is_up() {
 
     // A store that is up: the next run's exporter sends both, in order.
     let redis = RedisServer::start();
-    let exporter = Exporter::start("udp", &dir, to_stream(&redis.address()), 100).unwrap();
+    let exporter = Exporter::start("udp", &dir, to_stream(&redis.address())).unwrap();
     let deadline = Instant::now() + Duration::from_secs(10);
     while files_in(&dir) > 0 {
         assert!(Instant::now() < deadline, "not exported in time");
@@ -123,7 +123,7 @@ fn a_target_that_is_down_delays_no_other() {
         http: Some(HttpTarget::parse(&format!("http://{site_address}/batches")).unwrap()),
         redis: to_stream(&redis.address()).redis,
     };
-    let exporter = Exporter::start("http", &dir, targets, 100).unwrap();
+    let exporter = Exporter::start("http", &dir, targets).unwrap();
     let deadline = Instant::now() + Duration::from_secs(10);
     while stream_ids(&redis.address()).len() < 3 {
         assert!(

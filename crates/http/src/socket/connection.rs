@@ -135,6 +135,10 @@ impl Host for Worker {
         };
         let leeching = request.left != Some(0);
         let grant = registry.announce(key, &request.info_hash, leeching)?;
+        if let Some(accounts) = &self.context.accounts {
+            // Totals no client reaches are refused before anything counts them.
+            accounts.check_totals(request.uploaded, request.downloaded)?;
+        }
         let event = match request.event {
             AnnounceEvent::None => LedgerEvent::None,
             AnnounceEvent::Started => LedgerEvent::Started,

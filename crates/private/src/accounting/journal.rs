@@ -27,6 +27,7 @@ use std::io::Write as _;
 use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::{Path, PathBuf};
 
+use super::backlog::batch_order;
 use crate::ledger::{Batch, Committed, Ledger, MAX_RECORD, read_journal};
 
 /// The journal is folded into the base once it is larger than this and than the base.
@@ -78,6 +79,7 @@ impl Journal {
         name: &str,
         ledger: &mut Ledger,
         now: u64,
+        max_bytes: u64,
     ) -> anyhow::Result<(Self, Recovered)> {
         use anyhow::Context as _;
         let path = directory.join(format!(".{name}.journal"));
@@ -101,7 +103,9 @@ impl Journal {
         let mut recovered = Recovered::default();
         let mut committed = Committed::default();
         let base = base_path(directory, name);
-        match std::fs::read(&base) {
+        // Files larger than the tracker's capacity could have written are refused
+        // before they are read (and restore no baseline).
+        match read_at_most(&base, max_bytes) {
             Ok(bytes) => match ledger.restore(&bytes) {
                 Ok(found) => committed = found,
                 Err(problem) => {
@@ -118,8 +122,18 @@ impl Journal {
             Err(err) => recovered.problem = Some(format!("{}: {err}", base.display())),
         }
         let base_len = std::fs::metadata(&base).map_or(0, |meta| meta.len());
-        let journal =
-            std::fs::read(&path).with_context(|| format!("cannot read {}", path.display()))?;
+        let journal = match read_at_most(
+            &path,
+            max_bytes
+                .saturating_mul(2)
+                .saturating_add(MAX_RECORD as u64),
+        ) {
+            Ok(journal) => journal,
+            Err(err) => {
+                recovered.problem = Some(format!("{}: {err}", path.display()));
+                Vec::new()
+            }
+        };
         let (records, whole) = read_journal(&journal);
         let mut sequence = committed.sequence;
         let mut batches = committed.batches;
@@ -208,7 +222,10 @@ impl Journal {
                 recovered.discarded += 1;
             }
         }
-        journal.unpublished.sort_by_key(|id| batch_order(id));
+        let prefix = format!("{name}-");
+        journal
+            .unpublished
+            .sort_by_key(|id| id.strip_prefix(&prefix).and_then(batch_order));
         let before = journal.unpublished.len();
         journal.publish();
         recovered.published = before - journal.unpublished.len();
@@ -404,13 +421,20 @@ pub(super) fn base_path(directory: &Path, name: &str) -> PathBuf {
     directory.join(format!(".{name}.ledger"))
 }
 
-/// The order of a batch id: its last three numbers (run start, process, sequence).
-pub(crate) fn batch_order(id: &str) -> (u64, u64, u64) {
-    let mut numbers = id.rsplit('-').map(|part| part.parse::<u64>().unwrap_or(0));
-    let sequence = numbers.next().unwrap_or(0);
-    let process = numbers.next().unwrap_or(0);
-    let start = numbers.next().unwrap_or(0);
-    (start, process, sequence)
+/// The bytes of the file at `path`, refused unread past `limit` bytes.
+fn read_at_most(path: &Path, limit: u64) -> std::io::Result<Vec<u8>> {
+    use std::io::Read as _;
+    let file = File::open(path)?;
+    let size = file.metadata()?.len();
+    if size > limit {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("{size} bytes, more than the {limit} the tracker's capacity could write"),
+        ));
+    }
+    let mut bytes = Vec::with_capacity(size as usize);
+    file.take(limit).read_to_end(&mut bytes)?;
+    Ok(bytes)
 }
 
 /// Writes `bytes` as a new file at `path`, readable by the tracker's user only (the

@@ -84,8 +84,11 @@ pub(super) fn parse_users(reader: impl BufRead, tables: &mut Tables) -> anyhow::
         };
         // Words are never echoed: in a line with its columns swapped, a word could be
         // a passkey, and the message goes to the log.
-        let Ok(id) = id.parse::<u32>() else {
-            bail!("line {number}: the first word is not a user id (a number up to 4294967295)");
+        let Some(id) = canonical_number(id) else {
+            bail!(
+                "line {number}: the first word is not a user id (a number up to 4294967295, \
+                 without sign or leading zeros)"
+            );
         };
         let stateless = key == "-";
         let key = if stateless {
@@ -148,9 +151,12 @@ pub(super) fn parse_torrents(reader: impl BufRead) -> anyhow::Result<HashMap<[u8
         let Some(hash) = hex_hash(hash) else {
             bail!("line {number}: {hash:?} is not an info hash (40 hexadecimal characters)");
         };
-        let id: u32 = id
-            .parse()
-            .with_context(|| format!("line {number}: torrent id {id:?} is not a number"))?;
+        let id = canonical_number(id).with_context(|| {
+            format!(
+                "line {number}: torrent id {id:?} is not a number up to 4294967295 (without \
+                 sign or leading zeros)"
+            )
+        })?;
         let mut torrent = Torrent {
             id,
             up_factor: 100,
@@ -178,6 +184,17 @@ pub(super) fn parse_torrents(reader: impl BufRead) -> anyhow::Result<HashMap<[u8
         Ok(())
     })?;
     Ok(torrents)
+}
+
+/// A number in its one written form: decimal digits, no sign, no leading zero (but
+/// `0` itself), at most `u32::MAX`. `+18` and `018` would otherwise be user 18 under
+/// another spelling.
+pub fn canonical_number(text: &str) -> Option<u32> {
+    let digits = text.as_bytes();
+    let canonical = !digits.is_empty()
+        && digits.iter().all(u8::is_ascii_digit)
+        && (digits[0] != b'0' || digits.len() == 1);
+    canonical.then(|| text.parse().ok()).flatten()
 }
 
 /// 40 hexadecimal characters as 20 bytes.

@@ -104,6 +104,12 @@ fn bad_lines_are_refused_with_their_number() {
         users("17\n")
     );
     assert!(users(&format!("x {ALICE}\n")).contains("the first word is not a user id"));
+    // One spelling per id: `+18` and `018` are not user 18.
+    for alias in ["+18", "018", "4294967296"] {
+        let text = users(&format!("{alias} {ALICE}\n"));
+        assert!(text.contains("not a user id"), "{alias}: {text}");
+    }
+
     assert!(users("17 a/b\n").contains("line 1: user 17's passkey must be"));
     assert!(users(&format!("17 {ALICE} vip\n")).contains("word 3 is not an option"));
     // Columns swapped, or a key where an option belongs: the key is not echoed.
@@ -115,6 +121,7 @@ fn bad_lines_are_refused_with_their_number() {
     assert!(torrents("abc 1\n").contains("line 1:"));
     assert!(torrents(&format!("{HASH} 1 down=x\n")).contains("a percentage"));
     assert!(torrents(&format!("{HASH} 1\n{HASH} 2\n")).contains("line 2: info hash listed twice"));
+    assert!(torrents(&format!("{HASH} 01\n")).contains("not a number"));
     // No key text in any message.
     assert!(!users(&format!("17 {ALICE}\n18 {ALICE}\n")).contains(ALICE));
 }
@@ -264,6 +271,16 @@ fn stateless_keys_need_no_registration_and_old_versions_can_be_retired() {
     assert_eq!(registry.user(digest(&forged)), Err(Refusal::UnknownKey));
     let moved = key42.replacen("42-", "43-", 1);
     assert_eq!(registry.user(digest(&moved)), Err(Refusal::UnknownKey));
+    // Other spellings of the same key: a leading zero in the id or the version, an
+    // upper-case MAC, a sign.
+    for alias in [
+        key42.replacen("42-", "042-", 1),
+        key42.replacen("-1-", "-01-", 1),
+        key42.replacen("42-", "+42-", 1),
+        key42.to_uppercase(),
+    ] {
+        assert!(registry.user(digest(&alias)).is_err(), "{alias}");
+    }
     // User 18 is registered to restrict them: seeding only, version 1 retired.
     let old = crate::derive_key(SECRET, 18, 1);
     assert_eq!(registry.user(digest(&old)), Err(Refusal::UnknownKey));

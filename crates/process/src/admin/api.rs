@@ -183,9 +183,12 @@ impl AdminApi {
         let segments: Vec<&str> = path.trim_end_matches('/').split('/').skip(1).collect();
         match (method, segments.as_slice()) {
             ("GET", ["v1", "status"]) => Answer::ok(self.status()),
-            (_, ["v1", "users", id]) => match id.parse::<u32>() {
-                Ok(id) => self.user(method, id, body),
-                Err(_) => Answer::error(400, "a user id is a number up to 4294967295"),
+            (_, ["v1", "users", id]) => match shoal_private::canonical_number(id) {
+                Some(id) => self.user(method, id, body),
+                None => Answer::error(
+                    400,
+                    "a user id is a number up to 4294967295, without sign or leading zeros",
+                ),
             },
             (_, ["v1", "torrents", hash]) => match parse_hex_hash(hash) {
                 Ok(hash) => self.torrent(method, &hash, body),

@@ -283,6 +283,13 @@ impl Dispatcher {
             let decision = gate
                 .registry
                 .announce(key, &info_hash, request.left > 0)
+                .and_then(|grant| match &gate.accounts {
+                    // Totals no client reaches are refused before anything counts them.
+                    Some(accounts) => accounts
+                        .check_totals(request.uploaded, request.downloaded)
+                        .map(|()| grant),
+                    None => Ok(grant),
+                })
                 .and_then(|grant| match &gate.sessions {
                     Some(sessions) => {
                         let announce = ClientAnnounce {

@@ -216,6 +216,13 @@ impl Host for Worker {
         }
         let leeching = announce.left != Some(0);
         let grant = registry.announce(key, &announce.info_hash.0, leeching)?;
+        if let Some(accounts) = &self.context.accounts {
+            // Totals no client reaches are refused before anything counts them.
+            accounts.check_totals(
+                announce.uploaded.unwrap_or(0),
+                announce.downloaded.unwrap_or(0),
+            )?;
+        }
         let event = match announce.event {
             AnnounceEvent::Update => LedgerEvent::None,
             AnnounceEvent::Started => LedgerEvent::Started,

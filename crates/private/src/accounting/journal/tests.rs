@@ -84,7 +84,8 @@ struct Run {
 impl Run {
     fn open(dir: &Dir, run: u32, now: u64) -> (Self, Recovered) {
         let mut ledger = Ledger::new(format!("http-{run}-1"), TIMEOUT, now);
-        let (journal, recovered) = Journal::open(&dir.0, "http", &mut ledger, now).unwrap();
+        let (journal, recovered) =
+            Journal::open(&dir.0, "http", &mut ledger, now, u64::MAX).unwrap();
         (Self { ledger, journal }, recovered)
     }
 
@@ -361,7 +362,7 @@ fn a_second_process_cannot_open_the_same_ledger() {
     let dir = Dir::new("locked");
     let _first = Run::open(&dir, 1, 0);
     let mut ledger = Ledger::new("http-2-1", TIMEOUT, 0);
-    let refused = Journal::open(&dir.0, "http", &mut ledger, 0).unwrap_err();
+    let refused = Journal::open(&dir.0, "http", &mut ledger, 0, u64::MAX).unwrap_err();
     assert!(
         format!("{refused:#}").contains("held by another running tracker"),
         "{refused:#}"

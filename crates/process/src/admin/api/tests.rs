@@ -260,6 +260,20 @@ fn bad_requests_say_what_is_wrong_without_echoing_values() {
     let (mut api, _, _) = api();
     let cases = [
         ("PUT", "/v1/users/x", "{}", 400, "user id"),
+        (
+            "PUT",
+            "/v1/users/018",
+            "{}",
+            400,
+            "without sign or leading zeros",
+        ),
+        (
+            "GET",
+            "/v1/users/+17",
+            "",
+            400,
+            "without sign or leading zeros",
+        ),
         ("PUT", "/v1/users/18", "{", 400, "ends too soon"),
         ("PUT", "/v1/users/18", "not json", 400, "not JSON"),
         (
