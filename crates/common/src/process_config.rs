@@ -117,9 +117,14 @@ pub struct AdminConfig {
     /// -hex 32`). Read at start, before privileges are dropped, so it may be readable
     /// by root only; refused if others may read it.
     pub token_path: std::path::PathBuf,
-    /// Largest request body, in bytes (a bulk access-list edit is the largest:
-    /// about 45 bytes per info hash).
+    /// Largest request body, in bytes (a bulk access-list edit is the largest: about
+    /// 45 bytes per info hash, so the default takes the 100,000 hashes a request may
+    /// carry). Read only once the request's token is checked.
     pub max_body_bytes: u32,
+    /// Request bodies being read at once, over every connection, in bytes: what the
+    /// API's connections may make the process hold. A request whose body does not fit
+    /// beside the others is answered 503 (try again). At least `max_body_bytes`.
+    pub body_budget_bytes: u32,
 }
 
 impl Default for AdminConfig {
@@ -128,7 +133,8 @@ impl Default for AdminConfig {
             enabled: false,
             address: SocketAddr::from(([127, 0, 0, 1], 9970)),
             token_path: std::path::PathBuf::new(),
-            max_body_bytes: 1 << 20,
+            max_body_bytes: 5 << 20,
+            body_budget_bytes: 8 << 20,
         }
     }
 }
@@ -137,6 +143,17 @@ impl AdminConfig {
     /// Records configuration problems.
     pub fn validate(&self, problems: &mut Problems) {
         problems.within("max_body_bytes", self.max_body_bytes, 1024..=(64 << 20));
+        problems.within(
+            "body_budget_bytes",
+            self.body_budget_bytes,
+            1024..=(1 << 30),
+        );
+        if self.body_budget_bytes < self.max_body_bytes {
+            problems.add(
+                "body_budget_bytes",
+                "must be at least max_body_bytes (one largest body must fit)",
+            );
+        }
         if !self.enabled {
             return;
         }

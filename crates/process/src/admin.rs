@@ -2,9 +2,10 @@
 //! users and torrents, and any tracker's access list, while it serves.
 //!
 //! Plain HTTP with JSON bodies on an address of its own, one thread, the connection
-//! handling of the monitoring endpoint (`crate::clients`: deadlines, a cap on open
-//! connections, bounded heads and bodies). Every request carries the bearer token
-//! read from `admin.token_path` at start.
+//! handling of the monitoring endpoint (`crate::clients`: deadlines, caps on open
+//! connections in all and per address, bounded heads and bodies). Every request
+//! carries the bearer token read from `admin.token_path` at start, checked as soon as
+//! the head is whole: a body is read only for a request that carries it.
 //!
 //! # Layout
 //!
@@ -56,6 +57,7 @@ pub(crate) struct Bound {
     listener: TcpListener,
     token: KeyDigest,
     max_body: usize,
+    body_budget: usize,
 }
 
 /// Binds the API's address and reads its token.
@@ -73,6 +75,7 @@ pub(crate) fn bind(config: &AdminConfig) -> anyhow::Result<Bound> {
         listener,
         token,
         max_body: config.max_body_bytes as usize,
+        body_budget: config.body_budget_bytes as usize,
     })
 }
 
@@ -81,10 +84,13 @@ impl Bound {
     pub(crate) fn spawn(self, targets: Vec<AdminTarget>, shutdown: Shutdown) -> anyhow::Result<()> {
         let address = self.listener.local_addr()?;
         log::info!("admin API on http://{address}/v1/ (documents/admin-api.md)");
-        let mut api = AdminApi::new(self.token, targets);
+        let api = std::cell::RefCell::new(AdminApi::new(self.token, targets));
         let limits = crate::clients::Limits {
             timeout: CLIENT_TIMEOUT,
             max_body: self.max_body,
+            max_clients: crate::clients::MAX_CLIENTS,
+            per_address: crate::clients::PER_ADDRESS,
+            body_budget: self.body_budget,
         };
         std::thread::Builder::new()
             .name("admin".into())
@@ -93,7 +99,8 @@ impl Bound {
                     self.listener,
                     &shutdown,
                     limits,
-                    |head, body| api.respond(head, body),
+                    |head| api.borrow_mut().check_head(head),
+                    |head, body| api.borrow_mut().respond(head, body),
                     || {},
                 );
                 if let Err(err) = served {

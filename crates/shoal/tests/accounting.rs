@@ -751,7 +751,10 @@ fn a_total_no_client_reaches_is_refused_and_credits_nothing() {
         )
     };
     let refused = announce(address, &target((1 << 50) + 1)).expect("an answer");
-    assert!(refused.contains("uploaded or downloaded total out of range"), "{refused}");
+    assert!(
+        refused.contains("uploaded or downloaded total out of range"),
+        "{refused}"
+    );
     let served = announce(address, &target(1000)).expect("an answer");
     assert!(served.contains("8:interval"), "{served}");
     std::thread::sleep(Duration::from_millis(2500));

@@ -880,6 +880,124 @@ fn the_admin_api_changes_users_live_for_every_private_tracker() {
     std::fs::remove_dir_all(&files).unwrap();
 }
 
+/// Resident memory of `pid`, in KiB.
+fn resident_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+/// A connection from `ip` (any address of 127.0.0.0/8).
+fn connect_from(ip: [u8; 4], to: SocketAddr) -> TcpStream {
+    let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    socket.bind(&SocketAddr::from((ip, 0)).into()).unwrap();
+    socket.connect(&to.into()).unwrap();
+    socket.into()
+}
+
+#[test]
+fn the_admin_api_reads_no_strangers_body_and_bounds_bodies_in_all() {
+    use std::os::unix::fs::PermissionsExt as _;
+    const TOKEN: &str = "0a1b2c3d4e5f60718293a4b5c6d7e8f9";
+    let files =
+        std::env::temp_dir().join(format!("shoal-operator-body-files-{}", std::process::id()));
+    std::fs::create_dir_all(&files).unwrap();
+    let (token, list) = (files.join("token"), files.join("list"));
+    std::fs::write(&token, format!("{TOKEN}\n")).unwrap();
+    std::fs::set_permissions(&token, std::fs::Permissions::from_mode(0o600)).unwrap();
+    std::fs::write(&list, format!("{}\n", "ee".repeat(20))).unwrap();
+    // The body limits at their defaults.
+    let config = format!(
+        "[admin]\nenabled = true\naddress = \"127.0.0.1:0\"\ntoken_path = \"{}\"\n{CONFIG}\
+         [udp.access_list]\nmode = \"allow\"\npath = \"{}\"\n",
+        token.display(),
+        list.display()
+    );
+    let shoal = Shoal::start("bodies", &config, &[]);
+    let api = shoal.address_after("admin API on http://");
+    let read_answer = |mut stream: TcpStream| {
+        stream
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .unwrap();
+        let mut answer = Vec::new();
+        let _ = stream.read_to_end(&mut answer);
+        String::from_utf8_lossy(&answer).into_owned()
+    };
+
+    // 128 strangers (16 from each of 8 addresses, an address's share) announcing
+    // 8 MiB bodies and sending them: each refused as its head is whole, none of its
+    // body kept.
+    let before = resident_kib(shoal.child.id());
+    let started = Instant::now();
+    let strangers: Vec<TcpStream> = (0..128u8)
+        .map(|n| {
+            let mut stream = connect_from([127, 0, 3, 1 + n / 16], api);
+            stream
+                .write_all(b"PUT /v1/users/18 HTTP/1.1\r\nContent-Length: 8388608\r\n\r\n")
+                .unwrap();
+            // Refused already: writing the body fails part-way, or lands unread.
+            let _ = stream.write_all(&[b'x'; 65536]);
+            stream
+        })
+        .collect();
+    for stream in strangers {
+        let answer = read_answer(stream);
+        assert!(answer.starts_with("HTTP/1.1 401"), "{answer}");
+    }
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+    let grown = resident_kib(shoal.child.id()).saturating_sub(before);
+    assert!(grown < 16 << 10, "resident memory grew by {grown} KiB");
+
+    // Bodies being read share a budget (8 MiB): a second 5 MiB body waits its turn.
+    let head = |length: usize| {
+        format!(
+            "POST /v1/access-list HTTP/1.1\r\nAuthorization: Bearer {TOKEN}\r\nContent-Length: {length}\r\n\r\n"
+        )
+    };
+    // The documented bulk edit, 100,000 hashes, fits in the default max_body_bytes.
+    let hashes: Vec<String> = (0..100_000u32).map(|n| format!("\"{n:040x}\"")).collect();
+    let bulk = format!(r#"{{"add": [{}]}}"#, hashes.join(", "));
+    assert!(bulk.len() <= 5 << 20, "{}", bulk.len());
+    let mut first = TcpStream::connect(api).unwrap();
+    first.write_all(head(bulk.len()).as_bytes()).unwrap();
+    first.write_all(&bulk.as_bytes()[..1000]).unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    let mut second = TcpStream::connect(api).unwrap();
+    second.write_all(head(bulk.len()).as_bytes()).unwrap();
+    let answer = read_answer(second);
+    assert!(answer.starts_with("HTTP/1.1 503"), "{answer}");
+    first.write_all(&bulk.as_bytes()[1000..]).unwrap();
+    let answer = read_answer(first);
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(answer.contains(r#""added":100000"#), "{answer}");
+    drop(shoal);
+    std::fs::remove_dir_all(&files).unwrap();
+}
+
+#[test]
+fn an_address_opening_many_connections_gives_way_to_itself_on_the_monitoring_endpoint() {
+    let shoal = Shoal::start("churn", CONFIG, &[]);
+    let monitor = shoal.address_after("health on http://");
+    // An honest client connects, then takes its time; another address opens 300.
+    let mut honest = connect_from([127, 0, 0, 1], monitor);
+    let crowd: Vec<TcpStream> = (0..300)
+        .map(|_| connect_from([127, 0, 0, 2], monitor))
+        .collect();
+    std::thread::sleep(Duration::from_millis(200));
+    honest.write_all(b"GET /health HTTP/1.1\r\n\r\n").unwrap();
+    honest
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let mut answer = String::new();
+    let _ = honest.read_to_string(&mut answer);
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer:?}");
+    drop(crowd);
+}
+
 #[test]
 fn accounting_batches_wait_for_a_site_that_is_down_across_a_restart() {
     const KEY: &str = "6f0d1b2c3d4e5f60718293a4b5c6d7e8";

@@ -109,6 +109,32 @@ struct BulkBody {
     remove: Vec<String>,
 }
 
+/// The bytes of an answer: status line, headers (a challenge with 401), JSON body.
+fn render(answer: &Answer) -> Vec<u8> {
+    let text = answer.body.to_string();
+    let reason = match answer.status {
+        200 => "OK",
+        201 => "Created",
+        400 => "Bad Request",
+        401 => "Unauthorized",
+        404 => "Not Found",
+        405 => "Method Not Allowed",
+        409 => "Conflict",
+        _ => "Error",
+    };
+    let challenge = if answer.status == 401 {
+        "WWW-Authenticate: Bearer realm=\"shoal admin\"\r\n"
+    } else {
+        ""
+    };
+    format!(
+        "HTTP/1.1 {} {reason}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n{challenge}Cache-Control: no-store\r\nConnection: close\r\n\r\n{text}\n",
+        answer.status,
+        text.len() + 1
+    )
+    .into_bytes()
+}
+
 impl AdminApi {
     /// The API over `targets`, for requests carrying the token whose digest is `token`.
     pub fn new(token: KeyDigest, targets: Vec<AdminTarget>) -> Self {
@@ -126,38 +152,23 @@ impl AdminApi {
         }
     }
 
-    /// The whole answer (status line to body) to a request.
-    pub fn respond(&mut self, head: &[u8], body: &[u8]) -> Vec<u8> {
-        let answer = self.answer(head, body);
-        let text = answer.body.to_string();
-        let reason = match answer.status {
-            200 => "OK",
-            201 => "Created",
-            400 => "Bad Request",
-            401 => "Unauthorized",
-            404 => "Not Found",
-            405 => "Method Not Allowed",
-            409 => "Conflict",
-            _ => "Error",
-        };
-        let challenge = if answer.status == 401 {
-            "WWW-Authenticate: Bearer realm=\"shoal admin\"\r\n"
-        } else {
-            ""
-        };
-        format!(
-            "HTTP/1.1 {} {reason}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n{challenge}Cache-Control: no-store\r\nConnection: close\r\n\r\n{text}\n",
-            answer.status,
-            text.len() + 1
-        )
-        .into_bytes()
+    /// The refusal of a request by its head alone (not an HTTP request, or without
+    /// the right token), before its body is read: a stranger's `Content-Length`
+    /// costs nothing.
+    pub fn check_head(&mut self, head: &[u8]) -> Option<Vec<u8>> {
+        self.refuse_head(head).map(|answer| render(&answer))
     }
 
-    fn answer(&mut self, head: &[u8], body: &[u8]) -> Answer {
+    /// The whole answer (status line to body) to a request.
+    pub fn respond(&mut self, head: &[u8], body: &[u8]) -> Vec<u8> {
+        render(&self.answer(head, body))
+    }
+
+    fn refuse_head(&mut self, head: &[u8]) -> Option<Answer> {
         let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
         let mut request = httparse::Request::new(&mut headers);
         if !matches!(request.parse(head), Ok(httparse::Status::Complete(_))) {
-            return Answer::error(400, "not an HTTP/1.1 request head");
+            return Some(Answer::error(400, "not an HTTP/1.1 request head"));
         }
         let authorized = request
             .headers
@@ -165,17 +176,29 @@ impl AdminApi {
             .find(|h| h.name.eq_ignore_ascii_case("authorization"))
             .and_then(|h| h.value.strip_prefix(b"Bearer "))
             .is_some_and(|token| KeyDigest::of_secret(token.trim_ascii()) == self.token);
-        if !authorized {
-            if let Some(left_out) = self.refused.take(Instant::now()) {
-                log::warn!(
-                    "admin API: a request without the right token refused{}",
-                    shoal_common::left_out(left_out)
-                );
-            }
-            return Answer::error(
-                401,
-                "send the token from admin.token_path: Authorization: Bearer <token>",
+        if authorized {
+            return None;
+        }
+        if let Some(left_out) = self.refused.take(Instant::now()) {
+            log::warn!(
+                "admin API: a request without the right token refused{}",
+                shoal_common::left_out(left_out)
             );
+        }
+        Some(Answer::error(
+            401,
+            "send the token from admin.token_path: Authorization: Bearer <token>",
+        ))
+    }
+
+    fn answer(&mut self, head: &[u8], body: &[u8]) -> Answer {
+        if let Some(refused) = self.refuse_head(head) {
+            return refused;
+        }
+        let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+        let mut request = httparse::Request::new(&mut headers);
+        if !matches!(request.parse(head), Ok(httparse::Status::Complete(_))) {
+            return Answer::error(400, "not an HTTP/1.1 request head");
         }
         let method = request.method.unwrap_or_default();
         let path = request.path.unwrap_or_default();
