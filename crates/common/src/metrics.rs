@@ -35,8 +35,8 @@ pub struct ShardStatus {
     /// Announces refused because their client had started as many torrents as it may
     /// (`[capacity] new_torrents_per_second`).
     pub new_torrents_refused: u64,
-    /// Torrents with one peer that never had a second, removed to make room for a new
-    /// torrent in a full shard.
+    /// Torrents whose peers never came from two clients at once, removed to make room
+    /// for a new torrent in a full shard.
     pub torrents_evicted: u64,
     /// Seeders, as the last cleaning pass counted them.
     pub seeders: u64,
@@ -643,7 +643,7 @@ impl<T: crate::observe::Observe> crate::observe::Observe for StatsSample<T> {
         }
         out.counter(
             "shoal_torrents_evicted",
-            "Torrents with one peer that never had a second, removed to make room for a \
+            "Torrents whose peers never came from two clients at once, removed to make room for a \
              new torrent in a full tracker.",
             &[],
             self.torrents_evicted,

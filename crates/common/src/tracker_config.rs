@@ -354,8 +354,9 @@ pub type TrackerFile<T> = ProcessAnd<Config<T>>;
 /// How many torrents and peers a tracker keeps at most.
 ///
 /// When full, swarms that exist keep working: a new torrent takes the place of the
-/// oldest torrent with one peer that never had a second (what a flood of fresh info
-/// hashes leaves behind), and only when there is none is it refused with an error
+/// oldest torrent whose peers never came from two clients at once (what a flood of
+/// fresh info hashes leaves behind, even from two ports of each address), and only
+/// when there is none is it refused with an error
 /// ("tracker full"); a new peer in a full swarm (or a full tracker) is answered with
 /// peers but not stored until others leave. Limits are split evenly over the swarm
 /// workers.
@@ -378,6 +379,14 @@ pub struct CapacityConfig {
     pub new_torrents_per_second: u32,
     /// New torrents a client may start at once above that rate.
     pub new_torrents_burst: u32,
+    /// Once half full, as new_torrents_per_second: new torrents one network (an IPv4
+    /// /network_ipv4_prefix_len or IPv6 /network_ipv6_prefix_len of the per_ip
+    /// section: a /24 and a /48 by default) may start per second there, on average, so
+    /// that filling the tracker takes many networks, not the addresses of one IPv6
+    /// allocation. 0 counts clients only.
+    pub network_new_torrents_per_second: u32,
+    /// New torrents a network may start at once above that rate.
+    pub network_new_torrents_burst: u32,
 }
 
 impl Default for CapacityConfig {
@@ -390,6 +399,8 @@ impl Default for CapacityConfig {
             max_peers_per_torrent: 200_000,
             new_torrents_per_second: 1,
             new_torrents_burst: 100,
+            network_new_torrents_per_second: 8,
+            network_new_torrents_burst: 800,
         }
     }
 }
@@ -409,6 +420,11 @@ impl CapacityConfig {
             self.new_torrents_per_second == 0 || self.new_torrents_burst >= 1,
             "new_torrents_burst",
             "must be at least 1 when new_torrents_per_second is set",
+        );
+        problems.check(
+            self.network_new_torrents_per_second == 0 || self.network_new_torrents_burst >= 1,
+            "network_new_torrents_burst",
+            "must be at least 1 when network_new_torrents_per_second is set",
         );
     }
 }

@@ -169,6 +169,11 @@ impl Bucket {
         self.tokens -= 1;
         true
     }
+
+    /// Returns a token taken for something that did not happen after all.
+    pub fn give_back(&mut self, burst: u32) {
+        self.tokens = self.tokens.saturating_add(1).min(burst);
+    }
 }
 
 impl ClientState for Bucket {}

@@ -147,6 +147,13 @@ enum PeerChange {
     Nothing,
 }
 
+impl PeerChange {
+    /// Whether the peer is in the torrent after it.
+    fn stored(self) -> bool {
+        matches!(self, Self::Added | Self::Refreshed)
+    }
+}
+
 impl Replicated {
     fn count(&mut self, change: PeerChange) {
         match change {
@@ -222,6 +229,7 @@ impl<X: SnapshotData> TorrentMap<DualStack<X>> {
         for (key, left, seeder, extra) in record.v4_peers() {
             let room =
                 self.peers < capacity.peers && torrent.peers.len() < capacity.peers_per_torrent;
+            let client = key.socket_addr().ip();
             let change = PeerUpdate {
                 left,
                 elapsed,
@@ -232,10 +240,14 @@ impl<X: SnapshotData> TorrentMap<DualStack<X>> {
             .apply(&mut torrent.peers.v4, key, extra, hasher);
             self.peers = tally(self.peers, change);
             done.count(change);
+            if change.stored() {
+                torrent.note_crowd(Some(client));
+            }
         }
         for (key, left, seeder, extra) in record.v6_peers() {
             let room =
                 self.peers < capacity.peers && torrent.peers.len() < capacity.peers_per_torrent;
+            let client = key.socket_addr().ip();
             let list = torrent.peers.v6.get_or_insert_with(Default::default);
             let change = PeerUpdate {
                 left,
@@ -247,8 +259,10 @@ impl<X: SnapshotData> TorrentMap<DualStack<X>> {
             .apply(list, key, extra, hasher);
             self.peers = tally(self.peers, change);
             done.count(change);
+            if change.stored() {
+                torrent.note_crowd(Some(client));
+            }
         }
-        torrent.note_crowd();
     }
 }
 
@@ -318,7 +332,9 @@ impl<K: PeerKey, X: PeerData> TorrentMap<PeerList<K, X>> {
         .apply(&mut torrent.peers, peer.key, peer.extra, &self.peer_hasher);
         self.peers = tally(self.peers, change);
         done.count(change);
-        torrent.note_crowd();
+        if change.stored() {
+            torrent.note_crowd(None);
+        }
         done
     }
 }

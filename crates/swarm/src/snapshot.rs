@@ -211,7 +211,7 @@ impl<X: SnapshotData> TorrentMap<DualStack<X>> {
             self.peers += 1;
             restored.peers += 1;
         }
-        torrent.note_crowd();
+        torrent.note_crowd(None);
         restored
     }
 }

@@ -132,17 +132,19 @@ pub struct Refusals {
     /// Announces refused because their client had started as many torrents as it may
     /// ([`NewTorrentLimit`]).
     pub new_torrents: u64,
-    /// Torrents with one peer that never had a second, removed to make room for a new
-    /// torrent in a full map.
+    /// Torrents whose peers never came from two clients at once, removed to make room
+    /// for a new torrent in a full map.
     pub evicted: u64,
 }
 
-/// How many torrents one client may start, once the map is past half its
-/// [`Capacity::torrents`]: a token bucket per client (an IPv4 address or IPv6 network,
-/// by the announcing peer's address) in a fixed table. Below half, starting torrents
-/// costs nothing (a restart without state has every client start its torrents
-/// again); past it, a flood of fresh info hashes from a few addresses stops at their
-/// allowance instead of filling the map for everyone.
+/// How many torrents one client, and one network, may start once the map is past half
+/// its [`Capacity::torrents`]: a token bucket per client (an IPv4 address or IPv6
+/// network, by the announcing peer's address) and one per network (an IPv4 /24, an
+/// IPv6 /48: what one site holds, so that the addresses of one allocation count as
+/// one), each in a fixed table. Below half, starting torrents costs nothing (a restart
+/// without state has every client start its torrents again); past it, a flood of
+/// fresh info hashes from a few addresses or networks stops at their allowance instead
+/// of filling the map for everyone.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct NewTorrentLimit {
     /// Torrents a client may start per second, on average.
@@ -155,6 +157,15 @@ pub struct NewTorrentLimit {
     pub ipv4_prefix_len: u8,
     /// Bits of an IPv6 address that make one client.
     pub ipv6_prefix_len: u8,
+    /// Torrents one network may start per second, on average; 0: networks are not
+    /// counted.
+    pub network_per_second: u32,
+    /// Torrents one network may start at once above that rate.
+    pub network_burst: u32,
+    /// Bits of an IPv4 address that make one network.
+    pub network_ipv4_prefix_len: u8,
+    /// Bits of an IPv6 address that make one network.
+    pub network_ipv6_prefix_len: u8,
 }
 
 /// The allowances of [`NewTorrentLimit`].
@@ -162,38 +173,86 @@ pub struct NewTorrentLimit {
 struct NewTorrentBudgets {
     limit: NewTorrentLimit,
     clients: ClientTable<Bucket>,
+    networks: ClientTable<Bucket>,
 }
 
 impl NewTorrentBudgets {
-    /// Takes one new torrent from the allowance of the client at `ip`.
+    fn new(limit: NewTorrentLimit) -> Self {
+        let networks = if limit.network_per_second > 0 {
+            limit.clients
+        } else {
+            0
+        };
+        Self {
+            limit,
+            clients: ClientTable::new(limit.clients),
+            networks: ClientTable::new(networks),
+        }
+    }
+
+    /// Takes one new torrent from the allowances of the client at `ip` and of its
+    /// network; neither is spent when either refuses.
     fn take(&mut self, ip: std::net::IpAddr, now: ServerTime) -> bool {
         let limit = self.limit;
         let key = client_key(ip, limit.ipv4_prefix_len, limit.ipv6_prefix_len);
-        self.clients
-            .entry(key, now, || Bucket::full(limit.burst, now))
-            .take(limit.per_second, limit.burst, now)
+        let client = self
+            .clients
+            .entry(key, now, || Bucket::full(limit.burst, now));
+        if !client.take(limit.per_second, limit.burst, now) {
+            return false;
+        }
+        if limit.network_per_second == 0 {
+            return true;
+        }
+        let network = client_key(
+            ip,
+            limit.network_ipv4_prefix_len,
+            limit.network_ipv6_prefix_len,
+        );
+        let network_burst = limit.network_burst;
+        let taken = self
+            .networks
+            .entry(network, now, || Bucket::full(network_burst, now))
+            .take(limit.network_per_second, network_burst, now);
+        if !taken {
+            self.clients
+                .entry(key, now, || Bucket::full(limit.burst, now))
+                .give_back(limit.burst);
+        }
+        taken
     }
 }
 
-/// Completed downloads of a torrent, with whether it ever held two peers at once in
-/// the top bit (the count saturates below it): a torrent that never did is what a
-/// flood of fresh info hashes leaves behind, and may give way in a full map. Kept in
-/// one word so that a torrent stays 72 bytes.
+/// Completed downloads of a torrent, with whether it was ever crowded (two clients'
+/// peers at once, or a download counted) in the top bit: a torrent that never was is
+/// what a flood of fresh info hashes leaves behind, even one announced from two ports
+/// of one address, and may give way in a full map. While it is not crowded its count
+/// is 0 and the low bits hold a tag of the one client its peers come from; once it is,
+/// they hold the count (saturating below the top bit). One word, so that a torrent
+/// stays 72 bytes.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Downloads(u32);
 
 impl Downloads {
     const CROWDED: u32 = 1 << 31;
+    const LOW: u32 = !Self::CROWDED;
 
     /// The count.
     pub(crate) fn count(self) -> u32 {
-        self.0 & !Self::CROWDED
+        if self.crowded() {
+            self.0 & Self::LOW
+        } else {
+            0
+        }
     }
 
-    /// Adds `more`, saturating.
+    /// Adds `more`, saturating; a download makes the torrent crowded.
     pub(crate) fn add(&mut self, more: u32) {
-        let count = self.count().saturating_add(more).min(!Self::CROWDED);
-        self.0 = (self.0 & Self::CROWDED) | count;
+        if more == 0 {
+            return;
+        }
+        self.mark_crowded();
+        self.0 = Self::CROWDED | self.count().saturating_add(more).min(Self::LOW);
     }
 
     /// Raises the count to `at_least`.
@@ -201,14 +260,43 @@ impl Downloads {
         self.add(at_least.saturating_sub(self.count()));
     }
 
-    /// Whether the torrent ever held two peers (or counted a download).
+    /// Whether the torrent was ever crowded.
     fn crowded(self) -> bool {
         self.0 & Self::CROWDED != 0
     }
 
+    /// Marks it crowded (its count 0 if it was not).
     fn mark_crowded(&mut self) {
-        self.0 |= Self::CROWDED;
+        if !self.crowded() {
+            self.0 = Self::CROWDED;
+        }
     }
+
+    /// Notes a peer of the client tagged `tag` (never 0) stored in the torrent, which
+    /// holds it `alone` or beside others: alone, the torrent is that client's; beside
+    /// peers of another client, it is crowded.
+    fn note_client(&mut self, tag: u32, alone: bool) {
+        if self.crowded() {
+            return;
+        }
+        let held = self.0 & Self::LOW;
+        if alone || held == 0 {
+            self.0 = tag;
+        } else if held != tag {
+            self.mark_crowded();
+        }
+    }
+}
+
+/// The tag [`Downloads`] keeps of a client (an IPv4 address, an IPv6 /64): 31 bits,
+/// never 0. Two clients share a tag about once in two billion, which keeps their
+/// torrent evictable: no attacker can choose that for someone else's torrent, and it
+/// cannot make one client look like two.
+fn client_tag(ip: std::net::IpAddr) -> u32 {
+    let key = client_key(ip, 32, 64);
+    let folded = (key as u64) ^ ((key >> 64) as u64);
+    let mixed = folded.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    ((mixed >> 33) as u32 & Downloads::LOW) | 1
 }
 
 /// The number of peers to return for a client's request, from configuration.
@@ -267,18 +355,24 @@ impl<S: PeerSet> Torrent<S> {
         }
     }
 
-    /// Notes that the torrent holds two peers or more, or counted a download, if it
-    /// does: from then on it never gives way to a newcomer in a full map.
-    pub(crate) fn note_crowd(&mut self) {
-        if self.peers.len() >= 2 || self.downloads.count() > 0 {
-            self.downloads.mark_crowded();
+    /// Notes a peer stored in the torrent from `client` (its address, when its key
+    /// carries one): once it holds peers of two clients at once (without addresses to
+    /// tell, two peers), or counted a download, it is crowded and from then on never
+    /// gives way to a newcomer in a full map.
+    pub(crate) fn note_crowd(&mut self, client: Option<std::net::IpAddr>) {
+        match client {
+            Some(ip) => self
+                .downloads
+                .note_client(client_tag(ip), self.peers.len() <= 1),
+            None if self.peers.len() >= 2 => self.downloads.mark_crowded(),
+            None => {}
         }
     }
 
-    /// Whether it may give way to a new torrent in a full map: one peer at most, and
-    /// never two at once.
+    /// Whether it may give way to a new torrent in a full map: never crowded (its
+    /// peers, however many, from one client).
     fn may_give_way(&self) -> bool {
-        !self.downloads.crowded() && self.peers.len() <= 1
+        !self.downloads.crowded()
     }
 
     /// The torrent's info hash.
@@ -368,10 +462,7 @@ impl<S: PeerSet> TorrentMap<S> {
     /// Limits the torrents each client may start once the map is past half its
     /// capacity ([`NewTorrentLimit`]).
     pub fn with_new_torrent_limit(mut self, limit: NewTorrentLimit) -> Self {
-        self.new_torrents = Some(NewTorrentBudgets {
-            limit,
-            clients: ClientTable::new(limit.clients),
-        });
+        self.new_torrents = Some(NewTorrentBudgets::new(limit));
         self
     }
 
@@ -658,7 +749,9 @@ impl<S: PeerSet> TorrentMap<S> {
         if downloaded {
             torrent.downloads.add(1);
         }
-        torrent.note_crowd();
+        if position.is_some() {
+            torrent.note_crowd(announce.key.client());
+        }
         Ok(Announced {
             counts: torrent.counts(),
             stored: position.is_some(),

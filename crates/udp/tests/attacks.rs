@@ -40,12 +40,15 @@ fn a_full_tracker_refuses_only_when_every_torrent_is_a_real_swarm() {
     config.capacity.max_torrents = 50;
     config.capacity.new_torrents_per_second = 0;
     let tracker = start(config);
-    let mut client = Client::new(tracker.ipv4_addr().unwrap());
+    let server = tracker.ipv4_addr().unwrap();
+    let mut client = Client::new(server);
     let id = client.connect();
-    // Fifty swarms of two peers: none gives way.
+    let mut other = Client::from("127.0.0.2:0", server);
+    let other_id = other.connect();
+    // Fifty swarms of two peers of two clients: none gives way.
     for n in 0..50 {
         client.announce(id, Announce::new(hash(n), 1));
-        client.announce(id, Announce::new(hash(n), 2));
+        other.announce(other_id, Announce::new(hash(n), 2));
     }
     // A new torrent is refused with the longest interval (6 x 1,800 s, jittered by
     // up to 10%) and no peers: an error reply has no interval, and libtorrent would
@@ -110,10 +113,11 @@ fn a_fresh_hash_flood_from_many_addresses_cannot_keep_an_honest_torrent_out() {
         .collect();
     let sent: u32 = flooders.into_iter().map(|f| f.join().unwrap()).sum();
     assert_eq!(sent, 20_000);
-    assert!(eventually(|| tracker.stats().torrents_evicted > 0));
+    // The addresses are of two /24s: past half full, their networks' allowances (800
+    // each at once) stop them before the per-address ones would.
+    assert!(eventually(|| tracker.stats().new_torrents_refused > 0));
     let stats = tracker.stats();
     assert!(stats.torrents <= 2_000, "{} torrents", stats.torrents);
-    assert!(stats.new_torrents_refused > 0, "{stats:?}");
     // Two honest peers start a torrent: stored, and they find each other.
     let honest = hash(999_999);
     let mut first = Client::from("127.0.20.1:0", server);
@@ -124,6 +128,84 @@ fn a_fresh_hash_flood_from_many_addresses_cannot_keep_an_honest_torrent_out() {
     let reply = second.announce(id, Announce::new(honest, 7002));
     assert_eq!(reply.leechers, 2);
     assert_eq!(reply.peers.len(), 1, "the first honest peer");
+}
+
+/// The attack of issue 52: fresh info hashes each announced from two ports of one
+/// address, so that each looks like a real two-peer swarm, from addresses in many
+/// /24s, with `max_torrents = 4000` and every other limit at its default. It filled
+/// the tracker in a second, after which every new honest torrent was refused with the
+/// longest interval. Now a swarm whose peers all come from one client gives way like
+/// a lone peer's, and a network's new torrents are counted too: two honest peers
+/// starting a torrent are stored and served, at the usual interval.
+#[test]
+fn swarms_of_one_client_from_many_networks_cannot_fill_the_tracker() {
+    let mut config = loopback_config(false);
+    config.capacity.max_torrents = 4_000;
+    let tracker = start(config);
+    let server = tracker.ipv4_addr().unwrap();
+    let flooders: Vec<_> = (0..4u32)
+        .map(|thread| {
+            std::thread::spawn(move || {
+                let mut sent = 0u32;
+                for address in 0..16u32 {
+                    let n = thread * 16 + address;
+                    // One address in each of 64 /24s.
+                    let local = format!("127.{}.{}.1:0", 40 + n / 32, n % 32);
+                    let mut flooder = Client::from(&local, server);
+                    let id = flooder.connect_retrying(3);
+                    for fresh in 0..450u32 {
+                        let mut info_hash = hash(n * 1000 + fresh);
+                        info_hash[19] = 0xf2;
+                        for port in [6881, 6882] {
+                            flooder.send_announce(id, Announce::new(info_hash, port));
+                            sent += 1;
+                        }
+                        if fresh % 50 == 49 {
+                            while flooder.recv_within(Duration::from_millis(5)).is_some() {}
+                        }
+                    }
+                    while flooder.recv_within(Duration::from_millis(20)).is_some() {}
+                }
+                sent
+            })
+        })
+        .collect();
+    let sent: u32 = flooders.into_iter().map(|f| f.join().unwrap()).sum();
+    assert_eq!(sent, 64 * 900);
+    assert!(eventually(|| tracker.stats().torrents >= 3_000));
+    let stats = tracker.stats();
+    assert!(stats.torrents <= 4_000, "{} torrents", stats.torrents);
+    // Two honest peers start a torrent: stored, told the interval every client is
+    // (the flood's load may have raised it), not a refusal's longest (6 x 1,800 s,
+    // less 10% at most), and they find each other.
+    let honest = hash(888_888);
+    let mut first = Client::from("127.0.21.1:0", server);
+    let first_id = first.connect();
+    let reply = first.announce(first_id, Announce::new(honest, 7001));
+    assert_eq!(reply.leechers, 1, "stored");
+    assert!(reply.interval < 9_720, "interval {}", reply.interval);
+    let mut second = Client::from("127.0.22.1:0", server);
+    let id = second.connect();
+    let reply = second.announce(id, Announce::new(honest, 7002));
+    assert_eq!(reply.leechers, 2);
+    assert_eq!(reply.peers.len(), 1, "the first honest peer");
+    // And it stays while the flood goes on.
+    let mut flooder = Client::from("127.0.60.1:0", server);
+    let id = flooder.connect();
+    for fresh in 0..900u32 {
+        let mut info_hash = hash(5_000_000 + fresh);
+        info_hash[19] = 0xf3;
+        flooder.send_announce(id, Announce::new(info_hash, 6881));
+        flooder.send_announce(id, Announce::new(info_hash, 6882));
+        if fresh % 50 == 49 {
+            while flooder.recv_within(Duration::from_millis(5)).is_some() {}
+        }
+    }
+    while flooder.recv_within(Duration::from_millis(20)).is_some() {}
+    let reply = first.announce(first_id, Announce::new(honest, 7001));
+    assert_eq!(reply.leechers, 2);
+    let stats = tracker.stats();
+    assert!(stats.torrents_evicted > 0, "{stats:?}");
 }
 
 #[test]

@@ -281,9 +281,9 @@ fn start_exporter(
     Ok(Some(exporter))
 }
 
-/// How many torrents each client may start in one shard once it is half full
-/// (`[capacity] new_torrents_per_second`), with clients as `[per_ip]` counts them;
-/// `None` when off.
+/// How many torrents each client and each network may start in one shard once it is
+/// half full (`[capacity] new_torrents_per_second`, `network_new_torrents_per_second`),
+/// with clients and networks as `[per_ip]` counts them; `None` when off.
 pub fn new_torrent_limit<K: shoal_common::TrackerKind>(
     config: &shoal_common::Config<K>,
 ) -> Option<shoal_swarm::NewTorrentLimit> {
@@ -294,6 +294,10 @@ pub fn new_torrent_limit<K: shoal_common::TrackerKind>(
         clients: config.per_ip.table_size,
         ipv4_prefix_len: config.per_ip.ipv4_prefix_len,
         ipv6_prefix_len: config.per_ip.ipv6_prefix_len,
+        network_per_second: capacity.network_new_torrents_per_second,
+        network_burst: capacity.network_new_torrents_burst,
+        network_ipv4_prefix_len: config.per_ip.network_ipv4_prefix_len,
+        network_ipv6_prefix_len: config.per_ip.network_ipv6_prefix_len,
     })
 }
 

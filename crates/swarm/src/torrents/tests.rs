@@ -684,6 +684,10 @@ fn past_half_its_capacity_a_map_limits_the_torrents_each_client_starts() {
         clients: 64,
         ipv4_prefix_len: 32,
         ipv6_prefix_len: 64,
+        network_per_second: 0,
+        network_burst: 0,
+        network_ipv4_prefix_len: 24,
+        network_ipv6_prefix_len: 48,
     };
     let mut map = BitTorrentMap::new(TIMEOUT, capacity).with_new_torrent_limit(limit);
     let mut rng = SmallRng::seed_from_u64(1);
@@ -719,15 +723,159 @@ fn the_downloads_count_saturates_below_the_crowd_bit() {
     let mut downloads = Downloads::default();
     downloads.add(u32::MAX);
     assert_eq!(downloads.count(), (1 << 31) - 1);
-    assert!(!downloads.crowded());
-    downloads.mark_crowded();
+    assert!(downloads.crowded(), "a download makes a torrent crowded");
     downloads.add(5);
     assert_eq!(downloads.count(), (1 << 31) - 1);
-    assert!(downloads.crowded());
     let mut raised = Downloads::default();
     raised.raise_to(7);
     raised.raise_to(3);
     assert_eq!(raised.count(), 7);
+    // A client's tag is no count, and crowding starts the count at 0.
+    let mut tagged = Downloads::default();
+    tagged.note_client(0x7fff_ffff, true);
+    assert_eq!(tagged.count(), 0);
+    tagged.note_client(0x7fff_ffff, false);
+    assert!(!tagged.crowded(), "the same client again");
+    tagged.note_client(3, false);
+    assert!(tagged.crowded());
+    assert_eq!(tagged.count(), 0);
+    tagged.add(2);
+    assert_eq!(tagged.count(), 2);
+}
+
+/// A torrent announced from two ports of one address (or many addresses of one IPv6
+/// /64) is what a flood makes to look like a swarm: it stays lone and gives way in a
+/// full map; a swarm of two clients does not.
+#[test]
+fn a_swarm_whose_peers_come_from_one_client_gives_way() {
+    let capacity = Capacity {
+        torrents: 4,
+        ..Capacity::UNLIMITED
+    };
+    let mut map = BitTorrentMap::new(TIMEOUT, capacity);
+    let mut rng = SmallRng::seed_from_u64(1);
+    let v6 = |last: u16, port: u16| {
+        V6Addr::new(
+            std::net::Ipv6Addr::new(0x2001, 0xdb8, 0, 7, 0, 0, 0, last),
+            port,
+        )
+    };
+    // The flood: each torrent with two (or five) peers of one client.
+    for n in 10..12u8 {
+        for port in 1..=2 {
+            announce_in(&mut map, [n; 20], v4(9, port), &mut rng)
+                .0
+                .unwrap();
+        }
+    }
+    for n in 12..14u8 {
+        for last in 1..=5 {
+            map.announce(
+                &[n; 20],
+                Announce {
+                    key: v6(last, 6881),
+                    extra: (),
+                    event: AnnounceEvent::Started,
+                    seeder: Some(false),
+                    peers_wanted: 50,
+                },
+                ServerTime(0),
+                &mut rng,
+                |_| {},
+            )
+            .unwrap();
+        }
+    }
+    assert_eq!(map.torrent_count(), 4);
+    // An honest swarm of two addresses: stored, in place of the oldest flood torrent,
+    // and then kept whatever comes.
+    announce_in(&mut map, [20; 20], v4(3, 1), &mut rng)
+        .0
+        .unwrap();
+    announce_in(&mut map, [20; 20], v4(4, 1), &mut rng)
+        .0
+        .unwrap();
+    assert!(map.get(&[10; 20]).is_none());
+    for n in 30..40u8 {
+        for port in 1..=2 {
+            let _ = announce_in(&mut map, [n; 20], v4(9, port), &mut rng);
+        }
+    }
+    assert_eq!(map.scrape(&[20; 20]).leechers, 2);
+    assert!(map.get(&[12; 20]).is_none() && map.get(&[13; 20]).is_none());
+    assert_eq!(map.refusals().torrents, 0);
+    // A lone client whose peer leaves, then another's alone: still one client's.
+    map.announce(
+        &[39; 20],
+        announce(v4(9, 1), false, AnnounceEvent::Stopped),
+        ServerTime(0),
+        &mut rng,
+        |_| {},
+    )
+    .unwrap();
+    map.announce(
+        &[39; 20],
+        announce(v4(9, 2), false, AnnounceEvent::Stopped),
+        ServerTime(0),
+        &mut rng,
+        |_| {},
+    )
+    .unwrap();
+    announce_in(&mut map, [39; 20], v4(5, 1), &mut rng)
+        .0
+        .unwrap();
+    assert!(map.get(&[39; 20]).unwrap().may_give_way());
+}
+
+#[test]
+fn past_half_its_capacity_a_network_has_an_allowance_of_its_own() {
+    let capacity = Capacity {
+        torrents: 1000,
+        ..Capacity::UNLIMITED
+    };
+    let limit = NewTorrentLimit {
+        per_second: 1,
+        burst: 5,
+        clients: 256,
+        ipv4_prefix_len: 32,
+        ipv6_prefix_len: 64,
+        network_per_second: 2,
+        network_burst: 12,
+        network_ipv4_prefix_len: 24,
+        network_ipv6_prefix_len: 48,
+    };
+    let mut map = BitTorrentMap::new(TIMEOUT, capacity).with_new_torrent_limit(limit);
+    let mut rng = SmallRng::seed_from_u64(1);
+    let mut next = 0u32;
+    let mut start = |map: &mut BitTorrentMap<()>, addr: V4Addr, now: u32| {
+        next += 1;
+        let mut hash = [0u8; 20];
+        hash[..4].copy_from_slice(&next.to_le_bytes());
+        map.announce(
+            &hash,
+            announce(addr, false, AnnounceEvent::Started),
+            ServerTime(now),
+            &mut rng,
+            |_| {},
+        )
+    };
+    for n in 0..500u32 {
+        start(&mut map, v4((n % 200) as u8 + 1, 1), 0).unwrap();
+    }
+    // Ten addresses of one /24, five each allowed alone: the network's 12 in all.
+    let started = (0..50u8)
+        .filter(|n| start(&mut map, v4(n % 10 + 1, 1), 0).is_ok())
+        .count();
+    assert_eq!(started, 12);
+    // A refusal by the network leaves the client's own allowance whole: another
+    // network's address is still served, and a second later the first network's rate.
+    let elsewhere = V4Addr::new(Ipv4Addr::new(10, 0, 1, 1), 1);
+    assert!((0..5).all(|_| start(&mut map, elsewhere, 0).is_ok()));
+    let later = (0..10u8)
+        .filter(|n| start(&mut map, v4(n + 20, 1), 1).is_ok())
+        .count();
+    assert_eq!(later, 2);
+    assert_eq!(map.refusals().new_torrents, 38 + 8);
 }
 
 #[test]
