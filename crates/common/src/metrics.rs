@@ -334,6 +334,11 @@ impl<C: Counters> WorkerStats<C> {
         })
     }
 
+    /// How many socket workers count.
+    pub fn socket_workers(&self) -> usize {
+        self.sockets.len()
+    }
+
     /// Socket worker `index`'s counters.
     pub fn socket(&self, index: usize) -> &C {
         &self.sockets[index]

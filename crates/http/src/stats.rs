@@ -134,11 +134,13 @@ impl shoal_worker::LoadCounters for SocketTotals {
                 announces: self.announce_responses - self.announce_responses_v6,
                 served: served - served_v6,
                 lost,
+                ..Default::default()
             },
             shoal_worker::FamilyCounts {
                 announces: self.announce_responses_v6,
                 served: served_v6,
                 lost,
+                ..Default::default()
             },
         ]
     }

@@ -281,3 +281,155 @@ fn an_overloaded_tracker_raises_the_interval_within_its_bounds() {
     let highest = intervals.iter().chain(&after).max().copied().unwrap_or(0);
     assert!(highest > min * 11 / 10, "never rose: {highest} ({log:#?})");
 }
+
+/// Sends junk (datagrams no tracker protocol reads) to `tracker` from `sources`
+/// (local addresses, each one socket: one 4-tuple each) until `until`; returns how
+/// many were sent.
+fn junk_flood(tracker: SocketAddr, sources: &[&str], until: Instant) -> u64 {
+    let sockets: Vec<UdpSocket> = sources
+        .iter()
+        .map(|source| {
+            let socket = UdpSocket::bind(source).unwrap();
+            socket.set_nonblocking(true).unwrap();
+            socket
+        })
+        .collect();
+    let junk = [0x5au8; 100];
+    let mut sent = 0u64;
+    while Instant::now() < until {
+        for socket in &sockets {
+            for _ in 0..64 {
+                if socket.send_to(&junk, tracker).is_ok() {
+                    sent += 1;
+                }
+            }
+        }
+    }
+    sent
+}
+
+/// An honest client announcing over `seconds` with its own connection: the
+/// intervals of the replies it got (lost requests are retried after 200 ms).
+fn honest_intervals(tracker: SocketAddr, seconds: u64, port: u16) -> Vec<u64> {
+    let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
+    socket
+        .set_read_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
+    let until = Instant::now() + Duration::from_secs(seconds);
+    let mut reply = [0u8; 2048];
+    let mut intervals = Vec::new();
+    let mut connection: Option<[u8; 8]> = None;
+    let mut n = 0u32;
+    while Instant::now() < until {
+        n += 1;
+        let Some(id) = connection else {
+            let mut connect = 0x0417_2710_1980u64.to_be_bytes().to_vec();
+            connect.extend_from_slice(&[0, 0, 0, 0]);
+            connect.extend_from_slice(&n.to_be_bytes());
+            let _ = socket.send_to(&connect, tracker);
+            if let Ok(16) = socket.recv(&mut reply) {
+                connection = Some(reply[8..16].try_into().unwrap());
+            }
+            continue;
+        };
+        let mut packet = id.to_vec();
+        packet.extend_from_slice(&1u32.to_be_bytes());
+        packet.extend_from_slice(&n.to_be_bytes());
+        packet.extend_from_slice(&[0xab; 20]);
+        packet.extend_from_slice(b"-TR3000-honesthonest");
+        packet.extend_from_slice(&[0; 8]);
+        packet.extend_from_slice(&1000u64.to_be_bytes()); // left
+        packet.extend_from_slice(&[0; 8]);
+        packet.extend_from_slice(&0u32.to_be_bytes());
+        packet.extend_from_slice(&[0; 8]);
+        packet.extend_from_slice(&(-1i32).to_be_bytes());
+        packet.extend_from_slice(&port.to_be_bytes());
+        let _ = socket.send_to(&packet, tracker);
+        if let Ok(read) = socket.recv(&mut reply)
+            && read >= 20
+            && reply[..4] == 1u32.to_be_bytes()
+            && reply[4..8] == n.to_be_bytes()
+        {
+            intervals.push(u64::from(u32::from_be_bytes(
+                reply[8..12].try_into().unwrap(),
+            )));
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    intervals
+}
+
+/// The attack of issue 52: with a small receive buffer that never shrinks, 5 s of
+/// junk from one spoofable source moved every client from the base interval to the
+/// longest (the kernel's drops were all counted as demand), and the capacity learnt
+/// fell 157x. Junk from one 4-tuple (one socket worker), from one address's many
+/// ports, and from many addresses: the honest client's interval stays within 10% of
+/// its value during each flood and after.
+#[test]
+fn junk_floods_leave_the_interval_where_it_was() {
+    let dir = std::env::temp_dir().join(format!("shoal-adaptive-junk-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let (process, trackers) = start(
+        &dir,
+        "socket_recv_buffer_size = 65536\noverload_recv_buffer_size = 0\n",
+    );
+    let udp = trackers[0].1;
+    let (min, _) = bounds(Protocol::Udp);
+    // At rest: the base interval and its jitter (10%, only longer at the base).
+    let highest_allowed = min * 11 / 10 * 11 / 10;
+    let floods: [(&str, Vec<&str>); 3] = [
+        ("one 4-tuple", vec!["127.0.0.1:0"]),
+        ("one address, many ports", vec!["127.0.0.1:0"; 8]),
+        (
+            "many addresses",
+            vec![
+                "127.0.5.1:0",
+                "127.0.6.1:0",
+                "127.0.7.1:0",
+                "127.0.8.1:0",
+                "127.0.9.1:0",
+                "127.0.10.1:0",
+                "127.0.11.1:0",
+                "127.0.12.1:0",
+            ],
+        ),
+    ];
+    for (name, sources) in floods {
+        let until = Instant::now() + Duration::from_secs(5);
+        let flooders: Vec<_> = sources
+            .chunks(sources.len().div_ceil(2))
+            .map(|chunk| {
+                let chunk: Vec<String> = chunk.iter().map(|s| s.to_string()).collect();
+                std::thread::spawn(move || {
+                    let chunk: Vec<&str> = chunk.iter().map(String::as_str).collect();
+                    junk_flood(udp, &chunk, until)
+                })
+            })
+            .collect();
+        let during = honest_intervals(udp, 5, 7001);
+        let sent: u64 = flooders.into_iter().map(|f| f.join().unwrap()).sum();
+        let after = honest_intervals(udp, 5, 7001);
+        eprintln!(
+            "{name}: {sent} junk datagrams in 5 s; honest intervals during {:?}, after {:?}",
+            during.iter().max(),
+            after.iter().max()
+        );
+        assert!(
+            !after.is_empty(),
+            "{name}: the honest client was not answered after"
+        );
+        let over: Vec<&u64> = during
+            .iter()
+            .chain(&after)
+            .filter(|&&interval| interval > highest_allowed)
+            .collect();
+        assert!(
+            over.is_empty(),
+            "{name}: {} replies over {highest_allowed}, e.g. {:?}",
+            over.len(),
+            &over[..over.len().min(10)]
+        );
+    }
+    process.stop();
+    let _ = std::fs::remove_dir_all(&dir);
+}

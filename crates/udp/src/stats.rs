@@ -11,6 +11,8 @@ shoal_common::counters! {
     pub struct SocketCounters, SharedSocketCounters, SocketTotals {
         /// Datagrams received.
         received,
+        /// Of `received`, those over IPv6.
+        received_v6,
         /// Connect requests.
         connect_requests,
         /// Announce requests (valid ones, before connection id checks).
@@ -208,12 +210,16 @@ impl shoal_worker::LoadCounters for SocketTotals {
         let v6 = shoal_worker::FamilyCounts {
             announces: self.announce_replies_v6,
             served: served_v6,
-            lost: self.shed_v6 + self.kernel_drops_v6,
+            lost: self.shed_v6,
+            dropped: self.kernel_drops_v6,
+            read: self.received_v6,
         };
         let v4 = shoal_worker::FamilyCounts {
             announces: self.announce_replies.saturating_sub(v6.announces),
             served: served.saturating_sub(served_v6),
-            lost: (self.shed + self.kernel_drops).saturating_sub(v6.lost),
+            lost: self.shed.saturating_sub(v6.lost),
+            dropped: self.kernel_drops.saturating_sub(v6.dropped),
+            read: self.received.saturating_sub(v6.read),
         };
         [v4, v6]
     }

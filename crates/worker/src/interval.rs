@@ -11,7 +11,11 @@
 //!
 //! 1. **Load** ℓ: the share of the tracker's capacity the tick used (the busiest
 //!    socket worker, the busiest swarm worker, the fullest swarm queue) and, when
-//!    requests were lost (shed, or dropped by the kernel), offered over served (above 1).
+//!    requests were lost, the announces offered (answered and lost) over the capacity
+//!    learnt. Lost are the requests shed and, of the datagrams the kernel dropped, the
+//!    share that was demand in what the same worker read (a flood of junk is little
+//!    demand, however much the kernel drops); the capacity is learnt only from seconds
+//!    whose busiest socket worker read mostly demand.
 //! 2. **Demand** D = ℓ × Ĩ, where Ĩ is the interval the clients arriving now were
 //!    given: found in the controller's own history, the tick s with s + I(s) = now. For
 //!    one population D does not depend on the interval (load falls as the interval
@@ -19,7 +23,9 @@
 //!    to come back at (after the interval rose, the old clients are back before the
 //!    new ones) tell nothing and are skipped. D is smoothed over [`SMOOTHING`] ticks.
 //! 3. **Target** I* = D / `target_load`, within [`min`, `max`].
-//! 4. **Moves**: up at once (a longer interval only makes clients come back later);
+//! 4. **Moves**: up at most twofold per 1/30 of the base interval (a minute at 1,800
+//!    s: a longer interval only makes clients come back later, and only an interval
+//!    from now, so a faster rise gains nothing and would let a burst move it far);
 //!    down with a slope a ≤ 1 − ℓ/`target_load` (and ≤ [`MAX_DOWN_SLOPE`]): clients told
 //!    a shorter interval arrive together with those told a longer one before them, so
 //!    arrivals grow by 1/(1 − a) while it lasts, which the headroom left covers.
@@ -331,9 +337,22 @@ pub struct FamilySample {
     pub announces: u64,
     /// Requests of every kind answered (announces, scrapes, connects).
     pub served: u64,
-    /// Requests lost: shed (a swarm queue was full) or dropped by the kernel (the
-    /// receive queue was full).
-    pub lost: u64,
+    /// Requests lost: shed (a swarm queue was full), and the share of the datagrams
+    /// the kernel dropped (the receive queue was full) that was demand
+    /// (`driver::demand_lost`).
+    pub lost: f64,
+}
+
+impl FamilySample {
+    /// [`lost`](Self::lost) as a count: not negative, finite.
+    fn lost_count(&self) -> f64 {
+        if self.lost.is_finite() && self.lost > 0.0 {
+            // No more than a counter holds: sums stay finite.
+            self.lost.min(u64::MAX as f64)
+        } else {
+            0.0
+        }
+    }
 }
 
 /// What one second measured of the tracker.
@@ -347,6 +366,9 @@ pub struct LoadSample {
     /// Peers stored, at the end of the second: the clients that announce once per
     /// interval.
     pub peers: u64,
+    /// Of what the busiest socket worker read, the share that was demand (announces,
+    /// requests shed): low when it is busy with junk. `None` where not counted.
+    pub socket_demand_share: Option<f64>,
     /// Per family, in [`Family`] order.
     pub families: [FamilySample; 2],
 }
@@ -366,12 +388,24 @@ impl LoadSample {
     /// The load to show: the busy share, or offered over served when requests were
     /// lost (above 1).
     pub fn busy_or_load(&self) -> f64 {
-        let lost = self.total(|family| family.lost);
+        let lost = self.lost();
         let served = self.total(|family| family.served);
-        if lost == 0 {
+        if lost <= 0.0 {
             return self.busy();
         }
-        self.busy().max(1.0) * (served as f64 + lost as f64) / served.max(1) as f64
+        self.busy().max(1.0) * (served as f64 + lost) / served.max(1) as f64
+    }
+
+    /// Requests lost, both families: a count, never negative or NaN.
+    fn lost(&self) -> f64 {
+        self.families.iter().map(|family| family.lost_count()).sum()
+    }
+
+    /// Whether the busiest socket worker's reading was mostly demand: seconds it
+    /// spent on junk teach nothing of the capacity, and say nothing of the demand.
+    fn mostly_demand(&self) -> bool {
+        self.socket_demand_share
+            .is_none_or(|share| share.is_nan() || share >= MIN_DEMAND_SHARE)
     }
 
     fn total(&self, field: impl Fn(&FamilySample) -> u64) -> u64 {
@@ -383,6 +417,15 @@ impl LoadSample {
 const MIN_BUSY_TO_LEARN: f64 = 0.02;
 /// Seconds that teach the capacity, over which its estimate is averaged.
 const CAPACITY_WINDOW: f64 = 60.0;
+/// Of what the busiest socket worker read, the share of demand under which it is
+/// taken as busy with junk (honest UDP traffic is about half announces: a connect
+/// before each, some scrapes).
+const MIN_DEMAND_SHARE: f64 = 0.2;
+/// The interval rises at most twofold in this share of the base interval: a minute
+/// at 1,800 s. Its effect only shows an interval later (the clients arriving now were
+/// told before), so a faster rise gains nothing, and a burst of losses (or of a flood
+/// that passes for them) moves it little: 5 s of losses, 6% at most.
+const DOUBLING_SHARE_OF_BASE: f64 = 1.0 / 30.0;
 
 /// The adaptive interval of both families (see the module's notes); no clock, no
 /// I/O: [`tick`](Self::tick) once a second with what the second measured.
@@ -475,7 +518,9 @@ impl Controller {
         // Only seconds that did work and answered announces teach the capacity: the
         // ratio of announces to busy time over them. (Averaged over every second, a
         // second of busy time and no announce made it 0, and the demand infinite.)
-        if busy >= MIN_BUSY_TO_LEARN && announces >= 1.0 {
+        // Nor do seconds whose busiest socket worker read mostly junk: its busy time
+        // bought no announces (120k junk datagrams a second took it 157x lower).
+        if busy >= MIN_BUSY_TO_LEARN && announces >= 1.0 && sample.mostly_demand() {
             self.announces_rate += (announces - self.announces_rate) / CAPACITY_WINDOW;
             self.busy_rate += (busy - self.busy_rate) / CAPACITY_WINDOW;
         }
@@ -489,16 +534,31 @@ impl Controller {
             // interval I the load is peers / (I × capacity).
             let mut now = capacity.map(|capacity| peers / capacity);
             state.since_loss = state.since_loss.saturating_add(1);
-            if measured.lost > 0 {
+            let lost = measured.lost_count();
+            if lost > 0.0 {
                 state.since_loss = 0;
                 // Losing requests: the peers stored are only those answered. The
-                // arrivals tell the rest: they come at the load's pace times the
-                // interval they were given.
-                let offered = measured.served as f64 + measured.lost as f64;
-                let load = busy.max(1.0) * offered / measured.served.max(1) as f64;
-                let from_arrivals = state
-                    .arrivals(settings.min)
-                    .map(|(told, cohorts)| load * f64::from(told) / f64::from(cohorts));
+                // arrivals tell the rest: they come at the pace of the announces
+                // offered (answered and lost) times the interval they were given:
+                // over the capacity learnt (junk adds nothing there, only the demand
+                // share of the kernel's drops counts), or offered over served before
+                // it is. A second whose busiest socket worker read mostly junk says
+                // nothing of the demand: the honest clients it made lose announces
+                // retry, and counting their retries would raise the interval for
+                // everyone, which does not stop a flood.
+                let pace = if !sample.mostly_demand() {
+                    None
+                } else if let Some(capacity) = capacity {
+                    Some((measured.announces as f64 + lost) / capacity)
+                } else {
+                    let offered = measured.served as f64 + lost;
+                    Some(busy.max(1.0) * offered / measured.served.max(1) as f64)
+                };
+                let from_arrivals = pace.and_then(|pace| {
+                    state
+                        .arrivals(settings.min)
+                        .map(|(told, cohorts)| pace * f64::from(told) / f64::from(cohorts))
+                });
                 now = match (now, from_arrivals) {
                     (Some(a), Some(b)) => Some(a.max(b)),
                     (a, b) => a.or(b),
@@ -525,7 +585,8 @@ impl FamilyState {
         if let Some(demand) = self.demand {
             let target = (demand / settings.target_load).clamp(min, max);
             if target >= self.current {
-                self.current = target;
+                let doubling = (min * DOUBLING_SHARE_OF_BASE).max(1.0);
+                self.current = target.min(self.current * 2f64.powf(1.0 / doubling));
             } else if self.since_loss > self.current as u32 {
                 let slope = (1.0 - busy / settings.target_load).clamp(0.0, MAX_DOWN_SLOPE);
                 self.current = (self.current - slope).max(target);

@@ -247,6 +247,7 @@ impl shoal_worker::LoadCounters for SocketTotals {
             announces: self.announce_responses,
             served,
             lost: self.connections.shed,
+            ..Default::default()
         };
         [both, both]
     }

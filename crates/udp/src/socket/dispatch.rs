@@ -159,9 +159,10 @@ impl Dispatcher {
         now: ServerTime,
         out: &mut Replies,
     ) {
-        self.counters.received += 1;
-        self.traffic.bytes_received += packet.len() as u64;
         let ipv6 = u64::from(client.is_ipv6());
+        self.counters.received += 1;
+        self.counters.received_v6 += ipv6;
+        self.traffic.bytes_received += packet.len() as u64;
         // A UDP source address proves nothing until the packet carries a connection id
         // issued to it: anyone can forge a victim's address. So connects, bad
         // connection ids and unreadable packets are answered or dropped without

@@ -285,6 +285,7 @@ impl SocketWorker {
                         };
                         if datagram.truncated {
                             self.dispatcher.counters.received += 1;
+                            self.dispatcher.counters.received_v6 += u64::from(client.is_ipv6());
                             self.dispatcher.counters.invalid_requests += 1;
                             self.dispatcher.traffic.bytes_received += datagram.bytes.len() as u64;
                             continue;

@@ -14,11 +14,11 @@ use super::{AnnounceInterval, Controller, Family, FamilySample, LoadSample};
 /// How often the controller is ticked.
 pub const TICK: Duration = Duration::from_secs(1);
 
-/// What a tracker's counters (summed over its socket workers, counted since start)
-/// tell the adaptive interval, per family in [`Family`] order.
+/// What a socket worker's counters (counted since start) tell the adaptive interval,
+/// per family in [`Family`] order.
 pub trait LoadCounters {
-    /// Announces answered, requests answered, requests lost (shed, or dropped by
-    /// the kernel).
+    /// Announces answered, requests answered, requests shed, datagrams the kernel
+    /// dropped, requests read.
     fn load_counts(&self) -> [FamilyCounts; 2];
 }
 
@@ -29,9 +29,35 @@ pub struct FamilyCounts {
     pub announces: u64,
     /// Requests of every kind answered, backoff replies included.
     pub served: u64,
-    /// Requests shed (answered with a backoff reply or not at all) or dropped by the
-    /// kernel: demand the tracker could not take.
+    /// Requests shed (answered with a backoff reply or not at all): demand the
+    /// tracker read and could not take.
     pub lost: u64,
+    /// Datagrams the kernel dropped (a full receive queue): of no known kind, so only
+    /// the share of them that the worker's reading says was demand counts
+    /// ([`demand_lost`]).
+    pub dropped: u64,
+    /// Requests (datagrams) read, valid or not; 0 where the transport does not count
+    /// them, and everything it reads is a request.
+    pub read: u64,
+}
+
+/// Of the datagrams the kernel dropped before a socket worker could read them, how
+/// many were demand: weighed by the share of announces (and requests shed) among
+/// what that worker read in the same second, so that a flood of junk, one that
+/// `SO_REUSEPORT` sends to one worker included, counts as the little demand it is.
+/// Kernel drops hit every sender alike, so this is also the estimate of the honest
+/// announces lost.
+pub(crate) fn demand_lost(counts: &FamilyCounts) -> f64 {
+    counts.lost as f64 + counts.dropped as f64 * demand_share(counts).unwrap_or(1.0)
+}
+
+/// The share of what was read that was demand (announces answered, requests shed);
+/// `None` where nothing read was counted.
+pub(crate) fn demand_share(counts: &FamilyCounts) -> Option<f64> {
+    (counts.read > 0).then(|| {
+        let demand = counts.announces.saturating_add(counts.lost);
+        (demand as f64 / counts.read as f64).min(1.0)
+    })
 }
 
 /// What the controller saw last, for /metrics and /stats.
@@ -129,7 +155,8 @@ impl Driver {
 /// The counters at one moment.
 struct Reading {
     at: Instant,
-    counts: [FamilyCounts; 2],
+    /// Per socket worker.
+    counts: Vec<[FamilyCounts; 2]>,
     peers: u64,
     socket_busy: Vec<u64>,
     swarm_busy: Vec<u64>,
@@ -143,9 +170,16 @@ impl Reading {
     {
         let sample = stats.sample();
         let (socket_busy, swarm_busy) = stats.busy_nanos();
+        let counts = (0..stats.socket_workers())
+            .map(|index| {
+                let mut totals = C::Totals::default();
+                stats.socket(index).add_to(&mut totals);
+                totals.load_counts()
+            })
+            .collect();
         Self {
             at: Instant::now(),
-            counts: sample.requests.load_counts(),
+            counts,
             peers: sample.peers,
             socket_busy,
             swarm_busy,
@@ -166,21 +200,42 @@ impl Reading {
                 .fold(0.0_f64, f64::max)
                 .min(1.0)
         };
+        // Each worker's counts since, its kernel drops weighed by its own reading.
         let mut families = [FamilySample::default(); 2];
-        for (family, (now, then)) in families
-            .iter_mut()
-            .zip(self.counts.iter().zip(&before.counts))
-        {
-            *family = FamilySample {
-                announces: now.announces.saturating_sub(then.announces),
-                served: now.served.saturating_sub(then.served),
-                lost: now.lost.saturating_sub(then.lost),
-            };
+        let mut busiest_share = None;
+        let mut busiest_busy = -1.0;
+        for (worker, (now, then)) in self.counts.iter().zip(&before.counts).enumerate() {
+            let mut worker_total = FamilyCounts::default();
+            for (family, (now, then)) in families.iter_mut().zip(now.iter().zip(then)) {
+                let delta = FamilyCounts {
+                    announces: now.announces.saturating_sub(then.announces),
+                    served: now.served.saturating_sub(then.served),
+                    lost: now.lost.saturating_sub(then.lost),
+                    dropped: now.dropped.saturating_sub(then.dropped),
+                    read: now.read.saturating_sub(then.read),
+                };
+                family.announces = family.announces.saturating_add(delta.announces);
+                family.served = family.served.saturating_add(delta.served);
+                family.lost += demand_lost(&delta);
+                worker_total.announces += delta.announces;
+                worker_total.lost += delta.lost;
+                worker_total.read += delta.read;
+            }
+            let busy = self
+                .socket_busy
+                .get(worker)
+                .zip(before.socket_busy.get(worker))
+                .map_or(0, |(now, then)| now.saturating_sub(*then));
+            if busy as f64 > busiest_busy {
+                busiest_busy = busy as f64;
+                busiest_share = demand_share(&worker_total);
+            }
         }
         LoadSample {
             socket_busy: Some(busiest(&self.socket_busy, &before.socket_busy)),
             swarm_busy: busiest(&self.swarm_busy, &before.swarm_busy),
             peers: self.peers,
+            socket_demand_share: busiest_share,
             families,
         }
     }
@@ -191,16 +246,21 @@ mod tests {
     use super::*;
     use crate::interval::IntervalSettings;
 
+    /// Two socket workers, the first with all the counts.
     fn reading(at: Instant, announces: u64, lost: u64, peers: u64, busy: u64) -> Reading {
         Reading {
             at,
-            counts: [
-                FamilyCounts {
-                    announces,
-                    served: announces,
-                    lost,
-                },
-                FamilyCounts::default(),
+            counts: vec![
+                [
+                    FamilyCounts {
+                        announces,
+                        served: announces,
+                        lost,
+                        ..FamilyCounts::default()
+                    },
+                    FamilyCounts::default(),
+                ],
+                [FamilyCounts::default(); 2],
             ],
             peers,
             socket_busy: vec![busy, busy / 2],
@@ -215,7 +275,7 @@ mod tests {
         let after = reading(start + Duration::from_millis(500), 3000, 7, 20, 100_000_000);
         let sample = after.since(&before);
         assert_eq!(sample.families[0].announces, 2000);
-        assert_eq!(sample.families[0].lost, 7);
+        assert_eq!(sample.families[0].lost, 7.0);
         assert_eq!(sample.peers, 20);
         // The busiest socket worker: 0.1 s of 0.5 s.
         assert!((sample.socket_busy.unwrap() - 0.2).abs() < 1e-9);
@@ -272,5 +332,49 @@ mod tests {
             reading(at, announces, lost, 30_000, 900_000_000 * 31),
         );
         assert!(interval.current(Family::V4) <= 90);
+    }
+
+    /// Kernel drops count as the share of demand in what their own worker read: a
+    /// worker flooded with junk adds little, whatever the others read.
+    #[test]
+    fn kernel_drops_count_as_the_demand_their_worker_read() {
+        let start = Instant::now();
+        let counts = |announces: u64, dropped: u64, read: u64| FamilyCounts {
+            announces,
+            served: announces * 2,
+            lost: 0,
+            dropped,
+            read,
+        };
+        let at = |seconds: u64, workers: [FamilyCounts; 2], busy: [u64; 2]| Reading {
+            at: start + Duration::from_secs(seconds),
+            counts: workers
+                .iter()
+                .map(|w| [*w, FamilyCounts::default()])
+                .collect(),
+            peers: 0,
+            socket_busy: busy.to_vec(),
+            swarm_busy: vec![0],
+        };
+        let zero = FamilyCounts::default();
+        let before = at(0, [zero; 2], [0, 0]);
+        // Worker 0: honest, half announces, 100 dropped. Worker 1: 150,000 junk
+        // datagrams read, 10 announces among them, 300,000 dropped.
+        let after = at(
+            1,
+            [counts(1_000, 100, 2_000), counts(10, 300_000, 150_010)],
+            [300_000_000, 1_000_000_000],
+        );
+        let sample = after.since(&before);
+        let lost = sample.families[0].lost;
+        // 100 × 0.5 + 300,000 × 10/150,010 = 50 + 20.
+        assert!((lost - 70.0).abs() < 0.1, "{lost}");
+        // The busiest worker read junk.
+        let share = sample.socket_demand_share.unwrap();
+        assert!(share < 0.001, "{share}");
+        // Where nothing read is counted (HTTP, WebTorrent), every drop is demand.
+        let unread = at(1, [counts(1_000, 100, 0), zero], [1, 0]).since(&before);
+        assert_eq!(unread.families[0].lost, 100.0);
+        assert_eq!(unread.socket_demand_share, None);
     }
 }

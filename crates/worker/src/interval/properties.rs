@@ -25,8 +25,18 @@ fn count() -> impl Strategy<Value = u64> {
     ]
 }
 
+/// A count of lost requests, weighed: usually whole, sometimes a fraction, out of
+/// range or no number.
+fn lost() -> impl Strategy<Value = f64> {
+    prop_oneof![
+        6 => count().prop_map(|count| count as f64),
+        2 => 0.0..1e7f64,
+        1 => prop_oneof![Just(f64::NAN), Just(f64::INFINITY), Just(-1.0), Just(f64::MAX)],
+    ]
+}
+
 fn family() -> impl Strategy<Value = FamilySample> {
-    (count(), count(), count()).prop_map(|(announces, served, lost)| FamilySample {
+    (count(), count(), lost()).prop_map(|(announces, served, lost)| FamilySample {
         announces,
         served,
         lost,
@@ -38,15 +48,19 @@ fn sample() -> impl Strategy<Value = LoadSample> {
         proptest::option::of(share()),
         share(),
         count(),
+        proptest::option::of(share()),
         family(),
         family(),
     )
-        .prop_map(|(socket_busy, swarm_busy, peers, v4, v6)| LoadSample {
-            socket_busy,
-            swarm_busy,
-            peers,
-            families: [v4, v6],
-        })
+        .prop_map(
+            |(socket_busy, swarm_busy, peers, socket_demand_share, v4, v6)| LoadSample {
+                socket_busy,
+                swarm_busy,
+                peers,
+                socket_demand_share,
+                families: [v4, v6],
+            },
+        )
 }
 
 /// Bounds an operator may set (as `set_bounds` accepts them).
