@@ -14,8 +14,16 @@ For each tracker (UDP, HTTP, WebTorrent) in turn:
   UDP connects and guessed connection ids forged from the well-behaved client's own
   address, HTTP clients that pipeline requests and never read, WebTorrent
   connections that announce once and stay quiet to hold slots;
+* issue 52's attacks: fresh info hashes each announced from two ports of one address
+  (UDP, HTTP: swarms of one client that must give way in a full tracker), spells of
+  junk datagrams at full speed (UDP: 5 s a minute, which must not move the interval),
+  and connections churned from many addresses against the monitoring endpoint (which
+  must keep answering `/health`);
 * a well-behaved client announces and scrapes once a second and checks every answer
-  (its own peer listed in the counts, the peer it announced with sent back);
+  (its own peer listed in the counts, the peer it announced with sent back); every
+  few seconds two honest clients start a new torrent together (UDP, HTTP), which
+  must be stored and served, and a client that takes 250 ms between connecting and
+  asking checks `/health`;
 * RSS is sampled every few seconds and must stay under the budget; the tracker's pid
   must stay the same (no restart) and the process alive.
 
@@ -70,6 +78,8 @@ UDP_MAGIC = 0x41727101980
 
 # The well-behaved client's address, which the mischief forges.
 VICTIM = "127.0.0.200"
+# A second honest client, in a network of its own.
+SECOND_CLIENT = "127.0.200.201"
 
 
 def botnet_address(rng):
@@ -119,10 +129,77 @@ class UdpClient:
         seeders, completed, leechers = struct.unpack(">III", data[8:20])
         if leechers < 1:
             raise RuntimeError(f"scrape does not count the announcer: {data[8:20]!r}")
+        return interval
 
 
-def http_get(port, target, timeout=3):
-    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+def udp_announce(source, port, info_hash, peer_port):
+    """One announce from `source` with a connection of its own: (leechers, interval)."""
+    client = UdpClient(port)
+    client.sock.close()
+    client.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    client.sock.bind((source, 0))
+    client.sock.settimeout(2)
+    try:
+        tid = random.getrandbits(32)
+        data = client.call(struct.pack(">QII", UDP_MAGIC, 0, tid), tid)
+        conn = struct.unpack(">Q", data[8:16])[0]
+        tid = random.getrandbits(32)
+        packet = struct.pack(">QII", conn, 1, tid) + info_hash + b"-SOAK00-" + b"n" * 12
+        packet += struct.pack(">QQQIIIiH", 0, 100, 0, 2, 0, 0, 50, peer_port)
+        data = client.call(packet, tid)
+        if struct.unpack(">I", data[:4])[0] != 1:
+            raise RuntimeError(f"a new honest torrent refused: {data[8:]!r}")
+        _, _, interval, leechers, _ = struct.unpack(">IIIII", data[:20])
+        return leechers, interval
+    finally:
+        client.sock.close()
+
+
+def http_announce(source, port, info_hash, peer_port):
+    """One announce from `source`: the number of leechers in the reply."""
+    data = http_get(port, f"/announce?info_hash={percent(info_hash)}&peer_id=-SOAK00-nnnnnnnnnnnn"
+                          f"&port={peer_port}&uploaded=0&downloaded=0&left=100&compact=1&event=started",
+                    source=source)
+    if not data.startswith(b"HTTP/1.1 200") or b"failure reason" in data:
+        raise RuntimeError(f"a new honest torrent refused: {data[:200]!r}")
+    at = data.find(b"10:incompletei")
+    if at < 0:
+        raise RuntimeError(f"announce without counts: {data[:200]!r}")
+    return int(data[at + 14:data.index(b"e", at + 14)])
+
+
+def new_honest_torrent(kind, port, serial):
+    """Two honest clients (two addresses) start a new torrent: it must be stored."""
+    info_hash = b"soak-new-" + serial.to_bytes(11, "big")
+    announce = udp_announce if kind == "udp" else http_announce
+    first = announce(VICTIM, port, info_hash, 7001)
+    second = announce(SECOND_CLIENT, port, info_hash, 7002)
+    leechers = second[0] if kind == "udp" else second
+    if leechers < 2:
+        raise RuntimeError(f"a new torrent of two honest clients holds {leechers} peers ({first})")
+
+
+HEALTH_DELAY = 0.25
+
+
+def health_check(metrics_port):
+    """A client that takes 250 ms between connecting and asking, a slow prober."""
+    with socket.create_connection(("127.0.0.1", metrics_port), timeout=3,
+                                  source_address=(VICTIM, 0)) as s:
+        time.sleep(HEALTH_DELAY)
+        s.sendall(b"GET /health HTTP/1.1\r\nHost: soak\r\n\r\n")
+        data = b""
+        while True:
+            chunk = s.recv(4096)
+            if not chunk:
+                break
+            data += chunk
+    if not data.startswith(b"HTTP/1.1 200"):
+        raise RuntimeError(f"/health answered {data[:80]!r}")
+
+
+def http_get(port, target, timeout=3, source="127.0.0.1"):
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout, source_address=(source, 0)) as s:
         s.sendall(f"GET {target} HTTP/1.1\r\nHost: soak\r\nConnection: close\r\n\r\n".encode())
         data = b""
         while True:
@@ -288,10 +365,13 @@ class Mischief(threading.Thread):
         try:
             data, _ = s.recvfrom(64)
             conn = struct.unpack(">Q", data[8:16])[0]
-            for _ in range(50):
-                packet = struct.pack(">QII", conn, 1, 2) + rng.randbytes(20) + rng.randbytes(20)
-                packet += struct.pack(">QQQIIIiH", 0, 1, 0, 2, 0, 0, -1, rng.randint(1, 65535))
-                s.sendto(packet, ("127.0.0.1", self.port))
+            for _ in range(25):
+                # Each from two ports of this address: a swarm of one client.
+                info_hash = rng.randbytes(20)
+                for port in (6881, 6882):
+                    packet = struct.pack(">QII", conn, 1, 2) + info_hash + rng.randbytes(20)
+                    packet += struct.pack(">QQQIIIiH", 0, 1, 0, 2, 0, 0, -1, port)
+                    s.sendto(packet, ("127.0.0.1", self.port))
                 self.sent["fresh torrents"] += 1
         except socket.timeout:
             pass
@@ -321,11 +401,18 @@ class Mischief(threading.Thread):
                 held.append(s)
                 self.sent["pipelining non-readers"] += 1
             else:
-                target = (f"/announce?info_hash={percent(rng.randbytes(20))}&peer_id={percent(rng.randbytes(20))}"
-                          f"&port={rng.randint(1, 65535)}&left=1&compact=1")
-                s.sendall(f"GET {target} HTTP/1.1\r\n\r\n".encode())
-                self.sent["fresh torrents"] += 1
+                # A fresh hash from two ports of this address: a swarm of one client.
+                info_hash = percent(rng.randbytes(20))
                 s.close()
+                source = botnet_address(rng)
+                for port in (6881, 6882):
+                    s = socket.create_connection(("127.0.0.1", self.port), timeout=1,
+                                                 source_address=(source, 0))
+                    target = (f"/announce?info_hash={info_hash}&peer_id={percent(rng.randbytes(20))}"
+                              f"&port={port}&left=1&compact=1")
+                    s.sendall(f"GET {target} HTTP/1.1\r\n\r\n".encode())
+                    s.close()
+                self.sent["fresh torrents"] += 1
 
     def round_ws(self, rng, held):
         ws = WebSocket(self.port, source=botnet_address(rng))
@@ -363,15 +450,89 @@ class Mischief(threading.Thread):
             self.sent["churned connections"] += 1
 
 
+class MonitorChurn(threading.Thread):
+    """Connections to the monitoring endpoint from 4,096 addresses of 16 /24s, 1,200 a
+    second (above 256 slots over the health prober's 250 ms), each held silent until
+    300 newer ones are (issue 52: with the oldest giving way, 9,502 a second from 500
+    addresses starved `/health`). Faster, the host's connection tracking table fills
+    (262,144 entries, each closed connection kept two minutes) and drops packets of
+    everything. An attacker with more /24s than the endpoint has slots is beyond what
+    it defends against (documents/deployment.md)."""
+
+    RATE = 1200
+
+    def __init__(self, metrics_port):
+        super().__init__(daemon=True)
+        self.port = metrics_port
+        self.stop = threading.Event()
+        self.opened = 0
+
+    def run(self):
+        rng = random.Random(11)
+        held = []
+        started = time.time()
+        while not self.stop.is_set():
+            if self.opened > (time.time() - started) * self.RATE:
+                time.sleep(0.001)
+                continue
+            try:
+                source = f"127.{60 + rng.randint(0, 15)}.{rng.randint(0, 15)}.{rng.randint(1, 254)}"
+                s = socket.create_connection(("127.0.0.1", self.port), timeout=0.5,
+                                             source_address=(source, 0))
+                held.append(s)
+                self.opened += 1
+            except OSError:
+                time.sleep(0.01)
+            while len(held) > 300:
+                held.pop(0).close()
+        for s in held:
+            s.close()
+
+
+class JunkSpells(threading.Thread):
+    """Junk datagrams at full speed from one address, 5 s in every 60 (issue 52: 5 s
+    of junk held every client at the longest interval)."""
+
+    SPELL, EVERY = 5.0, 60.0
+
+    def __init__(self, port, started):
+        super().__init__(daemon=True)
+        self.port, self.started = port, started
+        self.stop = threading.Event()
+        self.sent = 0
+
+    def in_spell(self, at):
+        """Whether `at` (seconds since the start) is within a spell or the minute after."""
+        return (at - 30) % self.EVERY < self.SPELL
+
+    def run(self):
+        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        s.bind(("127.0.0.199", 0))
+        junk = b"\x5a" * 100
+        while not self.stop.is_set():
+            if self.in_spell(time.time() - self.started):
+                for _ in range(256):
+                    try:
+                        s.sendto(junk, ("127.0.0.1", self.port))
+                        self.sent += 1
+                    except OSError:
+                        pass
+            else:
+                self.stop.wait(0.1)
+        s.close()
+
+
 # --- one tracker ---------------------------------------------------------------------
 
-CAPACITY = {"max_torrents": 100_000, "max_peers": 500_000, "max_peers_per_torrent": 50_000}
+# Torrents fill within minutes of the fresh-hash flood (so a full tracker is soaked);
+# peers do not (a full peer table refuses every new peer, a limit of its own).
+CAPACITY = {"max_torrents": 100_000, "max_peers": 2_000_000, "max_peers_per_torrent": 50_000}
 # What the budget allows: peers and torrents at their limits (bytes each, measured
 # generously above what the benches show), over what the tracker needs empty.
 BUDGET_BYTES = {"udp": (64, 256), "http": (96, 256), "ws": (256, 512)}
 
 
-def tracker_config(kind, port):
+def tracker_config(kind, port, metrics_port):
     capacity = "\n".join(f"{k} = {v}" for k, v in CAPACITY.items())
     network = f'address_ipv4 = "127.0.0.1:{port}"\nuse_ipv6 = false'
     extra = ""
@@ -382,7 +543,8 @@ def tracker_config(kind, port):
     return (f'[logging]\nlevel = "info"\n[network]\n{network}\n[capacity]\n{capacity}\n'
             f"[per_ip]\nrequests_per_second = 10000000\nburst = 10000000\n"
             f"max_connections = 0\nmax_connections_per_network = 0\n"
-            f"[statistics]\ninterval = 30\n{extra}")
+            f"[statistics]\ninterval = 30\n"
+            f'[metrics]\nenabled = true\naddress = "127.0.0.1:{metrics_port}"\n{extra}')
 
 
 def load_config(kind, port, seconds):
@@ -396,14 +558,15 @@ def load_config(kind, port, seconds):
 
 
 def soak(kind, args, bin_dir, tmp):
-    port = free_port()
+    port, metrics_port = free_port(), free_port()
     config = os.path.join(tmp, f"{kind}.toml")
-    open(config, "w").write(tracker_config(kind, port))
+    open(config, "w").write(tracker_config(kind, port, metrics_port))
     log_path = os.path.join(tmp, f"{kind}.log")
     log = open(log_path, "w")
     tracker = subprocess.Popen([os.path.join(bin_dir, f"shoal_{kind}"), "-c", config],
                                stdout=log, stderr=subprocess.STDOUT)
-    report = {"kind": kind, "checks": 0, "failures": [], "rss": []}
+    report = {"kind": kind, "checks": 0, "failures": [], "rss": [], "health_checks": 0,
+              "new_torrents": 0, "intervals": []}
     try:
         wait_for_log(log_path, "listening on")
         pid = tracker.pid
@@ -418,18 +581,39 @@ def soak(kind, args, bin_dir, tmp):
                                 stdout=load_log, stderr=subprocess.STDOUT)
         mischief = Mischief(kind, port)
         mischief.start()
+        churn = MonitorChurn(metrics_port)
+        churn.start()
         client = {"udp": UdpClient, "http": HttpClient, "ws": WsClient}[kind](port)
         info_hash = b"soak-well-behaved!!!"
         started = time.time()
+        spells = JunkSpells(port, started)
+        if kind == "udp":
+            spells.start()
         next_sample = started
+        serial = 0
         while time.time() - started < args.minutes * 60:
+            at = time.time() - started
             try:
-                client.check(info_hash, 6881)
+                interval = client.check(info_hash, 6881)
                 report["checks"] += 1
+                if interval:
+                    report["intervals"].append((at, interval))
             except (OSError, RuntimeError, ValueError, KeyError) as err:
-                report["failures"].append(f"{time.time() - started:.0f} s: {err}")
+                report["failures"].append(f"{at:.0f} s: {err}")
                 if kind == "ws":
                     client.ws = None
+            try:
+                health_check(metrics_port)
+                report["health_checks"] += 1
+            except (OSError, RuntimeError) as err:
+                report["failures"].append(f"{at:.0f} s: health: {err}")
+            if kind in ("udp", "http") and report["checks"] % 5 == 0:
+                serial += 1
+                try:
+                    new_honest_torrent(kind, port, serial)
+                    report["new_torrents"] += 1
+                except (OSError, RuntimeError, ValueError) as err:
+                    report["failures"].append(f"{at:.0f} s: {err}")
             if tracker.poll() is not None:
                 report["failures"].append(f"the tracker exited with {tracker.returncode}")
                 break
@@ -442,6 +626,15 @@ def soak(kind, args, bin_dir, tmp):
             time.sleep(1)
         mischief.stop.set()
         mischief.join()
+        churn.stop.set()
+        churn.join()
+        spells.stop.set()
+        if spells.is_alive():
+            spells.join()
+        report["monitor_churn"] = churn.opened
+        report["junk_sent"] = spells.sent
+        if kind == "udp":
+            junk_effect(report, spells)
         load.send_signal(signal.SIGINT)
         try:
             load.wait(timeout=20)
@@ -467,17 +660,42 @@ def soak(kind, args, bin_dir, tmp):
     return report
 
 
+def junk_effect(report, spells):
+    """The honest interval in each junk spell (and the minute after it) against the
+    minute before it: junk must not move it past 10% (replies are jittered by 10%, so
+    the highest of each window is compared)."""
+    windows = []
+    for start in range(30, 100_000, int(spells.EVERY)):
+        before = [i for t, i in report["intervals"] if start - spells.EVERY + spells.SPELL <= t < start]
+        during = [i for t, i in report["intervals"] if start <= t < start + spells.EVERY - spells.SPELL]
+        if not during:
+            break
+        if before:
+            windows.append((start, max(before), max(during)))
+    report["junk_windows"] = windows
+    for start, before, during in windows:
+        if during > before * 1.1:
+            report["failures"].append(f"junk spell at {start} s: the interval went from {before} to {during} s")
+
+
 def markdown(reports, args):
     out = [f"Soak of {args.minutes} min per tracker; RSS sampled every {args.sample} s.\n"]
-    out.append("| tracker | well-behaved checks | failures | RSS first → last → peak MiB | budget MiB | stayed up |")
-    out.append("|---|---|---|---|---|---|")
+    out.append("| tracker | well-behaved checks | /health at 250 ms | new two-client torrents stored "
+               "| failures | RSS first → last → peak MiB | budget MiB | stayed up |")
+    out.append("|---|---|---|---|---|---|---|---|")
     for r in reports:
         rss = [v for _, v in r["rss"]] or [0]
-        out.append(f"| {r['kind']} | {r['checks']} | {len(r['failures'])} | "
+        out.append(f"| {r['kind']} | {r['checks']} | {r['health_checks']} | {r['new_torrents']} "
+                   f"| {len(r['failures'])} | "
                    f"{rss[0] / MiB:.0f} → {rss[-1] / MiB:.0f} → {max(rss) / MiB:.0f} | {r.get('budget', 0) / MiB:.0f} | "
                    f"{'yes' if r.get('alive') else 'NO'} |")
     for r in reports:
-        out.append(f"\n**{r['kind']}**: mischief sent {r.get('mischief')}")
+        out.append(f"\n**{r['kind']}**: mischief sent {r.get('mischief')}; "
+                   f"{r.get('monitor_churn', 0)} connections churned against the monitoring endpoint")
+        if r.get("junk_windows") is not None:
+            windows = ", ".join(f"{s} s: {b} → {d}" for s, b, d in r["junk_windows"])
+            out.append(f"- junk spells ({r.get('junk_sent', 0)} datagrams), honest interval before → "
+                       f"during and after: {windows or 'none completed'}")
         samples = ", ".join(f"{t:.0f}s {v / MiB:.0f}" for t, v in r["rss"])
         out.append(f"- RSS MiB over time: {samples}")
         if r.get("last_statistics"):
