@@ -34,7 +34,7 @@ pub struct FamilyCounts {
     pub lost: u64,
     /// Datagrams the kernel dropped (a full receive queue): of no known kind, so only
     /// the share of them that the worker's reading says was demand counts
-    /// ([`demand_lost`]).
+    /// (`demand_lost`).
     pub dropped: u64,
     /// Requests (datagrams) read, valid or not; 0 where the transport does not count
     /// them, and everything it reads is a request.
