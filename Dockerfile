@@ -9,15 +9,16 @@
 # The HTTP and WebTorrent trackers run on epoll under Docker's default seccomp
 # profile, which refuses io_uring (network.io_backend = "auto" says so in the log).
 #
-# Build arguments:
+# Build arguments (only where a registry mirror or a pinned toolchain is wanted; the
+# defaults are what `docker build -t shoal .` uses):
 #   RUST_IMAGE   the toolchain image of the build stage
 #   BASE_IMAGE   the runtime image
-#   BINARY_FROM  `build` (default): compile here; `prebuilt`: take the binary at
-#                PREBUILT in the build context instead (scripts/e2e/container.sh,
-#                or a CI that has built it already)
+#
+# Every stage is named by an image reference, never by a build argument: podman 4.3
+# (Debian 12) does not resolve `FROM ${ARG}` to a stage of this file when the
+# argument keeps its default.
 ARG RUST_IMAGE=docker.io/library/rust:1.95-bookworm
 ARG BASE_IMAGE=docker.io/library/debian:bookworm-slim
-ARG BINARY_FROM=build
 
 FROM ${RUST_IMAGE} AS build
 WORKDIR /src
@@ -27,14 +28,8 @@ RUN cargo build --release --locked -p shoal \
     && install -D target/release/shoal /out/shoal \
     && strip --strip-debug /out/shoal
 
-FROM scratch AS prebuilt
-ARG PREBUILT=target/release/shoal
-COPY ${PREBUILT} /out/shoal
-
-FROM ${BINARY_FROM} AS binary
-
 FROM ${BASE_IMAGE}
-COPY --from=binary /out/shoal /usr/bin/shoal
+COPY --from=build /out/shoal /usr/bin/shoal
 # A system user with a fixed id (volumes and Kubernetes' runAsUser can name it); its
 # home is the state directory, a volume so that swarms outlive the container.
 RUN groupadd --system --gid 10001 shoal \

@@ -17,7 +17,7 @@ source "$(dirname "$0")/lib/common.bash"
 source "$(dirname "$0")/lib/rootfs.bash"
 e2e_init systemd
 
-[ "$(id -u)" -eq 0 ] || skip_loudly "booting a container needs root"
+[ "$(id -u)" -eq 0 ] || skip_loudly root "booting a container needs root"
 need_apt systemd-container dpkg-dev
 for bin in shoal shoal_udp shoal_http shoal_ws; do tracker_bin "$bin" >/dev/null; done
 

@@ -281,3 +281,107 @@ pub fn credited(dir: &std::path::Path, field: &str) -> u64 {
     }
     sum
 }
+
+/// The conditions a test may be skipped for: a name and what is missing. One list for
+/// the Rust tests and the end-to-end scripts (`skip_loudly` in
+/// scripts/e2e/lib/common.bash names the same conditions); scripts/test.sh says which
+/// of them its machine may lack.
+pub const SKIP_CONDITIONS: &[(&str, &str)] = &[
+    ("ipv6", "no IPv6 loopback (::1)"),
+    ("root", "not running as root"),
+    (
+        "memlock",
+        "the locked-memory limit (ulimit -l) cannot be lowered",
+    ),
+    (
+        "default-ports",
+        "the default ports (6969, 8000) are taken on this machine",
+    ),
+    ("io_uring", "io_uring cannot be set up here"),
+    (
+        "namespaces",
+        "no private network or mount namespace (unshare)",
+    ),
+];
+
+/// Whether this host has an IPv6 loopback (`::1` can be bound): the test of the
+/// `ipv6` skip condition.
+pub fn ipv6_loopback() -> bool {
+    std::net::UdpSocket::bind("[::1]:0").is_ok()
+}
+
+/// Whether a child shell can lower its locked-memory limit to 1 MiB (`ulimit -l
+/// 1024`): the test of the `memlock` skip condition. Asked apart from the tracker it
+/// is for, whose own advice names `ulimit -l`.
+pub fn memlock_can_be_lowered() -> bool {
+    std::process::Command::new("sh")
+        .args(["-c", "ulimit -l 1024"])
+        .status()
+        .is_ok_and(|status| status.success())
+}
+
+/// Skips the calling test for `condition` (a name in [`SKIP_CONDITIONS`]), `detail`
+/// saying what was found; the caller returns right after.
+///
+/// A skip is a failure unless the run allows it: scripts/test.sh (and so CI) sets
+/// `SHOAL_TEST_SKIPS` to the conditions its machine may lack (none by default), and a
+/// skip for any other condition panics, so that a regression that looks like a
+/// missing condition (an IPv6 start-up failure, say) cannot read green. An allowed
+/// skip is appended to the file `SHOAL_TEST_SKIP_LOG` names, for the run's summary.
+/// Without `SHOAL_TEST_SKIPS` (a plain `cargo test`), the skip is printed and passes.
+pub fn skip(condition: &str, detail: impl std::fmt::Display) {
+    assert!(
+        SKIP_CONDITIONS.iter().any(|(name, _)| *name == condition),
+        "skip condition {condition:?} is not one of SKIP_CONDITIONS"
+    );
+    let test = std::thread::current().name().unwrap_or("a test").to_owned();
+    let line = format!("skipped {test} ({condition}): {detail}");
+    if let Some(allowed) = std::env::var_os("SHOAL_TEST_SKIPS") {
+        let allowed = allowed.to_string_lossy().into_owned();
+        if !skip_allowed(condition, &allowed) {
+            panic!(
+                "{line}; this run allows no skip for {condition:?} \
+                 (SHOAL_TEST_SKIPS={allowed:?}, set in scripts/test.sh): make the \
+                 machine meet it, or name the condition there if the machine cannot"
+            );
+        }
+        if let Some(log) = std::env::var_os("SHOAL_TEST_SKIP_LOG") {
+            use std::io::Write as _;
+            let appended = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&log)
+                .and_then(|mut file| writeln!(file, "{line}"));
+            if let Err(err) = appended {
+                panic!("{line}; cannot note the skip in {log:?}: {err}");
+            }
+        }
+    }
+    eprintln!("{line}");
+}
+
+/// Whether `allowed` (comma-separated condition names, blanks around them ignored)
+/// names `condition`.
+fn skip_allowed(condition: &str, allowed: &str) -> bool {
+    allowed.split(',').any(|name| name.trim() == condition)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_skip_is_allowed_only_for_a_named_condition() {
+        assert!(!skip_allowed("ipv6", ""));
+        assert!(!skip_allowed("ipv6", "root,namespaces"));
+        assert!(!skip_allowed("ipv6", "ipv66"));
+        assert!(skip_allowed("ipv6", "ipv6"));
+        assert!(skip_allowed("ipv6", "root, ipv6 "));
+    }
+
+    #[test]
+    #[should_panic(expected = "not one of SKIP_CONDITIONS")]
+    fn an_unknown_condition_is_a_mistake() {
+        skip("no-such-condition", "");
+    }
+}

@@ -377,8 +377,8 @@ fn scrapes_across_swarm_workers() {
 
 #[test]
 fn ipv6_on_loopback() {
-    if !ipv6_available() {
-        eprintln!("skipped: ::1 is not available on this host");
+    if !shoal_common::testing::ipv6_loopback() {
+        shoal_common::testing::skip("ipv6", "::1 cannot be bound");
         return;
     }
     let tracker = start(loopback_config(true));

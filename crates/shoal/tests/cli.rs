@@ -126,7 +126,10 @@ fn no_arguments_runs_with_built_in_defaults() {
     }
     if let Some(failure) = failure {
         let _ = child.wait();
-        eprintln!("skipped: the default address is not available here: {failure}");
+        shoal_common::testing::skip(
+            "default-ports",
+            format!("the default address is not available here: {failure}"),
+        );
         return;
     }
     assert_eq!(

@@ -271,8 +271,8 @@ fn serves_reloads_on_sigusr1_and_stops_on_sigterm() {
 
 #[test]
 fn listens_on_ipv4_and_ipv6_loopback() {
-    if !ipv6_available() {
-        eprintln!("skipped: ::1 is not available on this host");
+    if !shoal_common::testing::ipv6_loopback() {
+        shoal_common::testing::skip("ipv6", "::1 cannot be bound");
         return;
     }
     let dir = temp_dir("dual");
@@ -297,7 +297,7 @@ fn listens_on_ipv4_and_ipv6_loopback() {
 fn drops_privileges_after_binding() {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
-        eprintln!("skipped: dropping privileges needs root");
+        shoal_common::testing::skip("root", "dropping privileges needs root");
         return;
     }
     let dir = temp_dir("privileges");

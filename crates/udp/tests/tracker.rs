@@ -375,8 +375,8 @@ fn deny_list() {
 
 #[test]
 fn ipv6_on_loopback() {
-    if !ipv6_available() {
-        eprintln!("skipped: ::1 is not available on this host");
+    if !shoal_common::testing::ipv6_loopback() {
+        shoal_common::testing::skip("ipv6", "::1 cannot be bound");
         return;
     }
     let tracker = start(loopback_config(true));
@@ -415,8 +415,8 @@ fn free_port_on_both_loopbacks() -> u16 {
 
 #[test]
 fn a_fixed_port_with_two_workers_reports_and_serves_both_families() {
-    if !ipv6_available() {
-        eprintln!("skipped: ::1 is not available on this host");
+    if !shoal_common::testing::ipv6_loopback() {
+        shoal_common::testing::skip("ipv6", "::1 cannot be bound");
         return;
     }
     let port = free_port_on_both_loopbacks();

@@ -20,10 +20,10 @@ fn tracker_config(ipv6: bool) -> shoal_udp::Config {
     config
 }
 
-fn tracker(ipv6: bool) -> Option<shoal_udp::RunningTracker> {
+fn tracker(ipv6: bool) -> anyhow::Result<shoal_udp::RunningTracker> {
     let mut config = tracker_config(ipv6);
     config.swarm_workers = 2;
-    shoal_udp::start(config).ok()
+    shoal_udp::start(config)
 }
 
 fn load(server: std::net::SocketAddr) -> Config {
@@ -82,10 +82,11 @@ fn every_kind_of_request_is_answered() {
 
 #[test]
 fn sequential_peers_over_ipv6() {
-    let Some(tracker) = tracker(true) else {
-        eprintln!("skipped: ::1 is not available on this host");
+    if !shoal_common::testing::ipv6_loopback() {
+        shoal_common::testing::skip("ipv6", "::1 cannot be bound");
         return;
-    };
+    }
+    let tracker = tracker(true).expect("the tracker starts on ::1");
     let mut config = load(tracker.ipv6_addr().unwrap());
     config.requests.peer_order = PeerOrder::Sequential;
     config.requests.weight_connect = 0;

@@ -27,7 +27,7 @@ impl Floor {
             .read_line(&mut line)
             .expect("read its first line");
         if line.starts_with("shoal_udp_floor: io_uring is not available here") {
-            eprintln!("skipped {options:?}: {}", line.trim());
+            shoal_common::testing::skip("io_uring", format!("{options:?}: {}", line.trim()));
             let _ = child.wait();
             return None;
         }

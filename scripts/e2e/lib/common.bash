@@ -19,8 +19,16 @@
 #                           the named background processes exits
 #   need_apt PKG...         installs Debian packages that are missing (as root)
 #   fail MSG                prints MSG and exits 1 (the trap then prints the logs)
-#   skip_loudly LINE...     a boxed SKIPPED notice, exit 0 (1 with E2E_NO_SKIP=1); only
-#                           for reasons that installing something cannot fix
+#   on_cleanup FUNCTION     FUNCTION runs on exit, after the background processes stop
+#   skip_loudly CONDITION LINE...
+#                           a boxed SKIPPED notice naming CONDITION (one of
+#                           SKIP_CONDITIONS in crates/common/src/testing.rs: ipv6,
+#                           root, namespaces, ...), then exit 0 if the run allows
+#                           that condition to be missing (SHOAL_TEST_SKIPS, set by
+#                           scripts/test.sh; the skip is noted in SHOAL_TEST_SKIP_LOG)
+#                           and 1 if not; exit 0 when SHOAL_TEST_SKIPS is unset (a
+#                           script run by hand). Only for reasons that installing
+#                           something cannot fix
 #
 # Every failure goes through `exit 1`, so the EXIT trap always runs.
 
@@ -34,6 +42,7 @@ REPO_ROOT="$(cd "$E2E_DIR/../.." && pwd)"
 SYS_PYTHON=/usr/bin/python3
 
 declare -A BG_PIDS=()
+E2E_CLEANUPS=()
 WORK=""
 E2E_NAME=""
 E2E_START=$SECONDS
@@ -46,15 +55,30 @@ fail() {
 }
 
 # A loud notice for a test that cannot run here for a reason that installing
-# something would not fix; exits 0 so the rest of the suite goes on, or 1 when
-# E2E_NO_SKIP is set (for CI that must run everything).
+# something would not fix; a failure unless the run allows the condition (see the
+# usage above).
 skip_loudly() {
-    local rc=0
-    [ -z "${E2E_NO_SKIP:-}" ] || rc=1
+    local condition=$1 rc=0
+    shift
+    case " ipv6 root memlock default-ports io_uring namespaces " in
+    *" $condition "*) ;;
+    *) fail "skip_loudly: $condition is not a skip condition (crates/common/src/testing.rs)" ;;
+    esac
+    if [ -n "${SHOAL_TEST_SKIPS+set}" ]; then
+        case ",${SHOAL_TEST_SKIPS// /}," in
+        *",$condition,"*)
+            [ -z "${SHOAL_TEST_SKIP_LOG:-}" ] ||
+                printf 'skipped %s (%s): %s\n' "$E2E_NAME" "$condition" "$*" >>"$SHOAL_TEST_SKIP_LOG"
+            ;;
+        *) rc=1 ;;
+        esac
+    fi
     {
         printf '\n%s\n' "################################################################"
-        printf '# SKIPPED: %s\n' "$E2E_NAME"
+        printf '# SKIPPED: %s (%s)\n' "$E2E_NAME" "$condition"
         printf '# %s\n' "$@"
+        [ "$rc" -eq 0 ] || printf '# a failure: this run allows no skip for %s (SHOAL_TEST_SKIPS="%s", set in scripts/test.sh)\n' \
+            "$condition" "$SHOAL_TEST_SKIPS"
         printf '%s\n\n' "################################################################"
     } >&2
     exit "$rc"
@@ -83,6 +107,10 @@ _e2e_cleanup() {
         fi
         wait "$pid" 2>/dev/null
     done
+    local cleanup
+    for cleanup in "${E2E_CLEANUPS[@]}"; do
+        "$cleanup"
+    done
     if [ "$rc" -ne 0 ] && [ -n "$WORK" ] && [ -d "$WORK" ]; then
         local log
         for log in "$WORK"/*.log "$WORK"/*/*.log; do
@@ -100,6 +128,12 @@ _e2e_cleanup() {
         fi
     fi
     exit "$rc"
+}
+
+# Runs function $1 on exit, after the background processes stopped and before $WORK
+# is removed (resources outside them: an image store, a mount).
+on_cleanup() {
+    E2E_CLEANUPS+=("$1")
 }
 
 e2e_init() {

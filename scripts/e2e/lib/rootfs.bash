@@ -2,7 +2,9 @@
 # container (scripts/e2e/systemd.sh, scripts/e2e/container.sh); sourced after
 # common.bash.
 #
-#   debian_rootfs DIR    DIR becomes a bookworm minbase with systemd, dbus and adduser
+#   debian_rootfs DIR    DIR becomes a bookworm minbase with systemd, dbus, adduser and
+#                        binutils (the container test's stand-in toolchain image strips
+#                        the binary as the Dockerfile's build stage does)
 #                        (debootstrap, about a minute the first time; later runs unpack
 #                        a tarball cached under ${XDG_CACHE_HOME:-~/.cache}/shoal/e2e/)
 #
@@ -10,8 +12,8 @@
 # otherwise.
 
 # Bump when the package list changes, so that an old cached tarball is not used.
-ROOTFS_VERSION=1
-ROOTFS_PACKAGES=systemd,systemd-sysv,dbus,adduser
+ROOTFS_VERSION=2
+ROOTFS_PACKAGES=systemd,systemd-sysv,dbus,adduser,binutils
 
 debian_rootfs() {
     local dir=$1

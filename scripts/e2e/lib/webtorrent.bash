@@ -53,7 +53,7 @@ rerun_in_private_netns() {
     elif unshare -r -n true 2>>"$WORK/unshare.log"; then
         args=(-r -n)
     else
-        skip_loudly "this machine refuses a private network namespace ($(tr '\n' ' ' <"$WORK/unshare.log"))," \
+        skip_loudly namespaces "this machine refuses a private network namespace ($(tr '\n' ' ' <"$WORK/unshare.log"))," \
             "and without one WebRTC would also use the machine's non-loopback addresses." \
             "Run as root, or allow unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1)."
     fi

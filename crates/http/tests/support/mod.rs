@@ -22,9 +22,6 @@ pub fn loopback_config(ipv6: bool) -> Config {
     config
 }
 
-pub fn ipv6_available() -> bool {
-    std::net::TcpListener::bind("[::1]:0").is_ok()
-}
 
 /// A connection that reads whole HTTP responses.
 pub struct Connection<S> {

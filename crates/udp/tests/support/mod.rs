@@ -21,10 +21,6 @@ pub fn loopback_config(ipv6: bool) -> Config {
     config
 }
 
-/// Whether this host can use ::1.
-pub fn ipv6_available() -> bool {
-    UdpSocket::bind("[::1]:0").is_ok()
-}
 
 /// A UDP tracker client on its own socket.
 pub struct Client {
