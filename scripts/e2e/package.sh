@@ -26,7 +26,7 @@ for path in /usr/bin/shoal /usr/bin/shoal_udp /usr/bin/shoal_http /usr/bin/shoal
     /usr/lib/systemd/system/shoal-http.service /usr/lib/systemd/system/shoal-ws.service \
     /etc/shoal/shoal.toml /etc/shoal/udp.toml /etc/shoal/http.toml /etc/shoal/ws.toml \
     /usr/share/shoal/grafana/shoal.json /usr/share/shoal/prometheus/shoal-alerts.yml \
-    /usr/share/doc/shoal/deployment.md \
+    /usr/share/doc/shoal/deployment.md /usr/lib/sysctl.d/60-shoal.conf \
     /usr/share/doc/shoal/metrics.md /usr/share/doc/shoal/copyright; do
     grep -qxF "$path" "$WORK/contents.txt" || fail "the package lacks $path"
 done

@@ -24,7 +24,8 @@ mod udp_batch;
 pub use sleep::{Doorbell, Ready, Want, wait as wait_for_sockets};
 pub use sockets::{
     ReceiveQueue, bind_failure, bind_listeners, bind_per_worker, cap_connection_buffers,
-    may_force_recv_buffer, receive_queue, rmem_max, send_fragmenting, sends_unfragmented,
-    set_dont_fragment, set_recv_buffer, somaxconn, stop_listening, too_big_unfragmented,
+    may_force_recv_buffer, receive_queue, report_recv_buffer, rmem_max, send_fragmenting,
+    sends_unfragmented, set_dont_fragment, set_recv_buffer, somaxconn, stop_listening,
+    too_big_unfragmented,
 };
 pub use udp_batch::{MAX_BATCH, RecvBatch, SendBatch};

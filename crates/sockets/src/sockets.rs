@@ -246,25 +246,56 @@ pub fn stop_listening(listener: &TcpListener) -> std::io::Result<()> {
     }
 }
 
-/// Asks for a receive buffer of `size` bytes; as root, past net.core.rmem_max.
-/// Returns the size granted (what Linux reports, halved: it doubles the request).
+/// Asks for a receive buffer of `size` bytes; with CAP_NET_ADMIN, past
+/// net.core.rmem_max. Returns the size granted (what Linux reports, halved: it doubles
+/// the request); [`report_recv_buffer`] says what a shortfall means.
 pub fn set_recv_buffer(socket: &Socket, size: usize) -> usize {
     if socket.set_recv_buffer_size(size).is_err() {
         log::warn!("cannot set the socket receive buffer to {size} bytes");
     }
     // Linux reports double the usable size it granted.
-    let mut granted = socket.recv_buffer_size().unwrap_or(0) / 2;
+    let granted = socket.recv_buffer_size().unwrap_or(0) / 2;
     if granted < size {
-        let forced = force_recv_buffer(socket, size);
-        granted = socket.recv_buffer_size().unwrap_or(0) / 2;
-        if !forced || granted < size {
-            log::warn!(
-                "socket receive buffer is {granted} bytes, not the {size} configured; raise \
-                 net.core.rmem_max (sysctl) or start as root"
-            );
-        }
+        force_recv_buffer(socket, size);
+        return socket.recv_buffer_size().unwrap_or(0) / 2;
     }
     granted
+}
+
+/// Says, once for a tracker's sockets, that the kernel granted `granted` bytes of the
+/// `size` configured (net.core.rmem_max caps a process without CAP_NET_ADMIN), and
+/// what sets it: the host's sysctl, which the Debian package sets and a container
+/// cannot. A warning when the operator asked for `size`; information when `size` is
+/// the built-in `default`, since a host's stock ceiling is its normal state and the
+/// tracker serves on (check-host and the deployment guide say what it costs).
+pub fn report_recv_buffer(what: &str, granted: usize, size: usize, default: usize) {
+    if let Some((level, text)) = recv_buffer_report(what, granted, size, default) {
+        log::log!(level, "{text}");
+    }
+}
+
+/// What [`report_recv_buffer`] logs, and at which level; `None` when nothing is short.
+fn recv_buffer_report(
+    what: &str,
+    granted: usize,
+    size: usize,
+    default: usize,
+) -> Option<(log::Level, String)> {
+    if granted >= size {
+        return None;
+    }
+    let level = if size == default {
+        log::Level::Info
+    } else {
+        log::Level::Warn
+    };
+    let text = format!(
+        "{what}: the socket receive buffer is {granted} bytes, not the {size} configured, as \
+         net.core.rmem_max caps it: bursts past it are dropped. The host sets it (sysctl \
+         net.core.rmem_max={size}; the Debian package's /usr/lib/sysctl.d/60-shoal.conf \
+         does; a container cannot, its host must)"
+    );
+    Some((level, text))
 }
 
 /// Whether this process may set a receive buffer past net.core.rmem_max (it has
@@ -439,6 +470,22 @@ fn set_int_option(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_capped_buffer_is_a_warning_only_when_the_operator_chose_its_size() {
+        const DEFAULT: usize = 8 << 20;
+        assert_eq!(recv_buffer_report("UDP", DEFAULT, DEFAULT, DEFAULT), None);
+        assert_eq!(recv_buffer_report("UDP", 32 << 20, DEFAULT, DEFAULT), None);
+        let (level, text) = recv_buffer_report("UDP", 212_992, DEFAULT, DEFAULT).unwrap();
+        assert_eq!(level, log::Level::Info);
+        assert!(text.contains("sysctl net.core.rmem_max=8388608"), "{text}");
+        assert!(
+            !text.contains("root"),
+            "advice the units and images cannot take: {text}"
+        );
+        let (level, _) = recv_buffer_report("UDP", 212_992, 16 << 20, DEFAULT).unwrap();
+        assert_eq!(level, log::Level::Warn);
+    }
 
     #[test]
     fn a_full_receive_queue_counts_its_drops() {

@@ -65,10 +65,12 @@ pub(crate) fn choose(
         IoBackend::Epoll => (Backend::Epoll, None),
         IoBackend::Auto => match io_uring_ready() {
             Ok(claim) => (Backend::IoUring, Some(claim)),
+            // Info, not a warning: epoll serves as well (both pass the same tests; in
+            // containers it is the deployment guide's choice), and what refused
+            // io_uring is the host's normal state, not a fault to fix.
             Err(err) => {
-                log::warn!(
-                    "{name}: serving with epoll, since io_uring cannot be used here: {err:#} \
-                     (set network.io_backend = \"epoll\" to choose it without this warning)"
+                log::info!(
+                    "{name}: serving with epoll, since io_uring cannot be used here: {err:#}"
                 );
                 return Ok((Backend::Epoll, None));
             }

@@ -44,10 +44,9 @@ fn probe() -> anyhow::Result<()> {
 fn explain(err: std::io::Error, io_uring_disabled: Option<u8>) -> anyhow::Result<()> {
     let cause = match (err.raw_os_error(), io_uring_disabled) {
         (Some(libc::ENOSYS), _) => {
-            "this kernel has no io_uring, or a seccomp filter hides it (Linux 5.8 or newer is needed; \
-             Docker's default seccomp profile blocks io_uring: run the container with \
-             --security-opt seccomp=unconfined or a profile that allows io_uring_setup, \
-             io_uring_enter and io_uring_register)"
+            "this kernel has no io_uring (Linux 5.8 or newer has it), or a seccomp filter hides \
+             it, as the default profiles of Docker and podman do (a profile that allows \
+             io_uring_setup, io_uring_enter and io_uring_register lifts that)"
         }
         (_, Some(2)) => {
             "io_uring is disabled by the kernel.io_uring_disabled sysctl (2: for everyone); \
@@ -59,8 +58,9 @@ fn explain(err: std::io::Error, io_uring_disabled: Option<u8>) -> anyhow::Result
         }
         (Some(libc::EPERM | libc::EACCES), _) => {
             "the process may not use io_uring (a seccomp filter such as Docker's default profile, \
-             or a security module); allow io_uring_setup, io_uring_enter and io_uring_register, \
-             e.g. --security-opt seccomp=unconfined, and no SystemCallFilter= in the systemd unit"
+             or a security module); a seccomp profile that allows io_uring_setup, \
+             io_uring_enter and io_uring_register, and no SystemCallFilter= in the systemd \
+             unit, lift that"
         }
         (Some(libc::ENOMEM), _) => {
             "the kernel could not allocate the ring: raise the locked-memory limit \

@@ -237,6 +237,21 @@ fn bind_all(config: &Config) -> anyhow::Result<(Vec<WorkerSockets>, Vec<SocketAd
         |addr| bind_socket(addr, network.socket_recv_buffer_size),
         std::net::UdpSocket::local_addr,
     )?;
+    if network.socket_recv_buffer_size > 0
+        && let Some(first) = per_worker.iter().flatten().next()
+    {
+        // Linux reports double the usable size it granted.
+        let granted = socket2::SockRef::from(first)
+            .recv_buffer_size()
+            .unwrap_or(0)
+            / 2;
+        shoal_sockets::report_recv_buffer(
+            "UDP",
+            granted,
+            network.socket_recv_buffer_size,
+            Config::default().network.socket_recv_buffer_size,
+        );
+    }
     let sockets = per_worker
         .into_iter()
         .map(|sockets| {

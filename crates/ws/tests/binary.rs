@@ -179,3 +179,55 @@ fn a_large_message_with_the_next_one_begun_leaves_no_lasting_memory_either() {
          the next begun in the same write"
     );
 }
+
+/// `shoal_ws` where io_uring is refused, as in a container under Docker's or podman's
+/// default seccomp profile: `auto` serves with epoll and says so at info level (no
+/// warning: it is the container's normal state), and a browser's announce is answered.
+#[test]
+fn auto_serves_with_epoll_where_seccomp_refuses_io_uring() {
+    use std::os::unix::process::CommandExt as _;
+    let dir = std::env::temp_dir().join(format!("shoal-ws-seccomp-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = dir.join("ws.toml");
+    std::fs::write(
+        &config,
+        "[network]\naddress_ipv4 = \"127.0.0.1:0\"\nuse_ipv6 = false\n[statistics]\ninterval = 0\n",
+    )
+    .unwrap();
+    let mut command = Command::new(BINARY);
+    command.arg("-c").arg(&config).stderr(Stdio::piped());
+    // SAFETY: only prctl calls between fork and exec.
+    unsafe {
+        command.pre_exec(|| shoal_common::testing::refuse_io_uring());
+    }
+    let mut child = Child(command.spawn().unwrap());
+    let mut log = BufReader::new(child.0.stderr.take().unwrap());
+    let mut lines = Vec::new();
+    let addr: SocketAddr = loop {
+        let mut line = String::new();
+        assert!(
+            log.read_line(&mut line).unwrap() > 0,
+            "the tracker ended before it listened: {lines:#?}"
+        );
+        if let Some(url) = line.trim().split("listening on ws://").nth(1) {
+            break url.parse().unwrap();
+        }
+        lines.push(line);
+    };
+    std::thread::spawn(move || std::io::copy(&mut log, &mut std::io::sink()));
+    assert!(
+        lines
+            .iter()
+            .any(|line| line.contains(" INFO ") && line.contains("ws: serving with epoll")),
+        "{lines:#?}"
+    );
+    assert!(
+        !lines.iter().any(|line| line.contains(" WARN ")),
+        "{lines:#?}"
+    );
+    let mut client = connect(addr);
+    client.announce(id("torrent"), id("peer"), json!({"numwant": 0}));
+    let answer = client.receive_text();
+    assert!(answer.contains("\"interval\""), "{answer}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -22,7 +22,6 @@ pub fn loopback_config(ipv6: bool) -> Config {
     config
 }
 
-
 /// A connection that reads whole HTTP responses.
 pub struct Connection<S> {
     pub stream: S,

@@ -21,7 +21,6 @@ pub fn loopback_config(ipv6: bool) -> Config {
     config
 }
 
-
 /// A UDP tracker client on its own socket.
 pub struct Client {
     pub socket: UdpSocket,
