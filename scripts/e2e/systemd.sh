@@ -162,6 +162,28 @@ out=$(announce udp://127.0.0.1:6969/announce "$allowed" --port 6883 --expect-pee
     fail "the swarm was not restored from the snapshot: $out"
 say "stop wrote the snapshot; the next start restored the swarm"
 
+# --- a config error: a failed start, not a restart loop -----------------------------------
+restarts=$(show NRestarts)
+cat >"$root/etc/systemd/system/shoal.service.d/broken.conf" <<'CONF'
+[Service]
+Environment=SHOAL__UDP__NETWORK__ADDRESS_IPV4=nonsense
+CONF
+inside systemctl daemon-reload
+if inside systemctl restart shoal.service 2>/dev/null; then
+    fail "shoal started with a broken address"
+fi
+sleep 5  # two of RestartSec=2s: a restart would have come
+[ "$(show ExecMainStatus)" = 78 ] || fail "a config error exited $(show ExecMainStatus), not 78"
+[ "$(show NRestarts)" = "$restarts" ] || fail "the unit restarted on a config error: $(journal -n 20)"
+[ "$(inside systemctl is-active shoal.service)" = failed ] ||
+    fail "the unit is $(inside systemctl is-active shoal.service) after a config error, not failed"
+journal -p err | grep -q 'address_ipv4' || fail "the journal does not name the broken key: $(journal -n 10)"
+rm "$root/etc/systemd/system/shoal.service.d/broken.conf"
+inside systemctl daemon-reload
+inside systemctl reset-failed shoal.service
+inside systemctl start shoal.service || fail "shoal did not start once the config was fixed"
+say "a config error: exit 78, failed, not restarted (RestartPreventExitStatus=78), the key in the journal"
+
 # --- upgrade ------------------------------------------------------------------------------
 echo '# the operator'"'"'s own file' >"$root/etc/shoal/mine.toml"
 chmod 0600 "$root/etc/shoal/mine.toml"

@@ -11,6 +11,24 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+/// The exit status of a run that never served: the config could not be loaded, or a
+/// tracker could not start from it (a file it cannot read, an address it cannot
+/// bind). EX_CONFIG of sysexits.h: the shipped units do not restart on it
+/// (`RestartPreventExitStatus=78`), since a restart finds the same config; a failure
+/// after serving began exits 1, which they restart on.
+pub const EXIT_NOT_STARTED: u8 = 78;
+
+/// Context on the error of a run that failed before it served (see
+/// [`EXIT_NOT_STARTED`]).
+#[derive(Debug, Clone, Copy)]
+pub struct NotStarted;
+
+impl std::fmt::Display for NotStarted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("could not start")
+    }
+}
+
 use crate::config::{self, TrackerConfig};
 use crate::logging;
 
@@ -197,7 +215,7 @@ pub fn run_cli_with_flags<C: TrackerConfig>(
         Ok(config) => config,
         Err(err) => {
             logging::print_error(&format!("{}: {err:#}", app.name));
-            return ExitCode::FAILURE;
+            return ExitCode::from(EXIT_NOT_STARTED);
         }
     };
     if let Command::PrintEffective { .. } = command {
@@ -225,7 +243,11 @@ pub fn run_cli_with_flags<C: TrackerConfig>(
             } else {
                 logging::print_error(&format!("{}: {err:#}", app.name));
             }
-            ExitCode::FAILURE
+            if err.downcast_ref::<NotStarted>().is_some() {
+                ExitCode::from(EXIT_NOT_STARTED)
+            } else {
+                ExitCode::FAILURE
+            }
         }
     }
 }

@@ -56,7 +56,11 @@ fn too_little_locked_memory_for_a_forced_io_uring_fails_with_the_fix() {
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert_eq!(
+        output.status.code(),
+        Some(i32::from(shoal_common::EXIT_NOT_STARTED)),
+        "{stderr}"
+    );
     assert!(
         stderr.contains("locked-memory limit (RLIMIT_MEMLOCK) is 1024 KiB"),
         "{stderr}"
@@ -93,7 +97,11 @@ fn check_reports_missing_files() {
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert_eq!(
+        output.status.code(),
+        Some(i32::from(shoal_common::EXIT_NOT_STARTED)),
+        "{stderr}"
+    );
     for needle in [
         "network.tls_certificate_path",
         "cert.pem does not exist",

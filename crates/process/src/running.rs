@@ -7,8 +7,9 @@ use std::net::SocketAddr;
 
 use shoal_common::metric_names::{OPEN_CONNECTIONS, PEERS};
 use shoal_common::{
-    Counters, LargeSwarm, Observation, Observe, ProcessConfig, ReloadHook, Shutdown, SignalThread,
-    StatsSample, WorkerStats, notify_ready, notify_stopping, notify_systemd, watchdog_interval,
+    Counters, LargeSwarm, NotStarted, Observation, Observe, ProcessConfig, ReloadHook, Shutdown,
+    SignalThread, StatsSample, WorkerStats, notify_ready, notify_stopping, notify_systemd,
+    watchdog_interval,
 };
 use shoal_swarm::Clock;
 
@@ -522,22 +523,28 @@ where
 /// files, sockets), bind the monitoring endpoint, give up root if configured before
 /// anything is served, start serving, tell systemd it is ready, and wait until
 /// shutdown or a failure. Whichever tracker stops first stops the others; the process
-/// fails if any failed.
+/// fails if any failed. An error before serving began carries
+/// [`NotStarted`](shoal_common::NotStarted), for the exit status the units do not
+/// restart on.
 pub fn run_trackers(
     process: &ProcessConfig,
     prepare: impl FnOnce() -> anyhow::Result<Vec<Box<dyn Servable>>>,
 ) -> anyhow::Result<()> {
     let everything = Shutdown::new();
-    let signals = SignalThread::start(everything.clone())?;
+    let signals = SignalThread::start(everything.clone()).context(NotStarted)?;
     crate::open_files::raise_open_files_limit();
-    let prepared = prepare()?;
+    let prepared = prepare().context(NotStarted)?;
     let monitor_listener = if process.metrics.enabled {
-        Some(crate::monitor::bind(process.metrics.address)?)
+        Some(crate::monitor::bind(process.metrics.address).context(NotStarted)?)
     } else {
         None
     };
     let admin = if process.admin.enabled {
-        Some(crate::admin::bind(&process.admin).context("cannot start the admin API")?)
+        Some(
+            crate::admin::bind(&process.admin)
+                .context("cannot start the admin API")
+                .context(NotStarted)?,
+        )
     } else {
         None
     };
@@ -545,19 +552,24 @@ pub fn run_trackers(
         tracker.log_addresses();
     }
     let trimmer = crate::memory::Trimmer::prepare(&process.memory);
-    shoal_common::drop_privileges(&process.privileges).context("cannot drop privileges")?;
+    shoal_common::drop_privileges(&process.privileges)
+        .context("cannot drop privileges")
+        .context(NotStarted)?;
     let mut served = Vec::with_capacity(prepared.len());
     for tracker in prepared {
         let name = tracker.name();
-        served.push((name, tracker.serve().context(name)?));
+        served.push((name, tracker.serve().context(name).context(NotStarted)?));
     }
     let monitors: Vec<Arc<dyn Monitored>> = served.iter().map(|(_, s)| s.monitor()).collect();
     if let Some(listener) = monitor_listener {
-        crate::monitor::spawn(listener, monitors.clone(), everything.clone())?;
+        crate::monitor::spawn(listener, monitors.clone(), everything.clone())
+            .context(NotStarted)?;
     }
     if let Some(admin) = admin {
         let targets = served.iter().map(|(_, s)| s.admin()).collect();
-        admin.spawn(targets, everything.clone())?;
+        admin
+            .spawn(targets, everything.clone())
+            .context(NotStarted)?;
     }
     for (_, tracker) in &served {
         signals.add_reloads(tracker.reload_hooks());

@@ -62,7 +62,10 @@ fn a_start_up_error_names_the_trackers_section() {
         .output()
         .unwrap();
     let _ = std::fs::remove_dir_all(&dir);
-    assert_eq!(run.status.code(), Some(1));
+    assert_eq!(
+        run.status.code(),
+        Some(i32::from(shoal_common::EXIT_NOT_STARTED))
+    );
     let stderr = String::from_utf8_lossy(&run.stderr);
     assert!(
         stderr.contains("UDP tracker (under [udp] in the config): cannot bind UDP")
@@ -209,7 +212,11 @@ fn a_fatal_start_up_error_is_reported_once() {
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert_eq!(
+        output.status.code(),
+        Some(i32::from(shoal_common::EXIT_NOT_STARTED)),
+        "{stderr}"
+    );
     assert_eq!(
         stderr.matches("Address already in use").count(),
         1,
@@ -222,4 +229,35 @@ fn a_fatal_start_up_error_is_reported_once() {
         "{stderr}"
     );
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The shipped units do not restart on the exit status of a run that never served (a
+/// config error would only repeat), and do restart on other failures.
+#[test]
+fn the_units_do_not_restart_a_tracker_that_could_not_start() {
+    let units = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../packaging/systemd");
+    let mut seen = 0;
+    for entry in std::fs::read_dir(&units).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_none_or(|ext| ext != "service") {
+            continue;
+        }
+        let unit = std::fs::read_to_string(&path).unwrap();
+        assert!(
+            unit.lines().any(|line| line == "Restart=on-failure"),
+            "{}",
+            path.display()
+        );
+        assert!(
+            unit.lines().any(|line| line
+                == format!(
+                    "RestartPreventExitStatus={}",
+                    shoal_common::EXIT_NOT_STARTED
+                )),
+            "{}",
+            path.display()
+        );
+        seen += 1;
+    }
+    assert_eq!(seen, 4);
 }

@@ -195,7 +195,10 @@ fn a_misspelt_key_fails_with_its_name_and_file() {
     let path = dir.join("typo.toml");
     std::fs::write(&path, "sokcet_workers = 2\n").unwrap();
     let output = run(&["-c", path.to_str().unwrap()]);
-    assert_eq!(output.status.code(), Some(1));
+    assert_eq!(
+        output.status.code(),
+        Some(i32::from(shoal_common::EXIT_NOT_STARTED))
+    );
     let stderr = text(&output.stderr);
     assert!(
         stderr.contains("line 1: unknown key `sokcet_workers`; did you mean `socket_workers`?"),
