@@ -80,6 +80,38 @@ inside dpkg -i /root/shoal.deb >"$WORK/dpkg-install.log" 2>&1 || fail "dpkg -i f
 [ "$(inside getent passwd shoal | cut -d: -f6)" = /var/lib/shoal ] || fail "the shoal user's home is not /var/lib/shoal"
 say "installed with dpkg -i, no warning; configs root:shoal 640"
 
+# Private mode's files, checked by `-P` run as root for the user the units run as.
+cat >"$root/etc/shoal/private-check.toml" <<'TOML'
+[udp]
+enabled = false
+[ws]
+enabled = false
+[http.private]
+enabled = true
+users_path = "/etc/shoal/users.txt"
+torrents_path = "/etc/shoal/torrents.txt"
+export_directory = "/var/lib/shoal/export"
+export_url = "http://127.0.0.1:9/credit"
+TOML
+echo "1 AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA" >"$root/etc/shoal/users.txt"
+: >"$root/etc/shoal/torrents.txt"
+inside chmod 0600 /etc/shoal/users.txt
+inside chmod 0640 /etc/shoal/torrents.txt
+inside chgrp shoal /etc/shoal/torrents.txt
+if inside /usr/bin/shoal -c /etc/shoal/private-check.toml -P >/dev/null 2>"$WORK/private-check.log"; then
+    fail "-P as root passed a users file the shoal user cannot read"
+fi
+grep -q 'users_path: user shoal (the packaged units. User=) cannot read /etc/shoal/users.txt' "$WORK/private-check.log" ||
+    fail "-P did not name the users file and the user: $(cat "$WORK/private-check.log")"
+! grep -q 'export_directory' "$WORK/private-check.log" ||
+    fail "the package's export directory is not the shoal user's: $(cat "$WORK/private-check.log")"
+inside chgrp shoal /etc/shoal/users.txt
+inside chmod 0640 /etc/shoal/users.txt
+inside /usr/bin/shoal -c /etc/shoal/private-check.toml -P >/dev/null 2>"$WORK/private-check.log" ||
+    fail "-P refused files the shoal group can read: $(cat "$WORK/private-check.log")"
+rm "$root/etc/shoal/private-check.toml" "$root/etc/shoal/users.txt" "$root/etc/shoal/torrents.txt"
+say "-P as root checks private mode's files for the shoal user: a 0600 root file named, root:shoal 0640 passes; /var/lib/shoal/export is the user's"
+
 # The operator's edits, as drop-ins and files: UDP serves an allow list and keeps its
 # swarms across restarts; a short watchdog so that a stuck tracker is seen quickly.
 allowed=aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa

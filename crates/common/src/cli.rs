@@ -209,12 +209,30 @@ pub fn run_cli_with_flags<C: TrackerConfig>(
         }
         Command::Run { config } | Command::PrintEffective { config } => config.clone(),
     };
-    let loaded =
-        config::load_effective::<C>(config_file.as_deref(), crate::env_overrides::process_vars());
+    // Root reads every file: the files are checked for the user the tracker will run
+    // as too (after dropping privileges, or under the packaged units for -P).
+    let printing = matches!(command, Command::PrintEffective { .. });
+    let mut checked_for = None;
+    let loaded = config::load_effective_with::<C>(
+        config_file.as_deref(),
+        crate::env_overrides::process_vars(),
+        |config| {
+            if let Some(user) = config
+                .privileges()
+                .and_then(|privileges| crate::privileges::file_user(privileges, printing))
+            {
+                checked_for = Some(user.name.clone());
+                crate::files::check_files_for(user);
+            }
+        },
+    );
     let config = match loaded {
         Ok(config) => config,
         Err(err) => {
-            logging::print_error(&format!("{}: {err:#}", app.name));
+            let checked_for = checked_for.map_or(String::new(), |name| {
+                format!("\n(files checked for this process and for user {name}, whom the tracker runs as)")
+            });
+            logging::print_error(&format!("{}: {err:#}{checked_for}", app.name));
             return ExitCode::from(EXIT_NOT_STARTED);
         }
     };

@@ -32,6 +32,13 @@ pub trait TrackerConfig: TomlConfig + Default + Serialize + DeserializeOwned {
         Vec::new()
     }
 
+    /// Whom the process becomes once it serves, when it starts as root: the file
+    /// checks ask about that user too (`-P` as root, and a start that drops
+    /// privileges). `None` for a config without a `[privileges]` section.
+    fn privileges(&self) -> Option<&crate::PrivilegeConfig> {
+        None
+    }
+
     /// Runs [`validate`](Self::validate) and turns any problems into one error.
     fn check(&self) -> anyhow::Result<()> {
         let mut problems = Problems::default();
@@ -155,6 +162,17 @@ pub fn load_effective<C: TrackerConfig>(
     path: Option<&Path>,
     vars: impl IntoIterator<Item = (String, String)>,
 ) -> anyhow::Result<C> {
+    load_effective_with(path, vars, |_| {})
+}
+
+/// [`load_effective`], calling `before_checks` with the config read (file and
+/// variables) before its values are checked: for what the checks depend on that
+/// the config itself says (whom the files are checked for).
+pub(crate) fn load_effective_with<C: TrackerConfig>(
+    path: Option<&Path>,
+    vars: impl IntoIterator<Item = (String, String)>,
+    before_checks: impl FnOnce(&C),
+) -> anyhow::Result<C> {
     let config = match path {
         Some(path) => {
             let text = crate::files::read_to_string_bounded(path, crate::files::MAX_CONFIG_FILE)
@@ -173,6 +191,7 @@ pub fn load_effective<C: TrackerConfig>(
             .map_err(|err| anyhow::anyhow!("{}", err.to_string().trim_end()))
             .with_context(|| format!("with {} from the environment", applied.join(", ")))?
     };
+    before_checks(&config);
     let mut problems = Problems::default();
     config.validate(&mut problems);
     if problems.is_empty() {
@@ -349,16 +368,15 @@ impl StateConfig {
             );
             return;
         }
-        problems.check(
-            self.directory.is_dir(),
-            "directory",
-            format!(
-                "{} is not a directory: create it (writable by the tracker) or leave the key \
-                 empty (under systemd, StateDirectory=shoal creates /var/lib/shoal as the \
-                 service starts: on a fresh install it exists after the first start)",
-                self.directory.display()
-            ),
-        );
+        if let Some(problem) = crate::files::unwritable_directory(&self.directory) {
+            problems.add(
+                "directory",
+                format!(
+                    "{problem}: create it (writable by the tracker) or leave the key empty \
+                     (the package makes /var/lib/shoal for the shoal user)"
+                ),
+            );
+        }
     }
 }
 

@@ -93,7 +93,8 @@ pub use config::{
 };
 pub use cpu::{CpuPinningConfig, maybe_pin_current_thread};
 pub use files::{
-    FileStamp, Reloaded, read_bounded, read_to_string_bounded, report_reload, unreadable,
+    FileStamp, FileUser, Reloaded, check_files_for, read_bounded, read_to_string_bounded,
+    report_reload, unreadable, unwritable_directory,
 };
 pub use ip_net::IpNet;
 pub use log_budget::{LogBudget, left_out};
@@ -105,7 +106,7 @@ pub use metrics::{
 pub use notify::{notify_ready, notify_stopping, notify_systemd, watchdog_interval};
 pub use observe::{Family, Histogram, MetricKind, Observation, Observe};
 pub use private_config::PrivateConfig;
-pub use privileges::{PrivilegeConfig, drop_privileges};
+pub use privileges::{PrivilegeConfig, drop_privileges, file_user};
 pub use process_config::{AdminConfig, MemoryConfig, MetricsConfig, ProcessAnd, ProcessConfig};
 pub use sections::Both;
 pub use signals::{ReloadHook, SignalThread, spawn_signal_thread};

@@ -150,10 +150,15 @@ impl PrivateConfig {
         if !self.enabled {
             return;
         }
-        if !self.export_directory.as_os_str().is_empty() && !self.export_directory.is_dir() {
+        if !self.export_directory.as_os_str().is_empty()
+            && let Some(problem) = crate::files::unwritable_directory(&self.export_directory)
+        {
             problems.add(
                 "export_directory",
-                format!("{} is not a directory", self.export_directory.display()),
+                format!(
+                    "{problem} (batches are written there; under the packaged units, \
+                     /var/lib/shoal/export is made for the shoal user at install)"
+                ),
             );
         }
         for (key, path) in [

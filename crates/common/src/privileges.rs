@@ -119,6 +119,70 @@ pub fn drop_privileges(config: &PrivilegeConfig) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The user whose access to the config's files is checked besides this process's
+/// (see [`check_files_for`](crate::files::check_files_for)), when this process is root:
+/// `[privileges] user` (with its one group, as [`drop_privileges`] leaves it) when the
+/// config drops privileges; else, for `-P` (`print_config`), the `shoal` user the
+/// packaged units run as, with its groups, when it exists. `None` otherwise (a
+/// process that is not root is checked as itself).
+pub fn file_user(config: &PrivilegeConfig, print_config: bool) -> Option<crate::files::FileUser> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return None;
+    }
+    if config.drop_privileges {
+        let (uid, primary_gid) = lookup_user(&config.user).ok()?;
+        let gid = if config.group.is_empty() {
+            primary_gid
+        } else {
+            lookup_group(&config.group).ok()?
+        };
+        return Some(crate::files::FileUser::new(
+            &config.user,
+            "privileges.user",
+            uid,
+            vec![gid],
+        ));
+    }
+    if !print_config {
+        return None;
+    }
+    let (uid, gid) = lookup_user(UNIT_USER).ok()?;
+    Some(crate::files::FileUser::new(
+        UNIT_USER,
+        "the packaged units' User=",
+        uid,
+        groups_of(UNIT_USER, gid),
+    ))
+}
+
+/// The user the packaged systemd units run as.
+const UNIT_USER: &str = "shoal";
+
+/// Every group `name` is in (as initgroups gives a process started as it), `gid`
+/// first.
+fn groups_of(name: &str, gid: libc::gid_t) -> Vec<u32> {
+    let Ok(c_name) = CString::new(name) else {
+        return vec![gid];
+    };
+    let mut groups = vec![0 as libc::gid_t; 64];
+    loop {
+        let mut count = groups.len() as libc::c_int;
+        // SAFETY: `groups` holds `count` entries; getgrouplist writes at most that many
+        // and sets `count` to the number it has.
+        let rc =
+            unsafe { libc::getgrouplist(c_name.as_ptr(), gid, groups.as_mut_ptr(), &mut count) };
+        if rc >= 0 {
+            groups.truncate(count.max(0) as usize);
+            return groups;
+        }
+        if groups.len() >= 65_536 {
+            return vec![gid];
+        }
+        groups.resize((count.max(0) as usize).max(groups.len() * 2), 0);
+    }
+}
+
 fn check(result: libc::c_int) -> std::io::Result<()> {
     if result == 0 {
         Ok(())

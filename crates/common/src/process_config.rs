@@ -161,8 +161,25 @@ impl AdminConfig {
             problems.add("token_path", "must name a file when enabled = true");
         } else if let Some(problem) = crate::files::unreadable(&self.token_path) {
             problems.add("token_path", problem);
+        } else if let Some(mode) = world_readable(&self.token_path) {
+            problems.add(
+                "token_path",
+                format!(
+                    "{} may be read by any local user (mode {mode:o}): `chmod o-r` it \
+                     (root:shoal 0640 lets the packaged units read it)",
+                    self.token_path.display()
+                ),
+            );
         }
     }
+}
+
+/// The permission bits of the file at `path` when every local user may read it (the
+/// admin token must not be: the API refuses to start on such a file).
+fn world_readable(path: &std::path::Path) -> Option<u32> {
+    use std::os::unix::fs::PermissionsExt as _;
+    let mode = std::fs::metadata(path).ok()?.permissions().mode() & 0o7777;
+    (mode & 0o004 != 0).then_some(mode)
 }
 
 /// A tracker's file: the process's sections and the tracker's own keys, side by side.
@@ -208,6 +225,10 @@ impl<C: TrackerConfig + Clone + std::fmt::Debug + PartialEq> TrackerConfig for P
 
     fn snapshot_directories(&self) -> Vec<(String, std::path::PathBuf)> {
         self.tracker().snapshot_directories()
+    }
+
+    fn privileges(&self) -> Option<&crate::PrivilegeConfig> {
+        Some(&self.process().privileges)
     }
 
     fn logging(&self) -> LoggingConfig {

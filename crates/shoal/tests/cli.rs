@@ -261,3 +261,87 @@ fn the_units_do_not_restart_a_tracker_that_could_not_start() {
     }
     assert_eq!(seen, 4);
 }
+
+/// `-P` run as root checks the files for the user the tracker becomes (here
+/// `[privileges] user = "nobody"`): a users file only root can read, an export
+/// directory it cannot write and a world-readable admin token are each named, with
+/// the exit status the units do not restart on; made right, the same config passes.
+#[test]
+fn print_config_as_root_checks_the_files_for_the_user_the_tracker_becomes() {
+    use std::os::unix::fs::PermissionsExt as _;
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        shoal_common::testing::skip("root", "only root can check files for another user");
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("shoal-cli-file-user-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("export")).unwrap();
+    let mode = |path: &std::path::Path, mode: u32| {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+    };
+    mode(&dir, 0o755);
+    std::fs::write(
+        dir.join("users.txt"),
+        "1 AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA\n",
+    )
+    .unwrap();
+    std::fs::write(dir.join("torrents.txt"), "").unwrap();
+    std::fs::write(dir.join("admin.token"), format!("{}\n", "t".repeat(32))).unwrap();
+    mode(&dir.join("users.txt"), 0o600);
+    mode(&dir.join("torrents.txt"), 0o644);
+    mode(&dir.join("admin.token"), 0o644);
+    mode(&dir.join("export"), 0o755);
+    let config = dir.join("shoal.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[privileges]\ndrop_privileges = true\nuser = \"nobody\"\n\
+             [admin]\nenabled = true\ntoken_path = \"{d}/admin.token\"\n\
+             [udp]\nenabled = false\n[ws]\nenabled = false\n\
+             [http.private]\nenabled = true\nusers_path = \"{d}/users.txt\"\n\
+             torrents_path = \"{d}/torrents.txt\"\nexport_directory = \"{d}/export\"\n\
+             export_url = \"http://127.0.0.1:9/credit\"\n",
+            d = dir.display()
+        ),
+    )
+    .unwrap();
+    let check = || {
+        Command::new(BINARY)
+            .arg("-c")
+            .arg(&config)
+            .arg("-P")
+            .env_remove("SHOAL_LOG")
+            .output()
+            .unwrap()
+    };
+    let refused = check();
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(
+        refused.status.code(),
+        Some(i32::from(shoal_common::EXIT_NOT_STARTED)),
+        "{stderr}"
+    );
+    for needle in [
+        "users_path: user nobody (privileges.user) cannot read",
+        "users.txt: mode 600",
+        "export_directory: user nobody (privileges.user) cannot create files in",
+        "token_path",
+        "may be read by any local user (mode 644)",
+        "files checked for this process and for user nobody",
+    ] {
+        assert!(stderr.contains(needle), "{needle:?} in {stderr}");
+    }
+    assert!(!stderr.contains("torrents_path"), "{stderr}");
+    mode(&dir.join("users.txt"), 0o644);
+    mode(&dir.join("admin.token"), 0o600);
+    std::os::unix::fs::chown(dir.join("admin.token"), Some(65534), None).unwrap();
+    std::os::unix::fs::chown(dir.join("export"), Some(65534), None).unwrap();
+    let passed = check();
+    assert!(
+        passed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&passed.stderr)
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
