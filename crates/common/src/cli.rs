@@ -124,8 +124,58 @@ pub(crate) fn parse_args_with(
     Ok((command, given))
 }
 
-/// The usage text of a binary that adds `extras`.
-pub(crate) fn usage_with(app: &AppInfo, extras: &[ExtraFlag]) -> String {
+/// What SIGUSR1 and SIGHUP reload, for every binary's help.
+pub const RELOAD_SIGNALS_HELP: &str = "Signals: SIGTERM/SIGINT shut down; SIGUSR1 or SIGHUP \
+(systemctl reload) reloads what is read from files: access lists, TLS certificates, \
+private mode's users and torrents files, WebTorrent Origin rules.";
+
+/// The top-level sections of config `C`, as `[name]`, in the order `-p` prints them:
+/// for help texts, so that they name every section there is.
+pub fn config_sections<C: TrackerConfig>() -> Vec<String> {
+    toml::Table::try_from(C::default())
+        .map(|table| {
+            table
+                .iter()
+                .filter(|(_, value)| value.is_table())
+                .map(|(name, _)| format!("[{name}]"))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// `text` as lines that start at column `indent` (the first one is already there;
+/// the others are indented with spaces) and end by column 79; words are not split.
+pub fn wrap(text: &str, indent: usize) -> String {
+    const WIDTH: usize = 79;
+    let mut out = String::new();
+    let mut column = indent;
+    let mut first = true;
+    for word in text.split_whitespace() {
+        if !first && column + 1 + word.len() > WIDTH {
+            out.push('\n');
+            out.push_str(&" ".repeat(indent));
+            column = indent;
+        } else if !first {
+            out.push(' ');
+            column += 1;
+        }
+        out.push_str(word);
+        column += word.len();
+        first = false;
+    }
+    out
+}
+
+/// The usage text of a binary whose config has `sections` and that adds `extras`.
+pub(crate) fn usage_with(app: &AppInfo, extras: &[ExtraFlag], sections: &[String]) -> String {
+    let sections = wrap(
+        &format!(
+            "Load the configuration from FILE (TOML): {}. Keys left out keep their defaults.",
+            sections.join(", ")
+        ),
+        31,
+    );
+    let signals = wrap(RELOAD_SIGNALS_HELP, 0);
     let extra_lines: String = extras
         .iter()
         .map(|extra| format!("      --{:<23}{}\n", extra.long, extra.help))
@@ -136,8 +186,7 @@ pub(crate) fn usage_with(app: &AppInfo, extras: &[ExtraFlag]) -> String {
 Usage: {name} [OPTIONS]
 
 Options:
-  -c, --config FILE            Load the configuration from FILE (TOML). Keys left
-                               out keep their defaults.
+  -c, --config FILE            {sections}
   -p, --print-default-config   Print the default configuration with every key
                                documented, then exit. Start a config file with
                                `{name} -p > {name}.toml`.
@@ -150,7 +199,7 @@ With no options, {name} runs with the built-in defaults.
 Environment: SHOAL__SECTION__KEY=value overrides a key of the file (e.g.
 SHOAL__NETWORK__ADDRESS_IPV4=0.0.0.0:6969); SHOAL_LOG=LEVEL or
 SHOAL_LOG=info,module=debug overrides the log level.
-Signals: SIGTERM/SIGINT shut down; SIGUSR1 reloads the access list.
+{signals}
 ",
         name = app.name,
         version = app.version,
@@ -196,7 +245,7 @@ pub fn run_cli_with_flags<C: TrackerConfig>(
     };
     let config_file = match &command {
         Command::Help => {
-            print!("{}", usage_with(app, extras));
+            print!("{}", usage_with(app, extras, &config_sections::<C>()));
             return ExitCode::SUCCESS;
         }
         Command::Version => {
@@ -413,7 +462,17 @@ mod tests {
             version: "0",
             about: "a test",
         };
-        assert!(usage_with(&app, &[JSON]).contains("      --json                   Print JSON.\n"));
-        assert!(!usage_with(&app, &[]).contains("--json"));
+        assert!(
+            usage_with(&app, &[JSON], &[]).contains("      --json                   Print JSON.\n")
+        );
+        assert!(!usage_with(&app, &[], &[]).contains("--json"));
+        let sections = ["[logging]".to_owned(), "[network]".to_owned()];
+        let usage = usage_with(&app, &[], &sections);
+        let flowing = usage.split_whitespace().collect::<Vec<_>>().join(" ");
+        assert!(flowing.contains("(TOML): [logging], [network]."), "{usage}");
+        assert!(
+            usage.lines().all(|line| line.chars().count() <= 79),
+            "{usage}"
+        );
     }
 }

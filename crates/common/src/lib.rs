@@ -78,8 +78,8 @@ pub use access_list::{
 };
 pub use acme_keys::{AcmeKeys, LETS_ENCRYPT};
 pub use cli::{
-    AppInfo, EXIT_NOT_STARTED, ExtraFlag, NotStarted, load_cli_config, run_cli, run_cli_with_args,
-    run_cli_with_flags,
+    AppInfo, EXIT_NOT_STARTED, ExtraFlag, NotStarted, RELOAD_SIGNALS_HELP, config_sections,
+    load_cli_config, run_cli, run_cli_with_args, run_cli_with_flags, wrap,
 };
 pub use client_rules::{
     ClientConfig, ClientCounts, ClientRefusal, ClientRules, KNOWN_CLIENTS, OTHER_CLIENT, RuleSet,

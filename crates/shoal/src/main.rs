@@ -89,6 +89,19 @@ fn main() -> ExitCode {
 }
 
 fn usage() -> String {
+    let others: Vec<String> = shoal_common::config_sections::<ShoalConfig>()
+        .into_iter()
+        .filter(|section| !["[udp]", "[http]", "[ws]"].contains(&section.as_str()))
+        .collect();
+    let sections = shoal_common::wrap(
+        &format!(
+            "Load the configuration from FILE (TOML): one section per tracker ([udp], \
+             [http], [ws]), each can be disabled, plus {}.",
+            others.join(", ")
+        ),
+        31,
+    );
+    let signals = shoal_common::wrap(shoal_common::RELOAD_SIGNALS_HELP, 0);
     format!(
         "shoal {VERSION}: BitTorrent trackers
 
@@ -108,9 +121,7 @@ Usage:
                          io_uring, CPUs; each finding with its fix.
 
 Options:
-  -c, --config FILE            Load the configuration from FILE (TOML): one section
-                               per tracker ([udp], [http], [ws]), each can be
-                               disabled, plus [logging], [metrics], [privileges].
+  -c, --config FILE            {sections}
   -p, --print-default-config   Print the default configuration with every key
                                documented, then exit: `shoal -p > shoal.toml`.
   -P, --print-config           Print the configuration that would be used, then exit.
@@ -120,8 +131,7 @@ Options:
 Environment: SHOAL__SECTION__KEY=value overrides a key of the file, e.g.
 SHOAL__UDP__NETWORK__ADDRESS_IPV4=0.0.0.0:6969 or SHOAL__WS__ENABLED=false;
 SHOAL_LOG=LEVEL or SHOAL_LOG=info,module=debug overrides the log level.
-Signals: SIGTERM/SIGINT shut every tracker down; SIGUSR1 reloads access lists and
-certificates.
+{signals}
 `shoal udp --help` (and http, ws) lists one tracker's options.
 "
     )

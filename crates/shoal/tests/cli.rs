@@ -345,3 +345,40 @@ fn print_config_as_root_checks_the_files_for_the_user_the_tracker_becomes() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Every binary's help names every top-level section of its printed config and every
+/// reload signal, so that neither can drift from the config.
+#[test]
+fn help_names_every_section_and_the_reload_signals() {
+    let shoal = env!("CARGO_BIN_EXE_shoal");
+    for args in [vec![], vec!["udp"], vec!["http"], vec!["ws"]] {
+        let help = Command::new(shoal)
+            .args(&args)
+            .arg("--help")
+            .output()
+            .unwrap();
+        let printed = Command::new(shoal).args(&args).arg("-p").output().unwrap();
+        let help = String::from_utf8_lossy(&help.stdout).replace('\n', " ");
+        let printed = String::from_utf8_lossy(&printed.stdout);
+        let mut sections = 0;
+        for line in printed.lines() {
+            if line.starts_with('[') && !line.contains('.') {
+                sections += 1;
+                assert!(
+                    help.contains(line),
+                    "{args:?}: {line} not in the help: {help}"
+                );
+            }
+        }
+        assert!(sections >= 5, "{args:?}: {sections} sections");
+        for needle in [
+            "SIGUSR1",
+            "SIGHUP",
+            "TLS certificates",
+            "private mode",
+            "Origin rules",
+        ] {
+            assert!(help.contains(needle), "{args:?}: {needle} not in {help}");
+        }
+    }
+}
