@@ -182,14 +182,17 @@ pub(crate) fn load_effective_with<C: TrackerConfig>(
         }
         None => C::default(),
     };
-    let mut table = toml::Table::try_from(&config).context("config types serialize to TOML")?;
-    let applied = crate::env_overrides::apply(&mut table, &C::docs(), vars)?;
+    let vars: Vec<(String, String)> = vars.into_iter().collect();
+    let read = toml::Table::try_from(&config).context("config types serialize to TOML")?;
+    let mut table = read.clone();
+    let applied = crate::env_overrides::apply(&mut table, &C::docs(), vars.iter().cloned())?;
     let config = if applied.is_empty() {
         config
     } else {
-        C::deserialize(toml::Value::Table(table))
-            .map_err(|err| anyhow::anyhow!("{}", err.to_string().trim_end()))
-            .with_context(|| format!("with {} from the environment", applied.join(", ")))?
+        match C::deserialize(toml::Value::Table(table)) {
+            Ok(config) => config,
+            Err(err) => return Err(bad_variable::<C>(&read, &vars, &applied, &err)),
+        }
     };
     before_checks(&config);
     let mut problems = Problems::default();
@@ -205,9 +208,50 @@ pub(crate) fn load_effective_with<C: TrackerConfig>(
             format!("in config file {} and the environment", path.display())
         }
         (Some(path), Overridden::None) => format!("in config file {}", path.display()),
+        (None, _) if !applied.is_empty() => {
+            format!("with {} from the environment", applied.join(", "))
+        }
         (None, _) => "in the built-in defaults".to_owned(),
     };
     Err(anyhow::anyhow!("{problems}").context(source))
+}
+
+/// The error of variables whose values do not fit their keys' types, in the one
+/// format of the environment's errors: the variable, its key, what is wrong (never
+/// the value, which may be a password). Each variable is tried alone on the config
+/// `read` so that the one at fault is named; `err` is the error of all of them
+/// together, for a fault only their combination makes.
+fn bad_variable<C: TrackerConfig>(
+    read: &toml::Table,
+    vars: &[(String, String)],
+    applied: &[String],
+    err: &toml::de::Error,
+) -> anyhow::Error {
+    for name in applied {
+        let mut table = read.clone();
+        let alone = vars.iter().filter(|(var, _)| var == name).cloned();
+        if crate::env_overrides::apply(&mut table, &C::docs(), alone).is_err() {
+            continue;
+        }
+        if let Err(own) = C::deserialize(toml::Value::Table(table)) {
+            return anyhow::anyhow!(
+                "environment variable {name} ({}): {}",
+                crate::env_overrides::key_of(name),
+                innermost(own.message())
+            );
+        }
+    }
+    anyhow::anyhow!(
+        "environment variables {}: {}",
+        applied.join(", "),
+        innermost(err.message())
+    )
+}
+
+/// A deserializer's message without the "in `key`" lines it adds for every table it
+/// was inside (the variable names the key already).
+fn innermost(message: &str) -> &str {
+    message.split("\nin `").next().unwrap_or(message).trim_end()
 }
 
 /// How many of a config's bad values a `SHOAL__` variable set.

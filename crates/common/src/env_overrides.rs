@@ -42,6 +42,17 @@ pub(crate) fn apply(
     Ok(applied)
 }
 
+/// The dotted key a variable sets (`SHOAL__UDP__NETWORK__ADDRESS_IPV4` sets
+/// `udp.network.address_ipv4`).
+pub(crate) fn key_of(name: &str) -> String {
+    name.strip_prefix(PREFIX)
+        .unwrap_or(name)
+        .split("__")
+        .map(str::to_ascii_lowercase)
+        .collect::<Vec<_>>()
+        .join(".")
+}
+
 /// The process's environment, as [`apply`] takes it (variables that are not UTF-8
 /// cannot be config overrides and are left out).
 pub(crate) fn process_vars() -> impl Iterator<Item = (String, String)> {

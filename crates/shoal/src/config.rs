@@ -231,6 +231,34 @@ mod tests {
     }
 
     #[test]
+    fn a_variable_of_the_wrong_type_is_named_in_one_line_with_its_key() {
+        let load = |vars: &[(&str, &str)]| {
+            let vars = vars.iter().map(|(k, v)| (k.to_string(), v.to_string()));
+            format!(
+                "{:#}",
+                shoal_common::load_config_effective::<ShoalConfig>(None, vars).unwrap_err()
+            )
+        };
+        let address = load(&[
+            ("SHOAL__UDP__NETWORK__ADDRESS_IPV4", "nonsense"),
+            ("SHOAL__UDP__SWARM_WORKERS", "2"),
+        ]);
+        assert_eq!(
+            address,
+            "environment variable SHOAL__UDP__NETWORK__ADDRESS_IPV4 \
+             (udp.network.address_ipv4): invalid socket address syntax"
+        );
+        let secret = load(&[("SHOAL__HTTP__CLUSTER__PASSWORD", "1")]);
+        assert!(!secret.contains('\n'), "{secret}");
+        // A default made invalid by a variable is the variable's doing.
+        let private = load(&[("SHOAL__UDP__PRIVATE__ENABLED", "true")]);
+        assert!(
+            private.starts_with("with SHOAL__UDP__PRIVATE__ENABLED from the environment: "),
+            "{private}"
+        );
+    }
+
+    #[test]
     fn snapshots_and_a_chroot_do_not_go_together() {
         let directory = std::env::temp_dir();
         let text = format!(
