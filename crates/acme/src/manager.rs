@@ -218,11 +218,11 @@ impl Worker {
                     self.status.set_last_error(None);
                     backoff = self.settings.first_retry;
                     log::info!(
-                        "{tracker}: ACME: certificate for {} obtained from {} in {:.1} s, valid until {} (Unix time)",
+                        "{tracker}: ACME: certificate for {} obtained from {} in {:.1} s, valid until {}",
                         self.settings.names.join(", "),
                         self.settings.directory_url,
                         started.elapsed().as_secs_f64(),
-                        validity.not_after_unix(),
+                        shoal_common::utc_timestamp(validity.not_after),
                     );
                 }
                 Err(err) if err.is::<Stopping>() => return,

@@ -98,7 +98,7 @@ pub use files::{
 };
 pub use ip_net::IpNet;
 pub use log_budget::{LogBudget, left_out};
-pub use logging::{LogLevel, LoggingConfig};
+pub use logging::{LogLevel, LoggingConfig, utc_timestamp};
 pub use metrics::{
     CounterGroup, Counters, Embeds, GaugeSlot, LargeSwarm, ShardStatus, StatsSample, SummaryLine,
     Traffic, WorkerStats,

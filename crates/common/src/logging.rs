@@ -250,7 +250,7 @@ pub(crate) fn init(config: &LoggingConfig) {
 }
 
 /// `YYYY-MM-DDTHH:MM:SS.mmmZ` for a system time.
-pub(crate) fn utc_timestamp(time: SystemTime) -> String {
+pub fn utc_timestamp(time: SystemTime) -> String {
     let since_epoch = time.duration_since(UNIX_EPOCH).unwrap_or_default();
     let seconds = since_epoch.as_secs();
     let (year, month, day) = civil_from_days((seconds / 86_400) as i64);

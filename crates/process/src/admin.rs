@@ -99,7 +99,7 @@ impl Bound {
                     self.listener,
                     &shutdown,
                     limits,
-                    |head| api.borrow_mut().check_head(head),
+                    |head, from| api.borrow_mut().check_head(head, from),
                     |head, body| api.borrow_mut().respond(head, body),
                     || {},
                 );

@@ -107,7 +107,7 @@ pub(crate) fn serve(
     listener: std::net::TcpListener,
     shutdown: &Shutdown,
     limits: Limits,
-    mut gate: impl FnMut(&[u8]) -> Option<Vec<u8>>,
+    mut gate: impl FnMut(&[u8], Option<std::net::SocketAddr>) -> Option<Vec<u8>>,
     mut respond: impl FnMut(&[u8], &[u8]) -> Vec<u8>,
     mut tick: impl FnMut(),
 ) -> io::Result<()> {
@@ -290,7 +290,7 @@ impl Client {
         &mut self,
         limits: Limits,
         budget_left: usize,
-        gate: &mut impl FnMut(&[u8]) -> Option<Vec<u8>>,
+        gate: &mut impl FnMut(&[u8], Option<std::net::SocketAddr>) -> Option<Vec<u8>>,
         respond: &mut impl FnMut(&[u8], &[u8]) -> Vec<u8>,
     ) -> Next {
         if self.answer.is_none() {
@@ -361,14 +361,14 @@ impl Client {
         &mut self,
         limits: Limits,
         budget_left: usize,
-        gate: &mut impl FnMut(&[u8]) -> Option<Vec<u8>>,
+        gate: &mut impl FnMut(&[u8], Option<std::net::SocketAddr>) -> Option<Vec<u8>>,
         respond: &mut impl FnMut(&[u8], &[u8]) -> Vec<u8>,
     ) -> Option<Vec<u8>> {
         if self.framed.is_none() {
             let end = head_end(&self.head)?;
             // Judged before any body is read: a request refused by its head (the
             // admin API without its token) costs its head only.
-            if let Some(refused) = gate(&self.head[..end]) {
+            if let Some(refused) = gate(&self.head[..end], self.stream.peer_addr().ok()) {
                 return Some(refused);
             }
             match body_length(&self.head[..end]) {
@@ -467,7 +467,7 @@ mod tests {
         let shutdown = Shutdown::default();
         let stop = shutdown.clone();
         std::thread::spawn(move || {
-            serve(listener, &stop, limits, |_| None, respond, || {}).unwrap();
+            serve(listener, &stop, limits, |_, _| None, respond, || {}).unwrap();
         });
         (address, shutdown)
     }
@@ -735,7 +735,7 @@ mod tests {
         let shutdown = Shutdown::default();
         let stop = shutdown.clone();
         std::thread::spawn(move || {
-            let gate = |head: &[u8]| {
+            let gate = |head: &[u8], _| {
                 (!head.windows(6).any(|w| w == b"secret"))
                     .then(|| b"HTTP/1.1 401 Unauthorized\r\n\r\nno\n".to_vec())
             };

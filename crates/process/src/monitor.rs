@@ -83,7 +83,7 @@ pub(crate) fn spawn(
                 listener,
                 &shutdown,
                 crate::clients::Limits::MONITOR,
-                |_head| None,
+                |_head, _from| None,
                 |head, _body| endpoint.borrow().respond(head),
                 || {
                     let mut endpoint = endpoint.borrow_mut();

@@ -944,6 +944,7 @@ fn the_admin_api_reads_no_strangers_body_and_bounds_bodies_in_all() {
         let answer = read_answer(stream);
         assert!(answer.starts_with("HTTP/1.1 401"), "{answer}");
     }
+    shoal.line_with("admin API: a request from 127.0.3.1 without the right token refused");
     assert!(
         started.elapsed() < Duration::from_secs(5),
         "{:?}",
@@ -1034,7 +1035,12 @@ fn accounting_batches_wait_for_a_site_that_is_down_across_a_restart() {
             String::from_utf8_lossy(&reply)
         );
     }
-    shoal.stop();
+    let rest = shoal.stop();
+    assert!(
+        rest.iter().any(|line| line.contains(" WARN ")
+            && line.contains("accounting batches not yet taken by every target stay in")),
+        "the stop says what waits: {rest:#?}"
+    );
     let batch_files = || {
         std::fs::read_dir(&batches)
             .unwrap()
@@ -1050,6 +1056,7 @@ fn accounting_batches_wait_for_a_site_that_is_down_across_a_restart() {
     let (_, bodies) = shoal_common::testing::post_endpoint_on(listener, vec![204]);
     let shoal = Shoal::start("export-2", &config, &[]);
     shoal.line_with("http: accounting baselines of 1 peers kept from the last run");
+    shoal.line_with("accounting batches wait in");
     let (_, body) = bodies.recv_timeout(Duration::from_secs(15)).unwrap();
     assert!(
         body.contains(r#""user":17,"torrent":1001,"uploaded":4096"#),

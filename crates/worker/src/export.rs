@@ -236,6 +236,14 @@ impl Exporter {
             failures: LogBudget::new(3, Duration::from_secs(60)),
         };
         let stopping = stop.clone();
+        let waiting = pass.waiting().len();
+        if waiting > 0 {
+            log::info!(
+                "{name}: {waiting} accounting batches wait in {} from an earlier run; they are \
+                 sent first",
+                directory.display()
+            );
+        }
         let thread = std::thread::Builder::new()
             .name(format!("{name}-export"))
             .spawn(move || {
@@ -245,6 +253,15 @@ impl Exporter {
                 }
                 // The last batch was written before the stop: one more try each.
                 pass.run_all();
+                let left = pass.waiting().len();
+                if left > 0 {
+                    log::warn!(
+                        "{}: {left} accounting batches not yet taken by every target stay in \
+                         {}; the next start sends them",
+                        pass.name,
+                        pass.directory.display()
+                    );
+                }
             })?;
         Ok(Arc::new(Self {
             stats,
@@ -277,6 +294,8 @@ struct Lane<T> {
     taken: HashSet<PathBuf>,
     next_try: Instant,
     backoff: Duration,
+    /// Since when, and how many passes in a row, it has failed.
+    failing: Option<(Instant, u32)>,
 }
 
 impl<T> Lane<T> {
@@ -286,6 +305,29 @@ impl<T> Lane<T> {
             taken: HashSet::new(),
             next_try: Instant::now(),
             backoff: FIRST_BACKOFF,
+            failing: None,
+        }
+    }
+
+    /// [`run`](Self::run), and what it means for the log: the failure, or, when a
+    /// target that failed took every batch it was given, how long it was away and
+    /// how many passes failed meanwhile.
+    fn run_and_note(
+        &mut self,
+        batches: &[(String, PathBuf)],
+        now: Instant,
+        send: impl FnMut(&mut T, &str, &[u8]) -> Result<(), String>,
+    ) -> Result<Option<(Duration, u32)>, String> {
+        match self.run(batches, now, send) {
+            Some(problem) => {
+                let (since, passes) = self.failing.unwrap_or((now, 0));
+                self.failing = Some((since, passes + 1));
+                Err(problem)
+            }
+            None => Ok(self
+                .failing
+                .take()
+                .map(|(since, passes)| (now.saturating_duration_since(since), passes))),
         }
     }
 
@@ -354,25 +396,44 @@ impl Pass {
         let batches = self.waiting();
         let stats = self.stats.clone();
         let mut failed = Vec::new();
+        let mut back = Vec::new();
+        let mut note = |kind: &str, outcome: Result<Option<(Duration, u32)>, String>| match outcome
+        {
+            Err(problem) => failed.push(format!("{kind}, batch {problem}")),
+            Ok(Some((away, passes))) => back.push((kind.to_owned(), away, passes)),
+            Ok(None) => {}
+        };
         if let Some(lane) = &mut self.http
             && (all || lane.next_try <= now)
         {
-            let problem = lane.run(&batches, now, |target, id, body| {
-                counted(target.post(id, body), &stats.http_sent, &stats.http_failed)
-            });
-            failed.extend(problem.map(|problem| format!("HTTP, batch {problem}")));
+            note(
+                "HTTP",
+                lane.run_and_note(&batches, now, |target, id, body| {
+                    counted(target.post(id, body), &stats.http_sent, &stats.http_failed)
+                }),
+            );
         }
         if let Some(lane) = &mut self.redis
             && (all || lane.next_try <= now)
         {
-            let problem = lane.run(&batches, now, |(target, connection), id, body| {
-                let sent = xadd(target, connection, id, body).map_err(|err| format!("{err:#}"));
-                if sent.is_err() {
-                    *connection = None;
-                }
-                counted(sent, &stats.redis_sent, &stats.redis_failed)
-            });
-            failed.extend(problem.map(|problem| format!("Redis, batch {problem}")));
+            note(
+                "Redis",
+                lane.run_and_note(&batches, now, |(target, connection), id, body| {
+                    let sent = xadd(target, connection, id, body).map_err(|err| format!("{err:#}"));
+                    if sent.is_err() {
+                        *connection = None;
+                    }
+                    counted(sent, &stats.redis_sent, &stats.redis_failed)
+                }),
+            );
+        }
+        for (kind, away, passes) in back {
+            log::info!(
+                "{}: accounting batches reach the {kind} target again, after {:.0} s and {passes} \
+                 failed tries; its backlog is sent",
+                self.name,
+                away.as_secs_f64()
+            );
         }
         for problem in failed {
             if let Some(left_out) = self.failures.take(Instant::now()) {

@@ -162,7 +162,7 @@ impl<C: Counters> Context<C> {
             shoal_private::set_secret(secret)
                 .map_err(|problem| anyhow::anyhow!("private.key_secret_path: {problem}"))?;
             log::info!(
-                "private mode: stateless keys accepted (private.key_secret_path), secret \
+                "{name}: private mode: stateless keys accepted (private.key_secret_path), secret \
                  fingerprint {} (the first 8 hex digits of its SHA-256)",
                 shoal_private::fingerprint_hex(secret)
             );
@@ -171,7 +171,16 @@ impl<C: Counters> Context<C> {
             let registry = Registry::open(&settings.users_path, &settings.torrents_path)
                 .context("cannot load private mode's users and torrents (private.users_path, private.torrents_path)")?;
             let (users, torrents) = registry.counts();
-            log::info!("private mode: {users} users, {torrents} torrents registered");
+            // Trackers of one process naming the same files share one registry: the
+            // first loads it, the others say they share it.
+            if Arc::strong_count(&registry) > 1 {
+                log::info!(
+                    "{name}: private mode: {users} users, {torrents} torrents registered \
+                     (the registry another tracker of this process loaded from the same files)"
+                );
+            } else {
+                log::info!("{name}: private mode: {users} users, {torrents} torrents registered");
+            }
             Some(registry)
         } else {
             None
@@ -265,18 +274,16 @@ fn start_exporter(
     }
     let exporter = Exporter::start(name, &settings.export_directory, targets)
         .context("cannot start the accounting exporter")?;
+    let mut to = Vec::new();
+    if !settings.export_url.is_empty() {
+        to.push("the site's HTTP endpoint");
+    }
+    if !settings.export_redis.is_empty() {
+        to.push("a Redis stream");
+    }
     log::info!(
-        "{name}: accounting batches exported to{}{}",
-        if settings.export_url.is_empty() {
-            ""
-        } else {
-            " the site's HTTP endpoint"
-        },
-        if settings.export_redis.is_empty() {
-            ""
-        } else {
-            " a Redis stream"
-        },
+        "{name}: accounting batches exported to {}",
+        to.join(" and ")
     );
     Ok(Some(exporter))
 }

@@ -155,8 +155,12 @@ impl AdminApi {
     /// The refusal of a request by its head alone (not an HTTP request, or without
     /// the right token), before its body is read: a stranger's `Content-Length`
     /// costs nothing.
-    pub fn check_head(&mut self, head: &[u8]) -> Option<Vec<u8>> {
-        self.refuse_head(head).map(|answer| render(&answer))
+    pub fn check_head(
+        &mut self,
+        head: &[u8],
+        from: Option<std::net::SocketAddr>,
+    ) -> Option<Vec<u8>> {
+        self.refuse_head(head, from).map(|answer| render(&answer))
     }
 
     /// The whole answer (status line to body) to a request.
@@ -164,7 +168,8 @@ impl AdminApi {
         render(&self.answer(head, body))
     }
 
-    fn refuse_head(&mut self, head: &[u8]) -> Option<Answer> {
+    /// `from`: the client, for the log.
+    fn refuse_head(&mut self, head: &[u8], from: Option<std::net::SocketAddr>) -> Option<Answer> {
         let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
         let mut request = httparse::Request::new(&mut headers);
         if !matches!(request.parse(head), Ok(httparse::Status::Complete(_))) {
@@ -180,8 +185,9 @@ impl AdminApi {
             return None;
         }
         if let Some(left_out) = self.refused.take(Instant::now()) {
+            let from = from.map_or(String::new(), |from| format!(" from {}", from.ip()));
             log::warn!(
-                "admin API: a request without the right token refused{}",
+                "admin API: a request{from} without the right token refused{}",
                 shoal_common::left_out(left_out)
             );
         }
@@ -192,7 +198,7 @@ impl AdminApi {
     }
 
     fn answer(&mut self, head: &[u8], body: &[u8]) -> Answer {
-        if let Some(refused) = self.refuse_head(head) {
+        if let Some(refused) = self.refuse_head(head, None) {
             return refused;
         }
         let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];

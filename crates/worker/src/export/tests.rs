@@ -138,3 +138,27 @@ fn urls_are_checked() {
     }
     assert!(RedisTarget::parse("redis://h:1", "").is_err());
 }
+
+#[test]
+fn a_target_back_after_failures_says_how_long_and_how_many_tries() {
+    let mut lane = Lane::new(());
+    let batches = vec![(
+        "udp-1-1-0".to_owned(),
+        PathBuf::from("/nonexistent/udp-1-1-0.json"),
+    )];
+    let start = Instant::now();
+    // The file cannot be read: every pass fails.
+    for pass in 1..=3u32 {
+        let outcome = lane.run_and_note(&batches, start, |_, _, _| Ok(()));
+        assert!(outcome.is_err(), "pass {pass}");
+        assert_eq!(lane.failing.map(|(_, passes)| passes), Some(pass));
+    }
+    // Nothing waiting any more: the pass succeeds, and says it is back.
+    let later = start + Duration::from_secs(42);
+    assert_eq!(
+        lane.run_and_note(&[], later, |_, _, _| Ok(())),
+        Ok(Some((Duration::from_secs(42), 3)))
+    );
+    // Once: the next good pass says nothing.
+    assert_eq!(lane.run_and_note(&[], later, |_, _, _| Ok(())), Ok(None));
+}
