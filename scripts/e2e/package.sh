@@ -12,7 +12,7 @@
 # Needs: dpkg-deb and dpkg-shlibdeps (dpkg-dev), cargo-deb (scripts/package.sh installs it).
 source "$(dirname "$0")/lib/common.bash"
 e2e_init package
-need_apt dpkg-dev binutils
+need_apt dpkg-dev binutils help2man man-db
 
 for bin in shoal shoal_udp shoal_http shoal_ws; do tracker_bin "$bin" >/dev/null; done
 deb="$WORK/shoal.deb"
@@ -27,10 +27,15 @@ for path in /usr/bin/shoal /usr/bin/shoal_udp /usr/bin/shoal_http /usr/bin/shoal
     /etc/shoal/shoal.toml /etc/shoal/udp.toml /etc/shoal/http.toml /etc/shoal/ws.toml \
     /usr/share/shoal/grafana/shoal.json /usr/share/shoal/prometheus/shoal-alerts.yml \
     /usr/share/doc/shoal/deployment.md /usr/lib/sysctl.d/60-shoal.conf \
+    /usr/share/doc/shoal/private.md /usr/share/doc/shoal/admin-api.md \
+    /usr/share/man/man1/shoal.1.gz /usr/share/man/man1/shoal_udp.1.gz \
+    /usr/share/man/man1/shoal_http.1.gz /usr/share/man/man1/shoal_ws.1.gz \
+    /usr/share/doc/shoal/reference/shoal.toml /usr/share/doc/shoal/reference/udp.toml \
+    /usr/share/doc/shoal/reference/http.toml /usr/share/doc/shoal/reference/ws.toml \
     /usr/share/doc/shoal/metrics.md /usr/share/doc/shoal/copyright; do
     grep -qxF "$path" "$WORK/contents.txt" || fail "the package lacks $path"
 done
-say "contents: every binary, unit, config and document present"
+say "contents: every binary, unit, config, document and man page present"
 
 root="$WORK/root"
 dpkg-deb -x "$deb" "$root"
@@ -43,6 +48,27 @@ for conf in shoal.toml udp.toml http.toml ws.toml; do
     grep -qxF "/etc/shoal/$conf" "$WORK/control/conffiles" || fail "/etc/shoal/$conf is not a conffile"
 done
 "$root/usr/bin/shoal" --version | grep -q "^shoal " || fail "the packaged shoal does not run"
+# The references are what the packaged binaries print.
+cmp -s <("$root/usr/bin/shoal" -p) "$root/usr/share/doc/shoal/reference/shoal.toml" ||
+    fail "reference/shoal.toml is not the packaged shoal's -p"
+for kind in udp http ws; do
+    cmp -s <("$root/usr/bin/shoal_$kind" -p) "$root/usr/share/doc/shoal/reference/$kind.toml" ||
+        fail "reference/$kind.toml is not the packaged shoal_$kind's -p"
+done
+# The synopsis is whole (Debian's limit is 80 characters; cargo-deb cut a longer one).
+synopsis=$(dpkg-deb -f "$deb" Description | head -n1)
+[ "${#synopsis}" -le 80 ] && [[ $synopsis != *"…"* ]] && [[ $synopsis != *"..." ]] ||
+    fail "the synopsis is cut or too long: $synopsis"
+# The man pages render, and say what the binaries' --help says.
+for bin in shoal shoal_udp shoal_http shoal_ws; do
+    page=$(MANWIDTH=200 man -l "$root/usr/share/man/man1/$bin.1.gz" 2>"$WORK/man-$bin.log") ||
+        fail "man -l $bin.1.gz failed: $(cat "$WORK/man-$bin.log")"
+    case $page in
+    *"--print-default-config"*"SIGUSR1"*"EXIT STATUS"*"78"*) ;;
+    *) fail "the $bin man page lacks the options, the signals or the exit statuses: $page" ;;
+    esac
+done
+say "synopsis: $synopsis; man pages render with the options, signals and exit statuses"
 "$root/usr/bin/shoal" -c "$root/etc/shoal/shoal.toml" -P >/dev/null ||
     fail "the packaged shoal rejects the packaged /etc/shoal/shoal.toml"
 for kind in udp http ws; do

@@ -227,6 +227,42 @@ inside dpkg -i /root/shoal.deb >"$WORK/dpkg-upgrade.log" 2>&1 || fail "dpkg -i (
 [ "$(inside stat -c '%U:%G %a' /etc/shoal/shoal.toml)" = "root:shoal 640" ] || fail "the upgrade changed shoal.toml's mode"
 say "upgrade: the service restarted (pid $before -> $(show MainPID)); modes kept"
 
+# --- an upgrade keeps an edited conffile without asking ---------------------------------
+# The next version as dpkg sees it: the same package, its version raised, and one
+# file changed: the reference (what most releases change), then, as the control that
+# shows dpkg would ask, the conffile itself.
+version=$(dpkg-deb -f "$root/root/shoal.deb" Version)
+repack() {
+    local next=$1 changed=$2 dir="$WORK/repack-$1"
+    dpkg-deb -R "$root/root/shoal.deb" "$dir"
+    sed -i "s/^Version: .*/Version: $next/" "$dir/DEBIAN/control"
+    echo "# changed in $next" >>"$dir/$changed"
+    dpkg-deb -b "$dir" "$root/root/shoal-$next.deb" >/dev/null || fail "cannot repack $next"
+    rm -rf "$dir"
+}
+repack "$version.1" usr/share/doc/shoal/reference/shoal.toml
+repack "$version.2" etc/shoal/shoal.toml
+echo '# the operator was here' >>"$root/etc/shoal/shoal.toml"
+inside dpkg -i "/root/shoal-$version.1.deb" </dev/null >"$WORK/dpkg-reference.log" 2>&1 ||
+    fail "an upgrade that changed only the reference failed (see dpkg-reference.log)"
+! grep -q "Configuration file '/etc/shoal/shoal.toml'" "$WORK/dpkg-reference.log" ||
+    fail "dpkg asked about the edited conffile though only the reference changed"
+grep -q 'the operator was here' "$root/etc/shoal/shoal.toml" || fail "the upgrade lost the operator's edit"
+grep -q "changed in $version.1" "$root/usr/share/doc/shoal/reference/shoal.toml" ||
+    fail "the upgrade did not install the new reference"
+# The control: a changed conffile makes dpkg ask (here without a terminal, so it stops).
+if inside dpkg -i "/root/shoal-$version.2.deb" </dev/null >"$WORK/dpkg-conffile.log" 2>&1; then
+    grep -q "Configuration file '/etc/shoal/shoal.toml'" "$WORK/dpkg-conffile.log" ||
+        fail "the control did not reach dpkg's conffile question: $(cat "$WORK/dpkg-conffile.log")"
+else
+    grep -q "Configuration file '/etc/shoal/shoal.toml'" "$WORK/dpkg-conffile.log" ||
+        fail "the control failed otherwise: $(cat "$WORK/dpkg-conffile.log")"
+    inside dpkg --configure -a --force-confold </dev/null >"$WORK/dpkg-confold.log" 2>&1 ||
+        fail "dpkg --configure -a --force-confold failed (see dpkg-confold.log)"
+fi
+[ "$(inside systemctl is-active shoal.service)" = active ] || fail "shoal is not active after the upgrades"
+say "upgrade with an edited conffile: no question when only the reference changed ($version.1); the control, a changed conffile ($version.2), asks"
+
 # --- remove, purge ----------------------------------------------------------------------------
 inside dpkg -r shoal >"$WORK/dpkg-remove.log" 2>&1 || fail "dpkg -r failed (see dpkg-remove.log)"
 [ "$(inside systemctl is-active shoal.service)" != active ] || fail "the service runs on after removal"
