@@ -244,3 +244,19 @@ def require_idle(max_load, force):
     if load1 > max_load and not force:
         sys.exit(f"load average {load1:.2f} > {max_load}: the machine is busy; measure on an idle "
                  f"machine (or pass --force)")
+
+
+def per_round_table(results, describe):
+    """Every round's figures, for the record beside the medians and the medians of
+    per-round ratios (which the medians shown cannot recompute): one line per case and
+    server, each round's rate and CPU per answer. `results` maps (case..., server) to
+    the rounds' dicts ("responses", "cpu_us"); `describe(key)` words the case."""
+    rounds = max((len(rs) for rs in results.values()), default=0)
+    out = ["\nEvery round (rate/s, µs CPU per answer), in the order run:\n",
+           "| case | server | " + " | ".join(f"round {n + 1}" for n in range(rounds)) + " |",
+           "|---|---|" + "---|" * rounds]
+    for key in sorted(results, key=str):
+        cells = [f"{r['responses']:.0f} ({r['cpu_us']:.1f})" for r in results[key]]
+        cells += [""] * (rounds - len(cells))
+        out.append(f"| {describe(key[:-1])} | {key[-1]} | " + " | ".join(cells) + " |")
+    return "\n".join(out)

@@ -23,7 +23,7 @@ import sys
 import tempfile
 import time
 
-from benchlib import (PortPicker, Sampler, children, cpu_list, latency_cell, latency_of,
+from benchlib import (PortPicker, Sampler, children, cpu_list, latency_cell, latency_of, per_round_table,
                       require_idle, start, status_kib, stop, wait_for_port)
 
 FIXED_BODY = "d8:completei1e10:incompletei1e8:intervali1800e5:peers0:e"
@@ -257,6 +257,9 @@ seeder_probability = 0.25
                               + (f", {resumed:.0%} of TLS handshakes resumed" if resumed is not None else ""),
                               file=sys.stderr)
         print(self.table(results, modes))
+        print(per_round_table(
+            results, lambda case: f"{'TLS' if case[0] else 'plain'}, keep-alive {'on' if case[1] else 'off'}, "
+                                  f"{case[2]} load"))
 
     def table(self, results, modes):
         a = self.a

@@ -34,7 +34,7 @@ import sys
 import tempfile
 import time
 
-from benchlib import (PortPicker, Sampler, cpu_list, latency_cell, latency_of, require_idle,
+from benchlib import (PortPicker, Sampler, cpu_list, latency_cell, latency_of, per_round_table, require_idle,
                       start, status_kib, stop, wait_for_port)
 
 
@@ -260,6 +260,8 @@ interval = 0
                           f"({r['cores']:.2f} cores), load {r['load_cores']:.2f} cores, errors {r['errors']:.0f}/s, "
                           f"RSS {r['rss_mib']:.0f} MiB", file=sys.stderr)
         print(self.before_table(results) if a.no_aquatic else self.table(results))
+        print(per_round_table(
+            results, lambda case: f"{'wss' if case[1] else 'ws'}, {case[2]} connections, {case[0]} load"))
 
     def before_table(self, results):
         """shoal against --baseline-dir alone (--no-aquatic): medians and per-round ratios."""
