@@ -65,8 +65,10 @@ ensure_command pebble pebble
 # Listener backlogs (crates/sockets, crates/http/tests/http.rs) are read from the
 # kernel with ss.
 ensure_command ss iproute2
-# The documents' examples (crates/shoal/tests/documents.rs) are run as written: curl
-# against the admin API, the stateless-key recipe in Python on a secret from openssl.
+# The documents' examples (crates/shoal/tests/documents.rs, about a second) are run as
+# written: curl against the admin API, the stateless-key recipe in Python on a secret
+# from openssl, every other shell block of README.md and documents/ unless it says
+# why not; every TOML block is read by the shoal crate's unit tests.
 ensure_command curl curl
 # /metrics, the alerting rules and the dashboard's queries are checked with promtool
 # (crates/shoal/tests/metrics.rs).

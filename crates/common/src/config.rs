@@ -144,6 +144,13 @@ pub fn parse<C: TrackerConfig>(text: &str) -> anyhow::Result<C> {
     Ok(config)
 }
 
+/// Parses config text without checking its values against each other or the files
+/// they name: every key must exist and every value have its key's type. For examples
+/// in documents, which name files that exist only where they are deployed.
+pub fn parse_keys<C: TrackerConfig>(text: &str) -> anyhow::Result<C> {
+    parse_unchecked(text)
+}
+
 fn parse_unchecked<C: TrackerConfig>(text: &str) -> anyhow::Result<C> {
     toml::from_str(text).map_err(|err| match crate::unknown_keys::find(text, &C::docs()) {
         // Named with its line and a spelling, not as serde reports it.

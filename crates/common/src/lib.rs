@@ -89,7 +89,7 @@ pub use cluster_stats::ClusterStats;
 pub use config::{
     CleaningConfig, ClusterConfig, Problems, StateConfig, StateKind, StatisticsConfig,
     TrackerConfig, load_effective as load_config_effective, parse as parse_config,
-    to_toml as config_to_toml,
+    parse_keys as parse_config_keys, to_toml as config_to_toml,
 };
 pub use cpu::{CpuPinningConfig, maybe_pin_current_thread};
 pub use files::{

@@ -258,6 +258,77 @@ mod tests {
         );
     }
 
+    /// Every TOML example in README.md and documents/ has keys that exist, with values
+    /// of their types: an example for the combined binary (one that names
+    /// /etc/shoal/shoal.toml or has [udp…], [http…] or [ws…] sections) is read as its
+    /// config, any other as a single tracker's file, which at least one tracker takes.
+    #[test]
+    fn the_documents_toml_examples_have_keys_that_exist() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        let mut files = vec![root.join("README.md")];
+        for entry in std::fs::read_dir(root.join("documents")).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_some_and(|ext| ext == "md") {
+                files.push(path);
+            }
+        }
+        let mut checked = 0;
+        for file in files {
+            let text = std::fs::read_to_string(&file).unwrap();
+            let lines: Vec<&str> = text.lines().collect();
+            let mut i = 0;
+            while i < lines.len() {
+                if lines[i].trim() != "```toml" {
+                    i += 1;
+                    continue;
+                }
+                let start = i + 1;
+                let end = start
+                    + lines[start..]
+                        .iter()
+                        .position(|line| line.trim() == "```")
+                        .expect("a closed block");
+                i = end + 1;
+                let block = lines[start..end].join("\n") + "\n";
+                let whole = block
+                    .lines()
+                    .next()
+                    .is_some_and(|first| first.contains("/etc/shoal/shoal.toml"))
+                    || block.lines().any(|line| {
+                        ["[udp", "[http", "[ws"]
+                            .iter()
+                            .any(|prefix| line.starts_with(prefix))
+                    });
+                let read = if whole {
+                    shoal_common::parse_config_keys::<ShoalConfig>(&block).map(|_| ())
+                } else {
+                    shoal_common::parse_config_keys::<shoal_udp::File>(&block)
+                        .map(|_| ())
+                        .or_else(|_| {
+                            shoal_common::parse_config_keys::<shoal_http::File>(&block).map(|_| ())
+                        })
+                        .or_else(|_| {
+                            shoal_common::parse_config_keys::<shoal_ws::File>(&block).map(|_| ())
+                        })
+                };
+                if let Err(err) = read {
+                    panic!("{}:{}: {err:#}\n{block}", file.display(), start);
+                }
+                checked += 1;
+            }
+        }
+        assert!(checked >= 12, "{checked} TOML examples");
+        // What it catches: a misspelt key, a value of another type.
+        assert!(
+            shoal_common::parse_config_keys::<ShoalConfig>("[udp.private]\nenabld = true\n")
+                .is_err()
+        );
+        assert!(
+            shoal_common::parse_config_keys::<shoal_http::File>("[network]\nuse_ipv6 = 1\n")
+                .is_err()
+        );
+    }
+
     #[test]
     fn snapshots_and_a_chroot_do_not_go_together() {
         let directory = std::env::temp_dir();

@@ -315,3 +315,104 @@ fn the_stateless_key_recipe_gives_keys_the_tracker_takes() {
     process.stop();
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Every shell example of README.md and documents/ is run, or says in its first line
+/// why not (`# not run: <reason>`, visible to the reader). The curl examples and the
+/// stateless-key one-liner are run by the tests above; every other block is run here
+/// by bash (`-euo pipefail`) in a directory of its own, with the binaries on PATH
+/// (`shoal_udp`, `shoal_http`, `shoal_ws` as the combined binary's subcommands, which
+/// are the same trackers) and `$EDITOR` a no-op.
+#[test]
+fn every_shell_example_is_run_or_says_why_not() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let mut files = vec![root.join("README.md")];
+    for entry in std::fs::read_dir(root.join("documents")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|ext| ext == "md") {
+            files.push(path);
+        }
+    }
+    let dir = std::env::temp_dir().join(format!("shoal-documents-sh-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let bin = dir.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::os::unix::fs::symlink(BINARY, bin.join("shoal")).unwrap();
+    for kind in ["udp", "http", "ws"] {
+        let wrapper = bin.join(format!("shoal_{kind}"));
+        std::fs::write(&wrapper, format!("#!/bin/sh\nexec shoal {kind} \"$@\"\n")).unwrap();
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let (mut ran, mut not_run, mut failures) = (0, Vec::new(), Vec::new());
+    for file in files {
+        let name = file.strip_prefix(&root).unwrap().display().to_string();
+        for block in blocks(&std::fs::read_to_string(&file).unwrap(), "sh") {
+            let first = block.lines().next().unwrap_or("");
+            if let Some(reason) = first.trim().strip_prefix("# not run:") {
+                assert!(
+                    !reason.trim().is_empty(),
+                    "{name}: a not-run tag without a reason"
+                );
+                not_run.push(format!("{name}: {}", reason.trim()));
+                continue;
+            }
+            if block.contains("curl ") || block.contains("hashlib.sha256") {
+                continue; // run by the tests above
+            }
+            // Only what is safe to run on any machine: the binaries printing or
+            // checking a config, and the editor. Anything else (apt, systemctl, a
+            // tracker serving on the public ports) must say why it is not run, and is
+            // never started by accident.
+            let safe = |line: &str| {
+                let words: Vec<&str> = line.split_whitespace().collect();
+                match words.first() {
+                    Some(&"$EDITOR") => true,
+                    Some(&("shoal" | "shoal_udp" | "shoal_http" | "shoal_ws")) => {
+                        words.iter().any(|word| {
+                            ["-p", "-P", "--help", "--version", "check-host"].contains(word)
+                        })
+                    }
+                    _ => false,
+                }
+            };
+            let unsafe_line = block
+                .lines()
+                .map(str::trim)
+                .find(|line| !line.is_empty() && !line.starts_with('#') && !safe(line));
+            if let Some(line) = unsafe_line {
+                failures.push(format!(
+                    "{name}: `{line}` is not run by this test: make the block run here, or \
+                     begin it with `# not run: <reason>`"
+                ));
+                continue;
+            }
+            let work = dir.join(format!("block-{ran}"));
+            std::fs::create_dir_all(&work).unwrap();
+            let output = Command::new("timeout")
+                .args(["60", "bash", "-euo", "pipefail", "-c", &block])
+                .current_dir(&work)
+                .env("PATH", &path)
+                .env("EDITOR", "true")
+                .env_remove("SHOAL_LOG")
+                .output()
+                .expect("bash and timeout");
+            if !output.status.success() {
+                failures.push(format!(
+                    "{name}: the block\n{block}exited {:?}: {}",
+                    output.status.code(),
+                    String::from_utf8_lossy(&output.stderr)
+                ));
+            }
+            ran += 1;
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    eprintln!("{ran} shell examples run; not run: {not_run:#?}");
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    assert!(ran >= 1, "no shell example run");
+}
