@@ -47,14 +47,14 @@ if ! command -v dpkg-shlibdeps >/dev/null; then
 fi
 
 build=1
-for arg in "$@"; do [ "$arg" = "--no-build" ] && build=""; done
+profile=release
+prev=""
+for arg in "$@"; do
+    [ "$arg" = "--no-build" ] && build=""
+    [ "$prev" = "--profile" ] && profile=$arg
+    prev=$arg
+done
 if [ -n "$build" ]; then
-    profile=release
-    prev=""
-    for arg in "$@"; do
-        [ "$prev" = "--profile" ] && profile=$arg
-        prev=$arg
-    done
     echo "==> building the trackers ($profile profile)" >&2
     cargo build --locked --profile "$profile" -p shoal -p shoal_udp -p shoal_http -p shoal_ws >&2
 fi
@@ -63,12 +63,6 @@ if [ -n "$build" ]; then set -- --no-build "$@"; fi
 # The man pages, from the same --help text the binaries print (help2man), and the
 # config references, into the profile's directory, where the package's assets
 # (target/release/man/, target/release/reference/) are found.
-profile=release
-prev=""
-for arg in "$@"; do
-    [ "$prev" = "--profile" ] && profile=$arg
-    prev=$arg
-done
 case $profile in
 dev | test) profile_dir=debug ;;
 *) profile_dir=$profile ;;

@@ -282,6 +282,25 @@ pub fn credited(dir: &std::path::Path, field: &str) -> u64 {
     sum
 }
 
+/// The fenced blocks of `language` in `markdown` (a fence may be indented, as in a
+/// list), each with the 1-based line number of its first line and its lines: for the
+/// tests that run the documents' examples.
+pub fn markdown_blocks(markdown: &str, language: &str) -> Vec<(usize, Vec<String>)> {
+    let opening = format!("```{language}");
+    let mut found = Vec::new();
+    let mut current: Option<(usize, Vec<String>)> = None;
+    for (index, line) in markdown.lines().enumerate() {
+        let fence = line.trim();
+        match &mut current {
+            None if fence == opening => current = Some((index + 2, Vec::new())),
+            None => {}
+            Some(_) if fence == "```" => found.extend(current.take()),
+            Some((_, lines)) => lines.push(line.to_owned()),
+        }
+    }
+    found
+}
+
 /// The conditions a test may be skipped for: a name and what is missing. One list for
 /// the Rust tests and the end-to-end scripts (`skip_loudly` in
 /// scripts/e2e/lib/common.bash names the same conditions); scripts/test.sh says which

@@ -275,21 +275,8 @@ mod tests {
         let mut checked = 0;
         for file in files {
             let text = std::fs::read_to_string(&file).unwrap();
-            let lines: Vec<&str> = text.lines().collect();
-            let mut i = 0;
-            while i < lines.len() {
-                if lines[i].trim() != "```toml" {
-                    i += 1;
-                    continue;
-                }
-                let start = i + 1;
-                let end = start
-                    + lines[start..]
-                        .iter()
-                        .position(|line| line.trim() == "```")
-                        .expect("a closed block");
-                i = end + 1;
-                let block = lines[start..end].join("\n") + "\n";
+            for (start, lines) in shoal_common::testing::markdown_blocks(&text, "toml") {
+                let block = lines.join("\n") + "\n";
                 let whole = block
                     .lines()
                     .next()

@@ -28,22 +28,13 @@ struct Example {
 fn examples(markdown: &str) -> (Vec<Example>, Vec<String>) {
     let mut examples = Vec::new();
     let mut not_run = Vec::new();
-    let lines: Vec<&str> = markdown.lines().collect();
-    let mut i = 0;
-    while i < lines.len() {
-        if lines[i].trim() != "```sh" {
-            i += 1;
-            continue;
-        }
-        let start = i + 1;
-        let end = start
-            + lines[start..]
-                .iter()
-                .position(|l| l.trim() == "```")
-                .unwrap();
-        i = end + 1;
-        if let Some(reason) = lines[start].trim().strip_prefix("# not run:") {
-            not_run.push(format!("line {}: {}", start + 1, reason.trim()));
+    for (first, lines) in shoal_common::testing::markdown_blocks(markdown, "sh") {
+        let (start, end) = (0, lines.len());
+        if let Some(reason) = lines
+            .first()
+            .and_then(|line| line.trim().strip_prefix("# not run:"))
+        {
+            not_run.push(format!("line {first}: {}", reason.trim()));
             continue;
         }
         let mut at = start;
@@ -52,7 +43,7 @@ fn examples(markdown: &str) -> (Vec<Example>, Vec<String>) {
                 at += 1;
                 continue;
             }
-            let line = at + 1;
+            let line = first + at;
             let mut command = String::new();
             loop {
                 let text = lines[at].trim_end();
@@ -214,20 +205,10 @@ fn the_admin_api_examples_answer_as_documented() {
 
 /// The bodies of `markdown`'s fenced blocks of `language`, in order.
 fn blocks(markdown: &str, language: &str) -> Vec<String> {
-    let mut found = Vec::new();
-    let mut current: Option<String> = None;
-    for line in markdown.lines() {
-        match &mut current {
-            None if line.trim() == format!("```{language}") => current = Some(String::new()),
-            None => {}
-            Some(_) if line.trim() == "```" => found.extend(current.take()),
-            Some(body) => {
-                body.push_str(line);
-                body.push('\n');
-            }
-        }
-    }
-    found
+    shoal_common::testing::markdown_blocks(markdown, language)
+        .into_iter()
+        .map(|(_, lines)| lines.iter().map(|line| format!("{line}\n")).collect())
+        .collect()
 }
 
 /// documents/private.md's stateless keys, followed as a site would: a secret made by
