@@ -524,7 +524,7 @@ where
 /// anything is served, start serving, tell systemd it is ready, and wait until
 /// shutdown or a failure. Whichever tracker stops first stops the others; the process
 /// fails if any failed. An error before serving began carries
-/// [`NotStarted`](shoal_common::NotStarted), for the exit status the units do not
+/// [`NotStarted`], for the exit status the units do not
 /// restart on.
 pub fn run_trackers(
     process: &ProcessConfig,
