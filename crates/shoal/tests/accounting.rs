@@ -272,6 +272,23 @@ impl Client {
             })
     }
 
+    /// What the reports in `window` may have the site credit beyond the steps of
+    /// its sessions: a `stopped` the kill lost leaves the old session's baseline
+    /// restored, and the next session's `started`, when its totals are above that
+    /// baseline, reads as the session going on (a `started` is a restart only below
+    /// it), so its first totals (bytes the client moved before that report) may be
+    /// credited too. Never more than those totals: that would be a byte credited
+    /// twice.
+    fn over_risk(&self, (from, to): (Instant, Instant)) -> (u64, u64) {
+        (0..self.reports.len().saturating_sub(1))
+            .filter(|&i| self.reports[i].at >= from && self.reports[i].at <= to)
+            .filter(|&i| self.reports[i + 1].session != self.reports[i].session)
+            .fold((0, 0), |(up, down), i| {
+                let first = self.reports[i + 1];
+                (up + first.uploaded, down + first.downloaded)
+            })
+    }
+
     /// Whether it was a leecher that has nothing left now (completed once).
     fn finished(&self) -> bool {
         self.leecher && self.left == 0
@@ -342,31 +359,39 @@ fn announce_round(tracker: SocketAddr, clients: &mut [Client], random: &mut Rand
     }
 }
 
-/// What the kills of `windows` put at risk, per (user, torrent): uploaded, downloaded.
-fn at_risk(clients: &[Client], windows: &[(Instant, Instant)]) -> BTreeMap<(u32, u32), (u64, u64)> {
-    let mut risk: BTreeMap<(u32, u32), (u64, u64)> = BTreeMap::new();
+/// What the kills of a run put at risk for one (user, torrent), uploaded and
+/// downloaded: bytes reported that may be lost, and bytes a lost `stopped` may have
+/// credited beyond the sessions' steps ([`Client::over_risk`]).
+#[derive(Clone, Copy, Debug, Default)]
+struct Risk {
+    lost: (u64, u64),
+    over: (u64, u64),
+}
+
+/// What the kills of `windows` put at risk, per (user, torrent).
+fn at_risk(clients: &[Client], windows: &[(Instant, Instant)]) -> BTreeMap<(u32, u32), Risk> {
+    let mut risk: BTreeMap<(u32, u32), Risk> = BTreeMap::new();
     for client in clients {
         for window in windows {
-            let (up, down) = client.at_risk(*window);
+            let lost = client.at_risk(*window);
+            let over = client.over_risk(*window);
             let sum = risk
                 .entry((USERS[client.user], TORRENTS[client.torrent].1))
                 .or_default();
-            sum.0 += up;
-            sum.1 += down;
+            sum.lost.0 += lost.0;
+            sum.lost.1 += lost.1;
+            sum.over.0 += over.0;
+            sum.over.1 += over.1;
         }
     }
     risk
 }
 
 /// Checks the site's credits against the clients' reports: never more than they
-/// reported, less by at most `risk`; seeding time never more than the wall time of
+/// reported (and what a lost `stopped` lets through, `risk.over`), less by at most
+/// `risk.lost`; seeding time never more than the wall time of
 /// the test; a completion per leecher that finished at most.
-fn reconcile(
-    site: &Site,
-    clients: &[Client],
-    risk: &BTreeMap<(u32, u32), (u64, u64)>,
-    span: Duration,
-) {
+fn reconcile(site: &Site, clients: &[Client], risk: &BTreeMap<(u32, u32), Risk>, span: Duration) {
     let mut reported: BTreeMap<(u32, u32), (u64, u64, u64)> = BTreeMap::new();
     for client in clients {
         let key = (USERS[client.user], TORRENTS[client.torrent].1);
@@ -378,13 +403,18 @@ fn reconcile(
     }
     for (&(user, torrent), &(up, down, completions)) in &reported {
         let got = site.credited(user, torrent);
-        let (risk_up, risk_down) = risk.get(&(user, torrent)).copied().unwrap_or_default();
+        let Risk {
+            lost: (risk_up, risk_down),
+            over: (over_up, over_down),
+        } = risk.get(&(user, torrent)).copied().unwrap_or_default();
         assert!(
-            got.uploaded <= up && got.downloaded <= down,
-            "({user}, {torrent}) credited more than reported: {got:?}, reported {up} up {down} down"
+            got.uploaded <= up + over_up && got.downloaded <= down + over_down,
+            "({user}, {torrent}) credited more than reported: {got:?}, reported {up} up {down} \
+             down, {over_up} up {over_down} down more at most after a lost stopped"
         );
         assert!(
-            up - got.uploaded <= risk_up && down - got.downloaded <= risk_down,
+            up.saturating_sub(got.uploaded) <= risk_up
+                && down.saturating_sub(got.downloaded) <= risk_down,
             "({user}, {torrent}) lost more than the kills' windows held: {got:?}, reported {up} \
              up {down} down, at risk {risk_up} up {risk_down} down"
         );
@@ -491,7 +521,7 @@ fn runs(
 struct Outcome {
     site: Site,
     clients: Vec<Client>,
-    risk: BTreeMap<(u32, u32), (u64, u64)>,
+    risk: BTreeMap<(u32, u32), Risk>,
     span: Duration,
     kills: usize,
 }
@@ -567,7 +597,7 @@ fn kills_at_random_moments_never_credit_twice() {
     assert!(kills >= 30, "{kills} kills");
     reconcile(&site, &clients, &risk, span);
     let reported: u64 = clients.iter().map(|client| client.reported().0).sum();
-    let at_risk: u64 = risk.values().map(|risk| risk.0).sum();
+    let at_risk: u64 = risk.values().map(|risk| risk.lost.0).sum();
     eprintln!(
         "{} batches; uploaded reported {reported}, credited {}, at risk {at_risk}",
         site.batches(),
