@@ -104,17 +104,17 @@ wt_scrape_both() {
 # The steps and what each checks (seeders, leechers, downloads):
 #   1. a random 6 MiB file and a .torrent whose only tracker is TRACKER_URL
 #   2. scrape: the tracker does not know the torrent yet            0, 0, 0
-#   3. seeder: checks the file, connects and announces;    scrape:  1, 0, 1
-#      (the downloads count is 1 already: a WebTorrent seeder that starts with the
-#      whole file still reports event=completed once, and shoal_ws counts a
-#      completed announce from a peer not already known as a seeder)
+#   3. seeder: checks the file, connects and announces;    scrape:  1, 0, 0
+#      (a WebTorrent seeder that starts with the whole file still reports
+#      event=completed once; a completion counts only for a peer seen leeching, so
+#      it counts nothing)
 #   4. leecher: announces with WebRTC offers (left > 0); the tracker relays offer
 #      and answer; the seeder uploads at 1 MiB/s, so the download takes a few
 #      seconds (WebTorrent's throttle lets bursts through);
-#                                                  scrape during it: 1, 1, 1
-#   5. leecher finishes (event=completed); sha256 equal;   scrape:  2, 0, 2
-#   6. leecher quits (stopped, connection closed);         scrape:  1, 0, 2
-#   7. seeder quits;                                       scrape:  0, 0, 2
+#                                                  scrape during it: 1, 1, 0
+#   5. leecher finishes (event=completed); sha256 equal;   scrape:  2, 0, 1
+#   6. leecher quits (stopped, connection closed);         scrape:  1, 0, 1
+#   7. seeder quits;                                       scrape:  0, 0, 1
 #      (shoal_ws counts only peers on open connections; an emptied torrent keeps
 #      its downloads count until the next cleaning pass)
 # The peers can only have met through the tracker: DHT, LSD, ut_pex, UPnP and NAT-PMP
@@ -144,7 +144,7 @@ wt_transfer() {
     start_bg "$name-seeder" "${WT_PEER[@]}" seed "$dir/test.torrent" "$dir/seed" \
         "$dir/seeder.status" $((1024 * 1024))
     wait_for_line "$dir/seeder.status" seeding 20 "$name-seeder" "${trackers[@]}"
-    wt_scrape_both "$info_hash" 1,0,1 "with the seeder"
+    wt_scrape_both "$info_hash" 1,0,0 "with the seeder"
 
     start_bg "$name-leecher" "${WT_PEER[@]}" leech "$dir/leech.torrent" "$dir/leech" \
         "$dir/leecher.status"
@@ -152,19 +152,19 @@ wt_transfer() {
     if grep -qxF finished "$dir/leecher.status"; then
         fail "the leecher finished before it could be scraped as a leecher (upload limit ignored?)"
     fi
-    wt_scrape_both "$info_hash" 1,1,1 "while the leecher downloads"
+    wt_scrape_both "$info_hash" 1,1,0 "while the leecher downloads"
 
     wait_for_line "$dir/leecher.status" finished 40 "$name-leecher" "$name-seeder" "${trackers[@]}"
     same_sha256 "$dir/seed/data.bin" "$dir/leech/data.bin"
-    wt_scrape_both "$info_hash" 2,0,2 "after the download"
+    wt_scrape_both "$info_hash" 2,0,1 "after the download"
 
     stop_bg "$name-leecher"
     grep -qxF stopped "$dir/leecher.status" || fail "the leecher did not stop cleanly"
-    wt_scrape_both "$info_hash" 1,0,2 "after the leecher left"
+    wt_scrape_both "$info_hash" 1,0,1 "after the leecher left"
 
     stop_bg "$name-seeder"
     grep -qxF stopped "$dir/seeder.status" || fail "the seeder did not stop cleanly"
-    wt_scrape_both "$info_hash" 0,0,2 "after the seeder left"
+    wt_scrape_both "$info_hash" 0,0,1 "after the seeder left"
 
     say "--- $name: passed in $((SECONDS - started))s"
 }
