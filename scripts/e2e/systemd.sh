@@ -12,13 +12,14 @@
 #
 # Commands go into the container with `nsenter -t <its PID 1> -a` (the host has no
 # systemd); the announces run here, in the container's network namespace only.
-# Needs: root, debootstrap and systemd-container (installed when missing), dpkg-dev.
+# Needs: root, debootstrap, systemd-container, dpkg-dev and help2man (the package script
+# makes the man pages with it), installed when missing.
 source "$(dirname "$0")/lib/common.bash"
 source "$(dirname "$0")/lib/rootfs.bash"
 e2e_init systemd
 
 [ "$(id -u)" -eq 0 ] || skip_loudly root "booting a container needs root"
-need_apt systemd-container dpkg-dev
+need_apt systemd-container dpkg-dev help2man
 for bin in shoal shoal_udp shoal_http shoal_ws; do tracker_bin "$bin" >/dev/null; done
 
 root="$WORK/root"
