@@ -658,23 +658,29 @@ mod tests {
     use super::*;
     use crate::ledger::Event;
 
-    #[test]
-    fn reports_become_batch_files_and_the_last_one_is_written_at_the_end() {
-        let dir = std::env::temp_dir().join(format!("shoal-accounting-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let accounts = Accounts::start("udp", &dir, Duration::from_secs(3600), 3600, None).unwrap();
-        let report = |uploaded, event| Report {
-            user: 17,
-            torrent: 1001,
+    /// A seeder's report for (`user`, `torrent`) from a client whose peer id is all
+    /// `peer`, factors 100.
+    fn seeder_report(user: u32, torrent: u32, peer: u8, uploaded: u64, event: Event) -> Report {
+        Report {
+            user,
+            torrent,
             up_factor: 100,
             down_factor: 100,
-            peer_id: [7; 20],
+            peer_id: [peer; 20],
             uploaded,
             downloaded: 0,
             left: 0,
             event,
             at: 0,
-        };
+        }
+    }
+
+    #[test]
+    fn reports_become_batch_files_and_the_last_one_is_written_at_the_end() {
+        let dir = std::env::temp_dir().join(format!("shoal-accounting-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let accounts = Accounts::start("udp", &dir, Duration::from_secs(3600), 3600, None).unwrap();
+        let report = |uploaded, event| seeder_report(17, 1001, 7, uploaded, event);
         accounts.report(report(0, Event::Started));
         accounts.report(report(4096, Event::None));
         let deadline = Instant::now() + Duration::from_secs(5);
@@ -730,18 +736,7 @@ mod tests {
         let accounts =
             Accounts::start("http", &dir, Duration::from_millis(200), 3600, None).unwrap();
         std::fs::remove_dir_all(&dir).unwrap();
-        let report = |uploaded, event| Report {
-            user: 18,
-            torrent: 7,
-            up_factor: 100,
-            down_factor: 100,
-            peer_id: [9; 20],
-            uploaded,
-            downloaded: 0,
-            left: 0,
-            event,
-            at: 0,
-        };
+        let report = |uploaded, event| seeder_report(18, 7, 9, uploaded, event);
         accounts.report(report(0, Event::Started));
         accounts.report(report(10, Event::None));
         // A flush or two fails with the directory gone; then it is back.
@@ -778,18 +773,7 @@ mod tests {
             ..AccountsSettings::new(Duration::from_millis(50), 3600)
         };
         let accounts = Accounts::start_with("udp", &dir, settings, None).unwrap();
-        let report = |uploaded, event| Report {
-            user: 18,
-            torrent: 7,
-            up_factor: 100,
-            down_factor: 100,
-            peer_id: [9; 20],
-            uploaded,
-            downloaded: 0,
-            left: 0,
-            event,
-            at: 0,
-        };
+        let report = |uploaded, event| seeder_report(18, 7, 9, uploaded, event);
         accounts.report(report(0, Event::Started));
         // Eight batches while no site takes them.
         for n in 1..=8 {

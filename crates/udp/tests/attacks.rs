@@ -7,6 +7,7 @@
 
 mod support;
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -82,6 +83,35 @@ fn a_full_tracker_refuses_only_when_every_torrent_is_a_real_swarm() {
 /// full, and a full tracker makes room with what the flood left behind (torrents with
 /// one peer that never had a second, oldest first): a new torrent announced by two
 /// honest peers is stored and served, and the count never passes the limit.
+/// Four threads, each flooding `server` from `per_thread` addresses in turn (address
+/// `n` bound at `local(n)`, counted over all threads): `flood` sends what address `n`
+/// sends on its connection and returns how many announces; what comes back is read
+/// and dropped. The announces sent in all.
+fn flood_from_addresses(
+    server: SocketAddr,
+    per_thread: u32,
+    local: fn(u32) -> String,
+    flood: fn(&mut Client, ConnectionId, u32) -> u32,
+) -> u32 {
+    let flooders: Vec<_> = (0..4u32)
+        .map(|thread| {
+            std::thread::spawn(move || {
+                let mut sent = 0;
+                for address in 0..per_thread {
+                    let n = thread * per_thread + address;
+                    let mut flooder = Client::from(&local(n), server);
+                    // The flood of the other threads may drop a connect.
+                    let id = flooder.connect_retrying(3);
+                    sent += flood(&mut flooder, id, n);
+                    while flooder.recv_within(Duration::from_millis(20)).is_some() {}
+                }
+                sent
+            })
+        })
+        .collect();
+    flooders.into_iter().map(|f| f.join().unwrap()).sum()
+}
+
 #[test]
 fn a_fresh_hash_flood_from_many_addresses_cannot_keep_an_honest_torrent_out() {
     let mut config = unlimited();
@@ -89,29 +119,19 @@ fn a_fresh_hash_flood_from_many_addresses_cannot_keep_an_honest_torrent_out() {
     config.capacity.new_torrents_burst = 20;
     let tracker = start(config);
     let server = tracker.ipv4_addr().unwrap();
-    let flooders: Vec<_> = (0..4u32)
-        .map(|thread| {
-            std::thread::spawn(move || {
-                let mut sent = 0u32;
-                for address in 0..50u32 {
-                    let n = thread * 50 + address;
-                    let local = format!("127.0.{}.{}:0", 12 + n / 250, n % 250 + 1);
-                    let mut flooder = Client::from(&local, server);
-                    // The flood of the other threads may drop a connect.
-                    let id = flooder.connect_retrying(3);
-                    for fresh in 0..100u32 {
-                        let mut info_hash = hash(n * 1000 + fresh);
-                        info_hash[19] = 0xf1;
-                        flooder.send_announce(id, Announce::new(info_hash, 1));
-                        sent += 1;
-                    }
-                    while flooder.recv_within(Duration::from_millis(20)).is_some() {}
-                }
-                sent
-            })
-        })
-        .collect();
-    let sent: u32 = flooders.into_iter().map(|f| f.join().unwrap()).sum();
+    let sent = flood_from_addresses(
+        server,
+        50,
+        |n| format!("127.0.{}.{}:0", 12 + n / 250, n % 250 + 1),
+        |flooder, id, n| {
+            for fresh in 0..100u32 {
+                let mut info_hash = hash(n * 1000 + fresh);
+                info_hash[19] = 0xf1;
+                flooder.send_announce(id, Announce::new(info_hash, 1));
+            }
+            100
+        },
+    );
     assert_eq!(sent, 20_000);
     // The addresses are of two /24s: past half full, their networks' allowances (800
     // each at once) stop them before the per-address ones would.
@@ -143,34 +163,25 @@ fn swarms_of_one_client_from_many_networks_cannot_fill_the_tracker() {
     config.capacity.max_torrents = 4_000;
     let tracker = start(config);
     let server = tracker.ipv4_addr().unwrap();
-    let flooders: Vec<_> = (0..4u32)
-        .map(|thread| {
-            std::thread::spawn(move || {
-                let mut sent = 0u32;
-                for address in 0..16u32 {
-                    let n = thread * 16 + address;
-                    // One address in each of 64 /24s.
-                    let local = format!("127.{}.{}.1:0", 40 + n / 32, n % 32);
-                    let mut flooder = Client::from(&local, server);
-                    let id = flooder.connect_retrying(3);
-                    for fresh in 0..450u32 {
-                        let mut info_hash = hash(n * 1000 + fresh);
-                        info_hash[19] = 0xf2;
-                        for port in [6881, 6882] {
-                            flooder.send_announce(id, Announce::new(info_hash, port));
-                            sent += 1;
-                        }
-                        if fresh % 50 == 49 {
-                            while flooder.recv_within(Duration::from_millis(5)).is_some() {}
-                        }
-                    }
-                    while flooder.recv_within(Duration::from_millis(20)).is_some() {}
+    let sent = flood_from_addresses(
+        server,
+        16,
+        // One address in each of 64 /24s.
+        |n| format!("127.{}.{}.1:0", 40 + n / 32, n % 32),
+        |flooder, id, n| {
+            for fresh in 0..450u32 {
+                let mut info_hash = hash(n * 1000 + fresh);
+                info_hash[19] = 0xf2;
+                for port in [6881, 6882] {
+                    flooder.send_announce(id, Announce::new(info_hash, port));
                 }
-                sent
-            })
-        })
-        .collect();
-    let sent: u32 = flooders.into_iter().map(|f| f.join().unwrap()).sum();
+                if fresh % 50 == 49 {
+                    while flooder.recv_within(Duration::from_millis(5)).is_some() {}
+                }
+            }
+            900
+        },
+    );
     assert_eq!(sent, 64 * 900);
     assert!(eventually(|| tracker.stats().torrents >= 3_000));
     let stats = tracker.stats();
