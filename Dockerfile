@@ -6,8 +6,9 @@
 #   docker build -t shoal .                      (or podman build)
 #   docker run -p 6969:6969/udp -p 6969:6969 -p 8000:8000 shoal
 #
-# The HTTP and WebTorrent trackers run on epoll under Docker's default seccomp
-# profile, which refuses io_uring (network.io_backend = "auto" says so in the log).
+# The HTTP and WebTorrent trackers run on epoll (network.io_backend's default), which
+# Docker's default seccomp profile allows; it refuses io_uring, which they use only
+# where the config chooses it.
 #
 # Build arguments (only where a registry mirror or a pinned toolchain is wanted; the
 # defaults are what `docker build -t shoal .` uses):

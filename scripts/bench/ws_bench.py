@@ -103,8 +103,8 @@ class Bench:
                 # a socket worker.
                 outgoing_messages = 256
                 budget = "" if older else "max_offer_bytes_per_second = 0\n"
-            network_extra = "" if tracker == "shoal-before" else "".join(
-                f"{line}\n" for line in a.shoal_network)
+            network_extra = "".join(f"{line}\n" for line in (
+                a.baseline_network if tracker == "shoal-before" else a.shoal_network))
             if a.handshakes and tracker == "shoal":
                 # One address opens every connection: its handshakes under way must not
                 # hit the per-client cap meant for one browser.
@@ -353,12 +353,16 @@ in_flight = {in_flight}
 {requests_extra}"""
 
 
-def main():
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def parser(description=__doc__):
+    """The options of this bench; scripts built on it (private_ws.py) add their own."""
+    p = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--shoal-dir", required=True)
     p.add_argument("--aquatic-dir", help="where aquatic_ws and aquatic_ws_load_test are (not with --no-aquatic)")
     p.add_argument("--shoal-network", action="append", default=[], metavar="KEY=VALUE",
                    help="a line for shoal's [network] (not the baseline's), e.g. socket_send_buffer_size=0")
+    p.add_argument("--baseline-network", action="append", default=[], metavar="KEY=VALUE",
+                   help="a [network] line for shoal-before (e.g. io_backend=\"io_uring\" with --baseline-dir "
+                        "set to the same build, to compare the backends)")
     p.add_argument("--no-aquatic", action="store_true",
                    help="shoal against --baseline-dir only (the effect of one change); shoal's load tester")
     p.add_argument("--queue-budget", choices=["bench", "default", "aquatic"], default="bench",
@@ -391,6 +395,11 @@ def main():
                         "(shoal's load tester only)")
     p.add_argument("--max-load", type=float, default=0.7)
     p.add_argument("--force", action="store_true")
+    return p
+
+
+def main():
+    p = parser()
     a = p.parse_args()
     if a.no_aquatic:
         if not a.baseline_dir:

@@ -752,12 +752,14 @@ macro_rules! network_config {
                 /// net.core.somaxconn (4096 by default since Linux 5.4; the log says when
                 /// it does): raise both for bursts of many thousands.
                 pub listen_backlog: u32 = 1024,
-                /// What the socket workers run on. The default picks io_uring where
-                /// it can be set up (fewer system calls per request) and epoll where it
-                /// cannot: under Docker's or containerd's default seccomp profile, with
-                /// kernel.io_uring_disabled, or with a locked-memory limit too low for
-                /// its buffers (the log says which, and why).
-                pub io_backend: $crate::IoBackend = $crate::IoBackend::Auto,
+                /// What the socket workers run on: "epoll" (the default: measured
+                /// faster than io_uring, with or without keep-alive and TLS, and it
+                /// runs everywhere, containers included), "io_uring" (glommio; starting
+                /// fails, saying why, where it cannot be set up) or "auto" (io_uring
+                /// where it can be set up, epoll where Docker's or containerd's default
+                /// seccomp profile, kernel.io_uring_disabled or a locked-memory limit
+                /// too low for its buffers refuses it; the log says which, and why).
+                pub io_backend: $crate::IoBackend = $crate::IoBackend::Epoll,
                 $( $(#[$field_meta])* pub $field: $ty = $default, )*
             }
         }
@@ -920,11 +922,13 @@ pub trait ReverseProxy {
 #[serde(rename_all = "snake_case")]
 pub enum IoBackend {
     /// io_uring when it can be set up here, else epoll.
-    #[default]
     Auto,
     /// io_uring (glommio); starting fails, saying why, where it cannot be set up.
     IoUring,
-    /// epoll, wherever the tracker runs; no locked memory needed.
+    /// epoll, wherever the tracker runs; no locked memory needed. The default: it
+    /// answered more requests a second than io_uring at less CPU each in every
+    /// measurement (documents/benchmarks/backends-2026-11-29.md).
+    #[default]
     Epoll,
 }
 

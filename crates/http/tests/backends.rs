@@ -1,6 +1,7 @@
-//! The `shoal_http` binary where io_uring is refused, as in a container under Docker's
-//! default seccomp profile or with too little locked memory: `auto` serves with epoll
-//! and says why, a forced `io_uring` stops with the reason.
+//! The `shoal_http` binary's I/O backends: the default, epoll, serves without a word
+//! about io_uring; where io_uring is refused, as in a container under Docker's default
+//! seccomp profile or with too little locked memory, `auto` serves with epoll and says
+//! why, and a forced `io_uring` stops with the reason.
 
 mod support;
 
@@ -83,7 +84,7 @@ fn announces_twice(addr: SocketAddr) {
 
 #[test]
 fn auto_serves_with_epoll_where_seccomp_refuses_io_uring() {
-    let config = config_file("seccomp-auto", "");
+    let config = config_file("seccomp-auto", "io_backend = \"auto\"");
     let (_child, log, addr) = start(without_io_uring(&config));
     // Said at info level: epoll is what containers run on, not a fault.
     assert!(
@@ -110,6 +111,25 @@ fn forced_io_uring_stops_with_the_reason_where_seccomp_refuses_it() {
     assert!(!stderr.contains("listening on"), "{stderr}");
 }
 
+/// The default backend is epoll, chosen without trying io_uring: no word about
+/// io_uring, no warning, and it serves even where seccomp refuses io_uring.
+#[test]
+fn the_default_backend_is_epoll_and_needs_no_io_uring() {
+    let config = config_file("default", "");
+    let (_child, log, addr) = start(without_io_uring(&config));
+    assert!(
+        log.iter()
+            .any(|line| line.contains(" INFO ") && line.contains("socket workers run on epoll")),
+        "{log:#?}"
+    );
+    assert!(
+        !log.iter().any(|line| line.contains("io_uring")),
+        "{log:#?}"
+    );
+    assert!(!log.iter().any(|line| line.contains("WARN")), "{log:#?}");
+    announces_twice(addr);
+}
+
 #[test]
 fn epoll_chosen_by_config_serves_without_a_warning() {
     let config = config_file("epoll", "io_backend = \"epoll\"");
@@ -127,7 +147,7 @@ fn epoll_chosen_by_config_serves_without_a_warning() {
 
 #[test]
 fn auto_serves_with_epoll_when_too_little_memory_can_be_locked() {
-    let config = config_file("memlock-auto", "");
+    let config = config_file("memlock-auto", "io_backend = \"auto\"");
     std::fs::write(
         &config,
         std::fs::read_to_string(&config).unwrap() + "[limits]\nio_memory = 4194304\n",

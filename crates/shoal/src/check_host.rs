@@ -1,7 +1,7 @@
 //! `shoal check-host [-c FILE]`: reads this host and says, with the fix for each, what a
 //! busy tracker of that config would run into: socket-buffer ceilings, conntrack on the
 //! UDP port, UDP early demux, locked memory and open files against the config, which
-//! backend `io_backend = "auto"` would pick, and CPUs against the worker threads.
+//! backend the configured `io_backend` gets here, and CPUs against the worker threads.
 //!
 //! Sans-IO: [`read_host`] gathers the facts (files under a root directory, so tests
 //! give it a tree of their own; limits and the io_uring probe from the kernel),
@@ -396,25 +396,30 @@ fn check_backends(host: &Host, tcp: &[TcpNeeds]) -> Vec<Finding> {
         } else {
             "ws backend"
         };
+        // What `auto` does where io_uring is refused; a forced `io_uring` does not start.
+        let instead = if tracker.backend == IoBackend::IoUring {
+            "the configured io_uring will not start"
+        } else {
+            "`auto` serves with epoll"
+        };
         let finding = match (tracker.backend, &host.io_uring) {
-            (IoBackend::Epoll, _) => ok(topic, format!("{}: epoll, as configured", tracker.name)),
+            (IoBackend::Epoll, _) => ok(topic, format!("{}: epoll", tracker.name)),
             (_, Err(reason)) => tune(
                 topic,
                 format!(
-                    "{}: io_uring cannot be set up here ({reason}); `auto` serves with epoll",
+                    "{}: io_uring cannot be set up here ({reason}); {instead}",
                     tracker.name
                 ),
-                "nothing, if epoll suits you (it passes the same tests; \
-                 documents/benchmarks/backends-2026-11-27.md compares them): set \
-                 network.io_backend = \"epoll\" to say so; otherwise allow io_uring as the \
-                 reason says"
+                "nothing, if epoll suits you (the default, measured faster: \
+                 documents/benchmarks/backends-2026-11-29.md): remove network.io_backend \
+                 or set it to \"epoll\"; otherwise allow io_uring as the reason says"
                     .into(),
             ),
             (_, Ok(())) if hard < needed => tune(
                 topic,
                 format!(
                     "{}: io_uring is available, but the locked-memory limit ({} hard) is below \
-                     the {} the io_uring trackers need together: `auto` serves with epoll",
+                     the {} the io_uring trackers need together: {instead}",
                     tracker.name,
                     kib(hard),
                     kib(needed)
@@ -688,15 +693,30 @@ mod tests {
             io_uring: Err("a seccomp filter hides it".into()),
             ..roomy()
         };
-        let finding = verdict_of(&check(&refused, &defaults()), "http backend");
+        // The default, epoll, needs neither.
+        let findings = check(&refused, &defaults());
+        assert_eq!(verdict_of(&findings, "http backend").verdict, Verdict::Ok);
+        assert_eq!(verdict_of(&findings, "ws backend").verdict, Verdict::Ok);
+        let auto: ShoalConfig = shoal_common::parse_config(
+            "[http.network]\nio_backend = \"auto\"\n[ws.network]\nio_backend = \"auto\"\n",
+        )
+        .unwrap();
+        let finding = verdict_of(&check(&refused, &Needs::of(&auto)), "http backend");
         assert_eq!(finding.verdict, Verdict::Tune);
         assert!(finding.found.contains("`auto` serves with epoll"));
-        // The defaults need 2 × 1 MiB + 512 KiB.
+        let forced: ShoalConfig =
+            shoal_common::parse_config("[http.network]\nio_backend = \"io_uring\"\n").unwrap();
+        let finding = verdict_of(&check(&refused, &Needs::of(&forced)), "http backend");
+        assert!(
+            finding.found.contains("io_uring will not start"),
+            "{finding:?}"
+        );
+        // The io_uring trackers need 2 × 1 MiB + 512 KiB.
         let short = Host {
             memlock: (64 * 1024, 2 * 1024 * 1024),
             ..roomy()
         };
-        let findings = check(&short, &defaults());
+        let findings = check(&short, &Needs::of(&auto));
         let finding = verdict_of(&findings, "ws backend");
         assert_eq!(finding.verdict, Verdict::Tune, "{}", report(&findings));
         assert!(
@@ -705,14 +725,6 @@ mod tests {
                 .contains("(2048 KiB hard) is below the 2560 KiB"),
             "{finding:?}"
         );
-        // With epoll chosen, neither matters.
-        let config: ShoalConfig = shoal_common::parse_config(
-            "[http.network]\nio_backend = \"epoll\"\n[ws.network]\nio_backend = \"epoll\"\n",
-        )
-        .unwrap();
-        let findings = check(&refused, &Needs::of(&config));
-        assert_eq!(verdict_of(&findings, "http backend").verdict, Verdict::Ok);
-        assert_eq!(verdict_of(&findings, "ws backend").verdict, Verdict::Ok);
     }
 
     #[test]

@@ -775,6 +775,7 @@ io_memory = 1048576
 [http.network]
 address_ipv4 = "127.0.0.1:0"
 use_ipv6 = false
+io_backend = "auto"
 [ws]
 socket_workers = 2
 [ws.limits]
@@ -782,6 +783,7 @@ io_memory = 1048576
 [ws.network]
 address_ipv4 = "127.0.0.1:0"
 use_ipv6 = false
+io_backend = "auto"
 "#;
     let limit = libc::rlimit {
         rlim_cur: 3 << 20,

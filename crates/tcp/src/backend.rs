@@ -1,14 +1,16 @@
 //! Which executor a TCP socket worker runs on, and the few things its tasks ask of
 //! it: spawning, timers, accepting, streams.
 //!
-//! Two executors can run a socket worker: glommio over io_uring (the default where the
-//! kernel allows it: fewer system calls per request) and an epoll executor
-//! ([`crate::poll`]) for hosts where io_uring cannot be set up: containers under
-//! Docker's or containerd's default seccomp profile, `kernel.io_uring_disabled`, or a
-//! locked-memory limit too low for glommio's registered buffers. The connection tasks
-//! are the same code on both: they call [`spawn_local`], [`sleep`], [`within`] and
-//! read and write a [`TcpStream`], and each of those asks whichever executor runs the
-//! calling thread.
+//! Two executors can run a socket worker: an epoll executor ([`crate::poll`], the
+//! default) and glommio over io_uring (`io_backend = "io_uring"`, or `"auto"` for
+//! io_uring where the host allows it). io_uring makes fewer system calls per request,
+//! yet every measurement here answered more requests a second on epoll at less CPU
+//! each (documents/benchmarks/backends-2026-11-29.md has the profiles), and epoll runs
+//! where io_uring cannot be set up: containers under Docker's or containerd's default
+//! seccomp profile, `kernel.io_uring_disabled`, a locked-memory limit too low for
+//! glommio's registered buffers. The connection tasks are the same code on both: they
+//! call [`spawn_local`], [`sleep`], [`within`] and read and write a [`TcpStream`], and
+//! each of those asks whichever executor runs the calling thread.
 
 use std::future::Future;
 use std::io;

@@ -191,7 +191,8 @@ fn auto_serves_with_epoll_where_seccomp_refuses_io_uring() {
     let config = dir.join("ws.toml");
     std::fs::write(
         &config,
-        "[network]\naddress_ipv4 = \"127.0.0.1:0\"\nuse_ipv6 = false\n[statistics]\ninterval = 0\n",
+        "[network]\naddress_ipv4 = \"127.0.0.1:0\"\nuse_ipv6 = false\nio_backend = \"auto\"\n\
+         [statistics]\ninterval = 0\n",
     )
     .unwrap();
     let mut command = Command::new(BINARY);
