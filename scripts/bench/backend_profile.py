@@ -16,7 +16,6 @@ tracepoint and kernel symbols.
   cargo build --release --locked -p shoal_http
   scripts/bench/backend_profile.py --shoal-dir target/release
 """
-import argparse
 import os
 import re
 import statistics
@@ -26,7 +25,8 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from benchlib import PortPicker, cpu_list, require_idle, start, stop, wait_for_port  # noqa: E402
+from http_bench import PER_IP  # noqa: E402
+from benchlib import PortPicker, bench_arguments, cpu_list, require_idle, start, stop, wait_for_port  # noqa: E402
 
 BACKENDS = ("epoll", "io_uring")
 MODES = {"plain-ka": (False, True), "plain-close": (False, False), "tls-ka": (True, True)}
@@ -76,13 +76,7 @@ max_connections = 100000
 io_backend = "{backend}"
 [statistics]
 interval = 0
-[per_ip]
-# wrk is one client sending far more than one client may.
-requests_per_second = 1000000000
-burst = 1000000000
-max_connections = 0
-max_connections_per_network = 0
-""")
+{PER_IP}""")
         return [os.path.join(self.a.shoal_dir, "shoal_http"), "-c", config]
 
     def run_once(self, backend, mode, record):
@@ -200,18 +194,11 @@ max_connections_per_network = 0
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--shoal-dir", required=True)
+    p = bench_arguments(__doc__, port=4700)
     p.add_argument("--modes", default=",".join(MODES))
-    p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--seconds", type=int, default=6)
     p.add_argument("--symbols", type=int, default=12)
-    p.add_argument("--tracker-cpus", default="0")
-    p.add_argument("--load-cpus", default="1")
-    p.add_argument("--port", type=int, default=4700)
-    p.add_argument("--max-load", type=float, default=0.7)
-    p.add_argument("--force", action="store_true")
     Profile(p.parse_args()).main()
 
 

@@ -260,3 +260,57 @@ def per_round_table(results, describe):
         cells += [""] * (rounds - len(cells))
         out.append(f"| {describe(key[:-1])} | {key[-1]} | " + " | ".join(cells) + " |")
     return "\n".join(out)
+
+
+PRIVATE_TRACKERS = ("public", "private", "accounting")
+
+
+def private_rounds(run_once, rounds, rate, unit, files):
+    """Private mode against public, with and without accounting, in rotating order:
+    `run_once(tracker)` (a name of PRIVATE_TRACKERS) returns a dict with `rate` (the
+    key named so), `cpu_us` and `rss_mib`. Prints each round as it ends, then every
+    round's figures, the ratios to public in the same round and their medians."""
+    trackers = PRIVATE_TRACKERS
+    rows = []
+    for round_ in range(rounds):
+        order = trackers[round_ % 3:] + trackers[:round_ % 3]
+        results = {tracker: run_once(tracker) for tracker in order}
+        rows.append(results)
+        public = results["public"][rate]
+        print(f"round {round_ + 1} ({', '.join(order)}): " + ", ".join(
+            f"{t} {results[t][rate]:,.0f}/s ({results[t][rate] / public:.3f}x, "
+            f"{results[t]['cpu_us']:.2f} µs)" for t in trackers), flush=True)
+    print()
+    print(f"| round | public {unit}/s | private | ratio | accounting | ratio | "
+          f"CPU/{unit} µs (public, private, accounting) |")
+    print("|---|---|---|---|---|---|---|")
+    for i, r in enumerate(rows):
+        p, q, s = (r[t][rate] for t in trackers)
+        print(f"| {i + 1} | {p:,.0f} | {q:,.0f} | {q / p:.3f}x | {s:,.0f} | {s / p:.3f}x | "
+              + ", ".join(f"{r[t]['cpu_us']:.2f}" for t in trackers) + " |")
+    medians = {t: statistics.median(r[t][rate] for r in rows) for t in trackers}
+    ratios = {t: statistics.median(r[t][rate] / r["public"][rate] for r in rows) for t in trackers}
+    cpu = {t: statistics.median(r[t]["cpu_us"] for r in rows) for t in trackers}
+    print(f"| median | {medians['public']:,.0f} | {medians['private']:,.0f} | {ratios['private']:.3f}x | "
+          f"{medians['accounting']:,.0f} | {ratios['accounting']:.3f}x | "
+          + ", ".join(f"{cpu[t]:.2f}" for t in trackers) + " |")
+    print()
+    print("Peak resident memory, last round: " + ", ".join(
+        f"{t} {rows[-1][t]['rss_mib']:.0f} MiB" for t in trackers))
+    print(f"(ratios are medians of the per-round ratios; files under {files})")
+    return rows
+
+
+def bench_arguments(description, port, rounds=3):
+    """A parser with the options every side-by-side bench takes: the build, the CPUs
+    of the tracker and of the load, the first port, rounds, and the idle check."""
+    import argparse
+    p = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--shoal-dir", required=True)
+    p.add_argument("--tracker-cpus", default="0")
+    p.add_argument("--load-cpus", default="1")
+    p.add_argument("--rounds", type=int, default=rounds)
+    p.add_argument("--port", type=int, default=port)
+    p.add_argument("--max-load", type=float, default=0.7, help="refuse to start above this 1-minute load average")
+    p.add_argument("--force", action="store_true", help="start whatever the load average")
+    return p

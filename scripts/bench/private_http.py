@@ -24,21 +24,20 @@ ratios to public in the same round, and the medians.
   cargo build --release --locked -p shoal_http
   scripts/bench/private_http.py --shoal-dir target/release
 """
-import argparse
 import os
 import re
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from benchlib import PortPicker, Sampler, cpu_list, require_idle, start, status_kib, stop, wait_for_port  # noqa: E402
+from benchlib import (PortPicker, Sampler, bench_arguments, cpu_list, private_rounds, require_idle,  # noqa: E402
+                      start, status_kib, stop, wait_for_port)
+from http_bench import PER_IP  # noqa: E402
 
 KEY = "6f0d1b2c3d4e5f60718293a4b5c6d7e8"
 INFO_HASH = bytes(range(1, 21))
-TRACKERS = ("public", "private", "accounting")
 
 
 class Bench:
@@ -82,14 +81,7 @@ use_ipv6 = false
 max_connections = 100000
 [statistics]
 interval = 0
-[per_ip]
-# wrk is one client sending far more than one client may: raised so that the run
-# measures the tracker (the code path still runs).
-requests_per_second = 1000000000
-burst = 1000000000
-max_connections = 0
-max_connections_per_network = 0
-{private}""")
+{PER_IP}{private}""")
         return [os.path.join(self.a.shoal_dir, "shoal_http"), "-c", config]
 
     def run_once(self, tracker):
@@ -131,47 +123,15 @@ max_connections_per_network = 0
         a = self.a
         require_idle(a.max_load, a.force)
         self.prepare()
-        rows = []
-        for round_ in range(a.rounds):
-            order = TRACKERS[round_ % 3:] + TRACKERS[:round_ % 3]
-            results = {tracker: self.run_once(tracker) for tracker in order}
-            rows.append(results)
-            public = results["public"]["rate"]
-            print(f"round {round_ + 1} ({', '.join(order)}): " + ", ".join(
-                f"{t} {results[t]['rate']:,.0f}/s ({results[t]['rate'] / public:.3f}x, "
-                f"{results[t]['cpu_us']:.2f} µs)" for t in TRACKERS), flush=True)
-        print()
-        print("| round | public responses/s | private | ratio | accounting | ratio | CPU/response µs (public, private, accounting) |")
-        print("|---|---|---|---|---|---|---|")
-        for i, r in enumerate(rows):
-            p, q, s = (r[t]["rate"] for t in TRACKERS)
-            print(f"| {i + 1} | {p:,.0f} | {q:,.0f} | {q / p:.3f}x | {s:,.0f} | {s / p:.3f}x | "
-                  + ", ".join(f"{r[t]['cpu_us']:.2f}" for t in TRACKERS) + " |")
-        medians = {t: statistics.median(r[t]["rate"] for r in rows) for t in TRACKERS}
-        ratios = {t: statistics.median(r[t]["rate"] / r["public"]["rate"] for r in rows) for t in TRACKERS}
-        cpu = {t: statistics.median(r[t]["cpu_us"] for r in rows) for t in TRACKERS}
-        print(f"| median | {medians['public']:,.0f} | {medians['private']:,.0f} | {ratios['private']:.3f}x | "
-              f"{medians['accounting']:,.0f} | {ratios['accounting']:.3f}x | "
-              + ", ".join(f"{cpu[t]:.2f}" for t in TRACKERS) + " |")
-        print()
-        print("Peak resident memory, last round: " + ", ".join(
-            f"{t} {rows[-1][t]['rss_mib']:.0f} MiB" for t in TRACKERS))
-        print(f"(ratios are medians of the per-round ratios; files under {self.tmp})")
+        private_rounds(self.run_once, a.rounds, "rate", "response", self.tmp)
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--shoal-dir", required=True)
+    p = bench_arguments(__doc__, port=4300)
     p.add_argument("--users", type=int, default=1_000_000)
     p.add_argument("--torrents", type=int, default=1_000_000)
     p.add_argument("--connections", type=int, default=64)
-    p.add_argument("--tracker-cpus", default="0")
-    p.add_argument("--load-cpus", default="1")
-    p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--duration", type=int, default=10)
-    p.add_argument("--port", type=int, default=4300)
-    p.add_argument("--max-load", type=float, default=0.7)
-    p.add_argument("--force", action="store_true")
     Bench(p.parse_args()).main()
 
 

@@ -26,16 +26,14 @@ the same round, and the medians.
   scripts/bench/private_ws.py --shoal-dir target/release
 """
 import os
-import statistics
 import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import ws_bench  # noqa: E402
-from benchlib import require_idle  # noqa: E402
+from benchlib import private_rounds, require_idle  # noqa: E402
 
 KEY = "6f0d1b2c3d4e5f60718293a4b5c6d7e8"
-TRACKERS = ("public", "private", "accounting")
 
 
 class Private(ws_bench.Bench):
@@ -86,36 +84,15 @@ class Private(ws_bench.Bench):
         count = self.prepare(tls, connections)
         print(f"{a.users:,} users, {max(a.torrents, count):,} torrents ({count:,} in the load); "
               f"{a.transport}, {connections} connections, {a.offers} offers per announce", flush=True)
-        rows = []
-        for round_ in range(a.rounds):
-            order = TRACKERS[round_ % 3:] + TRACKERS[:round_ % 3]
-            results = {tracker: self.run_once(tracker, "shoal", tls, connections) for tracker in order}
-            for tracker, r in results.items():
-                if r["errors"] > 0.01 * r["responses"]:
-                    sys.exit(f"{tracker}: {r['errors']:.0f} error messages a second (of {r['responses']:.0f}); "
-                             f"logs under {self.tmp}")
-            rows.append(results)
-            public = results["public"]["responses"]
-            print(f"round {round_ + 1} ({', '.join(order)}): " + ", ".join(
-                f"{t} {results[t]['responses']:,.0f}/s ({results[t]['responses'] / public:.3f}x, "
-                f"{results[t]['cpu_us']:.2f} µs)" for t in TRACKERS), flush=True)
-        print()
-        print("| round | public msg/s | private | ratio | accounting | ratio | CPU/message µs (public, private, accounting) |")
-        print("|---|---|---|---|---|---|---|")
-        for i, r in enumerate(rows):
-            p, q, s = (r[t]["responses"] for t in TRACKERS)
-            print(f"| {i + 1} | {p:,.0f} | {q:,.0f} | {q / p:.3f}x | {s:,.0f} | {s / p:.3f}x | "
-                  + ", ".join(f"{r[t]['cpu_us']:.2f}" for t in TRACKERS) + " |")
-        medians = {t: statistics.median(r[t]["responses"] for r in rows) for t in TRACKERS}
-        ratios = {t: statistics.median(r[t]["responses"] / r["public"]["responses"] for r in rows) for t in TRACKERS}
-        cpu = {t: statistics.median(r[t]["cpu_us"] for r in rows) for t in TRACKERS}
-        print(f"| median | {medians['public']:,.0f} | {medians['private']:,.0f} | {ratios['private']:.3f}x | "
-              f"{medians['accounting']:,.0f} | {ratios['accounting']:.3f}x | "
-              + ", ".join(f"{cpu[t]:.2f}" for t in TRACKERS) + " |")
-        print()
-        print("Peak resident memory, last round: " + ", ".join(
-            f"{t} {rows[-1][t]['rss_mib']:.0f} MiB" for t in TRACKERS))
-        print(f"(ratios are medians of the per-round ratios; files under {self.tmp})")
+
+        def run_once(tracker):
+            r = self.run_once(tracker, "shoal", tls, connections)
+            if r["errors"] > 0.01 * r["responses"]:
+                sys.exit(f"{tracker}: {r['errors']:.0f} error messages a second (of {r['responses']:.0f}); "
+                         f"logs under {self.tmp}")
+            return r
+
+        private_rounds(run_once, a.rounds, "responses", "message", self.tmp)
 
 
 def main():
