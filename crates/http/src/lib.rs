@@ -3,7 +3,7 @@
 //! # Layout
 //!
 //! ```text
-//!   TCP ─► socket::connection (glommio task per connection: drives a session::Session)
+//!   TCP ─► socket::connection (a task per connection: drives a session::Session)
 //!               │  socket::router: batch per swarm worker, typed table per pending call
 //!               ▼
 //!          crossbeam channel ─► shard (HttpShard on a swarm worker thread) ─┐

@@ -3,8 +3,8 @@
 //! A [`Session`] is fed what its connection reads, the swarm workers' answers and the
 //! time, and says what to do next ([`Next`]): read until a deadline, ask swarm
 //! workers, write a response, or close. It never touches a socket or a clock: the
-//! glommio task in `socket::connection` drives it, another I/O backend can drive the
-//! same rules, and the tests below and the `http_session` fuzz target drive it with
+//! task in `socket::connection` drives it on either I/O backend (epoll or
+//! io_uring), and the tests below and the `http_session` fuzz target drive it with
 //! no sockets at all.
 //!
 //! * Pipelined requests are answered one after another from the same buffer.

@@ -1,6 +1,7 @@
 //! Whether this process may use io_uring, asked before any executor starts.
 //!
-//! The HTTP and WebTorrent trackers run on glommio, which needs io_uring. Docker's
+//! The HTTP and WebTorrent trackers run on glommio, which needs io_uring, when
+//! `network.io_backend` asks for it (`"io_uring"`, or `"auto"`). Docker's
 //! default seccomp profile blocks it, the `kernel.io_uring_disabled` sysctl turns it
 //! off, and kernels before 5.8 lack what glommio uses. Deep inside glommio any of
 //! these reads as "cannot start the executor"; here it becomes the cause and the fix.

@@ -7,7 +7,7 @@
 //! # Layout
 //!
 //! ```text
-//!   TCP ─► socket::connection (glommio task per connection: drives a session::Session)
+//!   TCP ─► socket::connection (a task per connection: drives a session::Session)
 //!               │  socket::router: batch per swarm worker
 //!               ▼
 //!          crossbeam channel ─► swarm::WsShard (on a swarm worker thread) ─┐

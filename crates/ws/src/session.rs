@@ -3,8 +3,8 @@
 //! A [`Session`] is fed the bytes its connection reads and the time, takes the
 //! messages swarm workers put in its queue, and says what to do next ([`Next`]):
 //! write frames by a deadline, wait for the client until a deadline, or close. It
-//! never touches a socket or a clock: the glommio task in `socket::connection` drives
-//! it, another I/O backend can drive the same rules, and the tests below and the
+//! never touches a socket or a clock: the task in `socket::connection` drives it on
+//! either I/O backend (epoll or io_uring), and the tests below and the
 //! `ws_session` fuzz target drive it with no sockets at all. Frames are read where
 //! the bytes lie and written straight into the output
 //! (`shoal_ws_protocol::frames`): between messages a session holds no buffer of its
