@@ -12,7 +12,7 @@
 //!
 //! Sockets are registered edge-triggered for reading and writing once, when wrapped
 //! in [`Async`]. A read or write that would block parks the task's waker on the
-//! socket and clears its readiness; the next edge epoll reports wakes it. With one
+//! socket; the next edge epoll reports wakes it. With one
 //! thread and events handled only between task polls, no edge can come between a
 //! `WouldBlock` and the parking, so none is lost.
 //!
@@ -150,8 +150,6 @@ struct Task {
 /// What a registered socket is waiting for.
 #[derive(Default)]
 struct Readiness {
-    readable: bool,
-    writable: bool,
     /// A read returned less than it asked for and no edge came since: the receive
     /// queue is empty, so the next read parks without asking the kernel (see
     /// [`Async::poll_read`]). False at registration: the first read always asks.
@@ -281,18 +279,16 @@ impl Executor {
         self.free_sources.borrow_mut().push(index);
     }
 
-    /// Marks the socket not ready for `direction` and parks `waker` on it until epoll
-    /// says it is.
+    /// Parks `waker` on the socket until epoll says it is ready for `direction`.
     fn park(&self, index: usize, direction: Direction, waker: &Waker) {
         let mut sources = self.sources.borrow_mut();
         let Some(Some(readiness)) = sources.get_mut(index) else {
             return;
         };
-        let (ready, parked) = match direction {
-            Direction::Read => (&mut readiness.readable, &mut readiness.reader),
-            Direction::Write => (&mut readiness.writable, &mut readiness.writer),
+        let parked = match direction {
+            Direction::Read => &mut readiness.reader,
+            Direction::Write => &mut readiness.writer,
         };
-        *ready = false;
         match parked {
             Some(parked) if parked.will_wake(waker) => {}
             _ => *parked = Some(waker.clone()),
@@ -334,13 +330,11 @@ impl Executor {
                     continue;
                 };
                 if event.is_readable() || event.is_read_closed() || event.is_error() {
-                    readiness.readable = true;
                     readiness.drained = false;
                     readiness.read_closed |= event.is_read_closed() || event.is_error();
                     woken.extend(readiness.reader.take());
                 }
                 if event.is_writable() || event.is_write_closed() || event.is_error() {
-                    readiness.writable = true;
                     woken.extend(readiness.writer.take());
                 }
             }
