@@ -76,6 +76,12 @@ shoal_common::counters! {
         kernel_drops,
         /// Of `kernel_drops`, those of the IPv6 socket.
         kernel_drops_v6,
+        /// Of `kernel_drops`, those that were demand, as weighed by what the worker
+        /// read around them (`shoal_worker::DropWeigher`): the adaptive interval's
+        /// reading of them.
+        kernel_drops_demand,
+        /// Of `kernel_drops_demand`, those of the IPv6 socket.
+        kernel_drops_demand_v6,
         /// Receive buffers shrunk for a queue that kept overflowing.
         queue_shrinks,
         /// Receive buffers set back to their configured size after an overload.
@@ -211,14 +217,14 @@ impl shoal_worker::LoadCounters for SocketTotals {
             announces: self.announce_replies_v6,
             served: served_v6,
             lost: self.shed_v6,
-            dropped: self.kernel_drops_v6,
+            dropped: self.kernel_drops_demand_v6,
             read: self.received_v6,
         };
         let v4 = shoal_worker::FamilyCounts {
             announces: self.announce_replies.saturating_sub(v6.announces),
             served: served.saturating_sub(served_v6),
             lost: self.shed.saturating_sub(v6.lost),
-            dropped: self.kernel_drops.saturating_sub(v6.dropped),
+            dropped: self.kernel_drops_demand.saturating_sub(v6.dropped),
             read: self.received.saturating_sub(v6.read),
         };
         [v4, v6]

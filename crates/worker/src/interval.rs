@@ -13,9 +13,10 @@
 //!    socket worker, the busiest swarm worker, the fullest swarm queue) and, when
 //!    requests were lost, the announces offered (answered and lost) over the capacity
 //!    learnt. Lost are the requests shed and, of the datagrams the kernel dropped, the
-//!    share that was demand in what the same worker read (a flood of junk is little
-//!    demand, however much the kernel drops); the capacity is learnt only from seconds
-//!    whose busiest socket worker read mostly demand.
+//!    share that was demand in what the same worker read around them, weighed at each
+//!    queue check ([`DropWeigher`]: a flood of junk is little demand, however much the
+//!    kernel drops, and drops among mostly junk none); the capacity is learnt only
+//!    from seconds whose busiest socket worker read mostly demand.
 //! 2. **Demand** D = ℓ × Ĩ, where Ĩ is the interval the clients arriving now were
 //!    given: found in the controller's own history, the tick s with s + I(s) = now. For
 //!    one population D does not depend on the interval (load falls as the interval
@@ -47,8 +48,10 @@ use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
 
 mod driver;
+mod drops;
 
 pub use driver::{FamilyCounts, IntervalGauges, LoadCounters, TICK, spawn_controller};
+pub use drops::DropWeigher;
 
 /// Ticks over which the demand is smoothed (an exponential average).
 pub(crate) const SMOOTHING: f64 = 10.0;

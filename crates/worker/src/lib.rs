@@ -66,9 +66,9 @@ mod swarm_worker;
 
 pub use export::{ExportStats, ExportTargets, Exporter, HttpTarget, RedisTarget};
 pub use interval::{
-    AnnounceInterval, Bounds, Controller, Family, FamilyCounts, FamilySample, IntervalGauges,
-    IntervalSettings, LONGEST_BOUND, LoadCounters, LoadSample, TICK as INTERVAL_TICK,
-    spawn_controller,
+    AnnounceInterval, Bounds, Controller, DropWeigher, Family, FamilyCounts, FamilySample,
+    IntervalGauges, IntervalSettings, LONGEST_BOUND, LoadCounters, LoadSample,
+    TICK as INTERVAL_TICK, spawn_controller,
 };
 pub use link::SwarmLink;
 pub use local::LocalSwarm;

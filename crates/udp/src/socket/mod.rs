@@ -34,7 +34,7 @@ use crossbeam_channel::Receiver;
 use shoal_common::{AccessControl, Shutdown};
 use shoal_sockets::RecvBatch;
 use shoal_swarm::Clock;
-use shoal_worker::{LocalSwarm, ReplyRoute, Wake, reply_channel};
+use shoal_worker::{DropWeigher, LocalSwarm, ReplyRoute, Wake, reply_channel};
 
 pub(crate) use self::bind::bind_socket;
 use self::dispatch::Dispatcher;
@@ -98,6 +98,9 @@ pub(crate) struct SocketWorker {
     own_replies: Replies,
     /// The receive queue of each endpoint, watched for overflow.
     queues: [Option<QueueGuard>; 2],
+    /// Each endpoint's kernel drops weighed by what was read around them, for the
+    /// adaptive interval.
+    drop_weighers: [DropWeigher; 2],
     /// When the queues are looked at next.
     next_queue_check: Instant,
     /// When the worker last stopped waiting for datagrams.
@@ -174,6 +177,7 @@ impl SocketWorker {
             ready: Vec::new(),
             own_replies: Replies::default(),
             queues,
+            drop_weighers: Default::default(),
             next_queue_check: Instant::now(),
             working_since: Instant::now(),
         };
@@ -203,8 +207,10 @@ impl SocketWorker {
             if let Some(local) = &mut self.local {
                 local.swarm.clean_if_due(&local.access);
             }
-            self.check_queues();
+            // Flushing first hands this round's reads to the drop weighers before
+            // the check weighs; the drops it counts are flushed the next round.
             self.flush_counters();
+            self.check_queues();
         }
         if let Some(local) = &mut self.local {
             local.swarm.finish();
@@ -374,10 +380,13 @@ impl SocketWorker {
         for (slot, (endpoint, queue)) in self.endpoints.iter().zip(&mut self.queues).enumerate() {
             if let (Some(endpoint), Some(queue)) = (endpoint, queue) {
                 let checked = queue.check(&endpoint.socket, now);
+                let demand = self.drop_weighers[slot].weigh(checked.drops);
                 let counters = &mut self.dispatcher.counters;
                 counters.kernel_drops += checked.drops;
+                counters.kernel_drops_demand += demand;
                 if slot == 1 {
                     counters.kernel_drops_v6 += checked.drops;
+                    counters.kernel_drops_demand_v6 += demand;
                 }
                 counters.queue_shrinks += u64::from(checked.shrunk);
                 counters.queue_restores += u64::from(checked.restored);
@@ -385,8 +394,19 @@ impl SocketWorker {
         }
     }
 
-    /// Adds what this worker counted into the shared statistics.
+    /// Adds what this worker counted into the shared statistics, after handing what
+    /// it read to the drop weighers.
     fn flush_counters(&mut self) {
+        let counters = &self.dispatcher.counters;
+        let v6 = (
+            counters.received_v6,
+            counters.announce_replies_v6 + counters.shed_v6,
+        );
+        let all = (counters.received, counters.announce_replies + counters.shed);
+        let v4 = (all.0.saturating_sub(v6.0), all.1.saturating_sub(v6.1));
+        for (weigher, (read, demand)) in self.drop_weighers.iter_mut().zip([v4, v6]) {
+            weigher.note(read, demand);
+        }
         self.dispatcher
             .counters
             .flush_into(self.shared_counters.socket(self.index));

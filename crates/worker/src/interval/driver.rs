@@ -32,23 +32,22 @@ pub struct FamilyCounts {
     /// Requests shed (answered with a backoff reply or not at all): demand the
     /// tracker read and could not take.
     pub lost: u64,
-    /// Datagrams the kernel dropped (a full receive queue): of no known kind, so only
-    /// the share of them that the worker's reading says was demand counts
-    /// (`demand_lost`).
+    /// Datagrams the kernel dropped (a full receive queue) that were demand, as the
+    /// socket worker weighed them at each queue check by what it read around them
+    /// ([`DropWeigher`](super::DropWeigher)).
     pub dropped: u64,
     /// Requests (datagrams) read, valid or not; 0 where the transport does not count
     /// them, and everything it reads is a request.
     pub read: u64,
 }
 
-/// Of the datagrams the kernel dropped before a socket worker could read them, how
-/// many were demand: weighed by the share of announces (and requests shed) among
-/// what that worker read in the same second, so that a flood of junk, one that
-/// `SO_REUSEPORT` sends to one worker included, counts as the little demand it is.
+/// The demand the tracker could not take: requests shed, and the kernel's drops that
+/// were demand (weighed by their worker, so that a flood of junk, one that
+/// `SO_REUSEPORT` sends to one worker included, counts as the little demand it is).
 /// Kernel drops hit every sender alike, so this is also the estimate of the honest
 /// announces lost.
 pub(crate) fn demand_lost(counts: &FamilyCounts) -> f64 {
-    counts.lost as f64 + counts.dropped as f64 * demand_share(counts).unwrap_or(1.0)
+    counts.lost.saturating_add(counts.dropped) as f64
 }
 
 /// The share of what was read that was demand (announces answered, requests shed);
@@ -334,15 +333,15 @@ mod tests {
         assert!(interval.current(Family::V4) <= 90);
     }
 
-    /// Kernel drops count as the share of demand in what their own worker read: a
-    /// worker flooded with junk adds little, whatever the others read.
+    /// Each worker's weighed kernel drops add to the demand lost; the share of demand
+    /// the busy weighing uses is the busiest worker's own reading.
     #[test]
-    fn kernel_drops_count_as_the_demand_their_worker_read() {
+    fn weighed_drops_are_demand_lost_and_the_busiest_worker_s_share_weighs_busy() {
         let start = Instant::now();
         let counts = |announces: u64, dropped: u64, read: u64| FamilyCounts {
             announces,
             served: announces * 2,
-            lost: 0,
+            lost: 5,
             dropped,
             read,
         };
@@ -358,23 +357,22 @@ mod tests {
         };
         let zero = FamilyCounts::default();
         let before = at(0, [zero; 2], [0, 0]);
-        // Worker 0: honest, half announces, 100 dropped. Worker 1: 150,000 junk
-        // datagrams read, 10 announces among them, 300,000 dropped.
+        // Worker 0: honest, half announces, 50 of its drops weighed as demand. Worker
+        // 1: 150,000 junk datagrams read, 10 announces among them, 20 drops demand.
         let after = at(
             1,
-            [counts(1_000, 100, 2_000), counts(10, 300_000, 150_010)],
+            [counts(1_000, 50, 2_000), counts(10, 20, 150_010)],
             [300_000_000, 1_000_000_000],
         );
         let sample = after.since(&before);
-        let lost = sample.families[0].lost;
-        // 100 × 0.5 + 300,000 × 10/150,010 = 50 + 20.
-        assert!((lost - 70.0).abs() < 0.1, "{lost}");
+        assert_eq!(sample.families[0].lost, 50.0 + 20.0 + 5.0 + 5.0);
         // The busiest worker read junk.
         let share = sample.socket_demand_share.unwrap();
         assert!(share < 0.001, "{share}");
-        // Where nothing read is counted (HTTP, WebTorrent), every drop is demand.
+        // Where nothing read is counted (HTTP, WebTorrent), the busy share is not
+        // weighed.
         let unread = at(1, [counts(1_000, 100, 0), zero], [1, 0]).since(&before);
-        assert_eq!(unread.families[0].lost, 100.0);
+        assert_eq!(unread.families[0].lost, 105.0);
         assert_eq!(unread.socket_demand_share, None);
     }
 }
