@@ -34,12 +34,13 @@
 //! as one [`Batch`] with an id the site uses to apply each batch exactly once. No I/O:
 //! times come in with the reports.
 
-use hashbrown::{HashMap, HashSet};
+use hashbrown::HashMap;
 
 mod durable;
 mod pair;
 mod shared;
 
+use durable::Changes;
 pub(crate) use durable::{Committed, MAX_RECORD, read_journal};
 use pair::{Accrued, Pair, Peer};
 pub use shared::{MAX_SHARED_ATTEMPTS, SharedError, SharedPairs};
@@ -152,10 +153,14 @@ struct Book {
 }
 
 impl Book {
-    fn record(&mut self, report: &Report, peer_timeout: u64) {
+    /// Applies `report` to its pair, marked in `changes` where the ledger keeps them.
+    fn record(&mut self, report: &Report, peer_timeout: u64, changes: Option<&mut Changes>) {
         let key = (report.user, report.torrent);
         let pair = self.pairs.entry(key).or_default();
         let accrued = pair.record(report, peer_timeout);
+        if let Some(changes) = changes {
+            changes.mark(key, pair);
+        }
         if pair.peers.is_empty() {
             self.pairs.remove(&key);
         }
@@ -210,7 +215,7 @@ pub struct Ledger {
     next_batch: u64,
     since: u64,
     /// Pairs changed since the last journal record (`durable`).
-    dirty: HashSet<(u32, u32)>,
+    changes: Changes,
 }
 
 impl Ledger {
@@ -223,14 +228,14 @@ impl Ledger {
             run: run.into(),
             next_batch: 0,
             since: now,
-            dirty: HashSet::new(),
+            changes: Changes::default(),
         }
     }
 
     /// Credits what `report` adds to its peer's last totals.
     pub fn record(&mut self, report: &Report) {
-        self.book.record(report, self.peer_timeout);
-        self.touch((report.user, report.torrent));
+        self.book
+            .record(report, self.peer_timeout, Some(&mut self.changes));
     }
 
     /// Forgets peers not heard from for the peer timeout (their clients left without
@@ -238,12 +243,12 @@ impl Ledger {
     pub fn expire(&mut self, now: u64) -> usize {
         let timeout = self.peer_timeout;
         let mut gone = 0;
-        let dirty = &mut self.dirty;
+        let changes = &mut self.changes;
         self.book.pairs.retain(|&key, pair| {
             let expired = pair.expire(now, timeout);
             if expired > 0 {
                 gone += expired;
-                dirty.insert(key);
+                changes.mark(key, pair);
             }
             !pair.peers.is_empty()
         });
@@ -320,7 +325,7 @@ impl Ledger {
     /// client's next report is a baseline.
     pub(crate) fn forget_baselines(&mut self) {
         self.book.pairs.clear();
-        self.dirty.clear();
+        self.changes.clear();
     }
 
     /// Peers followed.

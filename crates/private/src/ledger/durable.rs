@@ -106,36 +106,70 @@ impl<'b> Reader<'b> {
     }
 }
 
-impl Ledger {
-    /// Marks `key`'s pair as changed since the last journal record.
-    pub(super) fn touch(&mut self, key: (u32, u32)) {
-        self.dirty.insert(key);
+/// Which pairs changed since the last journal record: each pair is stamped with the
+/// generation it last changed in, and its key listed the first time it changes in a
+/// generation; a record on disk starts the next generation. A set of keys cost a
+/// hash-table insert per report, a cache miss of its own at a million sessions
+/// (documents/benchmarks/private-2026-11-29.md); the stamp is in the pair's entry,
+/// which the report has just read. A pair removed and made again within a generation
+/// is listed twice; both entries say what it is now.
+#[derive(Debug)]
+pub(super) struct Changes {
+    generation: u64,
+    keys: Vec<(u32, u32)>,
+}
+
+impl Default for Changes {
+    fn default() -> Self {
+        // Pairs start at 0: unchanged.
+        Self {
+            generation: 1,
+            keys: Vec::new(),
+        }
+    }
+}
+
+impl Changes {
+    /// Marks `key`'s pair as changed in this generation.
+    pub(super) fn mark(&mut self, key: (u32, u32), pair: &mut Pair) {
+        if pair.changed_in != self.generation {
+            pair.changed_in = self.generation;
+            self.keys.push(key);
+        }
     }
 
+    /// Forgets every change: the next generation starts.
+    pub(super) fn clear(&mut self) {
+        self.generation += 1;
+        self.keys.clear();
+    }
+}
+
+impl Ledger {
     /// The pairs changed since [`clear_changes`](Self::clear_changes), each as
     /// `user, torrent, length (u16), the pair's stored form` (length 0: gone).
     fn encode_changes(&self, out: &mut Vec<u8>) {
-        out.extend_from_slice(&(self.dirty.len() as u64).to_le_bytes());
-        for key in &self.dirty {
+        out.extend_from_slice(&(self.changes.keys.len() as u64).to_le_bytes());
+        for key in &self.changes.keys {
             put_pair(out, *key, self.book.pairs.get(key));
         }
     }
 
     /// Whether any pair changed since the last record.
     pub(crate) fn has_changes(&self) -> bool {
-        !self.dirty.is_empty()
+        !self.changes.keys.is_empty()
     }
 
     /// Forgets which pairs changed: a record holding them is on disk.
     pub(crate) fn clear_changes(&mut self) {
-        self.dirty.clear();
+        self.changes.clear();
     }
 
     /// A journal record, framed: `length (u32), checksum (u64), payload`, the payload
     /// being `sequence (u64), batch ids, changed pairs`. Call
     /// [`clear_changes`](Self::clear_changes) once it is on disk.
     pub(crate) fn journal_record(&self, committed: &Committed) -> Vec<u8> {
-        let mut payload = Vec::with_capacity(64 + self.dirty.len() * 64);
+        let mut payload = Vec::with_capacity(64 + self.changes.keys.len() * 64);
         payload.extend_from_slice(&committed.sequence.to_le_bytes());
         put_ids(&mut payload, &committed.batches);
         self.encode_changes(&mut payload);
@@ -253,9 +287,8 @@ fn put_pair(out: &mut Vec<u8>, (user, torrent): (u32, u32), pair: Option<&Pair>)
     out.extend_from_slice(&torrent.to_le_bytes());
     match pair.filter(|pair| !pair.peers.is_empty()) {
         Some(pair) => {
-            let encoded = pair.encode();
-            out.extend_from_slice(&(encoded.len() as u16).to_le_bytes());
-            out.extend_from_slice(&encoded);
+            out.extend_from_slice(&(pair.encoded_len() as u16).to_le_bytes());
+            pair.encode_into(out);
         }
         None => out.extend_from_slice(&0u16.to_le_bytes()),
     }

@@ -3,7 +3,12 @@
 //! are applied here, one report at a time, so that a local ledger and a ledger shared
 //! by a cluster's nodes credit alike.
 
+use smallvec::SmallVec;
+
 use super::{Event, MAX_PEERS_PER_ENTRY, Report};
+
+/// A pair's peer ids: one inline (nearly every pair has one), more on the heap.
+pub(super) type Peers = SmallVec<[Peer; 1]>;
 
 /// The last totals of one peer id.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -21,11 +26,22 @@ pub(super) struct Peer {
 
 /// A (user, torrent): its peer ids (at most [`MAX_PEERS_PER_ENTRY`]) and the time up
 /// to which seeding has been credited, once for all of them.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default)]
 pub(super) struct Pair {
     pub(super) seeded_until: u64,
-    pub(super) peers: Vec<Peer>,
+    pub(super) peers: Peers,
+    /// The journal's generation in which the pair last changed (`durable::Changes`):
+    /// bookkeeping of the ledger on disk, not the pair's state, so not compared.
+    pub(super) changed_in: u64,
 }
+
+impl PartialEq for Pair {
+    fn eq(&self, other: &Self) -> bool {
+        self.seeded_until == other.seeded_until && self.peers == other.peers
+    }
+}
+
+impl Eq for Pair {}
 
 /// What one report earned, before the torrent's factors.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -170,7 +186,18 @@ impl Pair {
     /// `[version, seeded_until (8), count, count × (id, uploaded, downloaded, last_seen, flags)]`,
     /// integers little-endian.
     pub(super) fn encode(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(ENCODED_HEAD + self.peers.len() * ENCODED_PEER);
+        let mut out = Vec::with_capacity(self.encoded_len());
+        self.encode_into(&mut out);
+        out
+    }
+
+    /// The length of [`encode`](Self::encode)'s output.
+    pub(super) fn encoded_len(&self) -> usize {
+        ENCODED_HEAD + self.peers.len().min(usize::from(u8::MAX)) * ENCODED_PEER
+    }
+
+    /// [`encode`](Self::encode), appended to `out`.
+    pub(super) fn encode_into(&self, out: &mut Vec<u8>) {
         out.push(ENCODED_VERSION);
         out.extend_from_slice(&self.seeded_until.to_le_bytes());
         // At most MAX_PEERS_PER_ENTRY (32): fits a byte.
@@ -186,7 +213,6 @@ impl Pair {
                     | u8::from(peer.lowered) << 2,
             );
         }
-        out
     }
 
     /// Reads what [`encode`](Self::encode) wrote; `None` for anything else (another
@@ -219,6 +245,7 @@ impl Pair {
         Some(Self {
             seeded_until: u64::from_le_bytes(*seeded_until),
             peers,
+            changed_in: 0,
         })
     }
 }
@@ -231,7 +258,8 @@ mod tests {
     fn the_stored_form_reads_back_and_nothing_else_does() {
         let pair = Pair {
             seeded_until: 1_700_000_000,
-            peers: vec![
+            changed_in: 0,
+            peers: smallvec::smallvec![
                 Peer {
                     id: *b"-qB4620-aaaaaaaaaaaa",
                     uploaded: u64::MAX,

@@ -103,7 +103,7 @@ impl Ledger {
                 }
             }
             for report in reports {
-                scratch.record(report, self.peer_timeout);
+                scratch.record(report, self.peer_timeout, None);
             }
             let new: Vec<Option<Vec<u8>>> = keys
                 .iter()
