@@ -10,7 +10,8 @@ the URL data), so the difference is the tracker's work: finding the key, hashing
 two lookups, and (with --accounting) handing a report to the accounting thread. The
 load only announces (connection ids are reused), the path private mode changes.
 
-Prints each round's replies per second and CPU per reply with the ratio, the medians,
+Prints each round's replies per second and CPU per reply with the ratio, the accounting
+reports the private tracker dropped for a full queue (work it skipped), the medians,
 and the resident memory of each tracker after loading (the users and torrents it holds).
 
   cargo build --release --locked -p shoal_udp -p shoal_udp_load_test
@@ -72,7 +73,14 @@ class Private(udp_bench.Bench):
 
     def measure(self, tracker):
         r = self.run_once(tracker, "shoal")
-        return r["replies"], r["cpu_per_reply_us"], r.get("rss_mib")
+        return r["replies"], r["cpu_per_reply_us"], r.get("rss_mib"), self.reports_dropped(tracker)
+
+    def reports_dropped(self, tracker):
+        """Accounting reports the run dropped for a full queue, as its log says
+        ("N accounting reports dropped"): work the accounting thread skipped."""
+        import re
+        with open(self.path(f"{tracker}.log")) as log:
+            return sum(int(m.group(1)) for m in re.finditer(r"(\d+) accounting reports dropped", log.read()))
 
 
 def main():
@@ -99,19 +107,19 @@ def main():
     print(f"{a.users:,} users, {count:,} torrents registered; "
           f"{'with' if a.accounting else 'without'} accounting")
     runs = {"public": [], "private": []}
-    print("| round | public replies/s | private | ratio | CPU/reply µs (public, private) |")
-    print("|---|---|---|---|---|")
+    print("| round | public replies/s | private | ratio | CPU/reply µs (public, private) | reports dropped |")
+    print("|---|---|---|---|---|---|")
     for round_ in range(a.rounds):
         order = ["public", "private"] if round_ % 2 == 0 else ["private", "public"]
         for tracker in order:
             runs[tracker].append(bench.measure(tracker))
-        (pub, pub_cpu, _), (priv, priv_cpu, _) = runs["public"][-1], runs["private"][-1]
+        (pub, pub_cpu, _, _), (priv, priv_cpu, _, dropped) = runs["public"][-1], runs["private"][-1]
         print(f"| {round_ + 1} | {pub:,.0f} | {priv:,.0f} | {priv / pub:.3f}× | "
-              f"{pub_cpu:.2f}, {priv_cpu:.2f} |", flush=True)
+              f"{pub_cpu:.2f}, {priv_cpu:.2f} | {dropped:,} |", flush=True)
     median = {t: statistics.median(r[0] for r in rs) for t, rs in runs.items()}
     cpu = {t: statistics.median(r[1] for r in rs) for t, rs in runs.items()}
     print(f"| median | {median['public']:,.0f} | {median['private']:,.0f} | "
-          f"{median['private'] / median['public']:.3f}× | {cpu['public']:.2f}, {cpu['private']:.2f} |")
+          f"{median['private'] / median['public']:.3f}× | {cpu['public']:.2f}, {cpu['private']:.2f} | |")
     rss = {t: statistics.median(r[2] for r in rs if r[2] is not None) for t, rs in runs.items()}
     print(f"peak resident memory (median of rounds): public {rss['public']:.0f} MiB, "
           f"private {rss['private']:.0f} MiB: {(rss['private'] - rss['public']) * 1024 * 1024 / a.users:.0f} "

@@ -29,8 +29,10 @@
 
 mod backlog;
 mod journal;
+mod queue;
 
 pub use backlog::{BatchFile, batch_files};
+pub use queue::QUEUE_LEN;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -38,10 +40,11 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime};
 
-use crossbeam_channel::{Receiver, Sender, TrySendError};
+use crossbeam_channel::{Receiver, Sender};
 
 use crate::ledger::{Batch, Ledger, Live, Report, SharedError, SharedPairs, Whose};
 use journal::Journal;
+use queue::{ReportReceiver, ReportSender, report_queue};
 
 /// A cluster's store of ledger pairs, as the accounting thread holds it.
 pub type SharedStore = Box<dyn SharedPairs + Send>;
@@ -64,9 +67,6 @@ const DRAIN_EVERY: Duration = Duration::from_millis(10);
 /// How long a question waits for the thread (busy with a batch, at worst).
 const QUERY_TIMEOUT: Duration = Duration::from_secs(2);
 
-/// Reports waiting for the thread at most; past it they are dropped and counted.
-pub const QUEUE_LEN: usize = 1 << 16;
-
 /// In a cluster, batches kept in memory while they cannot be written; past it the
 /// oldest is lost (and logged).
 pub const MAX_UNWRITTEN: usize = 1024;
@@ -75,7 +75,7 @@ pub const MAX_UNWRITTEN: usize = 1024;
 /// and ends the thread.
 #[derive(Debug)]
 pub struct Accounts {
-    sender: Sender<Report>,
+    sender: ReportSender,
     queries: Sender<Query>,
     /// Reports dropped for a full queue.
     dropped: AtomicU64,
@@ -167,7 +167,7 @@ impl Accounts {
         shared: Option<SharedStore>,
     ) -> anyhow::Result<Arc<Self>> {
         let (interval, peer_timeout) = (settings.interval, settings.peer_timeout);
-        let (sender, receiver) = crossbeam_channel::bounded(QUEUE_LEN);
+        let (sender, receiver) = report_queue(QUEUE_LEN);
         let (queries, questions) = crossbeam_channel::bounded(16);
         let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let accounts = Arc::new(Self {
@@ -209,7 +209,6 @@ impl Accounts {
             name: name.to_owned(),
             directory: directory.to_owned(),
             interval,
-            receiver,
             questions,
             ledger,
             journal,
@@ -226,7 +225,7 @@ impl Accounts {
         };
         let handle = std::thread::Builder::new()
             .name(format!("{name}-accounting"))
-            .spawn(move || thread.run())?;
+            .spawn(move || thread.run(receiver))?;
         *accounts.thread.lock().unwrap_or_else(|e| e.into_inner()) = Some(handle);
         Ok(accounts)
     }
@@ -244,9 +243,7 @@ impl Accounts {
 
     /// Hands an accepted announce to the thread; never waits.
     pub fn report(&self, report: Report) {
-        if let Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) =
-            self.sender.try_send(report)
-        {
+        if !self.sender.send(report) {
             self.dropped.fetch_add(1, Relaxed);
         }
     }
@@ -307,7 +304,6 @@ struct Thread {
     name: String,
     directory: PathBuf,
     interval: Duration,
-    receiver: Receiver<Report>,
     questions: Receiver<Query>,
     ledger: Ledger,
     /// Outside a cluster: the ledger on disk.
@@ -334,7 +330,7 @@ struct Shared {
 }
 
 impl Thread {
-    fn run(mut self) {
+    fn run(mut self, reports: ReportReceiver) {
         let mut next_flush = Instant::now() + self.interval;
         while !self.stop.load(Relaxed) {
             if Instant::now() >= next_flush {
@@ -358,15 +354,8 @@ impl Thread {
             // HTTP tracker's throughput: documents/benchmarks/private-http-2026-11-28.md).
             // A look every DRAIN_EVERY keeps up with the queue's QUEUE_LEN at millions
             // of reports a second.
-            loop {
-                match self.receiver.try_recv() {
-                    Ok(report) => self.take(report),
-                    Err(crossbeam_channel::TryRecvError::Empty) => break,
-                    Err(crossbeam_channel::TryRecvError::Disconnected) => {
-                        self.stop.store(true, Relaxed);
-                        break;
-                    }
-                }
+            if !reports.drain(|report| self.take(report)) {
+                self.stop.store(true, Relaxed);
             }
             while let Ok((whose, reply)) = self.questions.try_recv() {
                 let _ = reply.send(self.ledger.live(whose));
@@ -381,9 +370,7 @@ impl Thread {
         }
         // What is still queued, then the last batch, then the whole ledger as the
         // base for the next run (a cluster's baselines are in its store).
-        while let Ok(report) = self.receiver.try_recv() {
-            self.take(report);
-        }
+        reports.drain(|report| self.take(report));
         self.flush();
         if let Some(journal) = &mut self.journal {
             if let Err(err) = journal.compact(&self.ledger) {
