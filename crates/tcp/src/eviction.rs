@@ -27,7 +27,7 @@ use std::task::{Context, Poll, Waker};
 
 /// The connections of one socket worker that may give way, oldest first.
 #[derive(Debug, Default)]
-pub struct EvictionOrder {
+pub(crate) struct EvictionOrder {
     next: Cell<u64>,
     /// By when each was last heard from (a counter: earlier is smaller).
     places: RefCell<BTreeMap<u64, Rc<Notice>>>,
@@ -50,7 +50,7 @@ pub struct Place<'a> {
 
 impl EvictionOrder {
     /// A place at the newest end for a connection that may give way from now on.
-    pub fn enter(&self) -> Place<'_> {
+    pub(crate) fn enter(&self) -> Place<'_> {
         let notice = Rc::new(Notice::default());
         let at = self.newest(notice.clone());
         Place {
@@ -68,7 +68,7 @@ impl EvictionOrder {
     }
 
     /// Tells the connection quiet the longest to close; false when none may.
-    pub fn evict_oldest(&self) -> bool {
+    pub(crate) fn evict_oldest(&self) -> bool {
         let Some((_, notice)) = self.places.borrow_mut().pop_first() else {
             return false;
         };
@@ -80,13 +80,8 @@ impl EvictionOrder {
     }
 
     /// How many connections hold a place.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.places.borrow().len()
-    }
-
-    /// Whether none does.
-    pub fn is_empty(&self) -> bool {
-        self.places.borrow().is_empty()
     }
 }
 
@@ -160,7 +155,7 @@ mod tests {
         assert!(second.is_evicted());
         assert!(!order.evict_oldest(), "none left");
         drop(second);
-        assert!(order.is_empty());
+        assert_eq!(order.len(), 0);
     }
 
     #[test]
@@ -175,7 +170,7 @@ mod tests {
         assert!(order.evict_oldest());
         talkative.touch();
         assert!(talkative.is_evicted());
-        assert!(order.is_empty());
+        assert_eq!(order.len(), 0);
     }
 
     #[test]

@@ -1,6 +1,7 @@
-//! The TCP trackers' shared start-up and socket workers (HTTP and WebTorrent): glommio
-//! executors (io_uring, a thread each) that accept connections on their own
-//! SO_REUSEPORT listeners and run one task per connection.
+//! The TCP trackers' shared start-up and socket workers (HTTP and WebTorrent): an
+//! executor a thread (shoal's epoll executor by default, glommio on io_uring where
+//! `network.io_backend` asks for it) that accepts connections on its own
+//! SO_REUSEPORT listeners and runs one task per connection.
 //!
 //! A tracker says what is its own through [`TcpTracker`]: its config, its shard, what
 //! its connection tasks share ([`TcpTracker::Shared`], the router), how it serves a
@@ -38,17 +39,17 @@ use shoal_swarm::{Clock, Restored, ServerTime};
 
 use shoal_process::{Listening, Prepared, Reload, RunningTracker, list_reloads};
 use shoal_worker::{
-    AnnounceInterval, ClientKey, ConnectionsPerIp, Context, LocalSwarm, RateTable,
-    ReadySocketWorker, Shard, Snapshot, Startup, Threads, Verdict, load_snapshot, reply_capacity,
-    start_threads,
+    AnnounceInterval, ConnectionsPerIp, Context, LocalSwarm, RateTable, ReadySocketWorker, Shard,
+    Snapshot, Startup, Threads, Verdict, load_snapshot, reply_capacity, start_threads,
 };
 
+use crate::admission::{Admission, Admitted, Limits, Refused};
 use crate::backend::{
     Backend, TcpStream, accept_connections, run_executor, sleep, spawn_local, within,
 };
 use crate::counted::Counted;
 use crate::counters::ConnectionCounters;
-use crate::eviction::{EvictionOrder, Place};
+use crate::eviction::Place;
 use crate::inbox::{ReplyInbox, executor_reply_channel};
 use crate::memlock::MemlockClaim;
 use crate::tls::TlsConfig;
@@ -90,6 +91,17 @@ pub struct TcpSettings {
     /// Kernel send and receive buffer of each connection, in bytes (0: the kernel's
     /// autotuning).
     pub connection_buffers: (usize, usize),
+}
+
+impl TcpSettings {
+    /// The limits admission applies.
+    fn limits(&self) -> Limits {
+        Limits {
+            max_connections: self.max_connections,
+            max_tls_handshakes: self.max_tls_handshakes,
+            max_tls_handshakes_per_client: self.max_tls_handshakes_per_client,
+        }
+    }
 }
 
 /// How often a socket worker that keeps the torrents of a relaying tracker (WebTorrent
@@ -212,19 +224,12 @@ pub struct Worker<T: TcpTracker> {
     /// Bytes (counted by the connection's stream) and request latencies (recorded by
     /// the tracker), flushed with `counters`.
     pub traffic: RefCell<Traffic>,
-    /// Open connections.
-    pub connections: Cell<usize>,
     /// Request rates and bans of this worker's clients.
     pub clients: RefCell<RateTable>,
     /// Open connections per client, over every worker.
     pub connections_per_ip: Arc<ConnectionsPerIp>,
-    /// Connections that may give way to a newcomer when the worker is full, quiet
-    /// the longest first.
-    pub quiet: EvictionOrder,
-    /// TLS handshakes under way, oldest first.
-    pub handshakes: EvictionOrder,
-    /// TLS handshakes under way per client (no entry: none).
-    pub handshakes_per_client: RefCell<hashbrown::HashMap<ClientKey, u32>>,
+    /// Connections and TLS handshakes, as the accept path counts them.
+    admission: Admission,
     /// What the tracker adds.
     pub shared: T::Shared,
 }
@@ -250,6 +255,13 @@ impl<T: TcpTracker> Worker<T> {
         verdict
     }
 
+    /// A place among the connections that may give way to a newcomer when the worker
+    /// is full (quiet the longest first): a connection holds one while it waits for
+    /// its client, and gives it up while it is served.
+    pub fn quiet_place(&self) -> Place<'_> {
+        self.admission.quiet_place()
+    }
+
     /// Counts into this worker's connection counters.
     pub fn count(&self, count: impl FnOnce(&mut ConnectionCounters)) {
         count(<T::Counters as Embeds<ConnectionCounters>>::local_group(
@@ -262,7 +274,7 @@ impl<T: TcpTracker> std::fmt::Debug for Worker<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Worker")
             .field("index", &self.index)
-            .field("connections", &self.connections.get())
+            .field("connections", &self.admission.open())
             .finish_non_exhaustive()
     }
 }
@@ -508,12 +520,9 @@ impl<T: TcpTracker> SocketWorker<T> {
             tls: self.tls,
             counters: RefCell::default(),
             traffic: RefCell::default(),
-            connections: Cell::new(0),
             clients: RefCell::new(RateTable::new(&state_config.per_ip)),
             connections_per_ip: self.connections_per_ip,
-            quiet: EvictionOrder::default(),
-            handshakes: EvictionOrder::default(),
-            handshakes_per_client: RefCell::default(),
+            admission: Admission::default(),
             shared,
         });
         // Duplicates of the listeners, to stop them when the worker ends
@@ -572,7 +581,7 @@ impl<T: TcpTracker> SocketWorker<T> {
             T::tick(&worker);
             shared.flush(&mut worker.counters.borrow_mut());
             worker.traffic.borrow_mut().flush_into(traffic);
-            shared.group().set_open(worker.connections.get());
+            shared.group().set_open(worker.admission.open());
             if worker.index == 0
                 && let Some(tls) = &worker.tls
             {
@@ -601,42 +610,38 @@ async fn connection<T: TcpTracker>(worker: Rc<Worker<T>>, stream: TcpStream, pee
     // does too): else a client could open and abort TLS handshakes, each a key
     // exchange and a signature for the tracker, or send malformed requests, without
     // ever spending a token or earning a ban.
-    if !exempt && worker.check_rate(peer.ip()) != Verdict::Allow {
+    let admitted = worker.admission.admit(
+        peer.ip(),
+        exempt,
+        settings.limits(),
+        |ip| worker.check_rate(ip),
+        &worker.connections_per_ip,
+    );
+    let Admitted {
+        evicted,
+        place,
+        held: _held,
+    } = match admitted {
+        Ok(admitted) => admitted,
         // No reply, not even TLS: a ban or a client over its rate costs the tracker
         // as little as possible (counted by `check_rate`).
-        return;
-    }
-    // The client's (and its network's) own limit first: a client at it must not make
-    // another connection give way and then be refused anyway.
-    let _slot = if exempt {
-        None
-    } else {
-        match worker.connections_per_ip.open(peer.ip()) {
-            Ok(slot) => Some(slot),
-            Err(_) => {
-                worker.count(|counters| counters.refused_per_ip += 1);
-                let refusing = Box::pin(refuse(&worker, &mut stream));
-                refusing.await;
-                return;
-            }
-        }
-    };
-    let open = worker.connections.get();
-    if open >= settings.max_connections {
-        if worker.quiet.evict_oldest() {
-            worker.count(|counters| counters.idle_evicted += 1);
-        } else {
-            worker.count(|counters| counters.refused += 1);
+        Err(Refused::Rate(_)) => return,
+        Err(refused) => {
+            worker.count(|counters| match refused {
+                Refused::PerClient(_) => counters.refused_per_ip += 1,
+                _ => counters.refused += 1,
+            });
             let refusing = Box::pin(refuse(&worker, &mut stream));
             refusing.await;
             return;
         }
-    }
-    worker.connections.set(open + 1);
-    worker.count(|counters| counters.accepted += 1);
+    };
+    worker.count(|counters| {
+        counters.idle_evicted += u64::from(evicted);
+        counters.accepted += 1;
+    });
     let _ = stream.get_mut().set_nodelay();
     let deadline = Instant::now() + settings.handshake_timeout;
-    let place = worker.quiet.enter();
     // Each way of serving is its own boxed future, sized for itself: inline, every
     // connection's task would be as large as the largest (a TLS stream and its
     // handshake: 17 KiB a connection, plain ones included). Made in statements of
@@ -665,7 +670,6 @@ async fn connection<T: TcpTracker>(worker: Rc<Worker<T>>, stream: TcpStream, pee
             }
         }
     }
-    worker.connections.set(worker.connections.get() - 1);
 }
 
 /// What a TLS connection's handshake needs.
@@ -749,23 +753,20 @@ async fn handshake<T: TcpTracker, S>(
     place: &Place<'_>,
     accept: impl Future<Output = Option<S>>,
 ) -> Option<S> {
-    let _counted = if exempt {
-        None
-    } else {
-        let counted = HandshakeCount::open(worker, ip, settings.max_tls_handshakes_per_client);
-        if counted.is_none() {
-            worker.count(|counters| counters.refused_per_ip += 1);
-            return None;
-        }
-        counted
+    let key = worker.clients.borrow().key(ip);
+    let Some(under_way) = worker
+        .admission
+        .start_handshake(key, exempt, settings.limits())
+    else {
+        worker.count(|counters| counters.refused_per_ip += 1);
+        return None;
     };
-    if worker.handshakes.len() >= settings.max_tls_handshakes && worker.handshakes.evict_oldest() {
+    if under_way.evicted {
         worker.count(|counters| counters.idle_evicted += 1);
     }
-    let under_way = worker.handshakes.enter();
     let left = deadline.saturating_duration_since(Instant::now());
     let evicted = async {
-        futures_lite::future::or(place.evicted(), under_way.evicted()).await;
+        futures_lite::future::or(place.evicted(), under_way.place.evicted()).await;
         None
     };
     within(left, futures_lite::future::or(accept, evicted))
@@ -784,41 +785,6 @@ async fn timed<F: Future>(future: F, spent: &Cell<Duration>) -> F::Output {
         poll
     })
     .await
-}
-
-/// One TLS handshake under way counted against its client; dropping it uncounts it.
-struct HandshakeCount<'a, T: TcpTracker> {
-    worker: &'a Worker<T>,
-    key: ClientKey,
-}
-
-impl<'a, T: TcpTracker> HandshakeCount<'a, T> {
-    /// Counts a handshake from `ip`, or `None` when its client has `limit` under way.
-    fn open(worker: &'a Worker<T>, ip: IpAddr, limit: usize) -> Option<Self> {
-        let key = worker.clients.borrow().key(ip);
-        let mut counts = worker.handshakes_per_client.borrow_mut();
-        let count = counts.entry(key).or_insert(0);
-        if *count as usize >= limit {
-            if *count == 0 {
-                counts.remove(&key);
-            }
-            return None;
-        }
-        *count += 1;
-        Some(Self { worker, key })
-    }
-}
-
-impl<T: TcpTracker> Drop for HandshakeCount<'_, T> {
-    fn drop(&mut self) {
-        let mut counts = self.worker.handshakes_per_client.borrow_mut();
-        if let Some(count) = counts.get_mut(&self.key) {
-            *count -= 1;
-            if *count == 0 {
-                counts.remove(&self.key);
-            }
-        }
-    }
 }
 
 /// Serves a connection, then ends it properly: TLS sends close_notify (clients may

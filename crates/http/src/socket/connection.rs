@@ -1,4 +1,4 @@
-//! One HTTP connection on a glommio executor: the driver of its [`Session`], which
+//! One HTTP connection on a socket worker's executor (epoll or glommio): the driver of its [`Session`], which
 //! holds every rule. The driver reads, writes and asks swarm workers when the session
 //! says so, within the deadlines the session gives, and closes the connection when a
 //! newcomer takes its place among the worker's quiet connections.
@@ -48,7 +48,7 @@ pub(crate) async fn exchange<'w, S: AsyncRead + AsyncWrite + Unpin>(
         }
         match next {
             Next::Read { deadline } => {
-                let waiting = waiting.get_or_insert_with(|| local.quiet.enter());
+                let waiting = waiting.get_or_insert_with(|| local.quiet_place());
                 let left = deadline.saturating_duration_since(Instant::now());
                 let buffer = session.read_buffer();
                 let read =
