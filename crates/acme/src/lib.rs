@@ -8,6 +8,16 @@
 //! force staying in force. Validation is TLS-ALPN-01 (RFC 8737) on the tracker's own
 //! TLS port: the tracker shows [`AlpnChallenges`]' certificates to the CA's
 //! connections (ALPN `acme-tls/1`), so no other port or process is needed.
+//!
+//! # Layout
+//!
+//! Every module is private; what other crates use is re-exported at the root below.
+//!
+//! * `manager`: the ACME thread of one tracker: order, renew, back off.
+//! * `alpn`: TLS-ALPN-01 challenge certificates, shown by the tracker's TLS port.
+//! * `https`: the blocking HTTPS client instant-acme speaks through.
+//! * `store`: the account, certificate and key on disk, each replaced whole.
+//! * `validity`: a certificate's `notBefore` and `notAfter`, read from its DER.
 
 mod alpn;
 mod https;

@@ -22,6 +22,12 @@
 //! * `process_config`: what belongs to the process, not to one tracker (logging, the
 //!   monitoring endpoint, privileges), and `sections`: two config types in one table.
 //! * `env_overrides`: `SHOAL__SECTION__KEY` variables over the file.
+//! * `unknown_keys`: a key no setting has, named with its line and the nearest known
+//!   spelling.
+//! * `acme_keys`: the `acme_*` keys of a TLS `[network]` section and their checks.
+//! * `private_config`: the `[private]` section (what it does is `shoal_private`'s).
+//! * `client_rules`: which BitTorrent clients a tracker serves (`[clients]`), and
+//!   which client software announces, counted.
 //! * `files`: reading the files an operator names, regular files only, bounded.
 //! * `access_list`: allow/deny lists of info hashes, swapped atomically on reload so
 //!   workers never wait for it.

@@ -63,7 +63,7 @@ pub struct Family {
     pub name: &'static str,
     /// What it measures.
     pub help: &'static str,
-    /// Counter or gauge.
+    /// Counter, gauge or histogram.
     pub kind: MetricKind,
     /// The samples of a counter or gauge.
     pub samples: Vec<(Labels, f64)>,

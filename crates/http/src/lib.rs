@@ -19,7 +19,7 @@
 //! * `session`: a connection's rules without I/O (sans-IO): fed bytes, swarm workers'
 //!   answers and the time, it says read, ask, write or close; unit-tested and fuzzed
 //!   (`http_session`) without sockets.
-//! * `socket`: the glommio driver of each session, the router that batches
+//! * `socket`: the driver of each session on the socket worker's executor, the router that batches
 //!   requests to swarm workers and matches their replies to typed calls, and
 //!   `HttpTracker`, what makes HTTP a `shoal_tcp` TCP tracker.
 //! * `shard`: the torrents of one swarm worker (`shoal_swarm`) and how a request is

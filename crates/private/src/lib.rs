@@ -1,6 +1,8 @@
 //! Private trackers: every announce and scrape carries a user's passkey, and only the
 //! torrents a site registered are served.
 //!
+//! # Layout
+//!
 //! * `key`: where a request carries its key (`/<key>/announce`, `/announce/<key>`,
 //!   `?passkey=`), and [`KeyDigest`], the only form in which a key is kept;
 //! * `registry`: the users and torrents a site registers, loaded from files and
@@ -9,7 +11,7 @@
 //! * `ledger`: accounting, the deltas of each user's uploads and downloads per
 //!   torrent, duplicates absorbed, handed out in [`Batch`]es;
 //! * `accounting`: the thread that keeps the ledger and writes each batch as a file
-//!   for the site;
+//!   for the site, with the ledger's base and journal on disk (I/O, unlike the rest);
 //! * `stateless`: keys a site derives from a user id and a shared secret (no sync);
 //! * `sessions`: the clients each user has in each torrent now, for the per-user peer
 //!   cap and the enforced minimum interval.

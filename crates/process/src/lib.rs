@@ -21,6 +21,7 @@
 //! * `admin`: the admin API: users, torrents and access-list entries changed live.
 //! * `clients`: the connections of both (deadlines, bounded requests, a cap).
 //! * `process_metrics`: the process's own figures (CPU, memory, open files).
+//! * `open_files`: the open-files limit raised to what the connections need.
 //! * `memory`: giving memory the tracker freed back to the system after a busy
 //!   spell.
 

@@ -18,6 +18,9 @@
 //!   implements, its start-up, and the socket workers (accept loop, limits, TLS
 //!   handshake under its deadline, reply pump).
 //! * `counters`: what every TCP tracker counts about its connections.
+//! * `admission`: whether a new connection or TLS handshake is let in, and at whose
+//!   expense (rate, per-client slot, evict or refuse, handshake caps), as a rule with
+//!   unit tests; its counts held by guards.
 //! * `eviction`: which connection gives way when a socket worker is full (the one
 //!   quiet the longest).
 //! * `inbox`: the receiving end of a reply channel inside a socket worker's executor.
@@ -27,6 +30,8 @@
 //! * `executor`: glommio executors that never spin (the io_uring backend).
 //! * `poll`: the epoll executor, for hosts that refuse io_uring.
 //! * `tls`: certificates from PEM files, swapped atomically on reload.
+//! * `certificates`: where a tracker's certificate comes from: the operator's files
+//!   or an ACME CA (`shoal_acme`).
 //! * `tls_stream`: TLS over a connection that holds no buffer while it is idle
 //!   (rustls's unbuffered connection, records in one scratch buffer per thread).
 //! * `tickets`: stateless session tickets under rotating keys every worker shares.
@@ -34,6 +39,7 @@
 //! * `io_uring` and `memlock`: whether io_uring can be set up here, and locked
 //!   memory enough for its buffers (what `auto` asks before it picks io_uring).
 
+mod admission;
 mod backend;
 mod certificates;
 mod counted;

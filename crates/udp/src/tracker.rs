@@ -132,7 +132,7 @@ fn serve(
 }
 
 /// What the UDP tracker adds to the shared start-up: its shards, and socket workers
-/// that each run a mio loop on their own sockets.
+/// that each read their own sockets in batches and sleep in poll(2) when idle.
 struct UdpStartup {
     config: Arc<Config>,
     context: Context<SharedSocketCounters>,

@@ -46,6 +46,8 @@
 //!   `snapshots`: the thread that writes it, a slice of a shard at a time.
 //! * `export`: private mode's accounting batches sent to the site (HTTP, a Redis
 //!   stream), the export directory as the backlog.
+//! * `shared_ledger`: private mode's ledger pairs kept in a cluster's store, so every
+//!   node credits a client's bytes once.
 //! * `interval`: the announce interval adapted to load ([`AnnounceInterval`], read
 //!   per reply; its [`Controller`] and the thread that ticks it).
 

@@ -1,6 +1,6 @@
 //! Starting a tracker's threads, written once for every transport.
 //!
-//! Whatever carries its requests (UDP sockets on mio, TCP connections on epoll or glommio), a
+//! Whatever carries its requests (UDP sockets read in batches, TCP connections on epoll or glommio), a
 //! tracker starts the same way and in the same order: the snapshot schedule and the
 //! cluster replicas, each shard's duties, the shards restored from the state file,
 //! the swarm workers' channels, the socket workers (one of them keeping the torrents

@@ -26,7 +26,8 @@
 //!   close; WebSocket framing (`shoal_ws_protocol::frames`, in the worker's read
 //!   buffer, no buffer per idle connection), per-connection
 //!   limits; unit-tested and fuzzed (`ws_session`) without sockets.
-//! * `socket`: the opening HTTP request, the glommio driver of each session, the
+//! * `socket`: the opening HTTP request, the driver of each session on the socket
+//!   worker's executor, the
 //!   queues and the router to swarm workers, and `WsTracker`, what makes WebTorrent a
 //!   `shoal_tcp` TCP tracker.
 //! * `swarm`: the shard: peers by peer id (owned by their connection), offer

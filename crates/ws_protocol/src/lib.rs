@@ -14,6 +14,8 @@
 //! * [`opening`]: the HTTP request that opens a connection (a WebSocket upgrade or a
 //!   health check) and the response to it.
 //! * [`origin`]: which web pages (the upgrade's `Origin`) may open connections.
+//! * [`frames`]: WebSocket frames on the server's side (RFC 6455), without buffers of
+//!   their own while a connection is between messages.
 //! * `wire` (private): the one flat JSON object both directions are read from and
 //!   written as, so every field's spelling lives in one place.
 //!

@@ -1,5 +1,5 @@
 //! Requests on their way to swarm workers and replies on their way back, inside one
-//! socket worker (one glommio executor, one thread: `Rc` and `RefCell` suffice).
+//! socket worker (one executor, one thread: `Rc` and `RefCell` suffice).
 //!
 //! A connection task calls [`announce`] or [`scrape`] with what its HTTP request needs
 //! (one part for an announce, one per swarm worker for a scrape) and awaits the

@@ -1,4 +1,4 @@
-//! One WebSocket connection on a glommio executor: the opening request
+//! One WebSocket connection on a socket worker's executor (epoll or glommio): the opening request
 //! ([`handshake`](super::handshake)), then the driver of its [`Session`], which holds
 //! every rule. The driver writes what the session gives it, and otherwise waits for
 //! whichever comes first: bytes from the client, messages in the connection's queue

@@ -1,4 +1,5 @@
-//! Socket workers: glommio executors (io_uring, one thread each) that accept
+//! Socket workers: one executor a thread (epoll by default, glommio on io_uring by
+//! choice: `shoal_tcp`'s backends) that accept
 //! connections, run the WebSocket protocol and relay messages.
 //!
 //! The executors, accept loops, connection limit and TLS handshake are the TCP

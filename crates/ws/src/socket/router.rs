@@ -1,5 +1,5 @@
 //! Requests on their way to swarm workers and messages on their way to connections,
-//! inside one socket worker (one glommio executor, one thread: `Rc` and `RefCell`
+//! inside one socket worker (one executor, one thread: `Rc` and `RefCell`
 //! suffice).
 //!
 //! Requests go into a per-swarm-worker outbox; the first request of a round
@@ -71,7 +71,7 @@ pub(crate) enum Overflow {
     /// The socket worker's budget, and this connection held the most.
     Worker,
     /// The socket worker's budget for messages still arriving, and this connection's
-    /// was the largest.
+    /// had been arriving the longest.
     Sender,
 }
 
