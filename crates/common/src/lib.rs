@@ -124,6 +124,6 @@ pub use tracker_config::loopback_networks;
 #[doc(hidden)]
 pub use tracker_config::validate_addresses;
 pub use tracker_config::{
-    Config, HeaderPosition, IntervalConfig, IoBackend, LONGEST_INTERVAL, Listen, PerIpConfig,
-    QueueLimits, ReverseProxy, TcpNetwork, TrackerFile, TrackerKind,
+    Config, DEFAULT_HANDSHAKE_TIMEOUT, HeaderPosition, IntervalConfig, IoBackend, LONGEST_INTERVAL,
+    Listen, PerIpConfig, QueueLimits, ReverseProxy, TcpKeys, TcpNetwork, TrackerFile, TrackerKind,
 };

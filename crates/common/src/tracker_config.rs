@@ -633,15 +633,18 @@ impl PerIpConfig {
 /// assert_eq!(network.socket_recv_buffer_size, 1 << 20);
 /// ```
 ///
-/// With `tls,` after the port, the section also gets the TLS keys (`enable_tls` and the
-/// PEM files, reloaded on SIGUSR1) and implements [`TcpNetwork`].
+/// With `tcp { max_connections: N, idle_timeout: S },` after the port, the section also
+/// gets the keys every TCP tracker has (connections, deadlines, buffers, TLS with its
+/// PEM files or ACME, the I/O backend), declared once here with that tracker's
+/// defaults for the two that differ, and implements [`TcpNetwork`]; `proxy,` after it
+/// adds the reverse-proxy keys.
 #[macro_export]
 macro_rules! network_config {
     (
         $(#[$meta:meta])*
         pub struct $name:ident {
             port: $port:literal,
-            tls,
+            tcp { max_connections: $max_connections:expr, idle_timeout: $idle_timeout:expr $(,)? },
             proxy,
             $( $(#[$field_meta:meta])* pub $field:ident : $ty:ty = $default:expr ),* $(,)?
         }
@@ -650,7 +653,7 @@ macro_rules! network_config {
             $(#[$meta])*
             pub struct $name {
                 port: $port,
-                tls,
+                tcp { max_connections: $max_connections, idle_timeout: $idle_timeout },
                 $( $(#[$field_meta])* pub $field: $ty = $default, )*
                 /// When behind a reverse proxy (nginx, haproxy): the request header carrying
                 /// the client's address, e.g. "X-Forwarded-For". Empty: use the TCP peer
@@ -691,7 +694,7 @@ macro_rules! network_config {
         $(#[$meta:meta])*
         pub struct $name:ident {
             port: $port:literal,
-            tls,
+            tcp { max_connections: $max_connections:expr, idle_timeout: $idle_timeout:expr $(,)? },
             $( $(#[$field_meta:meta])* pub $field:ident : $ty:ty = $default:expr ),* $(,)?
         }
     ) => {
@@ -699,6 +702,36 @@ macro_rules! network_config {
             $(#[$meta])*
             pub struct $name {
                 port: $port,
+                /// Most open connections per socket worker (each also needs a file
+                /// descriptor: LimitNOFILE=). At the limit a newcomer takes the place of
+                /// the connection that has waited longest for its client (a whole HTTP
+                /// request, a WebTorrent message), which is closed; only when every one
+                /// is in its TLS handshake or being answered is a newcomer refused (a
+                /// 503, or closed on a TLS port).
+                pub max_connections: usize = $max_connections,
+                /// Seconds a connection may stay open without completing a request: idle
+                /// keep-alive connections and slow clients alike (HTTP), or without
+                /// sending anything (WebTorrent, where it must exceed
+                /// protocol.announce_interval: clients only talk when they announce).
+                pub idle_timeout: u32 = $idle_timeout,
+                /// Seconds the TLS handshake may take from the accept, however slowly
+                /// its bytes come (and for WebTorrent the upgrade request with it; as
+                /// long again after the upgrade for the first message).
+                pub handshake_timeout: u32 = $crate::DEFAULT_HANDSHAKE_TIMEOUT,
+                /// Retired name of handshake_timeout (the HTTP tracker's until
+                /// 2026-11): still read, with a notice, so that older files start.
+                #[serde(skip_serializing_if = "Option::is_none")]
+                pub tls_handshake_timeout: ::std::option::Option<u32> = ::std::option::Option::None,
+                /// Kernel send buffer of each connection, in bytes (the kernel counts
+                /// twice this for its bookkeeping). Replies that a client does not read
+                /// wait here and then in the tracker; a fixed size stops the kernel from
+                /// growing it to megabytes for clients that never read. 0 leaves it to
+                /// the kernel.
+                pub socket_send_buffer_size: usize = 64 * 1024,
+                /// Kernel receive buffer of each connection, in bytes: what a client can
+                /// send ahead (pipelined requests) before the tracker reads it. 0 leaves
+                /// it to the kernel.
+                pub socket_recv_buffer_size: usize = 64 * 1024,
                 /// Serve TLS (HTTPS, or wss:// for WebTorrent) with the certificate and key
                 /// below. Browsers on https:// pages can only use wss:// trackers.
                 pub enable_tls: bool = false,
@@ -786,12 +819,17 @@ macro_rules! network_config {
                 })
             }
 
-            fn tls_handshake_limits(&self) -> (usize, usize) {
-                (self.max_tls_handshakes, self.max_tls_handshakes_per_client)
-            }
-
-            fn listen_backlog(&self) -> u32 {
-                self.listen_backlog
+            fn tcp(&self) -> $crate::TcpKeys {
+                $crate::TcpKeys {
+                    max_connections: self.max_connections,
+                    idle_timeout: self.idle_timeout,
+                    handshake_timeout: self.handshake_timeout,
+                    retired_handshake_timeout: self.tls_handshake_timeout,
+                    connection_buffers: (self.socket_send_buffer_size, self.socket_recv_buffer_size),
+                    max_tls_handshakes: self.max_tls_handshakes,
+                    max_tls_handshakes_per_client: self.max_tls_handshakes_per_client,
+                    listen_backlog: self.listen_backlog,
+                }
             }
         }
     };
@@ -917,6 +955,40 @@ pub trait ReverseProxy {
     }
 }
 
+/// The connection keys every TCP tracker's `[network]` has, declared once by
+/// [`network_config!`](crate::network_config) (with each tracker's own defaults) and
+/// read through [`TcpNetwork::tcp`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TcpKeys {
+    /// `max_connections`: open connections per socket worker.
+    pub max_connections: usize,
+    /// `idle_timeout`, in seconds.
+    pub idle_timeout: u32,
+    /// `handshake_timeout`, in seconds.
+    pub handshake_timeout: u32,
+    /// `tls_handshake_timeout`, its retired name, where a file still sets it.
+    pub retired_handshake_timeout: Option<u32>,
+    /// `socket_send_buffer_size` and `socket_recv_buffer_size`.
+    pub connection_buffers: (usize, usize),
+    /// `max_tls_handshakes` and `max_tls_handshakes_per_client`.
+    pub max_tls_handshakes: usize,
+    pub max_tls_handshakes_per_client: usize,
+    /// `listen_backlog`.
+    pub listen_backlog: u32,
+}
+
+/// `network.handshake_timeout`'s default, in seconds.
+pub const DEFAULT_HANDSHAKE_TIMEOUT: u32 = 10;
+
+impl TcpKeys {
+    /// Seconds a TLS handshake (and WebTorrent's upgrade) may take: the retired name's
+    /// value where a file still sets it, else `handshake_timeout`.
+    pub fn handshake_deadline(&self) -> u32 {
+        self.retired_handshake_timeout
+            .unwrap_or(self.handshake_timeout)
+    }
+}
+
 /// Which executor a TCP tracker's socket workers run on (`network.io_backend`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, TomlConfig)]
 #[serde(rename_all = "snake_case")]
@@ -945,19 +1017,50 @@ pub trait TcpNetwork {
     /// The ACME keys, when certificates are obtained from an ACME CA.
     fn acme(&self) -> Option<crate::AcmeKeys<'_>>;
 
-    /// TLS handshakes under way per socket worker, and per client.
-    fn tls_handshake_limits(&self) -> (usize, usize);
+    /// The connection keys every TCP tracker has, read in one place.
+    fn tcp(&self) -> TcpKeys;
 
-    /// Connections queued on each listener before they are accepted.
-    fn listen_backlog(&self) -> u32;
-
-    /// Checks the listeners' backlog, that TLS, when on, names its files, and the
-    /// handshake limits.
+    /// Checks the connection keys, the listeners' backlog, that TLS, when on, names
+    /// its files, and the handshake limits.
     fn validate_tcp(&self, problems: &mut Problems) {
-        problems.within("listen_backlog", self.listen_backlog(), 1..=65535);
-        let (per_worker, per_client) = self.tls_handshake_limits();
-        problems.within("max_tls_handshakes", per_worker, 1..=1 << 20);
-        problems.within("max_tls_handshakes_per_client", per_client, 1..=1 << 20);
+        let keys = self.tcp();
+        problems.within("max_connections", keys.max_connections, 1..=1 << 20);
+        let (send, receive) = keys.connection_buffers;
+        problems.within("socket_send_buffer_size", send, 0..=1 << 30);
+        problems.within("socket_recv_buffer_size", receive, 0..=1 << 30);
+        problems.check(
+            keys.idle_timeout >= 1,
+            "idle_timeout",
+            "must be at least 1 second",
+        );
+        let deadline_key = match keys.retired_handshake_timeout {
+            Some(retired) => {
+                problems.notice(
+                    "tls_handshake_timeout",
+                    "renamed handshake_timeout (read as it for now); rename the line",
+                );
+                problems.check(
+                    keys.handshake_timeout == DEFAULT_HANDSHAKE_TIMEOUT
+                        || keys.handshake_timeout == retired,
+                    "tls_handshake_timeout",
+                    "is the retired name of handshake_timeout, which is set too: keep one",
+                );
+                "tls_handshake_timeout"
+            }
+            None => "handshake_timeout",
+        };
+        problems.check(
+            keys.handshake_deadline() >= 1,
+            deadline_key,
+            "must be at least 1 second",
+        );
+        problems.within("listen_backlog", keys.listen_backlog, 1..=65535);
+        problems.within("max_tls_handshakes", keys.max_tls_handshakes, 1..=1 << 20);
+        problems.within(
+            "max_tls_handshakes_per_client",
+            keys.max_tls_handshakes_per_client,
+            1..=1 << 20,
+        );
         if let Some(acme) = self.acme() {
             acme.validate(problems);
             match self.tls_files() {

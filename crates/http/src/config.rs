@@ -20,29 +20,10 @@ shoal_common::network_config! {
     /// Addresses, TLS and connections.
     pub struct NetworkConfig {
         port: 6969,
-        tls,
+        tcp { max_connections: 10_000, idle_timeout: 30 },
         proxy,
         /// Keep connections open between requests (HTTP keep-alive).
         pub keep_alive: bool = true,
-        /// Most open connections per socket worker. At the limit a newcomer takes the
-        /// place of the connection that has waited longest for a (whole) request,
-        /// which is closed; only when every one is in its TLS handshake or being
-        /// answered does a newcomer get a 503.
-        pub max_connections: usize = 10_000,
-        /// Seconds a connection may stay open without completing a request (idle
-        /// keep-alive connections and slow clients alike).
-        pub idle_timeout: u32 = 30,
-        /// Seconds a TLS handshake may take.
-        pub tls_handshake_timeout: u32 = 10,
-        /// Kernel send buffer of each connection, in bytes (the kernel counts twice
-        /// this for its bookkeeping). Replies that a client does not read wait here
-        /// and then in the tracker; a fixed size stops the kernel from growing it to
-        /// megabytes for clients that never read. 0 leaves it to the kernel.
-        pub socket_send_buffer_size: usize = 64 * 1024,
-        /// Kernel receive buffer of each connection, in bytes: what a client can send
-        /// ahead (pipelined requests) before the tracker reads it. 0 leaves it to the
-        /// kernel.
-        pub socket_recv_buffer_size: usize = 64 * 1024,
     }
 }
 
@@ -144,23 +125,6 @@ impl TrackerKind for Http {
         let network = &config.network;
         problems.section("network", |p| {
             network.validate_tcp(p);
-            p.within("max_connections", network.max_connections, 1..=1 << 20);
-            for (key, value) in [
-                ("socket_send_buffer_size", network.socket_send_buffer_size),
-                ("socket_recv_buffer_size", network.socket_recv_buffer_size),
-            ] {
-                p.within(key, value, 0..=1 << 30);
-            }
-            p.check(
-                network.idle_timeout >= 1,
-                "idle_timeout",
-                "must be at least 1 second",
-            );
-            p.check(
-                network.tls_handshake_timeout >= 1,
-                "tls_handshake_timeout",
-                "must be at least 1 second",
-            );
             network.validate_reverse_proxy(p);
         });
 
@@ -225,6 +189,34 @@ mod tests {
     use shoal_common::{config_to_toml, parse_config};
 
     use super::*;
+
+    #[test]
+    fn the_retired_handshake_key_still_sets_the_deadline_with_a_notice() {
+        use shoal_common::{TcpNetwork as _, TrackerConfig as _};
+        let config: Config = parse_config("[network]\ntls_handshake_timeout = 3\n").unwrap();
+        assert_eq!(config.network.tcp().handshake_deadline(), 3);
+        let notices = config.notices();
+        assert_eq!(notices.len(), 1, "{notices:?}");
+        assert!(
+            notices[0].starts_with("network.tls_handshake_timeout: renamed handshake_timeout"),
+            "{notices:?}"
+        );
+        assert!(!config_to_toml(&Config::default()).contains("tls_handshake_timeout"));
+        // The new name, and the shared keys with HTTP's own defaults.
+        let config: Config = parse_config("[network]\nhandshake_timeout = 4\n").unwrap();
+        assert_eq!(config.network.tcp().handshake_deadline(), 4);
+        assert!(config.notices().is_empty());
+        assert_eq!(
+            (config.network.max_connections, config.network.idle_timeout),
+            (10_000, 30)
+        );
+        // Both names, saying different things: refused.
+        let refused =
+            parse_config::<Config>("[network]\nhandshake_timeout = 4\ntls_handshake_timeout = 3\n")
+                .unwrap_err()
+                .to_string();
+        assert!(refused.contains("tls_handshake_timeout"), "{refused}");
+    }
 
     #[test]
     fn default_config_round_trips() {

@@ -374,7 +374,11 @@ mod tests {
         let exempt: Vec<_> = (0..3)
             .map(|_| admission.start_handshake(key(9), true, LIMITS).unwrap())
             .collect();
-        assert_eq!(admission.handshakes(), (2, 0), "the worker's cap still holds");
+        assert_eq!(
+            admission.handshakes(),
+            (2, 0),
+            "the worker's cap still holds"
+        );
         assert!(exempt[0].place.is_evicted());
     }
 }

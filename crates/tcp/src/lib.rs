@@ -64,8 +64,7 @@ pub use io_uring::check_available as io_uring_available;
 pub use memlock::{locked_memory_needed, validate_io_memory};
 pub use tls::TlsConfig;
 pub use tracker::{
-    PreparedTcpTracker, RunningTcpTracker, TcpExtra, TcpSettings, TcpTracker, Worker, prepare,
-    start,
+    PreparedTcpTracker, RunningTcpTracker, TcpExtra, TcpTracker, Worker, prepare, start,
 };
 
 /// Entry points for the fuzz targets (built only by cargo-fuzz, which sets

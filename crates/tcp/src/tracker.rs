@@ -75,7 +75,7 @@ pub type PreparedTcpTracker<C> = Prepared<C, TcpExtra>;
 
 /// The sizes and deadlines the shared TCP code needs from a tracker's config.
 #[derive(Clone, Copy, Debug)]
-pub struct TcpSettings {
+pub(crate) struct TcpSettings {
     /// io_uring buffer memory per socket worker (locked).
     pub io_memory: usize,
     /// Batches waiting for each swarm worker.
@@ -94,6 +94,21 @@ pub struct TcpSettings {
 }
 
 impl TcpSettings {
+    /// The settings of tracker `T` from its config: the connection keys every TCP
+    /// tracker has ([`TcpNetwork::tcp`]), its swarm queues and io_uring memory.
+    pub(crate) fn of<T: TcpTracker>(config: &Config<T::Kind>) -> Self {
+        let keys = config.network.tcp();
+        Self {
+            io_memory: T::io_memory(config),
+            swarm_queue_len: shoal_common::QueueLimits::swarm_queue_len(&config.limits),
+            max_connections: keys.max_connections,
+            handshake_timeout: Duration::from_secs(keys.handshake_deadline().into()),
+            max_tls_handshakes: keys.max_tls_handshakes,
+            max_tls_handshakes_per_client: keys.max_tls_handshakes_per_client,
+            connection_buffers: keys.connection_buffers,
+        }
+    }
+
     /// The limits admission applies.
     fn limits(&self) -> Limits {
         Limits {
@@ -130,8 +145,8 @@ pub trait TcpTracker: Sized + 'static {
     /// Its name in logs ("http", "ws").
     const NAME: &'static str;
 
-    /// Sizes and deadlines from the config.
-    fn settings(config: &Config<Self::Kind>) -> TcpSettings;
+    /// `limits.io_memory`: io_uring buffer memory per socket worker.
+    fn io_memory(config: &Config<Self::Kind>) -> usize;
 
     /// The tracker-wide state, made once before the workers start (its files read,
     /// so that a bad one stops the start with the reason), and what SIGUSR1 reloads
@@ -295,7 +310,7 @@ pub fn prepare<T: TcpTracker>(
     clock: Arc<Clock>,
 ) -> anyhow::Result<PreparedTcpTracker<T::Counters>> {
     config.check().context("invalid configuration")?;
-    let settings = T::settings(&config);
+    let settings = TcpSettings::of::<T>(&config);
     let socket_workers = config.socket_worker_count();
     let swarm_workers = config.swarm_worker_count();
     let (backend, memlock) = crate::backend::choose(
@@ -316,7 +331,7 @@ pub fn prepare<T: TcpTracker>(
     )?;
     let (tls, acme) = crate::certificates::set_up(T::NAME, &config.network)?;
     let common = T::common(&config)?;
-    let backlog = config.network.listen_backlog();
+    let backlog = config.network.tcp().listen_backlog;
     if let Some(cap) = shoal_sockets::somaxconn().filter(|&cap| cap < backlog) {
         log::warn!(
             "{}: network.listen_backlog = {backlog}, but the kernel queues at most {cap} \
@@ -371,7 +386,7 @@ fn serve<T: TcpTracker>(
     addrs: Vec<SocketAddr>,
     listening: Vec<Listening>,
 ) -> anyhow::Result<RunningTcpTracker<T::Counters>> {
-    let settings = T::settings(&config);
+    let settings = TcpSettings::of::<T>(&config);
     let snapshot = load_snapshot(&config);
     let threads = Threads {
         name: T::NAME,
@@ -499,7 +514,7 @@ impl<T: TcpTracker> SocketWorker<T> {
     fn run(self) -> anyhow::Result<()> {
         let name = format!("{}-socket-{}", T::NAME, self.index);
         let core = self.config.cpu_pinning.core_for(self.index);
-        let io_memory = T::settings(&self.config).io_memory;
+        let io_memory = T::io_memory(&self.config);
         run_executor(self.backend, &name, core, io_memory, self.serve())
     }
 
@@ -604,7 +619,7 @@ impl<T: TcpTracker> SocketWorker<T> {
 /// then the tracker's own protocol.
 async fn connection<T: TcpTracker>(worker: Rc<Worker<T>>, stream: TcpStream, peer: SocketAddr) {
     let mut stream = Counted::new(stream, &worker.traffic);
-    let settings = T::settings(&worker.config);
+    let settings = TcpSettings::of::<T>(&worker.config);
     let exempt = T::exempt(&worker.config, peer.ip());
     // A connection counts against its client's rate like a request (UDP's connect
     // does too): else a client could open and abort TLS handshakes, each a key

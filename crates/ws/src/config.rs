@@ -21,30 +21,11 @@ shoal_common::network_config! {
     /// Addresses, TLS and connections.
     pub struct NetworkConfig {
         port: 8000,
-        tls,
+        tcp { max_connections: 50_000, idle_timeout: 300 },
         proxy,
-        /// Most open connections per socket worker; further ones get a 503 and are
-        /// closed. Each open connection also needs a file descriptor (LimitNOFILE=).
-        pub max_connections: usize = 50_000,
-        /// Seconds the TLS handshake and the WebSocket upgrade request may take together;
-        /// as long again, after the upgrade, for the first tracker message (a browser
-        /// announces at once), before idle_timeout applies.
-        pub handshake_timeout: u32 = 10,
-        /// Seconds a connection may stay open without sending anything. Must exceed
-        /// protocol.announce_interval: clients only talk when they announce.
-        pub idle_timeout: u32 = 300,
         /// A plain HTTP GET of this path answers "200 ok" (for load balancers and
         /// monitoring); every other path upgrades to WebSocket. Empty turns it off.
         pub health_check_path: String = "/health".into(),
-        /// Kernel send buffer of each connection, in bytes (the kernel counts twice
-        /// this for its bookkeeping). Replies that a client does not read wait here
-        /// and then in the tracker; a fixed size stops the kernel from growing it to
-        /// megabytes for clients that never read. 0 leaves it to the kernel.
-        pub socket_send_buffer_size: usize = 64 * 1024,
-        /// Kernel receive buffer of each connection, in bytes: what a client can send
-        /// ahead (pipelined requests) before the tracker reads it. 0 leaves it to the
-        /// kernel.
-        pub socket_recv_buffer_size: usize = 64 * 1024,
         /// File of Origin rules: which web pages may open connections (a browser
         /// names the page in the upgrade's Origin header and scripts cannot change
         /// it). One rule per line, `allow PATTERN` or `deny PATTERN`; a pattern is an
@@ -240,18 +221,6 @@ impl TrackerKind for Ws {
         problems.section("network", |p| {
             network.validate_tcp(p);
             network.validate_reverse_proxy(p);
-            p.within("max_connections", network.max_connections, 1..=1 << 20);
-            for (key, value) in [
-                ("socket_send_buffer_size", network.socket_send_buffer_size),
-                ("socket_recv_buffer_size", network.socket_recv_buffer_size),
-            ] {
-                p.within(key, value, 0..=1 << 30);
-            }
-            p.check(
-                network.handshake_timeout >= 1,
-                "handshake_timeout",
-                "must be at least 1 second",
-            );
             p.check(
                 network.idle_timeout > protocol.announce_interval,
                 "idle_timeout",

@@ -22,7 +22,7 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use hashbrown::HashMap;
-use shoal_common::left_out;
+use shoal_common::{TcpNetwork as _, left_out};
 use shoal_private::{KeyDigest, Refusal as PrivateRefusal};
 use shoal_swarm::ServerTime;
 use shoal_worker::{ScrapeSplit, Verdict, shard_for};
@@ -311,7 +311,7 @@ impl<'a, H: Host> Session<'a, H> {
         let heard = self.feed(&mut leftover, now);
         if !heard {
             let first_message =
-                Duration::from_secs(self.host.config().network.handshake_timeout.into());
+                Duration::from_secs(self.host.config().network.tcp().handshake_deadline().into());
             self.allowed = first_message.min(self.idle);
         }
         heard

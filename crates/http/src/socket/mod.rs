@@ -16,14 +16,14 @@ use std::cell::RefCell;
 use std::net::SocketAddr;
 use std::rc::Rc;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use crossbeam_channel::Sender;
 use futures_lite::{AsyncRead, AsyncWrite};
 use shoal_common::{Config, ReverseProxy as _, SummaryLine};
 use shoal_process::{Listening, Reload};
 use shoal_swarm::{Restored, ServerTime};
-use shoal_tcp::{Place, TcpSettings, TcpTracker};
+use shoal_tcp::{Place, TcpTracker};
 use shoal_worker::{LocalSwarm, Snapshot, restore_shard};
 
 use self::connection::{exchange, refuse};
@@ -59,19 +59,8 @@ impl TcpTracker for HttpTracker {
 
     const NAME: &'static str = "http";
 
-    fn settings(config: &Config<Http>) -> TcpSettings {
-        TcpSettings {
-            io_memory: config.limits.io_memory,
-            swarm_queue_len: config.limits.swarm_queue_len,
-            max_connections: config.network.max_connections,
-            handshake_timeout: Duration::from_secs(config.network.tls_handshake_timeout.into()),
-            max_tls_handshakes: config.network.max_tls_handshakes,
-            max_tls_handshakes_per_client: config.network.max_tls_handshakes_per_client,
-            connection_buffers: (
-                config.network.socket_send_buffer_size,
-                config.network.socket_recv_buffer_size,
-            ),
-        }
+    fn io_memory(config: &Config<Http>) -> usize {
+        config.limits.io_memory
     }
 
     fn shard(

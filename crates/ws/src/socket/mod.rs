@@ -18,14 +18,14 @@ use std::net::SocketAddr;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use anyhow::Context as _;
 use crossbeam_channel::Sender;
 use futures_lite::{AsyncRead, AsyncWrite};
 use shoal_common::{Config, LogBudget, ReverseProxy as _, SummaryLine};
 use shoal_process::{Listening, Reload};
-use shoal_tcp::{Place, TcpSettings, TcpTracker};
+use shoal_tcp::{Place, TcpTracker};
 use shoal_worker::{LocalSwarm, shard_capacity};
 
 use self::connection::{refuse, serve};
@@ -115,19 +115,8 @@ impl TcpTracker for WsTracker {
 
     const NAME: &'static str = "ws";
 
-    fn settings(config: &Config<Ws>) -> TcpSettings {
-        TcpSettings {
-            io_memory: config.limits.io_memory,
-            swarm_queue_len: config.limits.swarm_queue_len,
-            max_connections: config.network.max_connections,
-            handshake_timeout: Duration::from_secs(config.network.handshake_timeout.into()),
-            max_tls_handshakes: config.network.max_tls_handshakes,
-            max_tls_handshakes_per_client: config.network.max_tls_handshakes_per_client,
-            connection_buffers: (
-                config.network.socket_send_buffer_size,
-                config.network.socket_recv_buffer_size,
-            ),
-        }
+    fn io_memory(config: &Config<Ws>) -> usize {
+        config.limits.io_memory
     }
 
     fn common(config: &Config<Ws>) -> anyhow::Result<(Arc<Origins>, Vec<Reload>)> {
