@@ -26,10 +26,12 @@
 //!   close; WebSocket framing (`shoal_ws_protocol::frames`, in the worker's read
 //!   buffer, no buffer per idle connection), per-connection
 //!   limits; unit-tested and fuzzed (`ws_session`) without sockets.
+//! * `queue`: what waits for one connection (its messages, limited in number and
+//!   bytes) and the byte budgets a socket worker's queues share; held by the session
+//!   and the router alike.
 //! * `socket`: the opening HTTP request, the driver of each session on the socket
-//!   worker's executor, the
-//!   queues and the router to swarm workers, and `WsTracker`, what makes WebTorrent a
-//!   `shoal_tcp` TCP tracker.
+//!   worker's executor, the router to swarm workers, and `WsTracker`, what makes
+//!   WebTorrent a `shoal_tcp` TCP tracker.
 //! * `swarm`: the shard: peers by peer id (owned by their connection), offer
 //!   forwarding and answer checks; no I/O.
 //! * `messages`: what socket and swarm workers send each other; both depend on it.
@@ -45,6 +47,7 @@ pub mod config;
 mod messages;
 mod nodes;
 mod origins;
+mod queue;
 mod session;
 mod socket;
 pub mod stats;

@@ -37,7 +37,7 @@ use shoal_ws_protocol::{
 
 use crate::Config;
 use crate::messages::{ConnectionRef, RequestKind, SwarmRequest, ToConnection};
-use crate::socket::router::{ConnectionQueue, Overflow};
+use crate::queue::{ConnectionQueue, Overflow};
 use crate::stats::SocketCounters;
 
 /// Error reply to a refused info hash.

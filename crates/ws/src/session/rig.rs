@@ -14,7 +14,8 @@ use shoal_ws_protocol::{AnnounceRequest, Id20};
 use super::{Host, Next, Session};
 use crate::Config;
 use crate::messages::{ConnectionRef, SwarmRequest};
-use crate::socket::router::{ConnectionQueue, QueueLimit, Router};
+use crate::queue::{ConnectionQueue, QueueLimit};
+use crate::socket::router::Router;
 use crate::stats::SocketCounters;
 
 /// A socket worker as far as a session can tell; its router is real (queues, budgets),

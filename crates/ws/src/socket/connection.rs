@@ -23,9 +23,10 @@ use shoal_ws_protocol::{AnnounceEvent, AnnounceRequest, Id20};
 
 use super::Worker;
 use super::handshake::{Opening, open};
-use super::router::{ConnectionQueue, QueueLimit, submit};
+use super::router::submit;
 use crate::Config;
 use crate::messages::{ConnectionRef, SwarmRequest};
+use crate::queue::{ConnectionQueue, QueueLimit};
 use crate::session::{Host, Next, Session};
 use crate::stats::SocketCounters;
 

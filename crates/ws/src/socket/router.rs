@@ -26,296 +26,16 @@
 //! it. That is the slowest reader, and a client that keeps up holds next to nothing.
 
 use std::cell::{Cell, RefCell};
-use std::collections::VecDeque;
-use std::future::poll_fn;
 use std::rc::Rc;
-use std::task::{Poll, Waker};
 
 use crossbeam_channel::Sender;
 use hashbrown::HashMap;
 use shoal_worker::{LocalSwarm, SwarmLink};
 
+use crate::queue::{ByteBudget, ConnectionQueue, Overflow, QueueLimit, is_offer};
+
 use crate::messages::{ConnectionRef, Delivery, RequestKind, SwarmRequest, ToConnection};
 use crate::swarm::WsShard;
-use shoal_ws_protocol::ServerMessage;
-
-/// Messages waiting to be written to one connection, limited in number and in bytes
-/// (offers and answers carry session descriptions of up to a message's size each).
-pub(crate) struct ConnectionQueue {
-    messages: RefCell<VecDeque<ToConnection>>,
-    /// Estimated bytes of the queued messages as written.
-    bytes: Cell<usize>,
-    /// Bytes of the write under way (messages taken from the queue, not yet sent).
-    writing: Cell<usize>,
-    waker: Cell<Option<Waker>>,
-    overflowed: Cell<Option<Overflow>>,
-    limit: QueueLimit,
-    /// The socket worker's budget, which counts `bytes` and `writing` until the queue
-    /// overflows (the connection is closing then) or is dropped.
-    budget: Rc<ByteBudget>,
-    /// Bytes of a message the client is still sending, as the connection last said
-    /// ([`Router::note_receiving`]).
-    receiving: Cell<usize>,
-    /// When that message started arriving: the router's count of messages started in
-    /// part at the time ([`Router::note_receiving`]), so the lowest is the oldest.
-    receiving_since: Cell<u64>,
-    /// The socket worker's budget for those, which counts `receiving` likewise.
-    incoming: Rc<ByteBudget>,
-}
-
-/// Which limit a queue ran into.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Overflow {
-    /// Its own limit in messages or bytes.
-    Connection,
-    /// The socket worker's budget, and this connection held the most.
-    Worker,
-    /// The socket worker's budget for messages still arriving, and this connection's
-    /// had been arriving the longest.
-    Sender,
-}
-
-/// Bytes held for all connections of one socket worker, in one direction: waiting to
-/// be written, or of messages still arriving.
-#[derive(Debug)]
-pub(crate) struct ByteBudget {
-    limit: usize,
-    used: Cell<usize>,
-}
-
-impl ByteBudget {
-    pub(crate) fn new(limit: usize) -> Self {
-        Self {
-            limit,
-            used: Cell::new(0),
-        }
-    }
-
-    fn add(&self, bytes: usize) {
-        self.used.set(self.used.get() + bytes);
-    }
-
-    fn remove(&self, bytes: usize) {
-        self.used.set(self.used.get() - bytes);
-    }
-}
-
-/// How much may wait for one connection.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct QueueLimit {
-    /// Messages.
-    pub(crate) messages: usize,
-    /// Bytes, as estimated by [`ToConnection::weight`].
-    pub(crate) bytes: usize,
-}
-
-impl std::fmt::Debug for ConnectionQueue {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ConnectionQueue")
-            .field("waiting", &self.messages.borrow().len())
-            .field("overflowed", &self.overflowed.get())
-            .finish()
-    }
-}
-
-impl ConnectionQueue {
-    fn new(limit: QueueLimit, budget: Rc<ByteBudget>, incoming: Rc<ByteBudget>) -> Self {
-        Self {
-            messages: RefCell::new(VecDeque::new()),
-            bytes: Cell::new(0),
-            writing: Cell::new(0),
-            waker: Cell::new(None),
-            overflowed: Cell::new(None),
-            limit,
-            budget,
-            receiving: Cell::new(0),
-            receiving_since: Cell::new(0),
-            incoming,
-        }
-    }
-
-    /// Queues a message. Past a limit the oldest offers waiting go first; an offer
-    /// that does not fit even then is dropped, anything else marks the connection as
-    /// too slow. Returns the offers dropped.
-    pub(crate) fn push(&self, message: ToConnection) -> u64 {
-        let weight = message.weight();
-        self.push_weighed(message, weight)
-    }
-
-    /// [`push`](Self::push) of a message whose weight is known.
-    fn push_weighed(&self, message: ToConnection, weight: usize) -> u64 {
-        if self.overflowed.get().is_some() {
-            self.wake();
-            return 0;
-        }
-        let fits = |queue: &Self| {
-            queue.messages.borrow().len() < queue.limit.messages
-                && queue.bytes.get() + weight <= queue.limit.bytes
-        };
-        let mut dropped = 0;
-        let mut room = fits(self);
-        while !room && self.drop_oldest_offer() {
-            dropped += 1;
-            room = fits(self);
-        }
-        if room {
-            self.messages.borrow_mut().push_back(message);
-            self.bytes.set(self.bytes.get() + weight);
-            self.budget.add(weight);
-        } else if is_offer(&message) {
-            dropped += 1;
-        } else {
-            self.overflow_with(Overflow::Connection);
-        }
-        self.wake();
-        dropped
-    }
-
-    /// Drops the oldest offer waiting; false when none waits.
-    fn drop_oldest_offer(&self) -> bool {
-        let mut messages = self.messages.borrow_mut();
-        let Some(at) = messages.iter().position(is_offer) else {
-            return false;
-        };
-        let offer = messages.remove(at).expect("found");
-        let weight = offer.weight();
-        self.bytes.set(self.bytes.get() - weight);
-        self.budget.remove(weight);
-        true
-    }
-
-    /// Drops every offer waiting; returns how many.
-    fn drop_offers(&self) -> u64 {
-        let mut dropped = 0;
-        while self.drop_oldest_offer() {
-            dropped += 1;
-        }
-        dropped
-    }
-
-    /// The next message to write; its bytes stay counted in the budget until the
-    /// write they go into is done ([`set_writing`](Self::set_writing)).
-    pub(crate) fn pop(&self) -> Option<ToConnection> {
-        let message = {
-            let mut messages = self.messages.borrow_mut();
-            let message = messages.pop_front()?;
-            if messages.is_empty() {
-                // An idle connection keeps no queue: a few hundred bytes each, for a
-                // new allocation when its next messages come.
-                *messages = VecDeque::new();
-            }
-            message
-        };
-        let weight = message.weight();
-        self.bytes.set(self.bytes.get() - weight);
-        if self.overflowed.get().is_none() {
-            self.writing.set(self.writing.get() + weight);
-        }
-        Some(message)
-    }
-
-    /// The connection's write under way holds `bytes` (0 once it is done): what the
-    /// budget counts for it from now on, in place of the messages popped for it.
-    pub(crate) fn set_writing(&self, bytes: usize) {
-        if self.overflowed.get().is_none() {
-            self.budget.remove(self.writing.get());
-            self.budget.add(bytes);
-            self.writing.set(bytes);
-        }
-    }
-
-    /// Whether no message waits.
-    pub(crate) fn is_empty(&self) -> bool {
-        self.messages.borrow().is_empty()
-    }
-
-    /// Counts `bytes` as what this connection holds of a message still arriving.
-    fn set_receiving(&self, bytes: usize) {
-        if self.overflowed.get().is_none() {
-            self.incoming.remove(self.receiving.get());
-            self.incoming.add(bytes);
-            self.receiving.set(bytes);
-        }
-    }
-
-    /// Bytes this connection holds: waiting, and in the write under way.
-    fn holding(&self) -> usize {
-        self.bytes.get() + self.writing.get()
-    }
-
-    /// Whether a message had to be refused: the client reads too slowly.
-    pub(crate) fn overflowed(&self) -> bool {
-        self.overflowed.get().is_some()
-    }
-
-    /// Which limit the queue ran into, once it overflowed.
-    pub(crate) fn overflow_reason(&self) -> Option<Overflow> {
-        self.overflowed.get()
-    }
-
-    /// Marks the connection as too slow. It is closing: the budget stops counting
-    /// it, and past the worker's budget its waiting messages go at once.
-    fn overflow_with(&self, reason: Overflow) {
-        if self.overflowed.get().is_some() {
-            return;
-        }
-        self.overflowed.set(Some(reason));
-        self.budget.remove(self.holding());
-        self.writing.set(0);
-        self.incoming.remove(self.receiving.replace(0));
-        if reason == Overflow::Worker {
-            self.messages.borrow_mut().clear();
-            self.bytes.set(0);
-        }
-        self.wake();
-    }
-
-    fn wake(&self) {
-        if let Some(waker) = self.waker.take() {
-            waker.wake();
-        }
-    }
-
-    /// Resolves once the queue overflowed.
-    pub(crate) async fn overflow(&self) {
-        poll_fn(|cx| {
-            if self.overflowed.get().is_some() {
-                Poll::Ready(())
-            } else {
-                self.waker.set(Some(cx.waker().clone()));
-                Poll::Pending
-            }
-        })
-        .await
-    }
-
-    /// Resolves once there is a message (or the queue overflowed).
-    pub(crate) async fn ready(&self) {
-        poll_fn(|cx| {
-            if !self.messages.borrow().is_empty() || self.overflowed.get().is_some() {
-                Poll::Ready(())
-            } else {
-                self.waker.set(Some(cx.waker().clone()));
-                Poll::Pending
-            }
-        })
-        .await
-    }
-}
-
-/// Whether `message` is an offer from another peer: disposable.
-fn is_offer(message: &ToConnection) -> bool {
-    matches!(message, ToConnection::Message(ServerMessage::Offer(_)))
-}
-
-impl Drop for ConnectionQueue {
-    fn drop(&mut self) {
-        if self.overflowed.get().is_none() {
-            self.budget.remove(self.holding());
-            self.incoming.remove(self.receiving.get());
-        }
-    }
-}
 
 /// The router of one socket worker.
 #[derive(Debug)]
@@ -373,7 +93,7 @@ impl Router {
 
     /// Bytes of messages still arriving over this worker's connections.
     pub(crate) fn incoming_bytes(&self) -> usize {
-        self.incoming.used.get()
+        self.incoming.used()
     }
 
     /// Notes that `queue`'s connection holds `bytes` of a message still arriving.
@@ -386,19 +106,19 @@ impl Router {
     /// fill the budget grow old, and with the largest a client holding the budget
     /// nearly full in small parts could have every large announce closed.
     pub(crate) fn note_receiving(&self, queue: &ConnectionQueue, bytes: usize) {
-        if queue.receiving.get() == 0 && bytes > 0 {
+        if queue.receiving() == 0 && bytes > 0 {
             let started = self.parts_started.get();
             self.parts_started.set(started + 1);
-            queue.receiving_since.set(started);
+            queue.set_receiving_since(started);
         }
         queue.set_receiving(bytes);
         let incoming = &self.incoming;
-        while incoming.used.get() > incoming.limit {
+        while incoming.used() > incoming.limit() {
             let oldest = self
                 .connections
                 .values()
-                .filter(|queue| !queue.overflowed() && queue.receiving.get() > 0)
-                .min_by_key(|queue| queue.receiving_since.get());
+                .filter(|queue| !queue.overflowed() && queue.receiving() > 0)
+                .min_by_key(|queue| queue.receiving_since());
             let Some(oldest) = oldest else { break };
             oldest.overflow_with(Overflow::Sender);
         }
@@ -407,7 +127,7 @@ impl Router {
     /// Bytes waiting to be written over this worker's connections, writes under way
     /// included.
     pub(crate) fn outgoing_bytes(&self) -> usize {
-        self.budget.used.get()
+        self.budget.used()
     }
 
     /// Number of swarm workers (1 when the torrents are kept here).
@@ -448,7 +168,7 @@ impl Router {
         };
         let budget = &self.budget;
         let weight = message.weight();
-        if budget.used.get() + weight > budget.limit {
+        if budget.used() + weight > budget.limit() {
             let largest = self
                 .connections
                 .values()
@@ -456,7 +176,7 @@ impl Router {
                 .max_by_key(|queue| queue.holding());
             if let Some(largest) = largest.filter(|queue| queue.holding() > 0) {
                 self.count_dropped(largest.drop_offers());
-                if budget.used.get() + weight > budget.limit {
+                if budget.used() + weight > budget.limit() {
                     if is_offer(&message) {
                         self.count_dropped(1);
                         return;
@@ -532,6 +252,7 @@ pub(crate) fn submit(router: &Rc<RefCell<Router>>, worker: usize, request: Swarm
 #[cfg(test)]
 mod tests {
     use super::*;
+    use shoal_ws_protocol::ServerMessage;
 
     /// A message of `ToConnection::weight` 160.
     fn message() -> ToConnection {
