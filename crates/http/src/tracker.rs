@@ -1,5 +1,5 @@
 //! Starting the HTTP tracker: the start-up is the TCP trackers' shared one
-//! (`shoal_tcp::tracker`), given what makes HTTP a TCP tracker (`socket::HttpTracker`).
+//! (`shoal_tcp::start`), given what makes HTTP a TCP tracker (`socket::HttpTracker`).
 
 use std::sync::Arc;
 

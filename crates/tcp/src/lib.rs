@@ -14,9 +14,12 @@
 //!
 //! Every module is private; what other crates use is re-exported at the root below.
 //!
-//! * `tracker`: the [`TcpTracker`] trait a TCP tracker
-//!   implements, its start-up, and the socket workers (accept loop, limits, TLS
-//!   handshake under its deadline, reply pump).
+//! * `tracker`: the [`TcpTracker`] trait a TCP tracker implements, and the
+//!   [`Worker`] every connection task of a socket worker sees.
+//! * `start`: the shared start-up and the socket workers (listeners, executor, reply
+//!   pump, counters).
+//! * `accept`: one accepted connection from the accept to its close: admission, the
+//!   TLS handshake under its deadline, the tracker's own protocol.
 //! * `counters`: what every TCP tracker counts about its connections.
 //! * `admission`: whether a new connection or TLS handshake is let in, and at whose
 //!   expense (rate, per-client slot, evict or refuse, handshake caps), as a rule with
@@ -39,6 +42,7 @@
 //! * `io_uring` and `memlock`: whether io_uring can be set up here, and locked
 //!   memory enough for its buffers (what `auto` asks before it picks io_uring).
 
+mod accept;
 mod admission;
 mod backend;
 mod certificates;
@@ -51,6 +55,7 @@ mod inbox;
 mod io_uring;
 mod memlock;
 mod poll;
+mod start;
 mod tickets;
 mod tls;
 mod tls_stream;
@@ -62,10 +67,9 @@ pub use eviction::Place;
 pub use http_head::HeadScan;
 pub use io_uring::check_available as io_uring_available;
 pub use memlock::{locked_memory_needed, validate_io_memory};
+pub use start::{prepare, start};
 pub use tls::TlsConfig;
-pub use tracker::{
-    PreparedTcpTracker, RunningTcpTracker, TcpExtra, TcpTracker, Worker, prepare, start,
-};
+pub use tracker::{PreparedTcpTracker, RunningTcpTracker, TcpExtra, TcpTracker, Worker};
 
 /// Entry points for the fuzz targets (built only by cargo-fuzz, which sets
 /// `--cfg fuzzing`).

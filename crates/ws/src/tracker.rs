@@ -1,5 +1,5 @@
 //! Starting the WebTorrent tracker: the start-up is the TCP trackers' shared one
-//! (`shoal_tcp::tracker`), given what makes WebTorrent a TCP tracker
+//! (`shoal_tcp::start`), given what makes WebTorrent a TCP tracker
 //! (`socket::WsTracker`).
 
 use std::sync::Arc;

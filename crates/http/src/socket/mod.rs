@@ -3,7 +3,7 @@
 //! connections, parse requests, ask swarm workers, and write responses.
 //!
 //! The executors, accept loops, connection limit and TLS handshake are the TCP
-//! trackers' shared ones (`shoal_tcp::tracker`); what is HTTP's own is here: each
+//! trackers' shared ones (`shoal_tcp`'s `start` and `accept`); what is HTTP's own is here: each
 //! connection ([`connection`]) drives its [`Session`](crate::session::Session), and
 //! requests for swarm workers go through the worker's [`router`], which batches them
 //! and matches replies to the calls waiting for them. [`HttpTracker`] is what the

@@ -3,7 +3,7 @@
 //! connections, run the WebSocket protocol and relay messages.
 //!
 //! The executors, accept loops, connection limit and TLS handshake are the TCP
-//! trackers' shared ones (`shoal_tcp::tracker`); what is WebTorrent's own is here:
+//! trackers' shared ones (`shoal_tcp`'s `start` and `accept`); what is WebTorrent's own is here:
 //! every connection ([`connection`]) opens with an HTTP request ([`handshake`]), then
 //! exchanges WebSocket messages; requests reach swarm workers through the worker's
 //! [`router`], and messages from swarm workers come back into each connection's queue.
