@@ -73,7 +73,7 @@ pub fn prepare<T: TcpTracker>(
         swarm_workers.max(1),
     )?;
     let (tls, acme) = crate::certificates::set_up(T::NAME, &config.network)?;
-    let common = T::common(&config)?;
+    let per_tracker = T::per_tracker(&config)?;
     let backlog = config.network.tcp().listen_backlog;
     if let Some(cap) = shoal_sockets::somaxconn().filter(|&cap| cap < backlog) {
         log::warn!(
@@ -105,7 +105,7 @@ pub fn prepare<T: TcpTracker>(
         serve::<T>(
             config,
             context,
-            common,
+            per_tracker,
             (tls, acme, backend, memlock),
             listeners,
             addrs,
@@ -118,7 +118,7 @@ pub fn prepare<T: TcpTracker>(
 fn serve<T: TcpTracker>(
     config: Arc<Config<T::Kind>>,
     context: Context<T::Counters>,
-    (common, common_reloads): (Arc<T::Common>, Vec<Reload>),
+    (per_tracker, per_tracker_reloads): (Arc<T::PerTracker>, Vec<Reload>),
     (tls, acme, backend, memlock): (
         Option<Arc<TlsConfig>>,
         Option<crate::certificates::AcmeStart>,
@@ -144,7 +144,7 @@ fn serve<T: TcpTracker>(
     let mut startup = TcpStartup::<T> {
         config: config.clone(),
         context: context.clone(),
-        common,
+        per_tracker,
         tls: tls.clone(),
         backend,
         listeners: listeners.into_iter(),
@@ -155,7 +155,7 @@ fn serve<T: TcpTracker>(
     // ACME once the workers serve: the CA validates through the tracker's own port.
     let acme = acme.map(|acme| acme.start()).transpose()?;
     let mut reloads = list_reloads(&context, T::NAME);
-    reloads.extend(common_reloads);
+    reloads.extend(per_tracker_reloads);
     if let Some(tls) = &tls {
         let tls = tls.clone();
         reloads.push(Arc::new(move || tls.reload_and_log()) as Reload);
@@ -182,7 +182,7 @@ fn serve<T: TcpTracker>(
 struct TcpStartup<T: TcpTracker> {
     config: Arc<Config<T::Kind>>,
     context: Context<T::Counters>,
-    common: Arc<T::Common>,
+    per_tracker: Arc<T::PerTracker>,
     tls: Option<Arc<TlsConfig>>,
     backend: Backend,
     /// Each socket worker's listeners, in turn.
@@ -224,7 +224,7 @@ impl<T: TcpTracker> Startup for TcpStartup<T> {
             inbox,
             local,
             context: self.context.clone(),
-            common: self.common.clone(),
+            per_tracker: self.per_tracker.clone(),
             tls: self.tls.clone(),
             backend: self.backend,
             connections_per_ip: self.connections_per_ip.clone(),
@@ -246,7 +246,7 @@ struct SocketWorker<T: TcpTracker> {
     inbox: ReplyInbox<<T::Shard as Shard>::Reply>,
     local: Option<LocalSwarm<T::Shard>>,
     context: Context<T::Counters>,
-    common: Arc<T::Common>,
+    per_tracker: Arc<T::PerTracker>,
     tls: Option<Arc<TlsConfig>>,
     backend: Backend,
     connections_per_ip: Arc<ConnectionsPerIp>,
@@ -263,10 +263,10 @@ impl<T: TcpTracker> SocketWorker<T> {
 
     async fn serve(self) -> anyhow::Result<()> {
         let local_kept = self.local.is_some();
-        let shared = T::shared(
+        let per_worker = T::per_worker(
             self.index,
             &self.config,
-            &self.common,
+            &self.per_tracker,
             self.swarms,
             self.local,
         );
@@ -281,7 +281,7 @@ impl<T: TcpTracker> SocketWorker<T> {
             clients: RefCell::new(RateTable::new(&state_config.per_ip)),
             connections_per_ip: self.connections_per_ip,
             admission: Admission::default(),
-            shared,
+            per_worker,
         });
         // Duplicates of the listeners, to stop them when the worker ends
         // (`shoal_sockets::stop_listening` says why).

@@ -2,7 +2,7 @@
 //! task of a socket worker sees.
 //!
 //! A tracker says what is its own through [`TcpTracker`]: its config, its shard, what
-//! its connection tasks share ([`TcpTracker::Shared`], the router), how it serves a
+//! its connection tasks share ([`TcpTracker::PerWorker`], the router), how it serves a
 //! connection and takes replies from swarm workers. Everything else is written once
 //! for both: the start-up (`start`) and the accept path (`accept`).
 
@@ -110,12 +110,13 @@ pub trait TcpTracker: Sized + 'static {
     type Counters: Embeds<ConnectionCounters>
         + shoal_common::Counters<Totals: shoal_worker::LoadCounters>
         + 'static;
-    /// What one socket worker's connection tasks share besides [`Worker`]'s fields:
+    /// What the tracker keeps per socket worker, which its connection tasks share
+    /// besides [`Worker`]'s fields:
     /// the router, caches.
-    type Shared: 'static;
-    /// What every socket worker of the tracker shares that the shared start-up does
+    type PerWorker: 'static;
+    /// What the tracker keeps once for all its socket workers that the shared start-up does
     /// not know of (WebTorrent's Origin rules); `()` for none.
-    type Common: Send + Sync + 'static;
+    type PerTracker: Send + Sync + 'static;
 
     /// Its name in logs ("http", "ws").
     const NAME: &'static str;
@@ -126,7 +127,9 @@ pub trait TcpTracker: Sized + 'static {
     /// The tracker-wide state, made once before the workers start (its files read,
     /// so that a bad one stops the start with the reason), and what SIGUSR1 reloads
     /// of it.
-    fn common(config: &Config<Self::Kind>) -> anyhow::Result<(Arc<Self::Common>, Vec<Reload>)>;
+    fn per_tracker(
+        config: &Config<Self::Kind>,
+    ) -> anyhow::Result<(Arc<Self::PerTracker>, Vec<Reload>)>;
 
     /// An empty shard, giving `interval` (adapted to load).
     fn shard(config: &Config<Self::Kind>, interval: &Arc<AnnounceInterval>) -> Self::Shard;
@@ -157,13 +160,13 @@ pub trait TcpTracker: Sized + 'static {
 
     /// What the connection tasks of socket worker `index` share; it sends to `swarms`
     /// or, with `local`, keeps the torrents itself. Made on the worker's own thread.
-    fn shared(
+    fn per_worker(
         index: usize,
         config: &Config<Self::Kind>,
-        common: &Arc<Self::Common>,
+        per_tracker: &Arc<Self::PerTracker>,
         swarms: Vec<Sender<<Self::Shard as Shard>::Batch>>,
         local: Option<LocalSwarm<Self::Shard>>,
-    ) -> Self::Shared;
+    ) -> Self::PerWorker;
 
     /// Answers a connection over the connection limit, then it is closed.
     fn refuse<S: AsyncWrite + Unpin>(stream: &mut S) -> impl Future<Output = ()>;
@@ -221,7 +224,7 @@ pub struct Worker<T: TcpTracker> {
     /// Connections and TLS handshakes, as the accept path counts them.
     pub(crate) admission: Admission,
     /// What the tracker adds.
-    pub shared: T::Shared,
+    pub per_worker: T::PerWorker,
 }
 
 impl<T: TcpTracker> Worker<T> {

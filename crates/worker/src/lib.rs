@@ -42,7 +42,7 @@
 //!   sleep.
 //! * `per_ip`: request rates, bans and the bounded table that tracks clients, for
 //!   every transport's socket workers.
-//! * `state`: the restart file (a snapshot of every shard), read at start;
+//! * `restart_file`: the restart file (a snapshot of every shard), read at start;
 //!   `snapshots`: the thread that writes it, a slice of a shard at a time.
 //! * `export`: private mode's accounting batches sent to the site (HTTP, a Redis
 //!   stream), the export directory as the backlog.
@@ -59,11 +59,11 @@ mod outbox;
 mod per_ip;
 mod replica;
 mod reply;
+mod restart_file;
 mod shard;
 mod shared_ledger;
 mod snapshots;
 mod startup;
-mod state;
 mod swarm_worker;
 
 pub use export::{ExportStats, ExportTargets, Exporter, HttpTarget, RedisTarget};
@@ -78,11 +78,11 @@ pub use outbox::{Batch, Outboxes, ScrapeSplit, Sent, SwarmWorkerGone, shard_for}
 pub use per_ip::{ClientKey, ConnectionSlot, ConnectionsPerIp, OverLimit, RateTable, Verdict};
 pub use replica::{REPLICA_POLL, Replica, ShardDuties, start_replicas};
 pub use reply::{ReplyRoute, Wake, reply_capacity, reply_channel};
+pub use restart_file::{Snapshot, restore_shard, write_snapshot};
 pub use shard::{BitTorrentShard, ByWorker, CleaningSchedule, Delivered, Shard, status_of};
 pub use shared_ledger::StorePairs;
 pub use snapshots::observe as observe_snapshots;
 pub use startup::{ReadySocketWorker, Startup, Threads, load_snapshot, start_threads};
-pub use state::{Snapshot, restore_shard, write_snapshot};
 pub use swarm_worker::{spawn_swarm_workers, swarm_channels};
 
 use std::sync::Arc;

@@ -6,7 +6,7 @@
 //! [`SNAPSHOT_SLICE`], the way cleaning goes, so a shard of millions of peers never
 //! stops answering for long. A finished pass goes to the `state` thread as the shard's
 //! part; once every shard sent a part since the last file, the thread writes a new
-//! file ([`crate::state`]) off the request path. At shutdown each owner writes its
+//! file ([`crate::restart_file`]) off the request path. At shutdown each owner writes its
 //! whole shard at once and sends it as its last part; the thread writes the final file
 //! when every last part is in (or [`LAST_PARTS_WAIT`] after shutdown, with the parts it
 //! has).
@@ -20,8 +20,8 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use shoal_common::{Observation, StateConfig, Supervisor};
 use shoal_swarm::{PARTITIONS, ServerTime};
 
+use crate::restart_file::{StateKind, unix_now, write_atomically, write_snapshot};
 use crate::shard::Shard;
-use crate::state::{StateKind, unix_now, write_atomically, write_snapshot};
 
 /// The longest a snapshot slice runs before requests are served again (as long as a
 /// cleaning slice, for the same reason).

@@ -14,8 +14,8 @@ use shoal_common::{Config, Counters, SummaryLine, Supervisor, TrackerKind};
 use shoal_swarm::{Restored, ServerTime};
 
 use crate::replica::{ShardDuties, start_replicas};
+use crate::restart_file::{self, Snapshot};
 use crate::snapshots::{Extras, start_snapshots};
-use crate::state::{self, Snapshot};
 use crate::{Context, LocalSwarm, ReplyRoute, Shard, spawn_swarm_workers, swarm_channels};
 
 /// What a tracker adds to the shared start-up.
@@ -92,8 +92,9 @@ impl<K: TrackerKind, C: Counters> std::fmt::Debug for Threads<'_, K, C> {
 /// The snapshot a tracker of kind `K` starts from, if it keeps one and one is there
 /// (a file larger than the tracker's capacity could have written is refused unread).
 pub fn load_snapshot<K: TrackerKind>(config: &Config<K>) -> Option<Snapshot> {
-    let limit = state::largest_snapshot(config.capacity.max_torrents, config.capacity.max_peers);
-    K::STATE.and_then(|kind| state::load_at_start(&config.state, kind, limit))
+    let limit =
+        restart_file::largest_snapshot(config.capacity.max_torrents, config.capacity.max_peers);
+    K::STATE.and_then(|kind| restart_file::load_at_start(&config.state, kind, limit))
 }
 
 /// Starts every thread of a tracker under a new supervisor, which is returned.
@@ -188,7 +189,7 @@ where
         |_| swarm_shards.next().expect("one shard per swarm worker"),
     )?;
     if let (Some(kind), Some(_)) = (K::STATE, snapshot) {
-        state::log_restored(kind, restored);
+        restart_file::log_restored(kind, restored);
     }
     for (index, worker) in workers.into_iter().enumerate() {
         supervisor.spawn(format!("socket-{index}"), worker)?;

@@ -10,7 +10,7 @@
 //!   TCP ─► socket::connection (a task per connection: drives a session::Session)
 //!               │  socket::router: batch per swarm worker
 //!               ▼
-//!          crossbeam channel ─► swarm::WsShard (on a swarm worker thread) ─┐
+//!          crossbeam channel ─► shard::WsShard (on a swarm worker thread) ─┐
 //!               ▲                                                           │
 //!   connection queues ◄── reply inbox ◄── channel + socket-pair wake-up ◄──┘
 //! ```
@@ -32,7 +32,7 @@
 //! * `socket`: the opening HTTP request, the driver of each session on the socket
 //!   worker's executor, the router to swarm workers, and `WsTracker`, what makes
 //!   WebTorrent a `shoal_tcp` TCP tracker.
-//! * `swarm`: the shard: peers by peer id (owned by their connection), offer
+//! * `shard`: the torrents of one swarm worker: peers by peer id (owned by their connection), offer
 //!   forwarding and answer checks; no I/O.
 //! * `messages`: what socket and swarm workers send each other; both depend on it.
 //! * `nodes`: what nodes of a cluster send each other (peer changes, relayed offers
@@ -49,9 +49,9 @@ mod nodes;
 mod origins;
 mod queue;
 mod session;
+mod shard;
 mod socket;
 pub mod stats;
-mod swarm;
 pub mod tracker;
 
 use std::sync::Arc;
@@ -74,7 +74,7 @@ pub mod fuzzing {
 
     /// `fuzz/fuzz_targets/ws_cluster.rs`.
     pub fn ws_cluster(data: &[u8]) {
-        crate::swarm::fuzz_cluster(data);
+        crate::shard::fuzz_cluster(data);
     }
 }
 

@@ -69,12 +69,13 @@ pub(crate) async fn exchange<'w, S: AsyncRead + AsyncWrite + Unpin>(
                 }
             }
             Next::Announce(call) => {
-                let answer = router::announce(&local.shared.router, call.worker, call.work).await;
+                let answer =
+                    router::announce(&local.per_worker.router, call.worker, call.work).await;
                 session.announced(call, answer, local, Instant::now());
             }
             Next::Scrape(mut call) => {
                 let parts = std::mem::take(&mut call.parts);
-                let answer = router::scrape(&local.shared.router, parts).await;
+                let answer = router::scrape(&local.per_worker.router, parts).await;
                 session.scraped(call, answer, local, Instant::now());
             }
             Next::Write { deadline } => {
@@ -187,11 +188,11 @@ impl Host for Worker {
     }
 
     fn swarm_workers(&self) -> usize {
-        self.shared.router.borrow().swarm_workers()
+        self.per_worker.router.borrow().swarm_workers()
     }
 
     fn full_scrape(&self) -> &RefCell<FullScrapeCache> {
-        &self.shared.full_scrape
+        &self.per_worker.full_scrape
     }
 
     fn server_time(&self) -> ServerTime {

@@ -39,7 +39,7 @@ pub(crate) type Worker = shoal_tcp::Worker<HttpTracker>;
 
 /// What the HTTP tracker keeps per socket worker besides the shared fields.
 #[derive(Debug)]
-pub(crate) struct Shared {
+pub(crate) struct PerWorker {
     /// Requests on their way to swarm workers and their replies.
     pub(crate) router: Rc<RefCell<Router>>,
     /// The last full scrape.
@@ -54,8 +54,8 @@ impl TcpTracker for HttpTracker {
     type Kind = Http;
     type Shard = HttpShard;
     type Counters = SharedSocketCounters;
-    type Shared = Shared;
-    type Common = ();
+    type PerWorker = PerWorker;
+    type PerTracker = ();
 
     const NAME: &'static str = "http";
 
@@ -82,7 +82,7 @@ impl TcpTracker for HttpTracker {
     }
 
     fn finish(worker: &Worker) {
-        if let Some(local) = worker.shared.router.borrow_mut().link.local() {
+        if let Some(local) = worker.per_worker.router.borrow_mut().link.local() {
             local.finish();
         }
     }
@@ -100,18 +100,18 @@ impl TcpTracker for HttpTracker {
         }
     }
 
-    fn common(_: &Config<Http>) -> anyhow::Result<(Arc<()>, Vec<Reload>)> {
+    fn per_tracker(_: &Config<Http>) -> anyhow::Result<(Arc<()>, Vec<Reload>)> {
         Ok((Arc::new(()), Vec::new()))
     }
 
-    fn shared(
+    fn per_worker(
         index: usize,
         _: &Config<Http>,
         _: &Arc<()>,
         swarms: Vec<Sender<Vec<SwarmRequest>>>,
         local: Option<LocalSwarm<HttpShard>>,
-    ) -> Shared {
-        Shared {
+    ) -> PerWorker {
+        PerWorker {
             router: Rc::new(RefCell::new(Router::new(index, swarms, local))),
             full_scrape: RefCell::default(),
         }
@@ -136,12 +136,12 @@ impl TcpTracker for HttpTracker {
     }
 
     fn deliver(worker: &Worker, replies: Vec<SwarmReply>) {
-        worker.shared.router.borrow_mut().deliver(replies);
+        worker.per_worker.router.borrow_mut().deliver(replies);
     }
 
     fn tick(worker: &Worker) {
         let shed = worker
-            .shared
+            .per_worker
             .router
             .borrow_mut()
             .link

@@ -68,7 +68,7 @@ pub(crate) async fn serve<'w, S: AsyncRead + AsyncWrite + Unpin>(
     } = opening
     {
         local.counters.borrow_mut().upgraded += 1;
-        let (connection, queue) = local.shared.router.borrow_mut().register(QueueLimit {
+        let (connection, queue) = local.per_worker.router.borrow_mut().register(QueueLimit {
             messages: local.config.limits.max_outgoing_messages,
             bytes: local.config.limits.max_outgoing_bytes,
         });
@@ -78,7 +78,7 @@ pub(crate) async fn serve<'w, S: AsyncRead + AsyncWrite + Unpin>(
             &mut session,
             &mut stream,
             &mut place,
-            &local.shared.read_buffer,
+            &local.per_worker.read_buffer,
         )
         .await;
         session.leave();
@@ -283,27 +283,27 @@ impl Host for Worker {
     }
 
     fn swarm_workers(&self) -> usize {
-        self.shared.router.borrow().swarm_workers()
+        self.per_worker.router.borrow().swarm_workers()
     }
 
     fn submit(&self, worker: usize, request: SwarmRequest) {
-        submit(&self.shared.router, worker, request);
+        submit(&self.per_worker.router, worker, request);
     }
 
     fn note_receiving(&self, queue: &ConnectionQueue, bytes: usize) {
-        self.shared.router.borrow().note_receiving(queue, bytes);
+        self.per_worker.router.borrow().note_receiving(queue, bytes);
     }
 
     fn unregister(&self, connection: ConnectionRef) {
-        self.shared.router.borrow_mut().unregister(connection);
+        self.per_worker.router.borrow_mut().unregister(connection);
     }
 
     fn buffer(&self) -> Vec<u8> {
-        self.shared.write_buffers.borrow_mut().take()
+        self.per_worker.write_buffers.borrow_mut().take()
     }
 
     fn recycle(&self, buffer: Vec<u8>) {
-        self.shared.write_buffers.borrow_mut().give_back(buffer);
+        self.per_worker.write_buffers.borrow_mut().give_back(buffer);
     }
 
     fn backoff_interval(&self) -> u32 {
@@ -313,6 +313,6 @@ impl Host for Worker {
     }
 
     fn may_log_close(&self, now: Instant) -> Option<u32> {
-        self.shared.overflow_log.borrow_mut().take(now)
+        self.per_worker.overflow_log.borrow_mut().take(now)
     }
 }

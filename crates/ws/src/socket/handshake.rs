@@ -88,7 +88,7 @@ pub(crate) async fn open<S: AsyncRead + AsyncWrite + Unpin>(
                 // The web page that opened it (before any state is kept for it).
                 let mut origin_slot = None;
                 if opened.kind == OpenedKind::Upgrade {
-                    match local.shared.origins.admit(opened.origin.as_deref()) {
+                    match local.per_worker.origins.admit(opened.origin.as_deref()) {
                         Ok(slot) => origin_slot = slot,
                         Err(verdict) => {
                             let refusal = match verdict {

@@ -33,15 +33,15 @@ use self::router::Router;
 use crate::config::Ws;
 use crate::messages::{Delivery, SwarmRequest};
 use crate::origins::Origins;
+use crate::shard::{SwarmSettings, WsShard};
 use crate::stats::{SharedSocketCounters, SocketTotals, summary};
-use crate::swarm::{SwarmSettings, WsShard};
 
 /// One socket worker, as its connection tasks see it.
 pub(crate) type Worker = shoal_tcp::Worker<WsTracker>;
 
 /// What the WebTorrent tracker keeps per socket worker besides the shared fields.
 #[derive(Debug)]
-pub(crate) struct Shared {
+pub(crate) struct PerWorker {
     /// Requests on their way to swarm workers, messages on their way to connections.
     pub(crate) router: Rc<RefCell<Router>>,
     /// Connections closed for a limit of their queue or of the worker's budgets: a
@@ -110,8 +110,8 @@ impl TcpTracker for WsTracker {
     type Kind = Ws;
     type Shard = WsShard;
     type Counters = SharedSocketCounters;
-    type Shared = Shared;
-    type Common = Origins;
+    type PerWorker = PerWorker;
+    type PerTracker = Origins;
 
     const NAME: &'static str = "ws";
 
@@ -119,7 +119,7 @@ impl TcpTracker for WsTracker {
         config.limits.io_memory
     }
 
-    fn common(config: &Config<Ws>) -> anyhow::Result<(Arc<Origins>, Vec<Reload>)> {
+    fn per_tracker(config: &Config<Ws>) -> anyhow::Result<(Arc<Origins>, Vec<Reload>)> {
         let network = &config.network;
         let origins = Arc::new(
             Origins::load(&network.origins_path, network.max_connections_per_origin)
@@ -156,13 +156,13 @@ impl TcpTracker for WsTracker {
         }
     }
 
-    fn shared(
+    fn per_worker(
         index: usize,
         config: &Config<Ws>,
         origins: &Arc<Origins>,
         swarms: Vec<Sender<Vec<SwarmRequest>>>,
         local: Option<LocalSwarm<WsShard>>,
-    ) -> Shared {
+    ) -> PerWorker {
         let limits = &config.limits;
         let router = Router::new(
             index,
@@ -171,7 +171,7 @@ impl TcpTracker for WsTracker {
             limits.max_outgoing_bytes_per_worker,
             limits.max_incoming_bytes_per_worker,
         );
-        Shared {
+        PerWorker {
             router: Rc::new(RefCell::new(router)),
             overflow_log: RefCell::new(LogBudget::new(OVERFLOW_LOG_BURST, OVERFLOW_LOG_REFILL)),
             origins: origins.clone(),
@@ -199,11 +199,11 @@ impl TcpTracker for WsTracker {
     }
 
     fn deliver(worker: &Worker, deliveries: Vec<Delivery>) {
-        worker.shared.router.borrow_mut().deliver(deliveries);
+        worker.per_worker.router.borrow_mut().deliver(deliveries);
     }
 
     fn tick(worker: &Worker) {
-        let mut router = worker.shared.router.borrow_mut();
+        let mut router = worker.per_worker.router.borrow_mut();
         // Leave notices a full queue turned back go out again.
         if router.link.has_waiting() {
             router.flush();

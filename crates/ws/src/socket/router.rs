@@ -35,7 +35,7 @@ use shoal_worker::{LocalSwarm, SwarmLink};
 use crate::queue::{ByteBudget, ConnectionQueue, Overflow, QueueLimit, is_offer};
 
 use crate::messages::{ConnectionRef, Delivery, RequestKind, SwarmRequest, ToConnection};
-use crate::swarm::WsShard;
+use crate::shard::WsShard;
 
 /// The router of one socket worker.
 #[derive(Debug)]
