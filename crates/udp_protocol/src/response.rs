@@ -13,8 +13,6 @@ use crate::{ConnectionId, Reader, TransactionId, action};
 pub const CONNECT_RESPONSE_LEN: usize = 16;
 /// Length of an announce response before its peers.
 pub const ANNOUNCE_RESPONSE_HEADER_LEN: usize = 20;
-/// Length of a scrape response before its per-torrent entries.
-pub const SCRAPE_RESPONSE_HEADER_LEN: usize = 8;
 /// Length of one scrape response entry.
 pub const SCRAPE_ENTRY_LEN: usize = 12;
 /// Length of one compact IPv4 peer.
