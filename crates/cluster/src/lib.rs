@@ -90,7 +90,7 @@ pub struct ShardPorts {
     /// Where the other nodes' changes (and messages relayed here) come from.
     pub remote: Receiver<Arc<RemoteChanges>>,
     /// Where messages for other nodes go, when the tracker relays them.
-    pub relay: Option<Sender<relay::Relayed>>,
+    pub relay: Option<Sender<shoal_swarm::replication::Relayed>>,
 }
 
 /// What starting the cluster threads of one tracker needs.

@@ -6,7 +6,7 @@
 //! useless after. So each node has an **inbox** stream of its own,
 //! `<name>:<protocol>:inbox:<origin>`, which only it reads (with the same reader as
 //! the shared stream); shard owners record messages per destination node in a
-//! [`RelayLog`], hand them over between batches, and the **relay writer** thread
+//! `RelayLog` (`shoal_swarm::replication`, beside the changes), hand them over between batches, and the **relay writer** thread
 //! appends them at once: one pipelined round trip for whatever waits, one `XADD` per
 //! destination. Nothing is kept while the store is down: a lost offer costs the
 //! offerer one of several, and its next announce sends new ones.
@@ -23,57 +23,11 @@ use std::time::{Duration, Instant, SystemTime};
 use crossbeam_channel::{Receiver, RecvTimeoutError};
 use shoal_common::{ClusterStats, Shutdown};
 
+use shoal_swarm::replication::Relayed;
+
 use crate::resp::{self, Reply};
 use crate::store::{Connection, StoreAddress};
 use crate::{RETRY_AFTER, unix_millis};
-
-/// Messages one shard owner recorded for other nodes since they were last taken.
-#[derive(Debug, Default)]
-pub struct RelayLog {
-    /// Per destination node (its origin): the records and how many.
-    waiting: Vec<Relayed>,
-}
-
-/// Messages for one node.
-#[derive(Debug)]
-pub struct Relayed {
-    /// The node: the origin its entries carry.
-    pub node: u64,
-    /// Whole records, one after another.
-    pub bytes: Vec<u8>,
-    /// How many.
-    pub count: usize,
-}
-
-impl RelayLog {
-    /// Records one message for `node`: `write` appends its bytes.
-    pub fn record(&mut self, node: u64, write: impl FnOnce(&mut Vec<u8>)) {
-        let at = match self.waiting.iter().position(|relayed| relayed.node == node) {
-            Some(at) => at,
-            None => {
-                self.waiting.push(Relayed {
-                    node,
-                    bytes: Vec::new(),
-                    count: 0,
-                });
-                self.waiting.len() - 1
-            }
-        };
-        let relayed = &mut self.waiting[at];
-        write(&mut relayed.bytes);
-        relayed.count += 1;
-    }
-
-    /// Whether nothing waits.
-    pub fn is_empty(&self) -> bool {
-        self.waiting.is_empty()
-    }
-
-    /// The messages recorded, per node, leaving the log empty.
-    pub fn take(&mut self) -> Vec<Relayed> {
-        std::mem::take(&mut self.waiting)
-    }
-}
 
 /// The inbox of node `origin` in cluster `name`'s `protocol` tracker.
 pub fn inbox_key(name: &str, protocol: &str, origin: u64) -> String {
@@ -243,23 +197,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_log_keeps_one_buffer_per_node_in_order() {
-        let mut log = RelayLog::default();
-        assert!(log.is_empty());
-        log.record(7, |out| out.extend_from_slice(b"a"));
-        log.record(9, |out| out.extend_from_slice(b"b"));
-        log.record(7, |out| out.extend_from_slice(b"c"));
-        let taken = log.take();
-        assert!(log.is_empty());
-        assert_eq!(taken.len(), 2);
-        assert_eq!(
-            (taken[0].node, &taken[0].bytes[..], taken[0].count),
-            (7, &b"ac"[..], 2)
-        );
-        assert_eq!(
-            (taken[1].node, &taken[1].bytes[..], taken[1].count),
-            (9, &b"b"[..], 1)
-        );
+    fn batches_for_one_node_are_written_as_one_and_inboxes_are_named_by_node() {
         let grouped = group_by_node(vec![
             Relayed {
                 node: 7,

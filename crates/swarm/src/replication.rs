@@ -408,5 +408,58 @@ impl PeerUpdate {
     }
 }
 
+/// Messages one shard owner recorded for other nodes since they were last taken.
+///
+/// A WebTorrent offer or answer for a peer on another node is not a peer change: it
+/// goes to that node only (the cluster's relay writer appends it to the node's
+/// inbox), so it is kept here per destination, beside the [`ChangeLog`] of changes
+/// every node reads.
+#[derive(Debug, Default)]
+pub struct RelayLog {
+    /// Per destination node (its origin): the records and how many.
+    waiting: Vec<Relayed>,
+}
+
+/// Messages for one node.
+#[derive(Debug)]
+pub struct Relayed {
+    /// The node: the origin its entries carry.
+    pub node: u64,
+    /// Whole records, one after another.
+    pub bytes: Vec<u8>,
+    /// How many.
+    pub count: usize,
+}
+
+impl RelayLog {
+    /// Records one message for `node`: `write` appends its bytes.
+    pub fn record(&mut self, node: u64, write: impl FnOnce(&mut Vec<u8>)) {
+        let at = match self.waiting.iter().position(|relayed| relayed.node == node) {
+            Some(at) => at,
+            None => {
+                self.waiting.push(Relayed {
+                    node,
+                    bytes: Vec::new(),
+                    count: 0,
+                });
+                self.waiting.len() - 1
+            }
+        };
+        let relayed = &mut self.waiting[at];
+        write(&mut relayed.bytes);
+        relayed.count += 1;
+    }
+
+    /// Whether nothing waits.
+    pub fn is_empty(&self) -> bool {
+        self.waiting.is_empty()
+    }
+
+    /// The messages recorded, per node, leaving the log empty.
+    pub fn take(&mut self) -> Vec<Relayed> {
+        std::mem::take(&mut self.waiting)
+    }
+}
+
 #[cfg(test)]
 mod tests;

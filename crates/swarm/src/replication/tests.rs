@@ -230,3 +230,23 @@ fn a_change_from_an_older_node_adds_no_peer_on_port_zero() {
     assert!(map.peer(&hash(2), &zero_v4).is_none());
     assert!(map.peer(&hash(2), &v4(3)).is_some());
 }
+
+#[test]
+fn a_relay_log_keeps_one_buffer_per_node_in_order() {
+    let mut log = RelayLog::default();
+    assert!(log.is_empty());
+    log.record(7, |out| out.extend_from_slice(b"a"));
+    log.record(9, |out| out.extend_from_slice(b"b"));
+    log.record(7, |out| out.extend_from_slice(b"c"));
+    let taken = log.take();
+    assert!(log.is_empty());
+    assert_eq!(taken.len(), 2);
+    assert_eq!(
+        (taken[0].node, &taken[0].bytes[..], taken[0].count),
+        (7, &b"ac"[..], 2)
+    );
+    assert_eq!(
+        (taken[1].node, &taken[1].bytes[..], taken[1].count),
+        (9, &b"b"[..], 1)
+    );
+}
