@@ -23,19 +23,19 @@
 //!
 //! # Layout
 //!
-//! * [`resp`]: the RESP2 protocol, both ways, bounded.
-//! * [`store`]: one blocking connection with timeouts.
-//! * [`values`]: keys several nodes read and then replace together, or not at all
+//! * `resp`: the RESP2 protocol, both ways, bounded.
+//! * `store`: one blocking connection with timeouts.
+//! * `values`: keys several nodes read and then replace together, or not at all
 //!   (private mode's ledger in a cluster).
-//! * [`relay`]: messages for one other node (WebTorrent's offers and answers)
+//! * `relay`: messages for one other node (WebTorrent's offers and answers)
 //!   through per-node inbox streams, and the thread that writes them.
 //! * `publisher`, `reader`: the two threads every clustered tracker runs (the reader
 //!   runs twice when messages are relayed: the shared stream and the inbox).
 
-pub mod relay;
-pub mod resp;
-pub mod store;
-pub mod values;
+mod relay;
+mod resp;
+mod store;
+mod values;
 
 mod publisher;
 mod reader;
@@ -47,6 +47,7 @@ use crossbeam_channel::{Receiver, Sender};
 use shoal_common::ClusterStats;
 use shoal_common::{ClusterConfig, Shutdown, Supervisor};
 
+pub use resp::{Reply, encode as encode_command};
 pub use store::{Connection, StoreAddress};
 pub use values::SharedValues;
 
@@ -90,7 +91,7 @@ pub struct ShardPorts {
     /// Where the other nodes' changes (and messages relayed here) come from.
     pub remote: Receiver<Arc<RemoteChanges>>,
     /// Where messages for other nodes go, when the tracker relays them.
-    pub relay: Option<Sender<shoal_swarm::replication::Relayed>>,
+    pub relay: Option<Sender<shoal_swarm::Relayed>>,
 }
 
 /// What starting the cluster threads of one tracker needs.

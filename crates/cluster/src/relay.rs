@@ -6,7 +6,7 @@
 //! useless after. So each node has an **inbox** stream of its own,
 //! `<name>:<protocol>:inbox:<origin>`, which only it reads (with the same reader as
 //! the shared stream); shard owners record messages per destination node in a
-//! `RelayLog` (`shoal_swarm::replication`, beside the changes), hand them over between batches, and the **relay writer** thread
+//! `RelayLog` (`shoal_swarm`, beside the changes), hand them over between batches, and the **relay writer** thread
 //! appends them at once: one pipelined round trip for whatever waits, one `XADD` per
 //! destination. Nothing is kept while the store is down: a lost offer costs the
 //! offerer one of several, and its next announce sends new ones.
@@ -23,14 +23,14 @@ use std::time::{Duration, Instant, SystemTime};
 use crossbeam_channel::{Receiver, RecvTimeoutError};
 use shoal_common::{ClusterStats, Shutdown};
 
-use shoal_swarm::replication::Relayed;
+use shoal_swarm::Relayed;
 
 use crate::resp::{self, Reply};
 use crate::store::{Connection, StoreAddress};
 use crate::{RETRY_AFTER, unix_millis};
 
 /// The inbox of node `origin` in cluster `name`'s `protocol` tracker.
-pub fn inbox_key(name: &str, protocol: &str, origin: u64) -> String {
+pub(crate) fn inbox_key(name: &str, protocol: &str, origin: u64) -> String {
     format!("{name}:{protocol}:inbox:{origin:016x}")
 }
 

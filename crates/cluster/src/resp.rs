@@ -11,11 +11,11 @@ use std::fmt;
 
 /// The longest bulk string accepted: a stream entry holds at most one batch of
 /// changes, far below this.
-pub const MAX_BULK: usize = 64 << 20;
+pub(crate) const MAX_BULK: usize = 64 << 20;
 /// The most elements of one array.
-pub const MAX_ELEMENTS: usize = 1 << 20;
+pub(crate) const MAX_ELEMENTS: usize = 1 << 20;
 /// The deepest nesting of arrays (an XREAD reply is four deep).
-pub const MAX_DEPTH: usize = 8;
+pub(crate) const MAX_DEPTH: usize = 8;
 
 /// One reply.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -97,7 +97,7 @@ impl std::error::Error for ReplyError {}
 
 /// What [`parse`] found at the front of a buffer.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Parsed {
+pub(crate) enum Parsed {
     /// A whole reply and the bytes it took.
     Reply(Reply, usize),
     /// The bytes end inside a reply: read more.
@@ -106,7 +106,7 @@ pub enum Parsed {
 
 /// Bytes that are not RESP2, or a reply past a limit.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ProtocolError(pub String);
+pub(crate) struct ProtocolError(pub String);
 
 impl fmt::Display for ProtocolError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -131,7 +131,7 @@ pub fn encode(args: &[&[u8]], out: &mut Vec<u8>) {
 }
 
 /// Reads one reply from the front of `bytes`.
-pub fn parse(bytes: &[u8]) -> Result<Parsed, ProtocolError> {
+pub(crate) fn parse(bytes: &[u8]) -> Result<Parsed, ProtocolError> {
     let mut at = 0;
     match parse_at(bytes, &mut at, 0, true)? {
         Some(reply) => Ok(Parsed::Reply(reply, at)),
@@ -142,7 +142,7 @@ pub fn parse(bytes: &[u8]) -> Result<Parsed, ProtocolError> {
 /// The length of the whole reply at the front of `bytes`, checked as [`parse`] checks
 /// it but without building it; `None` while it is incomplete. A reader calls this as
 /// bytes arrive and [`parse`] once, so a large reply costs one copy, not one per read.
-pub fn complete_length(bytes: &[u8]) -> Result<Option<usize>, ProtocolError> {
+pub(crate) fn complete_length(bytes: &[u8]) -> Result<Option<usize>, ProtocolError> {
     let mut at = 0;
     Ok(parse_at(bytes, &mut at, 0, false)?.map(|_| at))
 }

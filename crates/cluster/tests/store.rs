@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use shoal_cluster::resp::Reply;
+use shoal_cluster::Reply;
 use shoal_cluster::{Connection, StoreAddress};
 use shoal_common::testing::RedisServer;
 
@@ -63,7 +63,7 @@ fn a_pipeline_returns_every_reply_in_order_and_a_closed_port_fails_fast() {
     let mut store = Connection::open(&address(&redis, "", "")).unwrap();
     let mut commands = Vec::new();
     for value in [&b"1"[..], b"2", b"3"] {
-        shoal_cluster::resp::encode(&[b"RPUSH", b"list", value], &mut commands);
+        shoal_cluster::encode_command(&[b"RPUSH", b"list", value], &mut commands);
     }
     let replies = store.pipeline(&commands, 3).unwrap();
     assert_eq!(

@@ -15,7 +15,7 @@
 //! start-up are `shoal_worker`'s and `shoal_tcp`'s, shared with the WebTorrent tracker; this crate is
 //! the HTTP protocol and its shard.
 //!
-//! * [`config`]: the HTTP sections of the config, documented once (printed by `-p`).
+//! * `config`: the HTTP sections of the config, documented once (printed by `-p`).
 //! * `session`: a connection's rules without I/O (sans-IO): fed bytes, swarm workers'
 //!   answers and the time, it says read, ask, write or close; unit-tested and fuzzed
 //!   (`http_session`) without sockets.
@@ -25,17 +25,17 @@
 //! * `shard`: the torrents of one swarm worker (`shoal_swarm`) and how a request is
 //!   answered on them; with `swarm_workers = 0` the only socket worker keeps it.
 //! * `messages`: what socket and swarm workers send each other; both depend on it.
-//! * [`stats`]: counters and the statistics line.
-//! * [`tracker`]: starting the HTTP tracker on the shared TCP start-up; [`run`] adds
+//! * `stats`: counters and the statistics line.
+//! * `tracker`: starting the HTTP tracker on the shared TCP start-up; [`run`] adds
 //!   signals and privileges.
 
-pub mod config;
+mod config;
 mod messages;
 mod session;
 mod shard;
 mod socket;
-pub mod stats;
-pub mod tracker;
+mod stats;
+mod tracker;
 
 use std::sync::Arc;
 

@@ -2,17 +2,17 @@
 //!
 //! # Layout
 //!
-//! * [`config`]: what to send, over how many connections, for how long.
-//! * [`requests`]: announce and scrape requests over the shared simulated population.
-//! * [`worker`]: non-blocking connections (plain or TLS), one request in flight each.
-//! * [`tls`]: a client config that accepts self-signed certificates.
-//! * [`stats`]: counters, progress lines and the summary (text or JSON).
+//! * `config`: what to send, over how many connections, for how long.
+//! * `requests`: announce and scrape requests over the shared simulated population.
+//! * `worker`: non-blocking connections (plain or TLS), one request in flight each.
+//! * `tls`: a client config that accepts self-signed certificates.
+//! * `stats`: counters, progress lines and the summary (text or JSON).
 
-pub mod config;
-pub mod requests;
-pub mod stats;
-pub mod tls;
-pub mod worker;
+mod config;
+mod requests;
+mod stats;
+mod tls;
+mod worker;
 
 use std::sync::Arc;
 

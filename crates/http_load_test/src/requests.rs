@@ -9,7 +9,7 @@ use crate::config::Config;
 
 /// The kind of a request, to classify its response.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Kind {
+pub(crate) enum Kind {
     /// An announce.
     Announce,
     /// A scrape.
@@ -17,7 +17,7 @@ pub enum Kind {
 }
 
 /// The population a config describes.
-pub fn population(config: &Config) -> Population {
+pub(crate) fn population(config: &Config) -> Population {
     let r = &config.requests;
     Population::new(PopulationShape {
         torrents: r.torrents,
@@ -29,7 +29,7 @@ pub fn population(config: &Config) -> Population {
 
 /// Writes HTTP requests for one worker.
 #[derive(Debug)]
-pub struct RequestWriter {
+pub(crate) struct RequestWriter {
     rng: SmallRng,
     peers: PeerPicker,
     announce_path: String,
@@ -44,7 +44,7 @@ pub struct RequestWriter {
 
 impl RequestWriter {
     /// The writer of worker `worker` of `workers`.
-    pub fn new(config: &Config, worker: usize, workers: usize) -> Self {
+    pub(crate) fn new(config: &Config, worker: usize, workers: usize) -> Self {
         let r = &config.requests;
         let close = if config.network.keep_alive {
             ""
@@ -66,7 +66,7 @@ impl RequestWriter {
     }
 
     /// Appends one request.
-    pub fn write(&mut self, population: &Population, out: &mut Vec<u8>) -> Kind {
+    pub(crate) fn write(&mut self, population: &Population, out: &mut Vec<u8>) -> Kind {
         use std::io::Write as _;
         if self.rng.random_range(0..self.total_weight) < self.weight_announce {
             let index = self.peers.next(population, &mut self.rng);
@@ -89,7 +89,12 @@ impl RequestWriter {
     }
 
     /// Appends an announce of simulated peer `index`.
-    pub fn announce_for(&mut self, population: &Population, index: usize, out: &mut Vec<u8>) {
+    pub(crate) fn announce_for(
+        &mut self,
+        population: &Population,
+        index: usize,
+        out: &mut Vec<u8>,
+    ) {
         use std::io::Write as _;
         {
             let peer = population.peer(index);

@@ -2,4 +2,4 @@
 //! is accepted (test trackers use self-signed ones), handshake signatures are still
 //! checked.
 
-pub use shoal_load_test_common::client_config;
+pub(crate) use shoal_load_test_common::client_config;

@@ -118,7 +118,7 @@ impl Clients {
 }
 
 /// One worker thread's state.
-pub struct Worker {
+pub(crate) struct Worker {
     poll: Poll,
     connections: Vec<Option<Connection>>,
     population: Arc<Population>,
@@ -154,7 +154,7 @@ impl std::fmt::Debug for Worker {
 
 impl Worker {
     /// A worker with `connections` connections.
-    pub fn new(
+    pub(crate) fn new(
         index: usize,
         connections: usize,
         config: &Config,
@@ -212,7 +212,7 @@ impl Worker {
     }
 
     /// Runs until shutdown.
-    pub fn run(mut self) -> anyhow::Result<()> {
+    pub(crate) fn run(mut self) -> anyhow::Result<()> {
         let mut events = Events::with_capacity(1024);
         let mut last_tick = Instant::now() - TICK;
         while !self.shutdown.is_requested() {

@@ -23,9 +23,9 @@ use crate::time::ServerTime;
 const CACHE_LINE: usize = 64;
 
 /// Lists with more peers than this get a hash index.
-pub const INDEX_FROM: usize = 32;
+pub(crate) const INDEX_FROM: usize = 32;
 /// Indexed lists that shrink below this many peers drop their index.
-pub const INDEX_UNTIL: usize = 16;
+pub(crate) const INDEX_UNTIL: usize = 16;
 
 /// How many slots a full list of `len` peers grows by: an eighth (at least one).
 ///

@@ -10,7 +10,7 @@ use shoal_udp_protocol::response::{ANNOUNCE_RESPONSE_HEADER_LEN, V6_PEER_LEN};
 const MAX_UDP_PAYLOAD: usize = 65_507;
 
 /// The largest scrape accepted, in info hashes; bounded by the receive buffer.
-pub const MAX_SCRAPE_TORRENTS_LIMIT: usize = 255;
+pub(crate) const MAX_SCRAPE_TORRENTS_LIMIT: usize = 255;
 
 /// The UDP tracker's sections of the shared [config shape](shoal_common::Config).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -49,7 +49,7 @@ shoal_common::network_config! {
 }
 
 /// The smallest `network.overload_recv_buffer_size`: a queue that holds a few batches.
-pub const MIN_OVERLOAD_RECV_BUFFER: usize = 64 * 1024;
+pub(crate) const MIN_OVERLOAD_RECV_BUFFER: usize = 64 * 1024;
 
 /// What the tracker tells clients.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, TomlConfig)]

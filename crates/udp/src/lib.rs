@@ -13,7 +13,7 @@
 //! Swarm worker threads, the local shard (`swarm_workers = 0`), outboxes and reply
 //! routes are `shoal_worker`'s, shared with the other trackers.
 //!
-//! * [`config`]: every setting, documented once (printed by `-p`).
+//! * `config`: every setting, documented once (printed by `-p`).
 //! * `connection_id`: stateless, keyed-MAC connection ids.
 //! * `messages`: the `Job` that carries a batch of requests to a swarm worker and the
 //!   replies back, reusing its buffers; what both sides depend on.
@@ -22,17 +22,17 @@
 //! * `shard`: the torrents of one swarm worker (`shoal_swarm`'s map) and how a job is
 //!   served on them; `shoal_worker` runs it on a swarm worker thread, or inside the
 //!   only socket worker when `swarm_workers = 0`.
-//! * [`stats`]: counters and the periodic statistics line.
-//! * [`tracker`]: binding, wiring and starting everything; [`run`] adds signals and
+//! * `stats`: counters and the periodic statistics line.
+//! * `tracker`: binding, wiring and starting everything; [`run`] adds signals and
 //!   privilege dropping for the binary.
 
-pub mod config;
+mod config;
 mod connection_id;
 mod messages;
 mod shard;
 mod socket;
-pub mod stats;
-pub mod tracker;
+mod stats;
+mod tracker;
 
 /// Entry points for the fuzz targets (built only by cargo-fuzz, which sets
 /// `--cfg fuzzing`).

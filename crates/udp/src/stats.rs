@@ -92,13 +92,13 @@ shoal_common::counters! {
 }
 
 /// All workers' statistics.
-pub type Stats = WorkerStats<SharedSocketCounters>;
+pub(crate) type Stats = WorkerStats<SharedSocketCounters>;
 
 /// A point-in-time sum over all workers.
-pub type StatsSample = shoal_common::StatsSample<SocketTotals>;
+pub(crate) type StatsSample = shoal_common::StatsSample<SocketTotals>;
 
 /// One log line of rates between two samples `seconds` apart.
-pub fn summary(now: &StatsSample, before: &StatsSample, seconds: f64) -> String {
+pub(crate) fn summary(now: &StatsSample, before: &StatsSample, seconds: f64) -> String {
     let delta = now.requests.since(&before.requests);
     let rate = |count: u64| count as f64 / seconds.max(0.001);
     format!(

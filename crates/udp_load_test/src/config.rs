@@ -131,7 +131,7 @@ impl Default for RequestConfig {
 }
 
 /// The highest fixed rate accepted: far above what one machine can send.
-pub const MAX_REQUESTS_PER_SECOND: u64 = 100_000_000;
+pub(crate) const MAX_REQUESTS_PER_SECOND: u64 = 100_000_000;
 
 impl TrackerConfig for Config {
     fn validate(&self, problems: &mut Problems) {

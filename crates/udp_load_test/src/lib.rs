@@ -2,27 +2,27 @@
 //!
 //! # Layout
 //!
-//! * [`config`]: what to send, how hard, for how long.
-//! * [`requests`]: the request writer over the simulated torrents and peers
+//! * `config`: what to send, how hard, for how long.
+//! * `requests`: the request writer over the simulated torrents and peers
 //!   (`shoal_load_test_common` holds the population and the reporting loop).
-//! * [`worker`]: sockets with a window of requests in flight, batched system calls.
-//! * [`stats`]: counters, progress lines and the summary (text or JSON).
+//! * `worker`: sockets with a window of requests in flight, batched system calls.
+//! * `stats`: counters, progress lines and the summary (text or JSON).
 //!
 //! The load tester is built to cost less CPU per request than the trackers it loads:
 //! requests are written into one buffer and sent with `sendmmsg`, replies read with
 //! `recvmmsg` and classified from their first bytes, nothing is allocated per request.
 
-pub mod config;
-pub mod requests;
-pub mod stats;
-pub mod worker;
+mod config;
+mod requests;
+mod stats;
+mod worker;
 
 use std::sync::Arc;
 use std::time::Instant;
 
 use shoal_common::{AppInfo, Shutdown};
 
-pub use config::Config;
+pub use config::{Config, PeerOrder};
 use shoal_load_test_common::Population;
 use shoal_load_test_common::run_workers;
 use stats::Summary;

@@ -12,7 +12,7 @@ use crate::config::{PeerOrder, RequestConfig};
 
 /// A kind of request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Kind {
+pub(crate) enum Kind {
     /// Connect.
     Connect,
     /// Announce.
@@ -22,7 +22,7 @@ pub enum Kind {
 }
 
 /// The population a request config describes.
-pub fn population(config: &RequestConfig) -> Population {
+pub(crate) fn population(config: &RequestConfig) -> Population {
     Population::new(PopulationShape {
         torrents: config.torrents,
         peers: config.peers,
@@ -33,7 +33,7 @@ pub fn population(config: &RequestConfig) -> Population {
 
 /// Writes requests for one worker.
 #[derive(Debug)]
-pub struct RequestWriter {
+pub(crate) struct RequestWriter {
     config: RequestConfig,
     rng: SmallRng,
     total_weight: u32,
@@ -44,7 +44,7 @@ pub struct RequestWriter {
 
 impl RequestWriter {
     /// The writer of worker `worker` of `workers`, with its own random stream.
-    pub fn new(config: &RequestConfig, worker: usize, workers: usize) -> Self {
+    pub(crate) fn new(config: &RequestConfig, worker: usize, workers: usize) -> Self {
         Self {
             config: config.clone(),
             rng: SmallRng::seed_from_u64(0x10ad_0000 ^ worker as u64),
@@ -55,7 +55,7 @@ impl RequestWriter {
     }
 
     /// The passkey of user `user`: the number as 32 lowercase hex digits.
-    pub fn passkey(user: usize) -> [u8; 32] {
+    pub(crate) fn passkey(user: usize) -> [u8; 32] {
         let mut key = [0u8; 32];
         let digits = b"0123456789abcdef";
         let mut value = user as u128;
@@ -67,12 +67,12 @@ impl RequestWriter {
     }
 
     /// Appends a connect request.
-    pub fn connect(out: &mut Vec<u8>, transaction_id: TransactionId) {
+    pub(crate) fn connect(out: &mut Vec<u8>, transaction_id: TransactionId) {
         Request::Connect(ConnectRequest { transaction_id }).write(out);
     }
 
     /// Appends one request of a kind drawn by the configured weights.
-    pub fn write(
+    pub(crate) fn write(
         &mut self,
         population: &Population,
         connection_id: ConnectionId,
@@ -104,7 +104,7 @@ impl RequestWriter {
     }
 
     /// Appends an announce of simulated peer `index`.
-    pub fn announce_for(
+    pub(crate) fn announce_for(
         &mut self,
         population: &Population,
         index: usize,

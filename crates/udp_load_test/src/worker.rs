@@ -109,7 +109,7 @@ struct LoadSocket {
 }
 
 /// One worker thread's state.
-pub struct Worker {
+pub(crate) struct Worker {
     poll: Poll,
     sockets: Vec<LoadSocket>,
     population: Arc<Population>,
@@ -144,7 +144,7 @@ impl std::fmt::Debug for Worker {
 
 impl Worker {
     /// Creates the worker's sockets, connected to the server.
-    pub fn new(
+    pub(crate) fn new(
         index: usize,
         config: &Config,
         population: Arc<Population>,
@@ -224,7 +224,7 @@ impl Worker {
     }
 
     /// Runs until shutdown.
-    pub fn run(mut self) -> anyhow::Result<()> {
+    pub(crate) fn run(mut self) -> anyhow::Result<()> {
         let mut events = Events::with_capacity(64);
         while !self.shutdown.is_requested() {
             let now = Instant::now();

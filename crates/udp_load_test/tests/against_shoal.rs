@@ -2,7 +2,7 @@
 //! kind is answered, nothing is lost, peers come back.
 
 use shoal_common::Shutdown;
-use shoal_udp_load_test::config::{Config, PeerOrder};
+use shoal_udp_load_test::{Config, PeerOrder};
 
 /// A tracker on loopback (`::1` when `ipv6`) without per-client limits: the load
 /// comes from one address, far faster than one client may send.

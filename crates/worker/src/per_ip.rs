@@ -23,7 +23,7 @@ use std::net::IpAddr;
 use hashbrown::DefaultHashBuilder;
 use shoal_common::{LogBudget, PerIpConfig, left_out};
 use shoal_swarm::ServerTime;
-use shoal_swarm::client_table::{Bucket, ClientState, ClientTable, client_key};
+use shoal_swarm::{Bucket, ClientState, ClientTable, client_key};
 
 /// New bans a socket worker logs in a row before the rest are only counted.
 pub(crate) const BAN_LOG_BURST: u32 = 20;

@@ -9,7 +9,7 @@
 //! ```
 //!
 //! Integers are little-endian. The extras are the tracker's own (the UDP tracker's
-//! connection-id key); the records are the torrents ([`shoal_swarm::snapshot`]).
+//! connection-id key); the records are the torrents ([`shoal_swarm::SnapshotData`]).
 //!
 //! A file is written next to its final name, synced, renamed over it and the directory
 //! synced, so a crash at any point leaves either the old snapshot or the new one whole.

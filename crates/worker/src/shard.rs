@@ -7,7 +7,7 @@
 
 use std::time::{Duration, Instant};
 
-use shoal_swarm::replication::RelayLog;
+use shoal_swarm::RelayLog;
 
 use shoal_common::{AccessView, GaugeSlot, LargeSwarm, ShardStatus};
 use shoal_swarm::{

@@ -4,7 +4,7 @@
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
 
-use shoal_cluster::resp::Reply;
+use shoal_cluster::Reply;
 use shoal_cluster::{Connection, StoreAddress};
 use shoal_common::testing::RedisServer;
 use shoal_private::{Batch, write_batch};

@@ -20,7 +20,7 @@
 //! `shoal_swarm` like every tracker's. This crate is the WebTorrent protocol: the
 //! upgrade, messages, and offer/answer bookkeeping.
 //!
-//! * [`config`]: the WebTorrent sections of the config, documented once (`-p`).
+//! * `config`: the WebTorrent sections of the config, documented once (`-p`).
 //! * `session`: a connection's rules after its opening request, without I/O
 //!   (sans-IO): fed bytes, queued messages and the time, it says write, wait or
 //!   close; WebSocket framing (`shoal_ws_protocol::frames`, in the worker's read
@@ -39,11 +39,11 @@
 //!   and answers), as bytes.
 //! * `origins`: the Origin rules (which web pages may connect) and per-Origin
 //!   connection caps every socket worker shares, reloaded on SIGUSR1.
-//! * [`stats`]: counters and the statistics line.
-//! * [`tracker`]: starting the WebTorrent tracker on the shared TCP start-up; [`run`]
+//! * `stats`: counters and the statistics line.
+//! * `tracker`: starting the WebTorrent tracker on the shared TCP start-up; [`run`]
 //!   adds signals and privileges.
 
-pub mod config;
+mod config;
 mod messages;
 mod nodes;
 mod origins;
@@ -51,8 +51,8 @@ mod queue;
 mod session;
 mod shard;
 mod socket;
-pub mod stats;
-pub mod tracker;
+mod stats;
+mod tracker;
 
 use std::sync::Arc;
 

@@ -30,7 +30,7 @@ use std::hash::Hasher as _;
 use rand::RngExt as _;
 use rand::rngs::SmallRng;
 use shoal_common::{AccessView, ShardStatus};
-use shoal_swarm::replication::RelayLog;
+use shoal_swarm::RelayLog;
 use shoal_swarm::{
     Announce, AnnounceEvent as SwarmEvent, Announced, Capacity, ChangeLog, CleanReport, InfoHash,
     PeerData, PeerList, RecordError, Refused, RemotePeer, Replicated, ScrapeStats, ServerTime,

@@ -111,10 +111,10 @@ shoal_common::counters! {
 }
 
 /// A sum over all workers.
-pub type StatsSample = shoal_common::StatsSample<SocketTotals>;
+pub(crate) type StatsSample = shoal_common::StatsSample<SocketTotals>;
 
 /// One log line of rates between two samples `seconds` apart.
-pub fn summary(now: &StatsSample, before: &StatsSample, seconds: f64) -> String {
+pub(crate) fn summary(now: &StatsSample, before: &StatsSample, seconds: f64) -> String {
     let d = now.requests.since(&before.requests);
     let rate = |count: u64| count as f64 / seconds.max(0.001);
     format!(

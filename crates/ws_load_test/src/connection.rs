@@ -30,7 +30,7 @@ const MAX_BACKLOG: usize = 256 * 1024;
 
 /// What a connection needs to know, from the config.
 #[derive(Debug)]
-pub struct Settings {
+pub(crate) struct Settings {
     /// How requests are paced.
     pub pace: Pace,
     /// Answer forwarded offers.
@@ -51,7 +51,7 @@ pub struct Settings {
 
 impl Settings {
     /// The settings `config` asks for.
-    pub fn new(config: &Config) -> Self {
+    pub(crate) fn new(config: &Config) -> Self {
         Self {
             pace: match config.send_period() {
                 Some(period) => Pace::Rate { period },
@@ -79,7 +79,7 @@ impl Settings {
 
 /// What a worker's connections share.
 #[derive(Debug)]
-pub struct Shared {
+pub(crate) struct Shared {
     /// Builds the messages.
     pub writer: MessageWriter,
     /// The torrents and simulated peers.
@@ -95,7 +95,7 @@ pub struct Shared {
 
 /// How a connection ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Ended {
+pub(crate) enum Ended {
     /// It never opened: refused, TLS or upgrade failure, or too slow to open.
     Failed,
     /// The tracker closed it (close frame, end of stream, or reset).
@@ -114,7 +114,7 @@ enum Phase {
 }
 
 /// One connection.
-pub struct Connection {
+pub(crate) struct Connection {
     transport: Transport,
     phase: Phase,
     /// Bytes for the tracker not yet taken by the socket.
@@ -135,7 +135,7 @@ impl std::fmt::Debug for Connection {
 impl Connection {
     /// A connection on a socket that is connecting; the upgrade request waits in
     /// `out` until the socket is ready.
-    pub fn new(
+    pub(crate) fn new(
         socket: mio::net::TcpStream,
         tls: Option<&TlsClient>,
         settings: &Settings,
@@ -156,18 +156,18 @@ impl Connection {
     }
 
     /// The socket, to (de)register it.
-    pub fn socket(&mut self) -> &mut mio::net::TcpStream {
+    pub(crate) fn socket(&mut self) -> &mut mio::net::TcpStream {
         self.transport.socket()
     }
 
     /// Whether the WebSocket upgrade is done.
-    pub fn is_open(&self) -> bool {
+    pub(crate) fn is_open(&self) -> bool {
         matches!(self.phase, Phase::Open(_))
     }
 
     /// Handles a readiness event: finishes the upgrade, reads and handles messages,
     /// sends the requests due, writes what it can.
-    pub fn service(
+    pub(crate) fn service(
         &mut self,
         client: &mut Client,
         shared: &mut Shared,
@@ -179,7 +179,7 @@ impl Connection {
     }
 
     /// Periodic work: timeouts, and requests due in fixed-rate mode.
-    pub fn tick(
+    pub(crate) fn tick(
         &mut self,
         client: &mut Client,
         shared: &mut Shared,

@@ -30,7 +30,7 @@ const MAX_WAITING: usize = 4096;
 
 /// How a connection paces its requests.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Pace {
+pub(crate) enum Pace {
     /// Keep this many requests waiting for replies.
     Replies {
         /// Requests waiting at once.
@@ -45,7 +45,7 @@ pub enum Pace {
 
 /// A request waiting for its reply, or what a reply is to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Request {
+pub(crate) enum Request {
     /// An announce in this torrent; a reply without an info hash says `None`.
     Announce(Option<Id20>),
     /// A scrape.
@@ -68,7 +68,7 @@ impl Request {
 
 /// One connection's requests waiting for replies.
 #[derive(Clone, Debug)]
-pub struct Flow {
+pub(crate) struct Flow {
     sending: Sending,
     /// Requests sent and not yet replied to, with when they were sent, oldest first.
     waiting: VecDeque<(Request, Instant)>,
@@ -89,7 +89,7 @@ enum Sending {
 impl Flow {
     /// A flow for a connection opened at `now`; in fixed-rate mode the first request
     /// is due at once.
-    pub fn new(pace: Pace, now: Instant) -> Self {
+    pub(crate) fn new(pace: Pace, now: Instant) -> Self {
         let (sending, capacity) = match pace {
             Pace::Replies { in_flight } => {
                 (Sending::Replies(in_flight as usize), in_flight as usize)
@@ -104,12 +104,12 @@ impl Flow {
     }
 
     /// Requests waiting for replies.
-    pub fn in_flight(&self) -> usize {
+    pub(crate) fn in_flight(&self) -> usize {
         self.waiting.len()
     }
 
     /// Notes `request` sent at `now`.
-    pub fn sent(&mut self, request: Request, now: Instant) {
+    pub(crate) fn sent(&mut self, request: Request, now: Instant) {
         if self.waiting.is_empty() {
             self.waiting_since = now;
         }
@@ -121,7 +121,7 @@ impl Flow {
 
     /// Notes a reply to `request` at `now`; when it ended a wait (the oldest matching
     /// request's), returns when that request was sent.
-    pub fn replied(&mut self, request: Request, now: Instant) -> Option<Instant> {
+    pub(crate) fn replied(&mut self, request: Request, now: Instant) -> Option<Instant> {
         let at = self
             .waiting
             .iter()
@@ -133,7 +133,7 @@ impl Flow {
 
     /// The requests to send at `now`. `backlogged`: the connection still holds
     /// unsent bytes past its limit, so fixed-rate requests are skipped.
-    pub fn due(&mut self, now: Instant, backlogged: bool) -> Due {
+    pub(crate) fn due(&mut self, now: Instant, backlogged: bool) -> Due {
         match &mut self.sending {
             Sending::Replies(in_flight) => Due {
                 send: in_flight.saturating_sub(self.waiting.len()) as u64,
@@ -147,7 +147,7 @@ impl Flow {
     }
 
     /// Whether requests have waited longer than `timeout` for a reply.
-    pub fn timed_out(&self, now: Instant, timeout: Duration) -> bool {
+    pub(crate) fn timed_out(&self, now: Instant, timeout: Duration) -> bool {
         !self.waiting.is_empty() && now.saturating_duration_since(self.waiting_since) > timeout
     }
 }

@@ -14,13 +14,13 @@ const MAX_RESPONSE: usize = 16 * 1024;
 
 /// An upgrade in progress: the accept key the server must send back.
 #[derive(Debug)]
-pub struct Upgrade {
+pub(crate) struct Upgrade {
     expected_accept: String,
 }
 
 /// Why an upgrade failed.
 #[derive(Debug, PartialEq, Eq)]
-pub enum UpgradeError {
+pub(crate) enum UpgradeError {
     /// Not an HTTP response, or too long.
     Malformed,
     /// A status other than 101 (e.g. 503 when the tracker is full).
@@ -31,7 +31,7 @@ pub enum UpgradeError {
 
 impl Upgrade {
     /// Starts an upgrade: appends the request to `out`.
-    pub fn start(host: &str, path: &str, out: &mut Vec<u8>) -> Self {
+    pub(crate) fn start(host: &str, path: &str, out: &mut Vec<u8>) -> Self {
         let key = generate_key();
         out.extend_from_slice(
             format!(
@@ -48,7 +48,7 @@ impl Upgrade {
 
     /// Checks the response at the start of `received`: `Ok(None)` while incomplete,
     /// else the length of the response head (WebSocket frames follow it).
-    pub fn check(&self, received: &[u8]) -> Result<Option<usize>, UpgradeError> {
+    pub(crate) fn check(&self, received: &[u8]) -> Result<Option<usize>, UpgradeError> {
         let mut headers = [httparse::EMPTY_HEADER; 32];
         let mut response = httparse::Response::new(&mut headers);
         let head = match response.parse(received) {

@@ -7,26 +7,26 @@
 //!
 //! # Layout
 //!
-//! * [`config`]: what to send, over how many connections, how fast, for how long.
-//! * [`messages`]: the simulated browsers and the JSON they send (reused templates).
-//! * [`replies`]: what a message from the tracker is, and its counter.
-//! * [`flow`]: requests in flight, fixed-rate schedules and reply timeouts; no I/O.
-//! * [`handshake`]: the client side of the WebSocket upgrade.
-//! * [`transport`]: a non-blocking TCP or TLS connection as a byte stream.
-//! * [`connection`]: one connection's life: upgrade, tungstenite framing, requests,
+//! * `config`: what to send, over how many connections, how fast, for how long.
+//! * `messages`: the simulated browsers and the JSON they send (reused templates).
+//! * `replies`: what a message from the tracker is, and its counter.
+//! * `flow`: requests in flight, fixed-rate schedules and reply timeouts; no I/O.
+//! * `handshake`: the client side of the WebSocket upgrade.
+//! * `transport`: a non-blocking TCP or TLS connection as a byte stream.
+//! * `connection`: one connection's life: upgrade, tungstenite framing, requests,
 //!   answers.
-//! * [`worker`]: a thread's connections over epoll, reconnects with back-off.
-//! * [`stats`]: counters, progress lines and the summary (text or JSON).
+//! * `worker`: a thread's connections over epoll, reconnects with back-off.
+//! * `stats`: counters, progress lines and the summary (text or JSON).
 
-pub mod config;
-pub mod connection;
-pub mod flow;
-pub mod handshake;
-pub mod messages;
-pub mod replies;
-pub mod stats;
-pub mod transport;
-pub mod worker;
+mod config;
+mod connection;
+mod flow;
+mod handshake;
+mod messages;
+mod replies;
+mod stats;
+mod transport;
+mod worker;
 
 use std::sync::Arc;
 
@@ -34,7 +34,7 @@ use shoal_common::{AppInfo, Shutdown};
 
 pub use config::Config;
 use shoal_load_test_common::run_workers;
-use stats::Summary;
+pub use stats::Summary;
 use worker::Worker;
 
 /// How `shoal_ws_load_test` introduces itself.

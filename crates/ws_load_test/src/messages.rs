@@ -25,7 +25,7 @@ const LEECHER_LEFT: u64 = 1 << 20;
 /// The population a config describes: every connection owns
 /// `torrents_per_connection` simulated peers, each with a torrent drawn by popularity
 /// and a seeder status.
-pub fn population(config: &Config) -> Population {
+pub(crate) fn population(config: &Config) -> Population {
     let r = &config.requests;
     Population::new(PopulationShape {
         torrents: r.torrents,
@@ -42,7 +42,7 @@ pub fn population(config: &Config) -> Population {
 /// drawn for each run (see [`peer_id_base`]), so that two load testers against one
 /// tracker do not take over each other's peers.
 #[derive(Clone, Debug)]
-pub struct Client {
+pub(crate) struct Client {
     peer_id: Id20,
     /// Its torrents are population peers `first_peer..first_peer + started.len()`.
     first_peer: usize,
@@ -57,7 +57,7 @@ pub struct Client {
 impl Client {
     /// The browser behind connection `connection` (counted over all workers), with
     /// peer id number `id_base + connection`.
-    pub fn new(connection: usize, torrents_per_connection: usize, id_base: usize) -> Self {
+    pub(crate) fn new(connection: usize, torrents_per_connection: usize, id_base: usize) -> Self {
         Self {
             peer_id: Id20(Population::peer_id(id_base + connection)),
             first_peer: connection * torrents_per_connection,
@@ -69,7 +69,7 @@ impl Client {
 
     /// How many of `wanted` requests the current connection may still send under a
     /// limit of `limit` per connection (0: no limit).
-    pub fn allowed(&self, wanted: usize, limit: u64) -> usize {
+    pub(crate) fn allowed(&self, wanted: usize, limit: u64) -> usize {
         if limit == 0 {
             return wanted;
         }
@@ -78,13 +78,14 @@ impl Client {
     }
 
     /// Its peer id.
-    pub fn peer_id(&self) -> Id20 {
+    #[cfg(test)]
+    pub(crate) fn peer_id(&self) -> Id20 {
         self.peer_id
     }
 
     /// A new connection: the tracker forgot this browser's torrents with the old one,
     /// so each is announced with `started` again.
-    pub fn reconnected(&mut self) {
+    pub(crate) fn reconnected(&mut self) {
         self.started.fill(false);
         self.next = 0;
         self.sent = 0;
@@ -93,13 +94,13 @@ impl Client {
 
 /// A random base for one run's peer ids: a multiple of a million (a run has at most
 /// a million connections) below 10^12 (peer ids have twelve digits).
-pub fn peer_id_base() -> usize {
+pub(crate) fn peer_id_base() -> usize {
     (rand::random::<u64>() % 1_000_000) as usize * 1_000_000
 }
 
 /// Builds one worker's messages.
 #[derive(Debug)]
-pub struct MessageWriter {
+pub(crate) struct MessageWriter {
     rng: SmallRng,
     announce: ClientMessage,
     answer: ClientMessage,
@@ -114,7 +115,7 @@ pub struct MessageWriter {
 
 impl MessageWriter {
     /// The writer of worker `worker`.
-    pub fn new(config: &Config, worker: usize) -> Self {
+    pub(crate) fn new(config: &Config, worker: usize) -> Self {
         let r = &config.requests;
         let offer = fake_session_description("offer", r.offer_size);
         let answer = fake_session_description("answer", r.offer_size);
@@ -167,7 +168,11 @@ impl MessageWriter {
     /// Writes `client`'s next announce or scrape (chosen by weight) as JSON, and
     /// returns what it is; see [`json`](Self::json) and
     /// [`take_message`](Self::take_message).
-    pub fn write_request(&mut self, client: &mut Client, population: &Population) -> Request {
+    pub(crate) fn write_request(
+        &mut self,
+        client: &mut Client,
+        population: &Population,
+    ) -> Request {
         client.sent += 1;
         if self.rng.random_range(0..self.total_weight) < self.weight_announce {
             Request::Announce(Some(self.write_announce(client, population)))
@@ -224,7 +229,7 @@ impl MessageWriter {
     }
 
     /// `client`'s answer to `offer`: addressed to the offering peer, naming its offer.
-    pub fn write_answer(&mut self, client: &Client, offer: &ForwardedOffer) {
+    pub(crate) fn write_answer(&mut self, client: &Client, offer: &ForwardedOffer) {
         let announce = announce_mut(&mut self.answer);
         announce.info_hash = offer.info_hash;
         announce.peer_id = client.peer_id;
@@ -239,12 +244,13 @@ impl MessageWriter {
     }
 
     /// The JSON written last.
-    pub fn json(&self) -> &[u8] {
+    #[cfg(test)]
+    pub(crate) fn json(&self) -> &[u8] {
         &self.json
     }
 
     /// The JSON written last as a WebSocket text message.
-    pub fn take_message(&mut self) -> Message {
+    pub(crate) fn take_message(&mut self) -> Message {
         self.staging.extend_from_slice(&self.json);
         let payload = self.staging.split().freeze();
         Message::Text(Utf8Bytes::try_from(payload).expect("serde_json writes UTF-8"))
@@ -261,7 +267,7 @@ fn announce_mut(message: &mut ClientMessage) -> &mut AnnounceRequest {
 /// A WebRTC session description (`{"type":…,"sdp":…}`) of a data-channel-only peer,
 /// padded or cut to `size` bytes of SDP: what browsers put in offers and answers, so
 /// messages have a realistic size.
-pub fn fake_session_description(kind: &str, size: usize) -> RawJson {
+pub(crate) fn fake_session_description(kind: &str, size: usize) -> RawJson {
     let mut sdp = String::with_capacity(size + 16);
     sdp.push_str(
         "v=0\r\no=- 5207311740922837364 2 IN IP4 127.0.0.1\r\ns=-\r\nt=0 0\r\n\

@@ -7,7 +7,7 @@ use crate::stats::Counters;
 
 /// One message from the tracker.
 #[derive(Debug)]
-pub enum Reply {
+pub(crate) enum Reply {
     /// The reply to an announce in this torrent (one of ours, or, from some trackers,
     /// one of our answers).
     Announce(Id20),
@@ -30,7 +30,7 @@ pub enum Reply {
 
 impl Reply {
     /// Reads one text message.
-    pub fn read(text: &[u8]) -> Self {
+    pub(crate) fn read(text: &[u8]) -> Self {
         match parse_server_message(text) {
             Ok(ServerMessage::AnnounceResponse(response)) => Self::Announce(response.info_hash),
             Ok(ServerMessage::Scrape(_)) => Self::Scrape,
@@ -46,7 +46,7 @@ impl Reply {
 
     /// The request it may be the reply to (offers and answers come from other peers,
     /// whenever they announce).
-    pub fn reply_to(&self) -> Option<Request> {
+    pub(crate) fn reply_to(&self) -> Option<Request> {
         match *self {
             Self::Announce(info_hash) => Some(Request::Announce(Some(info_hash))),
             Self::Scrape => Some(Request::Scrape),
@@ -60,7 +60,7 @@ impl Reply {
     }
 
     /// Counts it.
-    pub fn count(&self, counters: &mut Counters) {
+    pub(crate) fn count(&self, counters: &mut Counters) {
         let counter = match self {
             Self::Announce(_) => &mut counters.announce_replies,
             Self::Scrape => &mut counters.scrape_replies,

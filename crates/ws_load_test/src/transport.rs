@@ -15,7 +15,7 @@ use rustls::ClientConnection;
 use rustls::pki_types::ServerName;
 
 /// A connection to the tracker.
-pub struct Transport {
+pub(crate) struct Transport {
     socket: TcpStream,
     tls: Option<Box<ClientConnection>>,
     /// Socket bytes read and written since the last [`take_byte_counts`](Self::take_byte_counts).
@@ -32,12 +32,12 @@ impl std::fmt::Debug for Transport {
 }
 
 /// What TLS needs to start a client session.
-pub type TlsClient = (Arc<rustls::ClientConfig>, ServerName<'static>);
+pub(crate) type TlsClient = (Arc<rustls::ClientConfig>, ServerName<'static>);
 
 impl Transport {
     /// Wraps a connecting socket; with `tls`, a TLS client session starts on it (the
     /// handshake proceeds as [`send`](Self::send) and reads are called).
-    pub fn new(socket: TcpStream, tls: Option<&TlsClient>) -> Result<Self, rustls::Error> {
+    pub(crate) fn new(socket: TcpStream, tls: Option<&TlsClient>) -> Result<Self, rustls::Error> {
         let tls = match tls {
             None => None,
             Some((config, name)) => Some(Box::new(ClientConnection::new(
@@ -54,12 +54,12 @@ impl Transport {
     }
 
     /// The socket, to (de)register it.
-    pub fn socket(&mut self) -> &mut TcpStream {
+    pub(crate) fn socket(&mut self) -> &mut TcpStream {
         &mut self.socket
     }
 
     /// Socket bytes (read, written) since the last call.
-    pub fn take_byte_counts(&mut self) -> (u64, u64) {
+    pub(crate) fn take_byte_counts(&mut self) -> (u64, u64) {
         let counts = (self.bytes_read, self.bytes_written);
         self.bytes_read = 0;
         self.bytes_written = 0;
@@ -69,7 +69,7 @@ impl Transport {
     /// Sends as much of `out` as the socket takes now (through TLS when on), removing
     /// what was taken; also sends what TLS itself has to say (handshake, alerts).
     /// An error means the connection is unusable.
-    pub fn send(&mut self, out: &mut Vec<u8>) -> io::Result<()> {
+    pub(crate) fn send(&mut self, out: &mut Vec<u8>) -> io::Result<()> {
         let Some(tls) = &mut self.tls else {
             let mut written = 0;
             while written < out.len() {

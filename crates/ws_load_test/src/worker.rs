@@ -28,7 +28,7 @@ use crate::stats::{Counters, SharedCounters};
 use crate::transport::TlsClient;
 
 /// Connections opened per worker per tick at most.
-pub const OPENS_PER_TICK: usize = 100;
+pub(crate) const OPENS_PER_TICK: usize = 100;
 /// The longest wait before reconnecting.
 const MAX_RECONNECT_DELAY: Duration = Duration::from_secs(10);
 
@@ -44,7 +44,7 @@ struct Slot {
 }
 
 /// One worker thread's state.
-pub struct Worker {
+pub(crate) struct Worker {
     poll: Poll,
     slots: Vec<Slot>,
     shared: Shared,
@@ -66,7 +66,7 @@ impl std::fmt::Debug for Worker {
 impl Worker {
     /// Worker `index`, with the `index`-th `config.connections_per_worker`
     /// connections (and browsers); peer ids are numbered from `id_base`.
-    pub fn new(
+    pub(crate) fn new(
         index: usize,
         id_base: usize,
         config: &Config,
@@ -124,7 +124,7 @@ impl Worker {
     }
 
     /// Runs until shutdown.
-    pub fn run(mut self) -> anyhow::Result<()> {
+    pub(crate) fn run(mut self) -> anyhow::Result<()> {
         let mut events = Events::with_capacity(1024);
         let mut next_tick = Instant::now();
         while !self.shutdown.is_requested() {
@@ -243,7 +243,7 @@ impl Worker {
 }
 
 /// The wait before the next attempt after `failures` failed attempts in a row.
-pub fn reconnect_delay(base: Duration, failures: u32) -> Duration {
+pub(crate) fn reconnect_delay(base: Duration, failures: u32) -> Duration {
     (base * (1 << failures.saturating_sub(1).min(6))).min(MAX_RECONNECT_DELAY)
 }
 

@@ -4,7 +4,7 @@
 
 use shoal_common::Shutdown;
 use shoal_ws_load_test::Config;
-use shoal_ws_load_test::stats::Summary;
+use shoal_ws_load_test::Summary;
 
 fn tracker(tls_dir: Option<&std::path::Path>) -> shoal_ws::RunningTracker {
     let mut config = shoal_ws::Config::default();
