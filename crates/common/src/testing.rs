@@ -324,6 +324,24 @@ pub const SKIP_CONDITIONS: &[(&str, &str)] = &[
     ),
 ];
 
+/// The IPv4 address among a running tracker's bound addresses (`local_addrs()`).
+pub fn ipv4(addrs: &[std::net::SocketAddr]) -> std::net::SocketAddr {
+    addrs
+        .iter()
+        .copied()
+        .find(std::net::SocketAddr::is_ipv4)
+        .expect("the tracker listens on IPv4")
+}
+
+/// The IPv6 address among a running tracker's bound addresses (`local_addrs()`).
+pub fn ipv6(addrs: &[std::net::SocketAddr]) -> std::net::SocketAddr {
+    addrs
+        .iter()
+        .copied()
+        .find(std::net::SocketAddr::is_ipv6)
+        .expect("the tracker listens on IPv6")
+}
+
 /// Whether this host has an IPv6 loopback (`::1` can be bound): the test of the
 /// `ipv6` skip condition.
 pub fn ipv6_loopback() -> bool {

@@ -114,7 +114,7 @@ fn a_tracker_obtains_serves_and_renews_its_certificate_and_outlasts_the_ca_being
     let storage = temp_dir("renewal");
     let names = ["tracker.shoal.test", "www.shoal.test"];
     let tracker = shoal_http::start(acme_config(port, &names, &pebble, &storage)).unwrap();
-    let addr = tracker.ipv4_addr().unwrap();
+    let addr = shoal_common::testing::ipv4(tracker.local_addrs());
     let status = status_of(&tracker);
 
     // The CA is down at start: attempts fail, retried; no handshake completes meanwhile.

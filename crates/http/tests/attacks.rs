@@ -18,7 +18,7 @@ fn start(config: shoal_http::Config) -> RunningTracker {
 }
 
 fn v4(tracker: &RunningTracker) -> SocketAddr {
-    tracker.ipv4_addr().unwrap()
+    shoal_common::testing::ipv4(tracker.local_addrs())
 }
 
 fn unlimited() -> shoal_http::Config {

@@ -24,7 +24,7 @@ fn node(redis: &RedisServer, name: &str, swarm_workers: usize) -> RunningTracker
 }
 
 fn addr(tracker: &RunningTracker) -> SocketAddr {
-    tracker.ipv4_addr().unwrap()
+    shoal_common::testing::ipv4(tracker.local_addrs())
 }
 
 /// Peers and their ids from a non-compact announce reply.

@@ -19,7 +19,7 @@ fn start(config: shoal_http::Config) -> RunningTracker {
 }
 
 fn v4(tracker: &RunningTracker) -> SocketAddr {
-    tracker.ipv4_addr().unwrap()
+    shoal_common::testing::ipv4(tracker.local_addrs())
 }
 
 #[test]
@@ -382,7 +382,7 @@ fn ipv6_on_loopback() {
         return;
     }
     let tracker = start(loopback_config(true));
-    let v6 = tracker.ipv6_addr().unwrap();
+    let v6 = shoal_common::testing::ipv6(tracker.local_addrs());
     let mut a = Connection::open(v6);
     a.get(&announce(&TORRENT, 6881, ""));
     let mut b = Connection::open(v6);
@@ -526,7 +526,7 @@ fn runs_on_the_backend_under_test() {
         shoal_common::IoBackend::IoUring => assert_eq!(backend, shoal_tcp::Backend::IoUring),
         shoal_common::IoBackend::Auto => {}
     }
-    let mut connection = Connection::open(tracker.ipv4_addr().unwrap());
+    let mut connection = Connection::open(shoal_common::testing::ipv4(tracker.local_addrs()));
     let response = connection.get(&announce(&[3; 20], 6881, ""));
     assert_eq!(response.status, 200);
 }

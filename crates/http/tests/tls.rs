@@ -105,7 +105,7 @@ fn stalled_handshakes_from_many_addresses_give_way_to_an_honest_client() {
     let mut config = tls_config(&dir);
     config.network.max_connections = 80;
     let tracker = shoal_http::start(config).unwrap();
-    let addr = tracker.ipv4_addr().unwrap();
+    let addr = shoal_common::testing::ipv4(tracker.local_addrs());
     let mut stalled: Vec<TcpStream> = (0..80)
         .map(|n| stalled_handshake(&format!("127.0.1.{}", n % 40 + 1), addr))
         .collect();
@@ -138,7 +138,7 @@ fn handshakes_under_way_are_capped_per_client_and_per_worker() {
     config.network.max_tls_handshakes = 4;
     config.network.max_tls_handshakes_per_client = 2;
     let tracker = shoal_http::start(config).unwrap();
-    let addr = tracker.ipv4_addr().unwrap();
+    let addr = shoal_common::testing::ipv4(tracker.local_addrs());
     // A client's third handshake under way is closed at once, without a byte.
     let _first = stalled_handshake("127.0.2.1", addr);
     let _second = stalled_handshake("127.0.2.1", addr);
@@ -175,7 +175,7 @@ fn a_refusal_on_a_tls_port_is_a_close_not_plaintext() {
     let mut config = tls_config(&dir);
     config.per_ip.max_connections = 1;
     let tracker = shoal_http::start(config).unwrap();
-    let addr = tracker.ipv4_addr().unwrap();
+    let addr = shoal_common::testing::ipv4(tracker.local_addrs());
     let _held = stalled_handshake("127.0.3.1", addr);
     assert!(eventually(
         || tracker.stats().requests.connections.accepted == 1
@@ -200,7 +200,7 @@ fn https_announce_scrape_keep_alive_and_certificate_reload() {
     config.network.tls_certificate_path = dir.join("cert.pem");
     config.network.tls_private_key_path = dir.join("key.pem");
     let tracker = shoal_http::start(config).unwrap();
-    let addr = tracker.ipv4_addr().unwrap();
+    let addr = shoal_common::testing::ipv4(tracker.local_addrs());
 
     let mut client = connect(addr, &first_ca);
     let torrent = [0x31; 20];
@@ -342,7 +342,7 @@ fn returning_clients_resume_from_tickets_over_tls_1_3_and_1_2_across_a_reload() 
     let dir = temp_dir("resume");
     let ca = make_certificate(&dir, "resumption CA");
     let tracker = shoal_http::start(tls_config(&dir)).unwrap();
-    let addr = tracker.ipv4_addr().unwrap();
+    let addr = shoal_common::testing::ipv4(tracker.local_addrs());
     let tls = tracker.extra().tls.as_ref().expect("serving TLS");
     for (version, first_port) in [
         (&rustls::version::TLS13, 8100),

@@ -30,7 +30,7 @@ fn tracker(tls_dir: Option<&std::path::Path>) -> shoal_http::RunningTracker {
 
 fn load(tracker: &shoal_http::RunningTracker) -> Config {
     let mut config = Config {
-        server_address: tracker.ipv4_addr().unwrap(),
+        server_address: shoal_common::testing::ipv4(tracker.local_addrs()),
         duration: 2,
         summarize_last: 1,
         connections: 8,

@@ -87,16 +87,6 @@ impl Running {
         &self.addrs
     }
 
-    /// The bound IPv4 address, if listening on IPv4.
-    pub fn ipv4_addr(&self) -> Option<SocketAddr> {
-        self.addrs.iter().copied().find(SocketAddr::is_ipv4)
-    }
-
-    /// The bound IPv6 address, if listening on IPv6.
-    pub fn ipv6_addr(&self) -> Option<SocketAddr> {
-        self.addrs.iter().copied().find(SocketAddr::is_ipv6)
-    }
-
     /// The access list, for reloading.
     pub fn access_control(&self) -> &Arc<AccessControl> {
         &self.access

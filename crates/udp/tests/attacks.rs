@@ -41,7 +41,7 @@ fn a_full_tracker_refuses_only_when_every_torrent_is_a_real_swarm() {
     config.capacity.max_torrents = 50;
     config.capacity.new_torrents_per_second = 0;
     let tracker = start(config);
-    let server = tracker.ipv4_addr().unwrap();
+    let server = shoal_common::testing::ipv4(tracker.local_addrs());
     let mut client = Client::new(server);
     let id = client.connect();
     let mut other = Client::from("127.0.0.2:0", server);
@@ -118,7 +118,7 @@ fn a_fresh_hash_flood_from_many_addresses_cannot_keep_an_honest_torrent_out() {
     config.capacity.max_torrents = 2_000;
     config.capacity.new_torrents_burst = 20;
     let tracker = start(config);
-    let server = tracker.ipv4_addr().unwrap();
+    let server = shoal_common::testing::ipv4(tracker.local_addrs());
     let sent = flood_from_addresses(
         server,
         50,
@@ -162,7 +162,7 @@ fn swarms_of_one_client_from_many_networks_cannot_fill_the_tracker() {
     let mut config = loopback_config(false);
     config.capacity.max_torrents = 4_000;
     let tracker = start(config);
-    let server = tracker.ipv4_addr().unwrap();
+    let server = shoal_common::testing::ipv4(tracker.local_addrs());
     let sent = flood_from_addresses(
         server,
         16,
@@ -224,7 +224,7 @@ fn a_full_swarm_answers_newcomers_without_keeping_them() {
     let mut config = unlimited();
     config.capacity.max_peers_per_torrent = 3;
     let tracker = start(config);
-    let mut client = Client::new(tracker.ipv4_addr().unwrap());
+    let mut client = Client::new(shoal_common::testing::ipv4(tracker.local_addrs()));
     let id = client.connect();
     for port in 1..=3 {
         client.announce(id, Announce::new(hash(1), port));
@@ -251,7 +251,7 @@ fn one_proven_address_over_its_rate_is_dropped_then_banned_and_others_are_served
     config.per_ip.burst = 10;
     config.per_ip.ban_after = 2;
     let tracker = start(config);
-    let server = tracker.ipv4_addr().unwrap();
+    let server = shoal_common::testing::ipv4(tracker.local_addrs());
     let mut abuser = Client::from("127.0.0.1:0", server);
     // Connecting counts against nothing: only requests with a connection id do.
     let id = abuser.connect();
@@ -288,7 +288,7 @@ fn one_proven_address_over_its_rate_is_dropped_then_banned_and_others_are_served
 #[test]
 fn forged_connects_and_bad_connection_ids_ban_no_one() {
     let tracker = start(loopback_config(false));
-    let server = tracker.ipv4_addr().unwrap();
+    let server = shoal_common::testing::ipv4(tracker.local_addrs());
     let forger = Client::from("127.0.0.5:0", server);
     let mut bad_scrape = Vec::new();
     for guess in 0..700u64 {
@@ -358,7 +358,7 @@ fn a_flood_that_overflows_the_receive_queue_shrinks_it_until_calm() {
     config.network.overload_recv_buffer_size = 64 * 1024;
     config.socket_workers = 1;
     let tracker = start(config);
-    let server = tracker.ipv4_addr().unwrap();
+    let server = shoal_common::testing::ipv4(tracker.local_addrs());
     let mut connect = Vec::new();
     Request::Connect(ConnectRequest {
         transaction_id: TransactionId(9),

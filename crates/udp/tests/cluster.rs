@@ -34,7 +34,7 @@ fn node(redis: &RedisServer, name: &str, swarm_workers: usize) -> (RunningTracke
 }
 
 fn addr(tracker: &RunningTracker) -> SocketAddr {
-    tracker.ipv4_addr().unwrap()
+    shoal_common::testing::ipv4(tracker.local_addrs())
 }
 
 /// Announces `announce` to `tracker` from a fresh client until `wanted` is among the

@@ -23,7 +23,7 @@ fn start(config: shoal_udp::Config) -> RunningTracker {
 }
 
 fn v4(tracker: &RunningTracker) -> SocketAddr {
-    tracker.ipv4_addr().unwrap()
+    shoal_common::testing::ipv4(tracker.local_addrs())
 }
 
 #[test]
@@ -380,7 +380,7 @@ fn ipv6_on_loopback() {
         return;
     }
     let tracker = start(loopback_config(true));
-    let v6 = tracker.ipv6_addr().expect("listening on ::1");
+    let v6 = shoal_common::testing::ipv6(tracker.local_addrs());
     let mut alice = Client::new(v6);
     let mut bob = Client::new(v6);
     let mut carol = Client::new(v4(&tracker));

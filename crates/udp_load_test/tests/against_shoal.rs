@@ -45,9 +45,11 @@ fn load(server: std::net::SocketAddr) -> Config {
 #[test]
 fn every_kind_of_request_is_answered() {
     let tracker = tracker(false).expect("tracker starts");
-    let summary =
-        shoal_udp_load_test::run_until(load(tracker.ipv4_addr().unwrap()), Shutdown::new())
-            .unwrap();
+    let summary = shoal_udp_load_test::run_until(
+        load(shoal_common::testing::ipv4(tracker.local_addrs())),
+        Shutdown::new(),
+    )
+    .unwrap();
     assert!(summary.announce_per_second > 100.0, "{summary:?}");
     assert!(
         summary.connect_per_second > 10.0 && summary.scrape_per_second > 10.0,
@@ -87,7 +89,7 @@ fn sequential_peers_over_ipv6() {
         return;
     }
     let tracker = tracker(true).expect("the tracker starts on ::1");
-    let mut config = load(tracker.ipv6_addr().unwrap());
+    let mut config = load(shoal_common::testing::ipv6(tracker.local_addrs()));
     config.requests.peer_order = PeerOrder::Sequential;
     config.requests.weight_connect = 0;
     config.requests.weight_scrape = 0;
@@ -100,7 +102,7 @@ fn sequential_peers_over_ipv6() {
 #[test]
 fn a_fixed_rate_is_kept_whatever_the_tracker_could_serve() {
     let tracker = tracker(false).expect("tracker starts");
-    let mut config = load(tracker.ipv4_addr().unwrap());
+    let mut config = load(shoal_common::testing::ipv4(tracker.local_addrs()));
     config.workers = 2;
     config.network.requests_per_second = 3_000;
     // A window that would send far more than 3,000 a second if it were used.
@@ -141,7 +143,7 @@ fn obeying_clients_follow_the_interval_they_are_given() {
         tracker_config.interval.adaptive = false;
         tracker_config.interval.jitter_percent = 0;
         let tracker = shoal_udp::start(tracker_config).expect("tracker starts");
-        let mut config = load(tracker.ipv4_addr().unwrap());
+        let mut config = load(shoal_common::testing::ipv4(tracker.local_addrs()));
         config.requests.weight_connect = 0;
         config.requests.weight_scrape = 0;
         config.requests.peers = 3_000;

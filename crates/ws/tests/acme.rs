@@ -56,7 +56,7 @@ fn wss_is_served_with_a_certificate_obtained_from_the_ca() {
     config.network.acme_storage_path = storage.clone();
     config.network.acme_retry_seconds = 1;
     let tracker = shoal_ws::start(config.clone()).unwrap();
-    let addr = tracker.ipv4_addr().unwrap();
+    let addr = shoal_common::testing::ipv4(tracker.local_addrs());
     let tls = tracker.extra().tls.as_ref().expect("serving TLS");
     let status = tls.acme_status().expect("ACME on").clone();
     wait_for_issued(&status, 1, &pebble);
@@ -87,7 +87,7 @@ fn wss_is_served_with_a_certificate_obtained_from_the_ca() {
     // the CA down.
     pebble.stop_ca();
     let tracker = shoal_ws::start(config.clone()).unwrap();
-    let addr = tracker.ipv4_addr().unwrap();
+    let addr = shoal_common::testing::ipv4(tracker.local_addrs());
     let mut carol = wss_client(addr, &root);
     carol.announce(torrent, id("carol"), json!({}));
     assert!(matches!(
@@ -115,7 +115,7 @@ fn wss_is_served_with_a_certificate_obtained_from_the_ca() {
     .unwrap();
     pebble.start_ca();
     let tracker = shoal_ws::start(config).unwrap();
-    let addr = tracker.ipv4_addr().unwrap();
+    let addr = shoal_common::testing::ipv4(tracker.local_addrs());
     let tls = tracker.extra().tls.as_ref().expect("serving TLS");
     let status = tls.acme_status().expect("ACME on").clone();
     wait_for_issued(&status, 1, &pebble);

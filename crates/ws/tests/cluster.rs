@@ -34,7 +34,7 @@ fn node(
 }
 
 fn addr(tracker: &RunningTracker) -> SocketAddr {
-    tracker.ipv4_addr().unwrap()
+    shoal_common::testing::ipv4(tracker.local_addrs())
 }
 
 /// (seeders, leechers) of the torrent as `tracker` scrapes it.

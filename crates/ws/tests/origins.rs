@@ -44,7 +44,7 @@ fn origins_are_allowed_denied_capped_and_reloaded() {
     config.network.origins_path = rules.0.clone();
     config.network.max_connections_per_origin = 2;
     let tracker = shoal_ws::start(config).unwrap();
-    let addr = tracker.ipv4_addr().unwrap();
+    let addr = shoal_common::testing::ipv4(tracker.local_addrs());
 
     // Allowed: the site (up to its cap) and clients without an Origin, which serve.
     let mut first = open(addr, Some("https://site.example")).expect("the site is allowed");

@@ -41,7 +41,7 @@ fn wss_relays_offers_and_reloads_its_certificate() {
     config.network.tls_certificate_path = dir.join("cert.pem");
     config.network.tls_private_key_path = dir.join("key.pem");
     let tracker = shoal_ws::start(config).unwrap();
-    let addr = tracker.ipv4_addr().unwrap();
+    let addr = shoal_common::testing::ipv4(tracker.local_addrs());
     assert!(tracker.urls()[0].starts_with("wss://127.0.0.1:"));
 
     let torrent = id("tls torrent");

@@ -21,7 +21,7 @@ fn start(config: shoal_ws::Config) -> RunningTracker {
 }
 
 fn v4(tracker: &RunningTracker) -> SocketAddr {
-    tracker.ipv4_addr().unwrap()
+    shoal_common::testing::ipv4(tracker.local_addrs())
 }
 
 fn counts(message: ServerMessage) -> (u64, u64) {

@@ -49,7 +49,7 @@ fn self_signed_dir(label: &str) -> std::path::PathBuf {
 
 fn load(tracker: &shoal_ws::RunningTracker) -> Config {
     let mut config = Config {
-        server_address: tracker.ipv4_addr().unwrap(),
+        server_address: shoal_common::testing::ipv4(tracker.local_addrs()),
         connections_per_worker: 2,
         duration: 2,
         summarize_last: 0,
