@@ -48,6 +48,28 @@ use shoal_common::ClusterStats;
 use shoal_common::{ClusterConfig, Shutdown, Supervisor};
 
 pub use resp::{Reply, encode as encode_command};
+
+/// Entry points for the fuzz targets (built only by cargo-fuzz, which sets
+/// `--cfg fuzzing`).
+#[cfg(fuzzing)]
+#[doc(hidden)]
+pub mod fuzzing {
+    use crate::resp::{Parsed, complete_length, parse};
+
+    /// `fuzz/fuzz_targets/resp_reply.rs`: any bytes from a store; the parser never
+    /// panics, and measuring a reply agrees with parsing it.
+    pub fn resp_reply(data: &[u8]) {
+        let measured = complete_length(data);
+        match parse(data) {
+            Ok(Parsed::Reply(_, used)) => {
+                assert_eq!(measured, Ok(Some(used)));
+                assert!(used <= data.len());
+            }
+            Ok(Parsed::Incomplete) => assert_eq!(measured, Ok(None)),
+            Err(_) => assert!(measured.is_err()),
+        }
+    }
+}
 pub use store::{Connection, StoreAddress};
 pub use values::SharedValues;
 
